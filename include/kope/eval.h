@@ -1,0 +1,107 @@
+// kope/eval.h — judging candidate kernels: the evaluator's public contract (DESIGN.md §3).
+//
+// An Evaluator compiles a candidate in a sandbox, checks it on every case of the op against the
+// reference, times the timed cases with the parent's clock, and returns an EvalResult. A bad
+// kernel is a *verdict*, never an Error: Error means kope itself could not evaluate (no sandbox,
+// no compiler, unreadable spec). Implementations are thread-safe: compiles and verification may
+// run concurrently, timing is exclusive machine-wide (a lock that also holds across processes).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kope/error.h"
+#include "kope/spec.h"
+#include "kope/target.h"
+
+namespace kope::eval {
+
+enum class Verdict {
+  correct,         // compiled, matched the reference on every case, timed (when asked)
+  wrong_result,    // ran, but an output differs (first mismatch reported)
+  compile_error,   // the compiler rejected it (or ran out of its limits)
+  runtime_error,   // crashed (signal named), exited, or wrote outside its buffers
+  timeout,         // exceeded the wall-clock or CPU-time limit
+  resource_limit,  // exceeded memory, file-size, process or output limits
+  rejected,        // broke a rule: forbidden symbol/syscall, constructor, input mutation,
+                   // time below the roofline floor, results that depend on call history
+};
+
+std::string_view verdict_name(Verdict v);  // "wrong_result"
+std::optional<Verdict> parse_verdict(std::string_view s);
+
+// One checked case.
+struct CaseCheck {
+  int case_index = 0;         // 0-based, as in OpSpec::cases
+  std::string label;          // "N=64 D=1000"
+  bool ok = false;
+  double max_abs_err = 0;
+  // "y[3, 17]: got 0.25, expected 0.5" for the first mismatching element; empty when ok.
+  std::string first_mismatch;
+};
+
+// One timed case. Times are per call, in microseconds, measured by the parent's clock around
+// batches of calls.
+struct CaseTiming {
+  int case_index = 0;
+  std::string label;
+  double median_us = 0;
+  double ci95_us = 0;              // half-width of the 95% confidence interval of the median
+  std::vector<double> samples_us;  // one per batch (batch time / calls in the batch)
+  int64_t calls_per_batch = 0;
+  double reference_us = 0;                 // the reference, timed through the same path
+  std::optional<double> library_us;        // the vendor-library baseline, when the op has one
+  double roofline_us = 0;                  // DRAM roofline: max(flops/peak, bytes/bandwidth)
+  double fraction_of_roofline = 0;         // roofline_us / median_us
+};
+
+struct EvalResult {
+  Verdict verdict = Verdict::rejected;
+  std::string message;      // one line a person (and the model) can act on
+  std::string diagnostics;  // trimmed compiler errors or stderr, scratch paths scrubbed
+  std::string op;
+  std::string target;       // Target::str()
+  std::string toolchain;    // Toolchain::id(): compiler version and flags
+  std::string code_hash;    // SHA-256 of the candidate source
+  uint64_t seed = 0;        // the evaluation's data seed (recorded for reproduction)
+  std::vector<CaseCheck> cases;
+  std::vector<CaseTiming> timing;
+  // Geometric means over the timed cases; set only when the verdict is `correct` and timed.
+  std::optional<double> speedup_vs_reference;
+  std::optional<double> speedup_vs_library;  // over the timed cases that have a library time
+  std::optional<double> fraction_of_roofline;
+  double compile_seconds = 0;
+  bool compile_cached = false;
+  double wall_seconds = 0;
+
+  // The `kope eval --json` object: verdict, message, op, target, cases[], timing[],
+  // speedup_vs_reference, speedup_vs_library, plus the other fields above.
+  std::string to_json() const;
+  static Result<EvalResult> from_json(std::string_view text);
+};
+
+struct EvalOptions {
+  std::optional<uint64_t> seed;   // fresh random when unset
+  bool time = true;               // false: verify only
+  double target_ci = 0.02;        // stop timing when the CI half-width is within ±2% of the median
+  double max_seconds_per_case = 10;  // timing cap per timed case
+  std::vector<std::string> extra_flags;  // appended to the backend's compile flags
+};
+
+// The evaluator interface. The agent loop is tested against a fake implementation.
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  // Judges `source` as a kernel for `op`. Thread-safe.
+  virtual Result<EvalResult> evaluate(const spec::OpSpec& op, std::string_view source,
+                                      const EvalOptions& options) = 0;
+  virtual Target target() const = 0;
+  virtual std::string toolchain_id() const = 0;
+  virtual std::string backend() const = 0;  // "cpu", "opencl", "cuda", "ascend"
+};
+
+}  // namespace kope::eval

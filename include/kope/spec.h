@@ -1,0 +1,184 @@
+// kope/spec.h — operator specs: the op.toml format, shapes, cases and the CPU kernel ABI.
+//
+// An operator lives in a folder with `op.toml` and `reference.cpp` (DESIGN.md §2), and
+// optionally `library.cpp`: the same ABI implemented with a vendor library (oneDNN or OpenBLAS),
+// the baseline speedups are measured against. load_op() validates everything and reports each
+// problem as "path:line:column: what is wrong (what was expected)". Loaded specs are immutable
+// values; all functions here are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kope/error.h"
+
+namespace kope::spec {
+
+namespace fs = std::filesystem;
+
+enum class DType { f32, f64, i32, i64 };
+
+std::string_view dtype_name(DType t);   // "f32"
+std::string_view dtype_ctype(DType t);  // "float", "double", "int32_t", "int64_t"
+size_t dtype_size(DType t);
+bool dtype_is_float(DType t);
+std::optional<DType> parse_dtype(std::string_view s);
+
+// Values of the dims for one case, by name.
+using DimValues = std::map<std::string, int64_t, std::less<>>;
+
+// An arithmetic expression over dim names: integer and float literals, + - * / (true division)
+// // (floor division) % (floor modulo), unary minus, parentheses, and the functions min(a,b),
+// max(a,b), cdiv(a,b) (ceiling division). Evaluated in double precision.
+class Expr {
+ public:
+  Expr();  // the constant 0
+  // Parses `text`; on failure the error message names the column (0-based offset in `text`
+  // is returned through `error_offset` when not null).
+  static Result<Expr> parse(std::string_view text, size_t* error_offset = nullptr);
+  static Expr constant(double v);
+
+  // Evaluates with the given dims. Names not in `dims` evaluate to NaN (validated at load).
+  double eval(const DimValues& dims) const;
+  // Evaluates and requires an exact non-negative integer.
+  Result<int64_t> eval_size(const DimValues& dims) const;
+  // Every dim name the expression mentions.
+  std::set<std::string> names() const;
+  const std::string& text() const { return m_text; }
+
+  struct Node;
+
+ private:
+  std::shared_ptr<const Node> m_root;
+  std::string m_text;
+};
+
+// Where a value came from in op.toml, for messages.
+struct SourceLoc {
+  int line = 0;
+  int column = 0;
+};
+
+// How an input is filled: `normal(mean, std)`, `uniform(lo, hi)`, `randint(lo, hi)` (inclusive),
+// `const(v)`, `arange(start, step)`, optionally followed by `| specials(p)`, which replaces a
+// fraction p of the elements by NaN, +Inf, -Inf, -0.0 or subnormals (float dtypes only).
+// Arguments are expressions over dims (e.g. `randint(0, N-1)` for indices).
+struct InitSpec {
+  enum class Kind { normal, uniform, randint, constant, arange };
+  Kind kind = Kind::normal;
+  std::vector<Expr> args;
+  double specials = 0.0;  // fraction in [0, 1]
+  std::string text;
+
+  static Result<InitSpec> parse(std::string_view text, DType dtype);
+};
+
+struct Tensor {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<Expr> shape;       // one expression per axis; rank-0 (scalar) when empty
+  std::optional<InitSpec> init;  // inputs only; default normal(0, 1) / randint(-100, 100)
+  SourceLoc loc;
+};
+
+struct Attr {
+  std::string name;
+  DType dtype = DType::f32;
+  double value = 0;     // for float attrs
+  int64_t ivalue = 0;   // for integer attrs
+  SourceLoc loc;
+};
+
+struct Case {
+  int index = 0;               // position in `cases`, 0-based
+  std::vector<int64_t> dims;   // in OpSpec::dims order
+  bool timed = false;
+  SourceLoc loc;
+};
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+struct OpSpec {
+  std::string name;
+  std::string category;
+  int level = 1;
+  std::string summary;
+  std::vector<std::string> dims;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  std::vector<Attr> attrs;
+  Expr flops;
+  Expr bytes;
+  Tolerance tolerance;
+  std::vector<Case> cases;
+
+  fs::path dir;             // the op folder
+  fs::path spec_path;       // dir/op.toml
+  fs::path reference_path;  // dir/reference.cpp
+  std::optional<fs::path> library_path;  // dir/library.cpp when a vendor baseline exists
+  std::string library_name;  // "onednn", "openblas" or "" (read from library.cpp's header)
+  std::string spec_hash;     // SHA-256 over op.toml and reference.cpp
+
+  DimValues dim_values(const Case& c) const;
+  // Concrete shape of a tensor for a case (validated at load: every entry is a size >= 0).
+  std::vector<int64_t> shape_of(const Tensor& t, const Case& c) const;
+  size_t element_count(const Tensor& t, const Case& c) const;
+  size_t byte_size(const Tensor& t, const Case& c) const;
+  // Sum of all input and output buffer sizes of a case.
+  size_t case_buffer_bytes(const Case& c) const;
+  double flops_for(const Case& c) const;
+  double bytes_for(const Case& c) const;
+  std::vector<const Case*> timed_cases() const;
+  int timed_case_count() const;
+  // "N=64 D=1000"
+  std::string case_label(const Case& c) const;
+};
+
+// Parses op.toml text. `path` is used in messages and to locate reference.cpp/library.cpp when
+// `check_files` is true.
+Result<OpSpec> parse_op(std::string_view toml_text, const fs::path& path, bool check_files = true);
+
+// Loads `dir/op.toml` (or a path to an op.toml file) and checks its reference.cpp exists.
+Result<OpSpec> load_op(const fs::path& dir);
+
+// The operator suite: every ops/<category>/<name>/op.toml below `root`, sorted by
+// (category, name). Fails on the first malformed spec, naming it.
+struct Suite {
+  fs::path root;
+  std::vector<OpSpec> ops;
+  const OpSpec* find(std::string_view name) const;
+};
+
+fs::path default_ops_dir();  // share_dir()/ops
+Result<Suite> load_suite(const fs::path& root = default_ops_dir());
+
+// Resolves what a user typed: a path to an op folder (anything containing '/' or naming an
+// existing directory with op.toml) or the name of a suite op.
+Result<OpSpec> resolve_op(std::string_view name_or_path, const fs::path& suite_root = default_ops_dir());
+
+// Resolves a selector list: names, globs ("*norm*"), categories ("category:matmul" or a bare
+// category name), levels ("level:2"), op folders. Empty list or "all" selects the whole suite.
+Result<std::vector<OpSpec>> select_ops(const std::vector<std::string>& selectors,
+                                       const fs::path& suite_root = default_ops_dir());
+
+// The CPU C++ kernel ABI v1 declaration for this op, e.g.
+// `extern "C" void kope_kernel(const float* x, float* y, int64_t N, int64_t D);`
+std::string render_signature(const OpSpec& op, std::string_view function = "kope_kernel");
+
+// A trusted translation unit that defines
+// `extern "C" void kope_entry(void* const* buffers, const int64_t* dims)`, which calls
+// kope_kernel with inputs then outputs from `buffers`, the dims in order and the attrs as
+// exact constants. Compiled next to every candidate so callers need no per-op code.
+std::string render_entry_shim(const OpSpec& op, std::string_view function = "kope_kernel");
+
+}  // namespace kope::spec

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs every Debian package kope's build, tests and runtime need. Idempotent: packages
+# already present are skipped, and `apt-get update` runs only when something is missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential g++ cmake ninja-build pkg-config binutils git
+  # libraries
+  libfmt-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libsqlite3-dev sqlite3
+  libcurl4-openssl-dev libssl-dev libzstd-dev libseccomp-dev
+  # vendor-library baselines
+  libdnnl-dev libopenblas-dev
+  # the sandbox
+  bubblewrap
+  # OpenCL on the CPU
+  pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev python3
+  # reports
+  graphviz
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "setup: missing packages (${missing[*]}) and not root; install them or run as root" >&2
+    exit 1
+  fi
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

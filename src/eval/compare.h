@@ -1,0 +1,38 @@
+// eval/compare.h — comparing a kernel's output with the reference's.
+//
+// An element matches when both are NaN, or both are the same infinity, or both are finite and
+// |got - expected| <= atol + rtol * |expected|. Integer dtypes use the same rule on exact
+// integers (tolerances are normally 0). Zero mismatches are allowed. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kope/spec.h"
+
+namespace kope::eval {
+
+struct Mismatch {
+  size_t index = 0;       // flat element index in the tensor
+  double got = 0;
+  double expected = 0;
+  std::string got_text;   // exact text ("nan", "-inf", "-0", "1.2345678e-03")
+  std::string expected_text;
+};
+
+struct CompareResult {
+  bool ok = true;
+  size_t mismatches = 0;
+  double max_abs_err = 0;  // over elements where both sides are finite
+  std::optional<Mismatch> first;
+};
+
+CompareResult compare_tensor(spec::DType dtype, const void* got, const void* expected, size_t count,
+                             const spec::Tolerance& tol);
+
+// "[2, 17]" for a flat index in a tensor of this shape.
+std::string format_index(size_t flat, const std::vector<int64_t>& shape);
+
+}  // namespace kope::eval

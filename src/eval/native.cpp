@@ -1,0 +1,112 @@
+#include "eval/native.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/strings.h"
+#include "util/subprocess.h"
+
+namespace kope::eval {
+
+std::string Toolchain::id() const { return fmt::format("{} | {}", version, util::join(flags, " ")); }
+
+Result<Toolchain> cpu_toolchain() {
+  static std::mutex mu;
+  static std::optional<Result<Toolchain>> cached;
+  std::lock_guard lock(mu);
+  if (cached) return *cached;
+  Toolchain tc;
+  tc.compiler = util::get_env("KOPE_CXX").value_or("g++");
+  std::string flags = util::get_env("KOPE_CXXFLAGS").value_or("-O3 -march=native -fopenmp");
+  for (auto& f : util::split(flags, ' ')) {
+    if (!util::trim(f).empty()) tc.flags.emplace_back(util::trim(f));
+  }
+  util::RunOptions ro;
+  ro.spawn.argv = {tc.compiler, "--version"};
+  ro.timeout = std::chrono::seconds(30);
+  auto r = util::run(ro);
+  if (!r) {
+    cached = std::unexpected(Error{ErrorKind::unavailable, fmt::format("the C++ compiler '{}' cannot be run: {}", tc.compiler, r.error().message)});
+  } else if (!r->status.success()) {
+    cached = std::unexpected(Error{ErrorKind::unavailable, fmt::format("'{} --version' {}", tc.compiler, r->status.describe())});
+  } else {
+    tc.version = std::string(util::trim(r->out.substr(0, r->out.find('\n'))));
+    cached = tc;
+  }
+  return *cached;
+}
+
+const std::vector<std::string>& library_link_flags() {
+  static const std::vector<std::string> k = {"-I/usr/include/x86_64-linux-gnu/openblas-pthread", "-ldnnl",
+                                             "-lopenblas"};
+  return k;
+}
+
+Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, const Toolchain& tc,
+                               const std::vector<std::string>& extra_flags) {
+  KOPE_ASSIGN(std::string src, util::read_file(source));
+  std::string shim = spec::render_entry_shim(op);
+  std::string key = util::sha256_hex(src + std::string(1, '\0') + shim + std::string(1, '\0') + tc.id() + std::string(1, '\0') + util::join(extra_flags, " "));
+  fs::path dir = util::cache_dir() / "trusted";
+  fs::path so = dir / (key.substr(0, 32) + ".so");
+  std::error_code ec;
+  if (fs::exists(so, ec)) return so;
+  KOPE_TRY(util::make_dirs(dir));
+  KOPE_ASSIGN(util::TempDir tmp, util::TempDir::create("kope-build-", dir));
+  fs::path shim_path = tmp.path() / "kope_entry.cpp";
+  KOPE_TRY(util::write_file_atomic(shim_path, shim));
+  fs::path out = tmp.path() / "kernel.so";
+  util::RunOptions ro;
+  ro.spawn.argv = {tc.compiler};
+  for (const auto& f : tc.flags) ro.spawn.argv.push_back(f);
+  for (const auto& f : {"-std=c++17", "-fPIC", "-shared", "-o"}) ro.spawn.argv.push_back(f);
+  ro.spawn.argv.push_back(out.string());
+  ro.spawn.argv.push_back(fs::absolute(source).string());
+  ro.spawn.argv.push_back(shim_path.string());
+  for (const auto& f : extra_flags) ro.spawn.argv.push_back(f);
+  ro.timeout = std::chrono::seconds(300);
+  ro.stderr_cap = 64 << 10;
+  KOPE_ASSIGN(util::RunResult r, util::run(ro));
+  if (!r.status.success()) {
+    return fail(ErrorKind::config, "{}: does not compile ({}):\n{}", source.string(), r.status.describe(),
+                util::truncate_text(r.err, 4000, 40));
+  }
+  if (::rename(out.c_str(), so.c_str()) != 0) return fail(ErrorKind::io, "cannot move {} into the cache", out.string());
+  return so;
+}
+
+Result<NativeKernel> NativeKernel::load(const fs::path& so_path) {
+  void* h = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return fail(ErrorKind::io, "cannot load {}: {}", so_path.string(), ::dlerror());
+  void* sym = ::dlsym(h, "kope_entry");
+  if (sym == nullptr) {
+    ::dlclose(h);
+    return fail(ErrorKind::internal, "{} has no kope_entry", so_path.string());
+  }
+  NativeKernel k;
+  k.m_handle = h;
+  k.m_entry = reinterpret_cast<void (*)(void* const*, const int64_t*)>(sym);
+  return k;
+}
+
+NativeKernel::NativeKernel(NativeKernel&& other) noexcept { *this = std::move(other); }
+
+NativeKernel& NativeKernel::operator=(NativeKernel&& other) noexcept {
+  if (this != &other) {
+    if (m_handle) ::dlclose(m_handle);
+    m_handle = other.m_handle;
+    m_entry = other.m_entry;
+    other.m_handle = nullptr;
+    other.m_entry = nullptr;
+  }
+  return *this;
+}
+
+NativeKernel::~NativeKernel() {
+  if (m_handle) ::dlclose(m_handle);
+}
+
+}  // namespace kope::eval

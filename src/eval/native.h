@@ -1,0 +1,60 @@
+// eval/native.h — building and loading *trusted* kernels (references, library baselines).
+//
+// Candidates never go through this path: they are built and run only in the sandbox. Trusted
+// kernels are compiled with the CPU toolchain plus the op's entry shim into a content-addressed
+// shared object under cache_dir()/trusted/, and called in-process through kope_entry.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kope/error.h"
+#include "kope/spec.h"
+
+namespace kope::eval {
+
+namespace fs = std::filesystem;
+
+// A compiler and the flags a backend compiles kernels with.
+struct Toolchain {
+  std::string compiler;            // as invoked ("g++" or a path)
+  std::string version;             // first line of `compiler --version`
+  std::vector<std::string> flags;  // code-generation flags, e.g. -O3 -march=native -fopenmp
+
+  // "g++ (Debian 12.2.0-14) 12.2.0 | -O3 -march=native -fopenmp": the key memory records.
+  std::string id() const;
+};
+
+// The CPU C++ toolchain: $KOPE_CXX (default g++) with $KOPE_CXXFLAGS (default
+// "-O3 -march=native -fopenmp"). Cached after the first call; thread-safe.
+Result<Toolchain> cpu_toolchain();
+
+// Link flags for library baselines (oneDNN, OpenBLAS).
+const std::vector<std::string>& library_link_flags();
+
+// Builds `source` with the op's entry shim into a shared object (cached by content, flags and
+// compiler version). Returns the .so path, or a config error with the compiler's diagnostics.
+Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, const Toolchain& tc,
+                               const std::vector<std::string>& extra_flags = {});
+
+// A loaded shared object with a kope_entry. Move-only; dlclose on destruction.
+class NativeKernel {
+ public:
+  static Result<NativeKernel> load(const fs::path& so_path);
+  NativeKernel(NativeKernel&& other) noexcept;
+  NativeKernel& operator=(NativeKernel&& other) noexcept;
+  NativeKernel(const NativeKernel&) = delete;
+  NativeKernel& operator=(const NativeKernel&) = delete;
+  ~NativeKernel();
+
+  // Calls the kernel: buffers are inputs then outputs in spec order; dims in spec order.
+  void call(void* const* buffers, const int64_t* dims) const { m_entry(buffers, dims); }
+
+ private:
+  NativeKernel() = default;
+  void* m_handle = nullptr;
+  void (*m_entry)(void* const*, const int64_t*) = nullptr;
+};
+
+}  // namespace kope::eval

@@ -1,0 +1,233 @@
+#include "kope/hw.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "hw/probe_source.h"
+#include "util/fs.h"
+#include "util/strings.h"
+#include "util/subprocess.h"
+
+namespace kope {
+
+namespace {
+
+using nlohmann::json;
+
+uint64_t parse_cache_size(std::string s) {
+  s = std::string(util::trim(s));
+  if (s.empty()) return 0;
+  uint64_t mult = 1;
+  char last = s.back();
+  if (last == 'K') mult = 1024;
+  if (last == 'M') mult = 1024 * 1024;
+  if (last == 'G') mult = 1024ULL * 1024 * 1024;
+  return std::strtoull(s.c_str(), nullptr, 10) * mult;
+}
+
+std::string read_trimmed(const std::string& path) {
+  auto r = util::read_file(path);
+  return r ? std::string(util::trim(*r)) : std::string();
+}
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm {};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string compiler_command() {
+  if (auto v = util::get_env("KOPE_CXX")) return *v;
+  return "g++";
+}
+
+Result<std::string> compiler_version(const std::string& cxx) {
+  util::RunOptions ro;
+  ro.spawn.argv = {cxx, "--version"};
+  ro.timeout = std::chrono::seconds(20);
+  KOPE_ASSIGN(util::RunResult r, util::run(ro));
+  if (!r.status.success()) return fail(ErrorKind::io, "{} --version {}", cxx, r.status.describe());
+  return std::string(util::trim(r.out.substr(0, r.out.find('\n'))));
+}
+
+Result<HardwareProfile> measure() {
+  HardwareProfile p = describe_host();
+  std::string cxx = compiler_command();
+  KOPE_ASSIGN(p.compiler, compiler_version(cxx));
+  KOPE_ASSIGN(util::TempDir dir, util::TempDir::create("kope-hw-"));
+  auto src = dir.path() / "probe.cpp";
+  auto exe = dir.path() / "probe";
+  KOPE_TRY(util::write_file_atomic(src, hw::k_probe_source));
+  util::RunOptions cc;
+  cc.spawn.argv = {cxx, "-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-std=gnu++17",
+                   src.string(), "-o", exe.string()};
+  cc.timeout = std::chrono::seconds(120);
+  KOPE_ASSIGN(util::RunResult built, util::run(cc));
+  if (!built.status.success()) {
+    return fail(ErrorKind::io, "cannot compile the hardware probe with {}: {}\n{}", cxx,
+                built.status.describe(), util::truncate_text(built.err, 2000, 20));
+  }
+  uint64_t max_ws = std::max<uint64_t>(uint64_t{256} << 20, 4 * p.l3_bytes);
+  if (p.memory_bytes > 0) max_ws = std::min<uint64_t>(max_ws, p.memory_bytes / 8);
+  max_ws = std::min<uint64_t>(max_ws, uint64_t{1536} << 20);
+  util::RunOptions ro;
+  ro.spawn.argv = {exe.string(), std::to_string(max_ws)};
+  ro.timeout = std::chrono::seconds(300);
+  KOPE_ASSIGN(util::RunResult r, util::run(ro));
+  if (!r.status.success()) {
+    return fail(ErrorKind::io, "the hardware probe {}: {}", r.status.describe(), util::truncate_text(r.err, 2000, 20));
+  }
+  try {
+    json j = json::parse(r.out);
+    p.peak_gflops = j.at("gflops").get<double>();
+    p.peak_gflops_core = j.at("gflops_core").get<double>();
+    for (const auto& pt : j.at("bandwidth")) {
+      p.bandwidth.push_back({pt.at(0).get<uint64_t>(), pt.at(1).get<double>()});
+    }
+  } catch (const json::exception& e) {
+    return fail(ErrorKind::internal, "the hardware probe printed unreadable output ({}): {}", e.what(), util::truncate_text(r.out, 500));
+  }
+  if (p.bandwidth.empty() || p.peak_gflops <= 0) return fail(ErrorKind::internal, "the hardware probe measured nothing");
+  p.peak_gbps = p.bandwidth.back().gbps;
+  p.measured_at = now_iso();
+  return p;
+}
+
+}  // namespace
+
+HardwareProfile describe_host() {
+  HardwareProfile p;
+  p.target = Target::host();
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("model name")) {
+      p.cpu_model = std::string(util::trim(line.substr(line.find(':') + 1)));
+      break;
+    }
+  }
+  if (p.cpu_model.empty()) p.cpu_model = "unknown";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  p.cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  for (int idx = 0; idx < 8; ++idx) {
+    std::string base = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", idx);
+    std::string level = read_trimmed(base + "level");
+    if (level.empty()) break;
+    std::string type = read_trimmed(base + "type");
+    uint64_t size = parse_cache_size(read_trimmed(base + "size"));
+    if (level == "1" && type != "Instruction") p.l1d_bytes = size;
+    if (level == "2") p.l2_bytes = size;
+    if (level == "3") p.l3_bytes = size;
+  }
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) p.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+  return p;
+}
+
+double HardwareProfile::gbps_for_working_set(uint64_t ws) const {
+  if (bandwidth.empty()) return peak_gbps;
+  double best = 0;
+  for (const auto& pt : bandwidth) best = std::max(best, pt.gbps);
+  for (const auto& pt : bandwidth) {
+    if (pt.working_set_bytes >= ws) {
+      // Smaller working sets never see less bandwidth than larger ones.
+      double b = pt.gbps;
+      for (const auto& q : bandwidth) {
+        if (q.working_set_bytes >= pt.working_set_bytes) b = std::max(b, q.gbps);
+      }
+      return b;
+    }
+  }
+  return peak_gbps;
+}
+
+double HardwareProfile::roofline_seconds(double flops, double bytes) const {
+  double t = 0;
+  if (peak_gflops > 0) t = std::max(t, flops / (peak_gflops * 1e9));
+  if (peak_gbps > 0) t = std::max(t, bytes / (peak_gbps * 1e9));
+  return t;
+}
+
+double HardwareProfile::floor_seconds(double flops, double bytes, uint64_t ws) const {
+  double t = 0;
+  if (peak_gflops > 0) t = std::max(t, flops / (peak_gflops * 1e9));
+  double bw = gbps_for_working_set(ws);
+  if (bw > 0) t = std::max(t, bytes / (bw * 1e9));
+  return t;
+}
+
+std::string HardwareProfile::to_json() const {
+  json j;
+  j["target"] = target.str();
+  j["cpu_model"] = cpu_model;
+  j["cores"] = cores;
+  j["l1d_bytes"] = l1d_bytes;
+  j["l2_bytes"] = l2_bytes;
+  j["l3_bytes"] = l3_bytes;
+  j["memory_bytes"] = memory_bytes;
+  j["peak_gflops"] = peak_gflops;
+  j["peak_gflops_core"] = peak_gflops_core;
+  j["peak_gbps"] = peak_gbps;
+  json bw = json::array();
+  for (const auto& pt : bandwidth) bw.push_back({{"working_set_bytes", pt.working_set_bytes}, {"gbps", pt.gbps}});
+  j["bandwidth"] = bw;
+  j["compiler"] = compiler;
+  j["measured_at"] = measured_at;
+  return j.dump(2);
+}
+
+Result<HardwareProfile> HardwareProfile::from_json(std::string_view text) {
+  try {
+    json j = json::parse(text);
+    HardwareProfile p;
+    KOPE_ASSIGN(p.target, Target::parse(j.at("target").get<std::string>()));
+    p.cpu_model = j.at("cpu_model").get<std::string>();
+    p.cores = j.at("cores").get<int>();
+    p.l1d_bytes = j.value("l1d_bytes", uint64_t{0});
+    p.l2_bytes = j.value("l2_bytes", uint64_t{0});
+    p.l3_bytes = j.value("l3_bytes", uint64_t{0});
+    p.memory_bytes = j.value("memory_bytes", uint64_t{0});
+    p.peak_gflops = j.at("peak_gflops").get<double>();
+    p.peak_gflops_core = j.value("peak_gflops_core", 0.0);
+    p.peak_gbps = j.at("peak_gbps").get<double>();
+    for (const auto& pt : j.value("bandwidth", json::array())) {
+      p.bandwidth.push_back({pt.at("working_set_bytes").get<uint64_t>(), pt.at("gbps").get<double>()});
+    }
+    p.compiler = j.value("compiler", "");
+    p.measured_at = j.value("measured_at", "");
+    return p;
+  } catch (const json::exception& e) {
+    return fail(ErrorKind::corrupt, "hardware profile JSON is unreadable: {}", e.what());
+  }
+}
+
+Result<HardwareProfile> load_hardware_profile(bool refresh) {
+  auto path = util::cache_dir() / "hw.json";
+  HardwareProfile host = describe_host();
+  if (!refresh) {
+    if (auto text = util::read_file(path)) {
+      if (auto cached = HardwareProfile::from_json(*text)) {
+        if (cached->target == host.target && cached->cpu_model == host.cpu_model && cached->cores == host.cores) {
+          return *cached;
+        }
+      }
+    }
+  }
+  KOPE_ASSIGN(HardwareProfile p, measure());
+  KOPE_TRY(util::write_file_atomic(path, p.to_json()));
+  return p;
+}
+
+}  // namespace kope
