@@ -269,52 +269,130 @@ void write_baseline(const fs::path& p, const spec::OpSpec& op, const spec::Case&
   if (util::make_dirs(p.parent_path())) (void)util::write_file_atomic(p, j.dump(2));
 }
 
-// Times a trusted kernel (reference or library) on one case, or reads its cached time.
-Result<BaselineResult> baseline(const Backend& b, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
-                                bool library, Session* session, std::unique_ptr<Session>* library_session,
-                                const CpuEvaluatorOptions& options, const EvalOptions& eo) {
-  fs::path p = baseline_path(b, op, c, library);
-  if (!options.refresh_baselines) {
-    if (auto cached = read_baseline(p)) return *cached;
-  }
-  BaselineResult r;
-  if (data.sets.size() < static_cast<size_t>(k_rotating_sets) || (!library && session == nullptr)) {
-    return fail(ErrorKind::internal, "no reference data to time {} on {}", op.name, op.case_label(c));
-  }
-  if (library) {
-    if (!*library_session) {
-      auto so = b.build_trusted(op, *op.library_path, true);
-      if (!so) {
-        r.problem = fmt::format("the library baseline does not build: {}", util::truncate_text(so.error().message, 600, 8));
-        return r;  // not cached: a missing library may be installed later
-      }
-      uint64_t in = max_extent(op, true), out = max_extent(op, false);
-      KOPE_ASSIGN(*library_session, Session::start(*so, b.runner_options(proto::Mode::trusted, in + out), in, out));
-    }
-    session = library_session->get();
-    if (session->failure()) {
-      r.problem = "the library baseline cannot be loaded: " + session->failure()->message;
-      return r;
-    }
-  }
-  KOPE_ASSIGN(TimingOutcome t, time_case(*session, op, c, data, make_plan(options, eo, false), random_u64()));
-  if (t.violation) {
-    if (!library) {
-      return fail(ErrorKind::config, "the reference of {} failed while being timed on {}: {}", op.name, op.case_label(c), t.violation->message);
-    }
-    r.problem = "the library baseline failed: " + t.violation->message;
-    write_baseline(p, op, c, library, r);
-    return r;
-  }
+BaselineTiming to_baseline(const TimingOutcome& t) {
   BaselineTiming bt;
   bt.median_us = t.median_s * 1e6;
   bt.ci95_us = t.ci95_s * 1e6;
-  for (double s : t.samples_s) bt.samples_us.push_back(s * 1e6);
+  for (double x : t.samples_s) bt.samples_us.push_back(x * 1e6);
   bt.calls_per_batch = t.calls_per_batch;
   bt.measured_at = now_iso();
-  r.timing = bt;
-  write_baseline(p, op, c, library, r);
-  return r;
+  return bt;
+}
+
+struct GroupResult {
+  std::optional<TimingOutcome> candidate;
+  BaselineResult reference;
+  std::optional<BaselineResult> library;  // set when the op has a library baseline
+};
+
+// Times one case: the candidate (when given) and whichever baselines are not cached, batch by
+// batch in alternation, so that their ratio is measured under the same machine conditions.
+// Baselines measured here are written to the cache. The caller holds the timing lock.
+Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
+                                    Session* candidate, Session* reference, std::unique_ptr<Session>* library_session,
+                                    const CpuEvaluatorOptions& options, const EvalOptions& eo, uint64_t seed) {
+  GroupResult g;
+  std::mt19937_64 rng(seed);
+  fs::path ref_path = baseline_path(b, op, c, false);
+  fs::path lib_path = op.library_path ? baseline_path(b, op, c, true) : fs::path();
+  std::optional<BaselineResult> ref_cached, lib_cached;
+  if (!options.refresh_baselines) {
+    ref_cached = read_baseline(ref_path);
+    if (ref_cached && !ref_cached->timing) ref_cached.reset();
+    if (op.library_path) lib_cached = read_baseline(lib_path);
+  }
+  TimingPlan cand_plan = make_plan(options, eo, true);
+  TimingPlan base_plan = make_plan(options, eo, false);
+  std::vector<CaseTimer*> group;
+  std::optional<CaseTimer> cand_t, ref_t, lib_t;
+  if (candidate != nullptr) {
+    cand_t.emplace(*candidate, op, c, data, cand_plan, rng());
+    KOPE_ASSIGN(bool ok, cand_t->prepare());
+    if (!ok) {
+      g.candidate = cand_t->outcome();
+      return g;
+    }
+    group.push_back(&*cand_t);
+  }
+  auto reference_broke = [&](const TimingOutcome& t) {
+    return fail(ErrorKind::config, "the reference of {} failed while being timed on {}: {}", op.name, op.case_label(c),
+                t.violation ? t.violation->message : std::string("?"));
+  };
+  if (ref_cached) {
+    g.reference = *ref_cached;
+  } else {
+    if (reference == nullptr || data.sets.size() < static_cast<size_t>(k_rotating_sets)) {
+      return fail(ErrorKind::internal, "no reference session to time {} on {}", op.name, op.case_label(c));
+    }
+    ref_t.emplace(*reference, op, c, data, base_plan, rng());
+    KOPE_ASSIGN(bool ok, ref_t->prepare());
+    if (!ok) return reference_broke(ref_t->outcome());
+    group.push_back(&*ref_t);
+  }
+  if (op.library_path) {
+    if (lib_cached) {
+      g.library = *lib_cached;
+    } else {
+      g.library = BaselineResult{};
+      if (!*library_session) {
+        auto so = b.build_trusted(op, *op.library_path, true);
+        if (so) {
+          uint64_t in = max_extent(op, true), out = max_extent(op, false);
+          KOPE_ASSIGN(*library_session, Session::start(*so, b.runner_options(proto::Mode::trusted, in + out), in, out));
+        } else {
+          // Not cached: a missing library may be installed later.
+          g.library->problem = fmt::format("the library baseline does not build: {}", util::truncate_text(so.error().message, 600, 8));
+        }
+      }
+      if (*library_session && (*library_session)->failure()) {
+        g.library->problem = "the library baseline cannot be loaded: " + (*library_session)->failure()->message;
+      } else if (*library_session) {
+        lib_t.emplace(**library_session, op, c, data, base_plan, rng());
+        KOPE_ASSIGN(bool ok, lib_t->prepare());
+        if (ok) {
+          group.push_back(&*lib_t);
+        } else {
+          g.library->problem = "the library baseline failed: " + lib_t->outcome().violation->message;
+          write_baseline(lib_path, op, c, true, *g.library);
+          lib_t.reset();
+        }
+      }
+    }
+  }
+  if (!group.empty()) KOPE_TRY(time_group(group, cand_plan));
+  if (cand_t) {
+    g.candidate = cand_t->outcome();
+    if (!g.candidate->violation && cand_plan.fresh_check) {
+      KOPE_TRY(cand_t->fresh_check());
+      g.candidate = cand_t->outcome();
+    }
+  }
+  if (ref_t) {
+    // A candidate failure can end the group early; the reference's samples are then too few.
+    TimingOutcome t = ref_t->outcome();
+    if (t.violation) return reference_broke(t);
+    if (t.samples_s.size() < 3) {
+      KOPE_TRY(time_group({&*ref_t}, base_plan));
+      t = ref_t->outcome();
+      if (t.violation) return reference_broke(t);
+    }
+    g.reference.timing = to_baseline(t);
+    write_baseline(ref_path, op, c, false, g.reference);
+  }
+  if (lib_t) {
+    TimingOutcome t = lib_t->outcome();
+    if (!t.violation && t.samples_s.size() < 3) {
+      KOPE_TRY(time_group({&*lib_t}, base_plan));
+      t = lib_t->outcome();
+    }
+    if (t.violation) {
+      g.library->problem = "the library baseline failed: " + t.violation->message;
+    } else {
+      g.library->timing = to_baseline(t);
+    }
+    write_baseline(lib_path, op, c, true, *g.library);
+  }
+  return g;
 }
 
 // --- the evaluator -----------------------------------------------------------------------------
@@ -449,19 +527,17 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   std::vector<double> vs_ref, vs_lib, fractions;
   for (const spec::Case* c : timed) {
     KOPE_ASSIGN(CaseData * data, ref.wait(static_cast<size_t>(c->index)));
-    KOPE_ASSIGN(BaselineResult rb, baseline(*m_backend, op, *c, *data, false, ref_session, nullptr, m_options, options));
-    if (!rb.timing) return fail(ErrorKind::config, "the reference of {} has no time for {}: {}", op.name, op.case_label(*c), rb.problem);
-    std::optional<BaselineResult> lb;
-    if (op.library_path) {
-      KOPE_ASSIGN(lb, baseline(*m_backend, op, *c, *data, true, nullptr, &library_session, m_options, options));
-    }
-    KOPE_ASSIGN(TimingOutcome t, time_case(*session, op, *c, *data, make_plan(m_options, options, true), rng()));
+    KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
+                                               options, rng()));
+    const TimingOutcome& t = *g.candidate;
     if (t.violation) {
       lock.release();
       res.timing.clear();
       return fail_verdict(t.violation->verdict, fmt::format("case {} ({}): {}", c->index, op.case_label(*c), t.violation->message),
                           op.cases.size(), "");
     }
+    const BaselineResult& rb = g.reference;
+    const std::optional<BaselineResult>& lb = g.library;
     CaseTiming ct;
     ct.case_index = c->index;
     ct.label = op.case_label(*c);
@@ -554,15 +630,13 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& 
     }
     auto lock = util::FileLock::acquire(util::timing_lock_path());
     if (!lock) return std::unexpected(lock.error());
-    if (progress) progress(fmt::format("{} {}: timing the reference", op.name, cb.label));
-    KOPE_ASSIGN(BaselineResult rb, baseline(*backend, op, *c, data, false, ref_session.get(), nullptr, options, timing));
-    if (!rb.timing) return fail(ErrorKind::config, "the reference of {} has no time for {}: {}", op.name, cb.label, rb.problem);
-    cb.reference = *rb.timing;
-    if (op.library_path) {
-      if (progress) progress(fmt::format("{} {}: timing the library baseline", op.name, cb.label));
-      KOPE_ASSIGN(BaselineResult lb, baseline(*backend, op, *c, data, true, nullptr, &library_session, options, timing));
-      cb.library = lb.timing;
-      cb.library_problem = lb.problem;
+    if (progress) progress(fmt::format("{} {}: timing the reference{}", op.name, cb.label, op.library_path ? " and the library baseline" : ""));
+    KOPE_ASSIGN(GroupResult g, time_case_group(*backend, op, *c, data, nullptr, ref_session.get(), &library_session, options, timing, random_u64()));
+    if (!g.reference.timing) return fail(ErrorKind::config, "the reference of {} has no time for {}: {}", op.name, cb.label, g.reference.problem);
+    cb.reference = *g.reference.timing;
+    if (g.library) {
+      cb.library = g.library->timing;
+      cb.library_problem = g.library->problem;
     }
     out.push_back(std::move(cb));
   }

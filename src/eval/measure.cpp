@@ -222,41 +222,32 @@ Result<VerifyOutcome> verify_case(Session& s, const spec::OpSpec& op, const spec
   return v;
 }
 
-Result<TimingOutcome> time_case(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
-                                const TimingPlan& plan, uint64_t rng_seed) {
-  TimingOutcome out;
-  std::mt19937_64 rng(rng_seed);
-  CaseLayout l = layout_case(op, c, k_rotating_sets, k_rotating_sets, page_size());
-  KOPE_ASSIGN(bool mapped, s.map(op, l, c.dims));
-  if (!mapped) {
-    out.violation = from_failure(s);
-    return out;
-  }
-  uint64_t in_canary = rng();
-  std::vector<const DataSet*> slot_data = {&data.sets[0], &data.sets[1]};
-  auto reload = [&] {
-    for (int sl = 0; sl < k_rotating_sets; ++sl) load_inputs(s.arena(), l, sl, *slot_data[static_cast<size_t>(sl)], in_canary);
-  };
-  reload();
-  std::vector<uint64_t> out_seeds(k_rotating_sets, 0);
+struct CaseTimer::Impl {
+  Impl(Session& session, const spec::OpSpec& o, const spec::Case& cs, const CaseData& d, const TimingPlan& p, uint64_t seed)
+      : s(session), op(o), c(cs), data(d), plan(p), rng(seed) {}
 
-  // The round trip of an empty command, subtracted from every batch.
-  std::vector<double> pings;
-  for (int i = 0; i < 15; ++i) {
-    double t = 0;
-    KOPE_ASSIGN(bool ok, s.ping(&t));
-    if (!ok) {
-      out.violation = from_failure(s);
-      return out;
-    }
-    pings.push_back(t);
-  }
-  out.overhead_s = median(pings);
-
-  const auto& cycle = call_cycle();
+  Session& s;
+  const spec::OpSpec& op;
+  const spec::Case& c;
+  const CaseData& data;
+  TimingPlan plan;
+  std::mt19937_64 rng;
+  CaseLayout l;
+  uint64_t in_canary = 0;
+  std::vector<const DataSet*> slot_data;
+  std::vector<uint64_t> out_seeds = std::vector<uint64_t>(k_rotating_sets, 0);
   double per_call_estimate = 0;
+  uint64_t n0 = 1;
+  bool first_sample = true;
+  TimingOutcome out;
+
+  void reload() {
+    for (int sl = 0; sl < k_rotating_sets; ++sl) load_inputs(s.arena(), l, sl, *slot_data[static_cast<size_t>(sl)], in_canary);
+  }
+
   // Runs one batch of n calls on freshly poisoned outputs and verifies what it left behind.
-  auto run_batch = [&](uint64_t n, double* seconds) -> Result<bool> {
+  Result<bool> run_batch(uint64_t n, double* seconds) {
+    const auto& cycle = call_cycle();
     for (int b = 0; b < k_rotating_sets; ++b) out_seeds[static_cast<size_t>(b)] = poison_outputs(s.arena(), l, b, rng());
     auto phase = static_cast<uint32_t>(rng() % cycle.size());
     double expect = per_call_estimate * static_cast<double>(n);
@@ -300,98 +291,172 @@ Result<TimingOutcome> time_case(Session& s, const spec::OpSpec& op, const spec::
       }
     }
     return true;
-  };
+  }
+};
 
+CaseTimer::CaseTimer(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data, const TimingPlan& plan,
+                     uint64_t rng_seed)
+    : m(std::make_unique<Impl>(s, op, c, data, plan, rng_seed)) {}
+
+CaseTimer::~CaseTimer() = default;
+
+Result<bool> CaseTimer::prepare() {
+  Impl& t = *m;
+  if (t.data.sets.size() < static_cast<size_t>(k_rotating_sets)) return fail(ErrorKind::internal, "timing needs {} data sets", k_rotating_sets);
+  t.l = layout_case(t.op, t.c, k_rotating_sets, k_rotating_sets, page_size());
+  KOPE_ASSIGN(bool mapped, t.s.map(t.op, t.l, t.c.dims));
+  if (!mapped) {
+    t.out.violation = from_failure(t.s);
+    return false;
+  }
+  t.in_canary = t.rng();
+  t.slot_data = {&t.data.sets[0], &t.data.sets[1]};
+  t.reload();
+  // The round trip of an empty command, subtracted from every batch.
+  std::vector<double> pings;
+  for (int i = 0; i < 15; ++i) {
+    double secs = 0;
+    KOPE_ASSIGN(bool ok, t.s.ping(&secs));
+    if (!ok) {
+      t.out.violation = from_failure(t.s);
+      return false;
+    }
+    pings.push_back(secs);
+  }
+  t.out.overhead_s = median(pings);
   // Warm-up and calibration: grow the batch until it lasts at least min_batch_seconds, then run
   // one more batch of that size (unless a single call is already long).
   uint64_t n = 1;
   int settled = 0;
   for (;;) {
-    double t = 0;
-    KOPE_ASSIGN(bool ok, run_batch(n, &t));
-    if (!ok) return out;
-    double per = std::max((t - out.overhead_s) / static_cast<double>(n), 1e-9);
-    per_call_estimate = per;
-    if (t >= plan.min_batch_seconds) {
-      if (settled >= 1 || t > 0.25) break;
+    double secs = 0;
+    KOPE_ASSIGN(bool ok, t.run_batch(n, &secs));
+    if (!ok) return false;
+    t.per_call_estimate = std::max((secs - t.out.overhead_s) / static_cast<double>(n), 1e-9);
+    if (secs >= t.plan.min_batch_seconds) {
+      if (settled >= 1 || secs > 0.25) break;
       ++settled;
       continue;
     }
-    auto want = static_cast<uint64_t>(std::ceil(plan.target_batch_seconds / per));
+    auto want = static_cast<uint64_t>(std::ceil(t.plan.target_batch_seconds / t.per_call_estimate));
     n = std::clamp<uint64_t>(want, n * 2, n * 16);
   }
-  uint64_t n0 = std::max<uint64_t>(n, static_cast<uint64_t>(std::ceil(plan.target_batch_seconds / per_call_estimate)));
-  if (per_call_estimate * static_cast<double>(n0) > 2 * plan.target_batch_seconds) n0 = n;
-  out.calls_per_batch = static_cast<int64_t>(n0);
+  t.n0 = std::max<uint64_t>(n, static_cast<uint64_t>(std::ceil(t.plan.target_batch_seconds / t.per_call_estimate)));
+  if (t.per_call_estimate * static_cast<double>(t.n0) > 2 * t.plan.target_batch_seconds) t.n0 = n;
+  t.out.calls_per_batch = static_cast<int64_t>(t.n0);
+  return true;
+}
 
-  // Sampling.
-  auto start = Clock::now();
-  bool first = true;
-  for (;;) {
-    bool swap = first || (rng() & 1) != 0;
-    first = false;
-    if (swap) {
-      std::swap(slot_data[0], slot_data[1]);
-      reload();
-    }
-    uint64_t nb = n0 + (n0 >= 4 ? rng() % (n0 / 4 + 1) : 0);
-    double t = 0;
-    KOPE_ASSIGN(bool ok, run_batch(nb, &t));
-    if (!ok) return out;
-    double sample = (t - out.overhead_s) / static_cast<double>(nb);
-    if (sample <= 0) sample = t / static_cast<double>(nb);
-    out.samples_s.push_back(sample);
-    size_t k = out.samples_s.size();
-    double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (k >= static_cast<size_t>(std::max(plan.min_samples, 6))) {
-      MedianCi ci = median_ci(out.samples_s);
-      if (ci.half_width <= plan.target_ci * ci.median) break;
-    }
-    if (elapsed >= plan.max_seconds && k >= 3) break;
-    if (k >= static_cast<size_t>(plan.max_samples)) break;
+Result<bool> CaseTimer::sample() {
+  Impl& t = *m;
+  if (t.out.violation) return false;
+  // The data changes places between batches (always before the first), so a result cached by
+  // buffer address goes stale.
+  bool swap = t.first_sample || (t.rng() & 1) != 0;
+  t.first_sample = false;
+  if (swap) {
+    std::swap(t.slot_data[0], t.slot_data[1]);
+    t.reload();
   }
-  MedianCi ci = median_ci(out.samples_s);
-  out.median_s = ci.median;
-  out.ci95_s = ci.half_width;
+  // A random length: a kernel cannot know which call of a batch is the last (the verified one).
+  uint64_t nb = t.n0 + (t.n0 >= 4 ? t.rng() % (t.n0 / 4 + 1) : 0);
+  double secs = 0;
+  KOPE_ASSIGN(bool ok, t.run_batch(nb, &secs));
+  if (!ok) return false;
+  double per = (secs - t.out.overhead_s) / static_cast<double>(nb);
+  if (per <= 0) per = secs / static_cast<double>(nb);
+  t.out.samples_s.push_back(per);
+  MedianCi ci = median_ci(t.out.samples_s);
+  t.out.median_s = ci.median;
+  t.out.ci95_s = ci.half_width;
+  return true;
+}
 
-  // Fresh data: one call on each never-seen set, verified and timed.
-  if (plan.fresh_check && data.sets.size() > static_cast<size_t>(k_rotating_sets)) {
-    double best = 0;
-    bool any = false;
-    for (size_t f = k_rotating_sets; f < data.sets.size() && f < static_cast<size_t>(k_rotating_sets) + 2; ++f) {
-      int slot = static_cast<int>((f - k_rotating_sets) % k_rotating_sets);
-      slot_data[static_cast<size_t>(slot)] = &data.sets[f];
-      load_inputs(s.arena(), l, slot, data.sets[f], in_canary);
-      out_seeds[static_cast<size_t>(slot)] = poison_outputs(s.arena(), l, slot, rng());
-      double t = 0;
-      auto timeout = std::max(plan.min_call_timeout, milliseconds(static_cast<int64_t>(out.median_s * 100 * 1000) + 1000));
-      KOPE_ASSIGN(bool ok, s.call(slot, slot, timeout, &t));
-      if (!ok) {
-        out.violation = from_failure(s);
-        return out;
-      }
-      if (auto bad = check_integrity(s.arena(), op, l, slot_data, in_canary, out_seeds)) {
-        out.violation = bad;
-        return out;
-      }
-      OutputCheck oc = compare_outputs(s.arena(), op, c, l, slot, data.sets[f], out_seeds[static_cast<size_t>(slot)]);
-      if (!oc.ok) {
-        out.violation = Violation{Verdict::rejected, fmt::format("gave wrong results on fresh inputs after being timed: {}", oc.first_mismatch)};
-        return out;
-      }
-      double one = std::max(0.0, t - out.overhead_s);
-      best = any ? std::min(best, one) : one;
-      any = true;
+bool CaseTimer::converged() const {
+  size_t k = m->out.samples_s.size();
+  if (k < static_cast<size_t>(std::max(m->plan.min_samples, 6))) return false;
+  return m->out.ci95_s <= m->plan.target_ci * m->out.median_s;
+}
+
+size_t CaseTimer::sample_count() const { return m->out.samples_s.size(); }
+
+TimingOutcome CaseTimer::outcome() const { return m->out; }
+
+Result<bool> CaseTimer::fresh_check() {
+  Impl& t = *m;
+  if (t.out.violation) return false;
+  if (t.data.sets.size() <= static_cast<size_t>(k_rotating_sets)) return true;
+  double best = 0;
+  bool any = false;
+  for (size_t f = k_rotating_sets; f < t.data.sets.size() && f < static_cast<size_t>(k_rotating_sets) + 2; ++f) {
+    int slot = static_cast<int>((f - k_rotating_sets) % k_rotating_sets);
+    t.slot_data[static_cast<size_t>(slot)] = &t.data.sets[f];
+    load_inputs(t.s.arena(), t.l, slot, t.data.sets[f], t.in_canary);
+    t.out_seeds[static_cast<size_t>(slot)] = poison_outputs(t.s.arena(), t.l, slot, t.rng());
+    double secs = 0;
+    auto timeout = std::max(t.plan.min_call_timeout, milliseconds(static_cast<int64_t>(t.out.median_s * 100 * 1000) + 1000));
+    KOPE_ASSIGN(bool ok, t.s.call(slot, slot, timeout, &secs));
+    if (!ok) {
+      t.out.violation = from_failure(t.s);
+      return false;
     }
-    out.fresh_s = best;
-    if (any && best > plan.fresh_factor * out.median_s + plan.fresh_slack_seconds) {
-      out.violation = Violation{Verdict::rejected,
+    if (auto bad = check_integrity(t.s.arena(), t.op, t.l, t.slot_data, t.in_canary, t.out_seeds)) {
+      t.out.violation = bad;
+      return false;
+    }
+    OutputCheck oc = compare_outputs(t.s.arena(), t.op, t.c, t.l, slot, t.data.sets[f], t.out_seeds[static_cast<size_t>(slot)]);
+    if (!oc.ok) {
+      t.out.violation = Violation{Verdict::rejected, fmt::format("gave wrong results on fresh inputs after being timed: {}", oc.first_mismatch)};
+      return false;
+    }
+    double one = std::max(0.0, secs - t.out.overhead_s);
+    best = any ? std::min(best, one) : one;
+    any = true;
+  }
+  t.out.fresh_s = best;
+  if (any && best > t.plan.fresh_factor * t.out.median_s + t.plan.fresh_slack_seconds) {
+    t.out.violation = Violation{Verdict::rejected,
                                 fmt::format("took {} on never-seen inputs but {} (median) on inputs it had seen before: "
                                             "results may not be cached between calls",
-                                            fmt_seconds(best), fmt_seconds(out.median_s))};
-    }
+                                            fmt_seconds(best), fmt_seconds(t.out.median_s))};
+    return false;
   }
-  return out;
+  return true;
+}
+
+Status time_group(const std::vector<CaseTimer*>& timers, const TimingPlan& plan) {
+  auto start = Clock::now();
+  double cap = plan.max_seconds * static_cast<double>(timers.size());
+  for (;;) {
+    bool all_done = true;
+    bool all_min = true;
+    for (CaseTimer* t : timers) {
+      if (t->outcome().violation) return {};
+      if (t->converged()) continue;
+      all_done = false;
+      if (t->sample_count() >= static_cast<size_t>(plan.max_samples)) continue;
+      KOPE_ASSIGN(bool ok, t->sample());
+      if (!ok) return {};
+    }
+    for (CaseTimer* t : timers) all_min = all_min && t->sample_count() >= 3;
+    if (all_done) return {};
+    double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (elapsed >= cap && all_min) return {};
+    bool all_full = true;
+    for (CaseTimer* t : timers) all_full = all_full && (t->converged() || t->sample_count() >= static_cast<size_t>(plan.max_samples));
+    if (all_full) return {};
+  }
+}
+
+Result<TimingOutcome> time_case(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
+                                const TimingPlan& plan, uint64_t rng_seed) {
+  CaseTimer t(s, op, c, data, plan, rng_seed);
+  KOPE_ASSIGN(bool ok, t.prepare());
+  if (ok) {
+    KOPE_TRY(time_group({&t}, plan));
+    if (plan.fresh_check && !t.outcome().violation) KOPE_TRY(t.fresh_check());
+  }
+  return t.outcome();
 }
 
 }  // namespace kope::eval

@@ -110,6 +110,40 @@ struct TimingOutcome {
   std::optional<Violation> violation;
 };
 
+// Times one kernel on one case, batch by batch, so several kernels can be timed in alternation
+// (time_group) and see the same machine conditions. Not thread-safe.
+class CaseTimer {
+ public:
+  CaseTimer(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data, const TimingPlan& plan,
+            uint64_t rng_seed);
+  ~CaseTimer();
+  CaseTimer(const CaseTimer&) = delete;
+  CaseTimer& operator=(const CaseTimer&) = delete;
+
+  // Maps the case, measures the round-trip overhead, warms up and sizes the batch. Each step
+  // returns false when the kernel failed (see outcome().violation).
+  Result<bool> prepare();
+  // Runs one batch and records one sample.
+  Result<bool> sample();
+  // Enough samples, and the CI of the median within the target.
+  bool converged() const;
+  size_t sample_count() const;
+  // One verified call on each never-seen data set; a violation when it is far slower.
+  Result<bool> fresh_check();
+  // The median, CI and samples so far.
+  TimingOutcome outcome() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m;
+};
+
+// Times the kernels of `timers` (already prepared) in alternation, one batch each in turn,
+// until every one has converged, or the time cap (plan.max_seconds per timer) has passed and
+// each has at least 3 samples. Stops early when one fails.
+Status time_group(const std::vector<CaseTimer*>& timers, const TimingPlan& plan);
+
+// prepare + time_group of one + fresh_check (when plan.fresh_check).
 Result<TimingOutcome> time_case(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
                                 const TimingPlan& plan, uint64_t rng_seed);
 
