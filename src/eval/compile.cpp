@@ -236,7 +236,7 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
   }
 
   // A fresh build in a private scratch directory, inside the sandbox.
-  KOPE_ASSIGN(util::TempDir scratch, util::TempDir::create("kope-cc-"));
+  KOPE_ASSIGN(util::TempDir scratch, util::TempDir::create("kope-cc-", sandbox_scratch_parent()));
   KOPE_TRY(util::write_file_atomic(scratch.path() / "kernel.cpp", source));
   fs::copy_file(shim_o, scratch.path() / "kope_entry.o", fs::copy_options::overwrite_existing, ec);
   if (ec) return fail(ErrorKind::io, "cannot copy {}: {}", shim_o.string(), ec.message());
@@ -304,7 +304,8 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
                                      util::human_bytes(static_cast<double>(m_limits.output_cap))));
   }
   if (sig == SIGXCPU) return limit_outcome(fmt::format("the compiler ran past its CPU-time limit ({} s)", m_limits.cpu_seconds));
-  if (sig == SIGXFSZ || compile_diag.find("File too large") != std::string::npos) {
+  if (sig == SIGXFSZ || compile_diag.find("File too large") != std::string::npos ||
+      compile_diag.find("File size limit exceeded") != std::string::npos) {
     return limit_outcome(fmt::format("the object would exceed the {} file-size limit", util::human_bytes(static_cast<double>(m_limits.object_bytes))));
   }
   if (compile_diag.find("out of memory") != std::string::npos || compile_diag.find("virtual memory exhausted") != std::string::npos ||

@@ -48,8 +48,8 @@ struct Header {
 };
 
 // One tensor: `map_length` bytes (a page multiple) of the memfd at `file_offset`, mapped between
-// two PROT_NONE guard pages; the tensor's data starts `data_offset` bytes into the mapping and
-// ends at most 63 bytes before the trailing guard page.
+// two PROT_NONE guard regions of 16 pages; the tensor's data starts `data_offset` bytes into the
+// mapping and ends at most 63 bytes before the trailing guard region.
 struct ViewSpec {
   uint32_t memfd = 0;     // 0: the input memfd (read-only), 1: the output memfd (read-write)
   uint32_t writable = 0;

@@ -48,7 +48,8 @@ Result<std::vector<std::string>> sandbox_argv(const SandboxSpec& spec) {
       a.insert(a.end(), {"--ro-bind", d, d});
     }
   }
-  for (const char* f : {"/etc/ld.so.cache", "/etc/ld.so.conf"}) {
+  // /etc/alternatives holds only symlinks; Debian reaches libopenblas and others through it.
+  for (const char* f : {"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/alternatives"}) {
     std::error_code ec;
     if (fs::exists(f, ec)) a.insert(a.end(), {"--ro-bind", f, f});
   }
@@ -85,6 +86,20 @@ bool world_readable(const fs::path& path) {
     if (d == d.root_path()) break;
   }
   return true;
+}
+
+fs::path sandbox_scratch_parent() {
+  auto tmp = util::get_env("TMPDIR");
+  if (!tmp) return "/tmp";
+  std::error_code ec;
+  fs::path p = fs::absolute(*tmp, ec);
+  if (ec || util::make_dirs(p).has_value() == false) return "/tmp";
+  struct stat st {};
+  for (fs::path d = p; !d.empty(); d = d.parent_path()) {
+    if (::stat(d.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) return "/tmp";
+    if (d == d.root_path()) break;
+  }
+  return p;
 }
 
 bool sandbox_available(std::string* why) {

@@ -49,6 +49,10 @@ std::optional<uid_t> prepare_sandbox_uid(const std::vector<fs::path>& dirs);
 // probe runs once per process; `why` receives bwrap's complaint otherwise.
 bool sandbox_available(std::string* why = nullptr);
 
+// Where sandbox scratch directories are created: $TMPDIR when a sandbox running under another
+// uid can reach it, else /tmp.
+fs::path sandbox_scratch_parent();
+
 // Whether every directory above `path` is searchable and the file readable by other users, so
 // a sandbox running under another uid can bind it.
 bool world_readable(const fs::path& path);

@@ -98,7 +98,7 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
                                                 uint64_t out_capacity) {
   std::unique_ptr<Session> s(new Session());
   KOPE_ASSIGN(s->m_arena, Arena::create(in_capacity, out_capacity));
-  KOPE_ASSIGN(util::TempDir scratch, util::TempDir::create("kope-run-"));
+  KOPE_ASSIGN(util::TempDir scratch, util::TempDir::create("kope-run-", sandbox_scratch_parent()));
   // The sandbox sees only this directory (read-only): the runner and the kernel, copied so that
   // a sandbox running under another uid can read them wherever kope's cache lives.
   std::error_code ec;

@@ -43,6 +43,7 @@ int g_in_fd = -1;
 int g_out_fd = -1;
 proto::StatusPage* g_status = nullptr;
 size_t g_page = 4096;
+size_t g_guard = 16 * 4096;  // PROT_NONE bytes before and after every tensor (address space only)
 Entry g_entry = nullptr;
 
 struct View {
@@ -140,9 +141,9 @@ void classify(uint64_t addr) {
     auto data = reinterpret_cast<uint64_t>(v.data);
     g_status->fault_view = static_cast<int32_t>(i);
     g_status->fault_offset = static_cast<int64_t>(addr - data);
-    if (addr < base + g_page) {
+    if (addr < base + g_guard) {
       g_status->fault_where = static_cast<uint32_t>(proto::FaultWhere::before_start);
-    } else if (addr >= base + g_page + v.map_length) {
+    } else if (addr >= base + g_guard + v.map_length) {
       g_status->fault_where = static_cast<uint32_t>(proto::FaultWhere::past_end);
     } else if (!v.writable) {
       g_status->fault_where = static_cast<uint32_t>(proto::FaultWhere::read_only);
@@ -274,7 +275,7 @@ bool do_map(const proto::MapRequest& m, char* why, size_t why_size) {
       return false;
     }
     size_t len = s.map_length == 0 ? g_page : s.map_length;
-    v.reserve = len + 2 * g_page;
+    v.reserve = len + 2 * g_guard;
     void* base = ::mmap(nullptr, v.reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
       std::snprintf(why, why_size, "cannot reserve %zu bytes: %s", v.reserve, std::strerror(errno));
@@ -285,7 +286,7 @@ bool do_map(const proto::MapRequest& m, char* why, size_t why_size) {
     if (s.map_length > 0) {
       int fd = s.memfd == 0 ? g_in_fd : g_out_fd;
       int prot = s.writable != 0 ? PROT_READ | PROT_WRITE : PROT_READ;
-      void* p = ::mmap(v.base + g_page, s.map_length, prot, MAP_SHARED | MAP_FIXED, fd,
+      void* p = ::mmap(v.base + g_guard, s.map_length, prot, MAP_SHARED | MAP_FIXED, fd,
                        static_cast<off_t>(s.file_offset));
       if (p == MAP_FAILED) {
         std::snprintf(why, why_size, "cannot map view %u (%llu bytes): %s", i,
@@ -294,7 +295,7 @@ bool do_map(const proto::MapRequest& m, char* why, size_t why_size) {
       }
     }
     v.map_length = s.map_length;
-    v.data = v.base + g_page + s.data_offset;
+    v.data = v.base + g_guard + s.data_offset;
     v.data_bytes = s.data_bytes;
     v.writable = s.writable != 0;
   }
@@ -353,6 +354,7 @@ int main(int argc, char** argv) {
   }
   if (g_sock < 0 || g_in_fd < 0 || g_out_fd < 0 || status_fd < 0 || kernel == nullptr) usage("missing options");
   g_page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  g_guard = 16 * g_page;
   void* sp = ::mmap(nullptr, g_page, PROT_READ | PROT_WRITE, MAP_SHARED, status_fd, 0);
   if (sp == MAP_FAILED) usage("cannot map the status page");
   ::close(status_fd);
