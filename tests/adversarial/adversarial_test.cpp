@@ -29,6 +29,9 @@ struct Entry {
   std::map<std::string, std::string> headers;
 };
 
+// Test names and failure messages show the file, not the struct's bytes.
+void PrintTo(const Entry& e, std::ostream* os) { *os << e.path.filename().string(); }
+
 fs::path corpus_dir() { return fs::path(KOPE_SOURCE_DIR) / "tests" / "adversarial" / "corpus"; }
 
 std::vector<Entry> corpus() {

@@ -74,8 +74,10 @@ AdversarialWorld make_world() {
   // Private caches and data unless the test script set them.
   if (!util::get_env("KOPE_CACHE_DIR")) ::setenv("KOPE_CACHE_DIR", (build / "test-cache").c_str(), 1);
   if (!util::get_env("KOPE_DATA_DIR")) ::setenv("KOPE_DATA_DIR", (build / "test-data").c_str(), 1);
-  fs::create_directories(util::data_dir());
-  w.secret_path = util::data_dir() / "memory.db";
+  // Each test process plants its own secret (ctest runs several at once).
+  fs::path secret_dir = util::data_dir() / fmt::format("adversarial-{}", ::getpid());
+  fs::create_directories(secret_dir);
+  w.secret_path = secret_dir / "memory.db";
   w.secret = "KOPE-SECRET-" + std::to_string(::getpid());
   if (!util::write_file_atomic(w.secret_path, w.secret)) ADD_FAILURE() << "cannot plant the secret";
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -95,9 +97,19 @@ AdversarialWorld make_world() {
 
 }  // namespace
 
+// Removes the planted secret and the scratch root when the test process ends.
+struct WorldHolder {
+  AdversarialWorld w = make_world();
+  ~WorldHolder() {
+    std::error_code ec;
+    fs::remove_all(w.secret_path.parent_path(), ec);
+    fs::remove_all(w.tmp_root, ec);
+  }
+};
+
 const AdversarialWorld& world() {
-  static AdversarialWorld w = make_world();
-  return w;
+  static WorldHolder holder;
+  return holder.w;
 }
 
 int listener_connections() { return g_connections.load(); }
