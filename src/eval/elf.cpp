@@ -105,8 +105,9 @@ Result<std::vector<std::string>> exported_names(const std::filesystem::path& sha
 }
 
 Result<std::vector<std::string>> archive_symbols(const std::filesystem::path& archive) {
-  KOPE_ASSIGN(std::string bytes, util::read_file(archive));
-  std::string_view b = bytes;
+  auto bytes = util::read_file(archive);
+  if (!bytes) return std::unexpected(bytes.error());
+  std::string_view b = *bytes;
   if (!b.starts_with("!<arch>\n")) return fail(ErrorKind::corrupt, "{}: not an ar archive", archive.string());
   // The first member "/" is the System V symbol index: a big-endian count, offsets, then names.
   constexpr size_t k_header = 60;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cmath>
 #include <condition_variable>
 #include <ctime>
@@ -39,6 +40,20 @@ using std::chrono::milliseconds;
 constexpr const char* k_timing_recipe = "kope-timing-1";
 // A reference call slower than this gets one fresh data set instead of two (each costs a call).
 constexpr double k_expensive_reference_seconds = 0.5;
+
+// $KOPE_EVAL_TRACE=1 prints the evaluation's milestones with their times to stderr.
+class Trace {
+ public:
+  Trace() : m_on(util::get_env("KOPE_EVAL_TRACE").has_value()), m_t0(Clock::now()) {}
+  void operator()(std::string_view what) const {
+    if (m_on) std::fprintf(stderr, "[eval %8.3f s] %.*s\n", std::chrono::duration<double>(Clock::now() - m_t0).count(),
+                           static_cast<int>(what.size()), what.data());
+  }
+
+ private:
+  bool m_on;
+  Clock::time_point m_t0;
+};
 
 uint64_t random_u64() {
   uint64_t v = 0;
@@ -449,10 +464,12 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   };
   std::mt19937_64 rng(res.seed ^ 0x6b6f7065ULL);
 
+  Trace trace;
   ReferencePipeline ref(*m_backend, op, res.seed, options.time, m_options);
   ref.start();
 
   KOPE_ASSIGN(BuildOutcome build, m_backend->build_candidate(op, source, options.extra_flags));
+  trace(fmt::format("built ({}{})", build.message, build.cached ? ", cached" : ""));
   res.compile_seconds = build.seconds;
   res.compile_cached = build.cached;
   if (build.status != BuildOutcome::Status::ok) {
@@ -477,6 +494,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     session.reset();
     return finish(res);
   };
+  trace("candidate runner started");
   if (session->failure()) {
     return fail_verdict(session->failure()->verdict, "cannot be loaded: " + session->failure()->message, 0, "not run: the kernel could not be loaded");
   }
@@ -488,7 +506,9 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   for (size_t i = 0; i < op.cases.size(); ++i) {
     const spec::Case& c = op.cases[i];
     KOPE_ASSIGN(CaseData * data, ref.wait(i));
+    trace(fmt::format("case {}: reference outputs ready", i));
     KOPE_ASSIGN(VerifyOutcome v, verify_case(*session, op, c, *data, call_timeout(data->reference_call_seconds), rng()));
+    trace(fmt::format("case {}: verified", i));
     if (v.violation) {
       res.cases.push_back(v.check);
       res.cases.back().ok = false;
@@ -523,6 +543,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   // Timing: exclusive on this machine.
   KOPE_ASSIGN(Session * ref_session, ref.session());
   KOPE_ASSIGN(util::FileLock lock, util::FileLock::acquire(util::timing_lock_path()));
+  trace("timing lock held");
   std::unique_ptr<Session> library_session;
   std::vector<double> vs_ref, vs_lib, fractions;
   for (const spec::Case* c : timed) {
@@ -530,6 +551,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
                                                options, rng()));
     const TimingOutcome& t = *g.candidate;
+    trace(fmt::format("case {}: timed", c->index));
     if (t.violation) {
       lock.release();
       res.timing.clear();
