@@ -66,6 +66,10 @@ struct CaseTiming {
   std::optional<double> library_ci95_us;
   double floor_us = 0;     // HardwareProfile::floor_seconds for the case, in microseconds
   double fresh_us = 0;     // one call on fresh inputs (content-keyed caching shows here)
+  // Median share of the kernel's runnable time spent waiting for a CPU during the batches
+  // (other load on the machine). When enough batches were undisturbed (< 2%), the median and
+  // CI come from those alone; samples_us always holds every batch.
+  double contention = 0;
 };
 
 struct EvalResult {

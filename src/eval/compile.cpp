@@ -254,7 +254,6 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
                         quote(objdump->string()), marker, quote(std::string(k_disassembly_filter) + "|" + marker));
   script += fmt::format("echo '{}link' >&2\n", marker);
   script += fmt::format("{}{} -shared -o kernel.so kernel.o kope_entry.o -Wl,-z,defs -Wl,-z,now -Wl,-z,noexecstack || exit 12\n", cxx, fl);
-  KOPE_TRY(util::write_file_atomic(scratch.path() / "build.sh", script));
 
   SandboxSpec spec;
   spec.uid = prepare_sandbox_uid({scratch.path()});
@@ -267,7 +266,9 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
     fs::path prefix = m_compiler.parent_path().parent_path();
     spec.ro_binds.emplace_back(prefix, prefix.string());
   }
-  spec.command = {"/bin/sh", "/build/build.sh"};
+  // The script travels on the command line, not as a file in the writable scratch directory the
+  // compiler shares with it.
+  spec.command = {"/bin/sh", "-c", script};
   KOPE_ASSIGN(auto argv, sandbox_argv(spec));
   util::RunOptions ro;
   ro.spawn.argv = std::move(argv);

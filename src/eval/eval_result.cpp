@@ -86,7 +86,8 @@ std::string EvalResult::to_json() const {
                   {"roofline_us", number(t.roofline_us)},
                   {"fraction_of_roofline", number(t.fraction_of_roofline)},
                   {"floor_us", number(t.floor_us)},
-                  {"fresh_us", number(t.fresh_us)}});
+                  {"fresh_us", number(t.fresh_us)},
+                  {"contention", number(t.contention)}});
   }
   j["timing"] = ts;
   j["speedup_vs_reference"] = optional_number(speedup_vs_reference);
@@ -138,6 +139,7 @@ Result<EvalResult> EvalResult::from_json(std::string_view text) {
       ct.fraction_of_roofline = get_number(t, "fraction_of_roofline");
       ct.floor_us = get_number(t, "floor_us");
       ct.fresh_us = get_number(t, "fresh_us");
+      ct.contention = get_number(t, "contention");
       r.timing.push_back(std::move(ct));
     }
     r.speedup_vs_reference = get_optional(j, "speedup_vs_reference");

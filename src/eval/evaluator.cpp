@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cmath>
@@ -579,6 +580,14 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     ct.roofline_us = m_hw.roofline_seconds(flops, bytes) * 1e6;
     ct.floor_us = m_hw.floor_seconds(flops, bytes, op.case_buffer_bytes(*c)) * 1e6;
     ct.fresh_us = t.fresh_s * 1e6;
+    ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
+    if (ct.contention > 0.1) {
+      notes += (notes.empty() ? "" : "\n") +
+               fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "
+                           "undisturbed)",
+                           c->index, 100 * ct.contention, std::count_if(t.contention.begin(), t.contention.end(), [](double x) { return x < k_clean_contention; }),
+                           t.contention.size());
+    }
     ct.fraction_of_roofline = ct.median_us > 0 ? ct.roofline_us / ct.median_us : 0;
     if (ct.floor_us > 0 && ct.median_us < m_options.floor_margin * ct.floor_us) {
       lock.release();

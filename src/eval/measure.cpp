@@ -361,19 +361,34 @@ Result<bool> CaseTimer::sample() {
   // A random length: a kernel cannot know which call of a batch is the last (the verified one).
   uint64_t nb = t.n0 + (t.n0 >= 4 ? t.rng() % (t.n0 / 4 + 1) : 0);
   double secs = 0;
+  Session::CpuTimes before = t.s.cpu_times();
   KOPE_ASSIGN(bool ok, t.run_batch(nb, &secs));
   if (!ok) return false;
+  Session::CpuTimes after = t.s.cpu_times();
   double per = (secs - t.out.overhead_s) / static_cast<double>(nb);
   if (per <= 0) per = secs / static_cast<double>(nb);
   t.out.samples_s.push_back(per);
-  MedianCi ci = median_ci(t.out.samples_s);
+  if (t.s.runner_pid() > 0) {
+    double run = static_cast<double>(after.run_ns - before.run_ns);
+    double wait = static_cast<double>(after.wait_ns - before.wait_ns);
+    t.out.contention.push_back(run + wait > 0 ? wait / (run + wait) : 0.0);
+  }
+  // Batches that waited for a CPU measure the machine's other load, not the kernel: when there
+  // are enough clean ones, the statistics use only those.
+  std::vector<double> clean;
+  for (size_t i = 0; i < t.out.samples_s.size() && i < t.out.contention.size(); ++i) {
+    if (t.out.contention[i] < k_clean_contention) clean.push_back(t.out.samples_s[i]);
+  }
+  const std::vector<double>& used = clean.size() >= static_cast<size_t>(std::max(t.plan.min_samples, 6)) ? clean : t.out.samples_s;
+  MedianCi ci = median_ci(used);
+  t.out.samples_used = used.size();
   t.out.median_s = ci.median;
   t.out.ci95_s = ci.half_width;
   return true;
 }
 
 bool CaseTimer::converged() const {
-  size_t k = m->out.samples_s.size();
+  size_t k = m->out.samples_used;
   if (k < static_cast<size_t>(std::max(m->plan.min_samples, 6))) return false;
   return m->out.ci95_s <= m->plan.target_ci * m->out.median_s;
 }

@@ -107,8 +107,17 @@ struct TimingOutcome {
   int64_t calls_per_batch = 0;
   double overhead_s = 0;          // median round trip of an empty command (subtracted)
   double fresh_s = 0;             // fastest call on an unseen set (0 without the check)
+  // Per batch: the share of the runner's runnable time spent waiting for a CPU (other load on
+  // the machine), from the scheduler's statistics; empty when unavailable.
+  std::vector<double> contention;
+  // The median and CI use the batches with contention below k_clean_contention when there
+  // are enough of them (samples_used of samples_s), all batches otherwise.
+  size_t samples_used = 0;
   std::optional<Violation> violation;
 };
+
+// A batch that waited for a CPU less than this share of its runnable time counts as clean.
+constexpr double k_clean_contention = 0.02;
 
 // Times one kernel on one case, batch by batch, so several kernels can be timed in alternation
 // (time_group) and see the same machine conditions. Not thread-safe.

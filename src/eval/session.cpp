@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -116,6 +117,8 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
   }
   s->m->sock = pair[0];
   int child_sock = pair[1];
+  int one = 1;
+  ::setsockopt(pair[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
 
   SandboxSpec spec;
   spec.uid = prepare_sandbox_uid({});
@@ -183,6 +186,24 @@ void Session::fail_with(Verdict v, std::string message) {
     m->proc->kill_group(SIGKILL);
     m->proc->wait();
   }
+}
+
+Session::CpuTimes Session::cpu_times() const {
+  CpuTimes t;
+  if (m_runner_pid <= 0 || (m->proc && m->proc->reaped())) return t;
+  std::error_code ec;
+  fs::path tasks = fs::path("/proc") / std::to_string(m_runner_pid) / "task";
+  for (const auto& e : fs::directory_iterator(tasks, ec)) {
+    auto text = util::read_file(e.path() / "schedstat");
+    if (!text) continue;
+    unsigned long long run = 0, wait = 0;
+    if (std::sscanf(text->c_str(), "%llu %llu", &run, &wait) == 2) {
+      t.run_ns += run;
+      t.wait_ns += wait;
+      if (run > 0) ++t.busy_threads;
+    }
+  }
+  return t;
 }
 
 std::string Session::output_tail() const {
@@ -321,7 +342,25 @@ Result<bool> Session::send_and_wait(const void* msg, size_t size, uint32_t seq, 
       if (fds[k].revents == 0) continue;
       if (idx[k] == 0) {
         proto::Reply r;
-        ssize_t n = ::recv(m->sock, &r, sizeof r, MSG_DONTWAIT | MSG_TRUNC);
+        // Every message carries the sender's credentials (SO_PASSCRED), pid translated into
+        // our pid namespace: the ready message tells us who the runner is.
+        alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(struct ucred))];
+        struct iovec iov = {&r, sizeof r};
+        struct msghdr mh {};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = control;
+        mh.msg_controllen = sizeof control;
+        ssize_t n = ::recvmsg(m->sock, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+        if (n > 0 && boot) {
+          for (struct cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm != nullptr; cm = CMSG_NXTHDR(&mh, cm)) {
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS) {
+              struct ucred cred;
+              std::memcpy(&cred, CMSG_DATA(cm), sizeof cred);
+              m_runner_pid = cred.pid;
+            }
+          }
+        }
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
         if (n <= 0) {
           sock_open = false;  // the runner closed it: it is exiting; wait for the pid

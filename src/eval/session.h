@@ -74,6 +74,18 @@ class Session {
   void close();
 
   const std::optional<RunnerFailure>& failure() const { return m_failure; }
+
+  // CPU accounting of the runner's threads, from the kernel's scheduler statistics
+  // (/proc/<pid>/task/*/schedstat): time spent running and time spent runnable but waiting for
+  // a CPU (other load on the machine). Zeros when unavailable.
+  struct CpuTimes {
+    uint64_t run_ns = 0;
+    uint64_t wait_ns = 0;
+    int busy_threads = 0;  // threads that ran at all
+  };
+  CpuTimes cpu_times() const;
+  // The runner's pid as this process sees it (learnt from the socket's credentials), or 0.
+  pid_t runner_pid() const { return m_runner_pid; }
   // The last bytes the kernel wrote to stderr and stdout (for diagnostics only).
   std::string output_tail() const;
 
@@ -88,6 +100,7 @@ class Session {
   std::unique_ptr<Impl> m;
   Arena m_arena;
   int m_threads = 0;
+  pid_t m_runner_pid = 0;
   std::optional<RunnerFailure> m_failure;
 };
 

@@ -163,22 +163,19 @@ void register_bench_command(CLI::App& app, Action& action) {
       table += fmt::format("{}{}{}{}{}{}{}{}\n", pad("op", 24), pad("case", 26), pad("reference", 20), pad("library", 20), pad("roofline", 12),
                            pad("ref/roof", 10), pad("lib/roof", 10), "lib vs ref");
       int failures = 0;
-      int total_cases = 0;
-      for (const auto& op : ops) total_cases += op.timed_case_count();
-      int done = 0;
+      size_t op_index = 0;
       for (const auto& op : ops) {
-        auto report = [&](std::string_view line) { progress(fmt::format("[{}/{}] {}", done + 1, total_cases, line)); };
+        ++op_index;
+        auto report = [&](std::string_view line) { progress(fmt::format("[{}/{}] {}", op_index, ops.size(), line)); };
         auto r = eval::measure_cpu_baselines(hw, op, co, eo, report);
         if (!r) {
           ++failures;
           progress(fmt::format("kope bench: {}: {}", op.name, r.error().message));
           table += fmt::format("{}{}\n", pad(op.name, 24), "error: " + std::string(util::trim(util::split(r.error().message, '\n')[0])));
           rows.push_back({{"op", op.name}, {"error", r.error().message}});
-          done += op.timed_case_count();
           continue;
         }
         for (const auto& cb : *r) {
-          ++done;
           double ref_frac = cb.reference.median_us > 0 ? cb.roofline_us / cb.reference.median_us : 0;
           double lib_frac = cb.library && cb.library->median_us > 0 ? cb.roofline_us / cb.library->median_us : 0;
           std::string lib = cb.library ? with_ci(cb.library->median_us, cb.library->ci95_us)
