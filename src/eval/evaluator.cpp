@@ -158,7 +158,11 @@ class ReferencePipeline {
   }
 
   void run() {
-    produce();
+    try {
+      produce();
+    } catch (const std::exception& e) {
+      publish_error(Error{ErrorKind::internal, fmt::format("the reference pipeline of {} failed: {}", m_op.name, e.what())});
+    }
     std::unique_lock lock(m_mu);
     m_finished = true;
     m_cv.notify_all();
@@ -382,6 +386,8 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
       KOPE_TRY(cand_t->fresh_check());
       g.candidate = cand_t->outcome();
     }
+    // A failed candidate ends the evaluation: no partial baseline is kept.
+    if (g.candidate->violation) return g;
   }
   if (ref_t) {
     // A candidate failure can end the group early; the reference's samples are then too few.

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/compare.h"
 #include "eval/session.h"
 #include "kope/error.h"
 #include "kope/eval.h"
@@ -157,6 +158,6 @@ Result<TimingOutcome> time_case(Session& s, const spec::OpSpec& op, const spec::
                                 const TimingPlan& plan, uint64_t rng_seed);
 
 // "y[3, 17]: got 0.25, expected 0.5" for the first mismatching element of output `o`.
-std::string describe_mismatch(const spec::OpSpec& op, const spec::Case& c, size_t o, const struct CompareResult& r);
+std::string describe_mismatch(const spec::OpSpec& op, const spec::Case& c, size_t o, const CompareResult& r);
 
 }  // namespace kope::eval

@@ -170,9 +170,7 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
   s->m->err.fd = s->m->proc->stderr_fd();
   s->m->output_cap = o.output_cap;
 
-  proto::Header boot{};
   KOPE_ASSIGN(bool ready, s->send_and_wait(nullptr, 0, 0, 0, o.start_timeout, nullptr, true));
-  (void)boot;
   if (!ready && s->m_failure && s->m_failure->message.find("bwrap:") != std::string::npos) {
     return fail(ErrorKind::unavailable, "the sandbox could not start: {}", s->m_failure->message);
   }
