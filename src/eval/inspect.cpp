@@ -303,22 +303,9 @@ InspectionReport SymbolPolicy::inspect(const elf::File& object, std::string_view
   bool imports_ios_init = false;
   bool has_writable_data = false;
   for (const auto& s : object.symbols) {
-    if (s.name.empty()) continue;
-    if (!s.defined) {
-      if (s.name == "_ZNSt8ios_base4InitC1Ev") imports_ios_init = true;
-      std::string why = import_problem(s.name);
-      if (!why.empty()) add(fmt::format("imports {}: {}", display_symbol(s.name), why));
-      continue;
-    }
-    if (s.type == STT_GNU_IFUNC) add(fmt::format("defines {} as an indirect function (its resolver would run at load time)", display_symbol(s.name)));
-    if (s.bind == STB_LOCAL) continue;
-    if (s.name == "kope_kernel") {
-      if (s.type == STT_FUNC) rep.defines_entry = true;
-      continue;
-    }
-    std::string why = definition_problem(s.name, s.bind == STB_GLOBAL);
-    if (!why.empty()) add(fmt::format("defines {}, which {}", display_symbol(s.name), why));
+    if (!s.defined && s.name == "_ZNSt8ios_base4InitC1Ev") imports_ios_init = true;
   }
+  // Code that runs at load time first: it is the most fundamental rule.
   for (const auto& sec : object.sections) {
     const std::string& n = sec.name;
     bool ctor = sec.type == SHT_INIT_ARRAY || sec.type == SHT_PREINIT_ARRAY || n.starts_with(".init_array") ||
@@ -332,6 +319,22 @@ InspectionReport SymbolPolicy::inspect(const elf::File& object, std::string_view
     if (dtor && sec.size > 0) add(fmt::format("has a static destructor (section {}): no code may run when the kernel is unloaded", n));
     if ((sec.flags & SHF_WRITE) && (sec.flags & SHF_EXECINSTR)) add(fmt::format("has a writable and executable section ({})", n));
     if ((n.starts_with(".data") || n.starts_with(".bss")) && sec.size > 0 && (sec.flags & SHF_WRITE)) has_writable_data = true;
+  }
+  for (const auto& s : object.symbols) {
+    if (s.name.empty()) continue;
+    if (!s.defined) {
+      std::string why = import_problem(s.name);
+      if (!why.empty()) add(fmt::format("imports {}: {}", display_symbol(s.name), why));
+      continue;
+    }
+    if (s.type == STT_GNU_IFUNC) add(fmt::format("defines {} as an indirect function (its resolver would run at load time)", display_symbol(s.name)));
+    if (s.bind == STB_LOCAL) continue;
+    if (s.name == "kope_kernel") {
+      if (s.type == STT_FUNC) rep.defines_entry = true;
+      continue;
+    }
+    std::string why = definition_problem(s.name, s.bind == STB_GLOBAL);
+    if (!why.empty()) add(fmt::format("defines {}, which {}", display_symbol(s.name), why));
   }
   for (auto& f : forbidden_instructions(flagged_instructions)) add(std::move(f));
   if (!rep.defines_entry && !rep.rejected) {

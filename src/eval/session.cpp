@@ -1,5 +1,6 @@
 #include "eval/session.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -168,6 +169,10 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
   s->m->scratch.emplace(std::move(scratch));
   s->m->out.fd = s->m->proc->stdout_fd();
   s->m->err.fd = s->m->proc->stderr_fd();
+  // Drained after a death too: never block on a pipe a dying sandbox still holds open.
+  for (int fd : {s->m->out.fd, s->m->err.fd}) {
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
   s->m->output_cap = o.output_cap;
 
   KOPE_ASSIGN(bool ready, s->send_and_wait(nullptr, 0, 0, 0, o.start_timeout, nullptr, true));

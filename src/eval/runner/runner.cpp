@@ -11,7 +11,9 @@
 // reads the outputs from shared memory. The runner links libc, libdl, libgomp and libseccomp
 // only.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <omp.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -218,10 +220,18 @@ void send_reply(const proto::Header& h, proto::ReplyKind kind, int code, const c
 // reading and writing already-open descriptors, and exit. No new processes or threads (the pool
 // already exists), no open/socket/exec, no executable memory. Anything else traps (SIGSYS); the
 // handler records the call number and the process dies with SIGSYS.
-bool install_seccomp() {
+//
+// `loading` adds what the dynamic loader needs to map the kernel (read-only opens, executable
+// mappings); it is installed before dlopen, so a constructor that slipped past the inspection
+// still cannot start a process or thread, reach the network or write a file. The strict filter
+// stacks on top of it before the first call.
+bool install_seccomp(bool loading) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
   if (ctx == nullptr) return false;
   bool ok = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1) == 0;
+  // no_new_privs is set at start-up; libseccomp must not call prctl again (the first filter
+  // forbids it when the second is loaded).
+  ok = ok && seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) == 0;
   auto allow = [&](int nr) { ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0) == 0; };
   for (int nr : {SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(close),
                  SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek), SCMP_SYS(munmap), SCMP_SYS(mremap),
@@ -233,9 +243,23 @@ bool install_seccomp() {
                  SCMP_SYS(getrandom), SCMP_SYS(restart_syscall)}) {
     allow(nr);
   }
-  // Memory, but never executable: no code generated at run time.
-  ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) == 0;
-  ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) == 0;
+  if (loading) {
+    for (int nr : {SCMP_SYS(pread64), SCMP_SYS(mmap), SCMP_SYS(mprotect), SCMP_SYS(access), SCMP_SYS(faccessat),
+                   SCMP_SYS(faccessat2), SCMP_SYS(statfs), SCMP_SYS(readlink), SCMP_SYS(getcwd)}) {
+      allow(nr);
+    }
+    // Stacking the strict filter on top (filters can only ever restrict further).
+    ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(seccomp), 1, SCMP_A0(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER)) == 0;
+    // Opening for reading only.
+    ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+                                SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND, O_RDONLY)) == 0;
+    ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(open), 1,
+                                SCMP_A1(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND, O_RDONLY)) == 0;
+  } else {
+    // Memory, but never executable: no code generated at run time.
+    ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) == 0;
+    ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) == 0;
+  }
   // Signal handlers, but never for SIGSYS: the trap handler must stay ours.
   ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 1, SCMP_A0(SCMP_CMP_NE, SIGSYS)) == 0;
   ok = ok && seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(rt_sigaction), 1, SCMP_A0(SCMP_CMP_EQ, SIGSYS)) == 0;
@@ -368,6 +392,21 @@ int main(int argc, char** argv) {
   std::setvbuf(stderr, nullptr, _IONBF, 0);
 
   proto::Header boot;
+  // The thread pool exists before the kernel is loaded (and before seccomp forbids clone).
+  if (threads < 1) threads = 1;
+  omp_set_num_threads(threads);
+  int got = 0;
+#pragma omp parallel num_threads(threads)
+  {
+    if (omp_get_thread_num() != 0) install_alt_stack();
+#pragma omp atomic
+    got += 1;
+  }
+  bool candidate = mode == proto::Mode::candidate;
+  if (candidate && !install_seccomp(true)) {
+    send_reply(boot, proto::ReplyKind::ready, 1, "cannot install the seccomp filter");
+    ::_exit(3);
+  }
   void* handle = ::dlopen(kernel, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* e = ::dlerror();
@@ -379,17 +418,7 @@ int main(int argc, char** argv) {
     send_reply(boot, proto::ReplyKind::ready, 1, "the kernel object has no kope_entry");
     ::_exit(3);
   }
-  // The thread pool exists before the first call (and before seccomp forbids clone).
-  if (threads < 1) threads = 1;
-  omp_set_num_threads(threads);
-  int got = 0;
-#pragma omp parallel num_threads(threads)
-  {
-    if (omp_get_thread_num() != 0) install_alt_stack();
-#pragma omp atomic
-    got += 1;
-  }
-  if (mode == proto::Mode::candidate && !install_seccomp()) {
+  if (candidate && !install_seccomp(false)) {
     send_reply(boot, proto::ReplyKind::ready, 1, "cannot install the seccomp filter");
     ::_exit(3);
   }
