@@ -208,5 +208,69 @@ extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N)
   EXPECT_TRUE(machine_damage().empty()) << machine_damage();
 }
 
+// The runner's guard regions name the buffer and the byte a kernel touched outside its data.
+// The kernel (trusted, so no inspection or seccomp is involved) picks its misdeed from x[0].
+TEST(Sandbox, GuardRegionsNameTheBuffer) {
+  spec::OpSpec op = test_op("vadd");
+  const char* source = R"(
+#include <cstdint>
+extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N) {
+  volatile float sink = 0;
+  switch (static_cast<int>(x[0])) {
+    case 2: z[N + 16] = 1; break;                      // 76 bytes into a 12-byte buffer
+    case 3: z[-2000] = 1; break;                       // 8000 bytes before it
+    case 4: const_cast<float*>(x)[1] = 1; break;       // an input
+    case 5: sink = y[N + 2000]; break;                 // reading past an input
+    default: for (int64_t i = 0; i < N; ++i) z[i] = x[i] + y[i];
+  }
+  (void)sink;
+}
+)";
+  auto dir = util::TempDir::create("kope-guard-", fs::path(KOPE_BINARY_DIR));
+  ASSERT_TRUE(dir);
+  ASSERT_TRUE(util::write_file_atomic(dir->path() / "k.cpp", source));
+  auto tc = eval::cpu_toolchain();
+  ASSERT_TRUE(tc);
+  auto so = eval::build_trusted(op, dir->path() / "k.cpp", *tc);
+  ASSERT_TRUE(so) << so.error().message;
+  auto runner = eval::find_runner();
+  ASSERT_TRUE(runner);
+  eval::RunnerOptions ro;
+  ro.runner = *runner;
+  ro.mode = eval::proto::Mode::trusted;
+  ro.threads = 1;
+  const spec::Case& c = op.cases[1];  // N = 3
+  auto layout = eval::layout_case(op, c, 1, 1, 4096);
+  struct Expect {
+    float mode;
+    eval::Verdict verdict;
+    std::string message;
+  };
+  for (const Expect& e : std::initializer_list<Expect>{
+           {0, eval::Verdict::correct, ""},
+           {2, eval::Verdict::runtime_error, "wrote past the end of output z (byte 76 of a 12-byte buffer; guard page hit, SIGSEGV)"},
+           {3, eval::Verdict::runtime_error, "wrote before the start of output z (byte -8000; guard page hit, SIGSEGV)"},
+           {4, eval::Verdict::rejected, "wrote to input x (inputs are read-only; byte 4)"},
+           {5, eval::Verdict::runtime_error, "read past the end of input y (byte 8012 of a 12-byte buffer; guard page hit, SIGSEGV)"}}) {
+    auto s = eval::Session::start(*so, ro, layout.in_bytes, layout.out_bytes);
+    ASSERT_TRUE(s) << s.error().message;
+    auto mapped = (*s)->map(op, layout, c.dims);
+    ASSERT_TRUE(mapped && *mapped);
+    auto* x = reinterpret_cast<float*>((*s)->arena().input(layout.inputs[0][0]));
+    x[0] = e.mode;
+    auto called = (*s)->call(0, 0, std::chrono::seconds(30));
+    ASSERT_TRUE(called);
+    if (e.verdict == eval::Verdict::correct) {
+      EXPECT_TRUE(*called) << (*s)->failure()->message;
+      continue;
+    }
+    ASSERT_FALSE(*called) << "mode " << e.mode;
+    ASSERT_TRUE((*s)->failure());
+    EXPECT_EQ((*s)->failure()->verdict, e.verdict) << (*s)->failure()->message;
+    EXPECT_EQ((*s)->failure()->message, e.message);
+  }
+  EXPECT_TRUE(machine_damage().empty()) << machine_damage();
+}
+
 }  // namespace
 }  // namespace kope::testing
