@@ -667,7 +667,9 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& 
     }
     auto lock = util::FileLock::acquire(util::timing_lock_path());
     if (!lock) return std::unexpected(lock.error());
-    if (progress) progress(fmt::format("{} {}: timing the reference{}", op.name, cb.label, op.library_path ? " and the library baseline" : ""));
+    if (progress && !all_cached) {
+      progress(fmt::format("{} {}: timing the reference{}", op.name, cb.label, op.library_path ? " and the library baseline" : ""));
+    }
     KOPE_ASSIGN(GroupResult g, time_case_group(*backend, op, *c, data, nullptr, ref_session.get(), &library_session, options, timing, random_u64()));
     if (!g.reference.timing) return fail(ErrorKind::config, "the reference of {} has no time for {}: {}", op.name, cb.label, g.reference.problem);
     cb.reference = *g.reference.timing;
