@@ -23,7 +23,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 // Bumped whenever the build recipe changes, so old cache entries are not reused.
-constexpr const char* k_recipe = "kope-cpu-build-3";
+constexpr const char* k_recipe = "kope-cpu-build-4";
 constexpr const char* k_std = "-std=c++17";
 
 std::string quote(std::string_view s) { return "'" + util::replace_all(std::string(s), "'", "'\\''") + "'"; }
@@ -180,7 +180,8 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
   auto flags = compile_flags(extra_flags);
   std::string shim = spec::render_entry_shim(op);
   std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", k_recipe, m_tc.version, util::join(flags, " "),
-                                                 util::sha256_hex(shim), util::sha256_hex(source), m_compiler.string()));
+                                                 util::sha256_hex(shim + spec::render_signature(op)), util::sha256_hex(source),
+                                                 m_compiler.string()));
   fs::path entry = util::cache_dir() / "eval" / "compile" / key.substr(0, 2) / key.substr(0, 40);
 
   // Applies the inspection to a built object and turns everything into an outcome.
@@ -238,6 +239,11 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
   // A fresh build in a private scratch directory, inside the sandbox.
   KOPE_ASSIGN(util::TempDir scratch, util::TempDir::create("kope-cc-", sandbox_scratch_parent()));
   KOPE_TRY(util::write_file_atomic(scratch.path() / "kernel.cpp", source));
+  // The exact declaration is force-included, so a kernel whose parameters do not match the op
+  // fails to compile with a message naming both, instead of running with the wrong arguments.
+  KOPE_TRY(util::write_file_atomic(scratch.path() / "kope_signature.h",
+                                   fmt::format("// The kernel ABI of op {} (kope).\n#pragma once\n#include <stdint.h>\n{}\n", op.name,
+                                               spec::render_signature(op))));
   fs::copy_file(shim_o, scratch.path() / "kope_entry.o", fs::copy_options::overwrite_existing, ec);
   if (ec) return fail(ErrorKind::io, "cannot copy {}: {}", shim_o.string(), ec.message());
   static const auto objdump = util::find_executable("objdump");
@@ -249,7 +255,8 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
   std::string script;
   script += "set -u\n";
   script += fmt::format("echo '{}compile' >&2\n", marker);
-  script += fmt::format("{}{} -fdiagnostics-color=never -fmax-errors=20 -c kernel.cpp -o kernel.o || exit 10\n", cxx, fl);
+  script += fmt::format("{}{} -fdiagnostics-color=never -fmax-errors=20 -include kope_signature.h -c kernel.cpp -o kernel.o || exit 10\n",
+                        cxx, fl);
   script += fmt::format("{{ {} -d --no-show-raw-insn -w kernel.o || echo '{}objdump-failed'; }} | grep -E {} | head -c 1000000 > flagged.txt\n",
                         quote(objdump->string()), marker, quote(std::string(k_disassembly_filter) + "|" + marker));
   script += fmt::format("echo '{}link' >&2\n", marker);
