@@ -1,5 +1,6 @@
 // The CPU C++ backend: g++ in the sandbox, ELF inspection, kope-runner with seccomp.
 #include <algorithm>
+#include <mutex>
 
 #include "eval/backend.h"
 #include "eval/native.h"
@@ -66,6 +67,22 @@ class CpuBackend final : public Backend {
   int m_threads = 1;
 };
 
+// Scratch directories of a kope that was killed are never removed by it; sweep those older
+// than a day (no evaluation lasts that long), once per process.
+void sweep_stale_scratch() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::error_code ec;
+    auto now = fs::file_time_type::clock::now();
+    for (const auto& e : fs::directory_iterator(sandbox_scratch_parent(), ec)) {
+      std::string name = e.path().filename().string();
+      if (!(name.starts_with("kope-run-") || name.starts_with("kope-cc-")) || !e.is_directory(ec)) continue;
+      auto age = now - e.last_write_time(ec);
+      if (!ec && age > std::chrono::hours(24)) fs::remove_all(e.path(), ec);
+    }
+  });
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options) {
@@ -74,6 +91,7 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const HardwareProfile& hw, con
     return fail(ErrorKind::unavailable, "the kernel sandbox is unavailable: {} (bubblewrap with user namespaces is required)", why);
   }
   KOPE_ASSIGN(fs::path runner, find_runner());
+  sweep_stale_scratch();
   KOPE_ASSIGN(Toolchain tc, cpu_toolchain());
   return std::unique_ptr<Backend>(new CpuBackend(hw, options, std::move(tc), std::move(runner)));
 }

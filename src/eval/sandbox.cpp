@@ -76,18 +76,6 @@ std::optional<uid_t> prepare_sandbox_uid(const std::vector<fs::path>& dirs) {
   return uid;
 }
 
-bool world_readable(const fs::path& path) {
-  std::error_code ec;
-  fs::path p = fs::absolute(path, ec);
-  struct stat st {};
-  if (::stat(p.c_str(), &st) != 0 || (st.st_mode & S_IROTH) == 0) return false;
-  for (fs::path d = p.parent_path(); !d.empty(); d = d.parent_path()) {
-    if (::stat(d.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) return false;
-    if (d == d.root_path()) break;
-  }
-  return true;
-}
-
 fs::path sandbox_scratch_parent() {
   auto tmp = util::get_env("TMPDIR");
   if (!tmp) return "/tmp";

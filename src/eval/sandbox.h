@@ -53,8 +53,4 @@ bool sandbox_available(std::string* why = nullptr);
 // uid can reach it, else /tmp.
 fs::path sandbox_scratch_parent();
 
-// Whether every directory above `path` is searchable and the file readable by other users, so
-// a sandbox running under another uid can bind it.
-bool world_readable(const fs::path& path);
-
 }  // namespace kope::eval
