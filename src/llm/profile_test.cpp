@@ -182,7 +182,7 @@ price_output_per_mtok = 10
   EXPECT_EQ(p->retry_base_delay, 500ms);
   EXPECT_EQ(p->retry_max_delay, 20000ms);
   EXPECT_EQ(p->retry_after_cap, 60000ms);
-  EXPECT_EQ(Json::parse(p->extra_body_json), Json::parse(R"({"top_k":20,"chat_template_kwargs":{"enable_thinking":false}})"));
+  EXPECT_EQ(nlohmann::json::parse(p->extra_body_json), nlohmann::json::parse(R"({"top_k":20,"chat_template_kwargs":{"enable_thinking":false}})"));
   ASSERT_EQ(p->omit_params.size(), 1u);
   EXPECT_NE(p->source.find("kope.toml:8"), std::string::npos) << p->source;
   auto gpt = resolve_profile("gpt", {}, s);
