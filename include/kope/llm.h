@@ -119,6 +119,13 @@ struct LlmError {
 template <class T>
 using LlmResult = std::expected<T, LlmError>;
 
+// Default timeouts of a profile. connect: TCP and TLS handshake; idle: no byte received (a
+// streamed answer is watched from the request on, a non-streamed one from its first byte, since
+// servers send it only when complete); total: one attempt, start to last byte.
+inline constexpr std::chrono::milliseconds k_default_connect_timeout{10000};
+inline constexpr std::chrono::milliseconds k_default_idle_timeout{120000};
+inline constexpr std::chrono::milliseconds k_default_total_timeout{600000};
+
 // A model profile (from TOML config, environment and CLI flags).
 struct Profile {
   std::string name = "default";
@@ -135,9 +142,9 @@ struct Profile {
   double tokens_per_minute = 0;
   int concurrency = 4;
   bool stream = false;
-  std::chrono::milliseconds connect_timeout{10000};
-  std::chrono::milliseconds idle_timeout{120000};
-  std::chrono::milliseconds total_timeout{600000};
+  std::chrono::milliseconds connect_timeout = k_default_connect_timeout;
+  std::chrono::milliseconds idle_timeout = k_default_idle_timeout;
+  std::chrono::milliseconds total_timeout = k_default_total_timeout;
   int max_retries = 5;
   // Extensions:
   std::optional<double> price_cached_input_per_mtok;  // default: price_input_per_mtok

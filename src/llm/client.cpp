@@ -250,6 +250,13 @@ class HttpLlmClient final : public LlmClient {
     std::expected<ChatResponse, AttemptFailure> result;
     if (r.status < 200 || r.status >= 300) {
       result = std::unexpected(classify_status(r, m_host));
+    } else if (!stream && r.content_type.find("text/event-stream") != std::string::npos) {
+      // The server streamed although we did not ask: decode the events it sent.
+      auto late = m_provider->stream_decoder(m_host);
+      SseParser p([&late](const SseEvent& ev) { return late->on_event(ev); });
+      p.feed(r.body);
+      p.finish();
+      result = late->finish(p.events());
     } else if (!stream) {
       result = m_provider->parse_body(r.body, m_host);
     } else if (parser->events() == 0 && r.content_type.find("json") != std::string::npos) {

@@ -41,6 +41,9 @@ class ClientTest : public ::testing::Test {
     accounting = std::make_shared<RunAccounting>();
   }
 
+  // Whatever a test did, its transcript is valid JSONL without the key (transcript_lines checks).
+  void TearDown() override { transcript_lines(); }
+
   // Short timeouts and fast, deterministic backoff: 20 ms * 2^(n-1) * 0.75.
   Profile profile(std::string provider = "openai") const {
     Profile p;
@@ -292,13 +295,47 @@ TEST_F(ClientTest, UnreachableServerIsATransportError) {
     port = gone.port();
   }
   Profile p = profile();
-  p.base_url = fmt::format("http://127.0.0.1:{}/v1", port);
+  // A key in the URL's query string (Azure/Gemini style) must not show anywhere either.
+  p.base_url = fmt::format("http://127.0.0.1:{}/v1?api-key=querySECRET0123456789", port);
   p.max_retries = 1;
   auto r = ask(*client(p));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().cls, FailureClass::transport);
   EXPECT_EQ(r.error().attempts, 2);
   EXPECT_NE(r.error().message.find("unreachable"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("/v1/chat/completions?api-key=[REDACTED]"), std::string::npos) << r.error().message;
+  auto text = util::read_file(transcript);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->find("querySECRET"), std::string::npos);
+  EXPECT_NE(text->find("api-key=[REDACTED]"), std::string::npos);
+}
+
+TEST_F(ClientTest, ClientWideCancelStopsTheBackoffWait) {
+  server.script({test::reply(500, R"({"error":{"message":"down"}})")});
+  Profile p = profile();
+  p.retry_base_delay = 5000ms;
+  p.retry_max_delay = 5000ms;
+  ClientOptions o;
+  auto cancel = std::make_shared<CancelToken>();
+  o.cancel = cancel;
+  o.transcript = transcript;
+  o.share_limits = false;
+  auto c = make_client(p, o);
+  ASSERT_TRUE(c);
+  std::thread t([&] {
+    std::this_thread::sleep_for(300ms);
+    cancel->cancel();
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto r = ask(**c);
+  double s = since(start);
+  t.join();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().cls, FailureClass::cancelled);
+  EXPECT_NE(r.error().message.find("while waiting to retry"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().attempts, 1);
+  EXPECT_LT(s, 2.0);
+  EXPECT_EQ(server.request_count(), 1u);
 }
 
 TEST_F(ClientTest, TruncatedBodyIsMalformedAndRetried) {
@@ -427,6 +464,19 @@ TEST_F(ClientTest, StreamRequestAnsweredWithPlainJsonStillWorks) {
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->text, "not streamed");
   EXPECT_EQ(r->usage.completion_tokens, 2);
+}
+
+TEST_F(ClientTest, UnrequestedStreamIsDecodedToo) {
+  server.script({[](Connection& c, const ReceivedRequest&) {
+    c.start_stream();
+    c.event(R"({"choices":[{"index":0,"delta":{"content":"streamed anyway"},"finish_reason":"stop"}]})");
+    c.event("[DONE]");
+    c.close();
+  }});
+  auto r = ask(*client(profile()));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->text, "streamed anyway");
+  EXPECT_TRUE(r->usage.estimated);
 }
 
 TEST_F(ClientTest, ErrorInsideAStreamIsClassified) {

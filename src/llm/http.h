@@ -19,10 +19,6 @@
 
 namespace kope::llm {
 
-// Defaults used when a profile does not set its own.
-inline constexpr std::chrono::milliseconds k_default_connect_timeout{10000};
-inline constexpr std::chrono::milliseconds k_default_idle_timeout{120000};
-inline constexpr std::chrono::milliseconds k_default_total_timeout{600000};
 // How often a transfer in progress checks the idle timeout and cancellation.
 inline constexpr std::chrono::milliseconds k_http_poll_slice{25};
 

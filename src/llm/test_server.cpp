@@ -109,8 +109,17 @@ void Connection::send(std::string_view bytes) {
   }
 }
 
+void Connection::answering() {
+  if (on_answer) {
+    auto f = std::move(on_answer);
+    on_answer = nullptr;
+    f();
+  }
+}
+
 void Connection::respond(int status, std::string_view body, const std::vector<std::string>& extra_headers,
                          std::string_view content_type) {
+  answering();
   std::string out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
                                 status, status_text(status), content_type, body.size());
   for (const auto& h : extra_headers) out += h + "\r\n";
@@ -120,6 +129,7 @@ void Connection::respond(int status, std::string_view body, const std::vector<st
 }
 
 void Connection::start_stream(const std::vector<std::string>& extra_headers) {
+  answering();
   std::string out = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n";
   for (const auto& h : extra_headers) out += h + "\r\n";
   out += "\r\n";
@@ -237,12 +247,15 @@ void TestServer::serve(int fd) {
   int seen = m_max_concurrent.load();
   while (now > seen && !m_max_concurrent.compare_exchange_weak(seen, now)) {
   }
+  // A request stops counting as in flight when its answer starts (the client cannot know of
+  // it before), or when the handler gives up without answering.
+  conn.on_answer = [this] { --m_concurrent; };
   if (handler) {
     handler(conn, *req);
   } else {
     conn.respond(500, R"({"error":{"message":"test server: no handler scripted"}})");
   }
-  --m_concurrent;
+  if (conn.on_answer) conn.on_answer();
 }
 
 Handler reply(int status, std::string body, std::vector<std::string> extra_headers, std::string content_type) {

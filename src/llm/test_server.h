@@ -58,7 +58,11 @@ class Connection {
   void reset();
   void close();
 
+  // Called once, when the handler starts its answer (respond, start_stream) or returns.
+  std::function<void()> on_answer;
+
  private:
+  void answering();
   int m_fd;
   TestServer* m_server;
   std::string m_pending;  // bytes read past the last request
@@ -81,6 +85,7 @@ class TestServer {
 
   std::vector<ReceivedRequest> requests() const;
   size_t request_count() const;
+  // The most requests in flight at once: read but not yet answered.
   int max_concurrent() const { return m_max_concurrent.load(); }
 
   bool stopping() const { return m_stop.load(); }
