@@ -232,7 +232,8 @@ class LlmClient {
 // for servers on this machine or a private network (local llama.cpp, vLLM, Ollama, ...) and when
 // api_key_env is "": such requests carry no Authorization header.
 Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile);
-Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile, const ClientOptions& options);
+Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile,
+                                               const ClientOptions& options);
 
 // Rough token count of a text for budgeting before a call (calibrated by the caller against
 // reported usage).

@@ -11,7 +11,8 @@ constexpr std::string_view k_anthropic_version = "2023-06-01";
 void read_usage(const Json& u, Usage& usage, bool output_only) {
   if (!output_only) {
     const int64_t cache_read = json_int(u, "cache_read_input_tokens");
-    usage.prompt_tokens = json_int(u, "input_tokens") + cache_read + json_int(u, "cache_creation_input_tokens");
+    usage.prompt_tokens =
+        json_int(u, "input_tokens") + cache_read + json_int(u, "cache_creation_input_tokens");
     usage.cached_tokens = cache_read;
   }
   if (u.contains("output_tokens")) usage.completion_tokens = json_int(u, "output_tokens");
@@ -30,7 +31,8 @@ std::expected<ChatResponse, AttemptFailure> check_refusal(ChatResponse r, std::s
   if (r.finish_reason == "content_filter") {
     AttemptFailure f;
     f.error.cls = FailureClass::content_filtered;
-    f.error.message = fmt::format("{} refused to answer (stop_reason refusal) after {} characters", host, r.text.size());
+    f.error.message = fmt::format("{} refused to answer (stop_reason refusal) after {} characters",
+                                  host, r.text.size());
     f.error.request_id = r.request_id;
     return std::unexpected(std::move(f));
   }
@@ -44,8 +46,8 @@ class AnthropicStream final : public StreamDecoder {
   bool on_event(const SseEvent& ev) override {
     Json j = Json::parse(ev.data, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
-      m_failure = malformed(fmt::format("invalid JSON in stream event #{} from {}: {}", m_events + 1, m_host,
-                                        one_line(ev.data, 200)),
+      m_failure = malformed(fmt::format("invalid JSON in stream event #{} from {}: {}",
+                                        m_events + 1, m_host, one_line(ev.data, 200)),
                             false, ev.data);
       return false;
     }
@@ -65,7 +67,8 @@ class AnthropicStream final : public StreamDecoder {
         }
       }
     } else if (type == "content_block_delta") {
-      if (auto d = j.find("delta"); d != j.end() && d->is_object() && json_string(*d, "type") == "text_delta") {
+      if (auto d = j.find("delta");
+          d != j.end() && d->is_object() && json_string(*d, "type") == "text_delta") {
         m_response.text += json_string(*d, "text");
       }
     } else if (type == "message_delta") {
@@ -89,7 +92,8 @@ class AnthropicStream final : public StreamDecoder {
     if (m_failure) return std::unexpected(std::move(*m_failure));
     if (!m_done && m_response.finish_reason.empty()) {
       return std::unexpected(malformed(
-          fmt::format("truncated stream from {}: it ended after {} events without message_stop", m_host, m_events),
+          fmt::format("truncated stream from {}: it ended after {} events without message_stop",
+                      m_host, m_events),
           true));
     }
     if (!m_has_usage) m_response.usage.estimated = true;
@@ -109,11 +113,12 @@ class AnthropicProvider final : public Provider {
  public:
   std::string_view name() const override { return "anthropic"; }
 
-  Json build_body(const Profile& profile, const std::vector<Message>& messages, const ChatParams& params,
-                  bool stream) const override {
+  Json build_body(const Profile& profile, const std::vector<Message>& messages,
+                  const ChatParams& params, bool stream) const override {
     Json body = Json::object();
     body["model"] = profile.model;
-    body["max_tokens"] = params.max_output_tokens.value_or(static_cast<int>(profile.max_output_tokens));
+    body["max_tokens"] =
+        params.max_output_tokens.value_or(static_cast<int>(profile.max_output_tokens));
     std::string system;
     Json msgs = Json::array();
     for (const auto& m : messages) {
@@ -139,15 +144,18 @@ class AnthropicProvider final : public Provider {
     return h;
   }
 
-  std::expected<ChatResponse, AttemptFailure> parse_body(std::string_view body, std::string_view host) const override {
+  std::expected<ChatResponse, AttemptFailure> parse_body(std::string_view body,
+                                                         std::string_view host) const override {
     Json j = Json::parse(body, nullptr, false);
     if (j.is_discarded()) {
-      return std::unexpected(malformed(
-          fmt::format("invalid JSON in the response from {} ({} bytes): {}", host, body.size(), one_line(body, 200)),
-          false, body));
+      return std::unexpected(
+          malformed(fmt::format("invalid JSON in the response from {} ({} bytes): {}", host,
+                                body.size(), one_line(body, 200)),
+                    false, body));
     }
     if (!j.is_object()) {
-      return std::unexpected(malformed(fmt::format("the response from {} is not a JSON object", host), false, body));
+      return std::unexpected(
+          malformed(fmt::format("the response from {} is not a JSON object", host), false, body));
     }
     if (json_string(j, "type") == "error" || (j.contains("error") && !j.contains("content"))) {
       return std::unexpected(classify_error_object(j, host));
@@ -155,13 +163,14 @@ class AnthropicProvider final : public Provider {
     auto c = j.find("content");
     if (c == j.end() || !c->is_array()) {
       return std::unexpected(malformed(
-          fmt::format("the response from {} has no content array (not an Anthropic message?): {}", host,
-                      one_line(body, 200)),
+          fmt::format("the response from {} has no content array (not an Anthropic message?): {}",
+                      host, one_line(body, 200)),
           false, body));
     }
     ChatResponse r;
     for (const auto& block : *c) {
-      if (block.is_object() && json_string(block, "type") == "text") r.text += json_string(block, "text");
+      if (block.is_object() && json_string(block, "type") == "text")
+        r.text += json_string(block, "text");
     }
     r.finish_reason = finish_reason_of(json_string(j, "stop_reason"));
     r.request_id = json_string(j, "id");
@@ -181,6 +190,8 @@ class AnthropicProvider final : public Provider {
 
 }  // namespace
 
-std::unique_ptr<Provider> make_anthropic_provider() { return std::make_unique<AnthropicProvider>(); }
+std::unique_ptr<Provider> make_anthropic_provider() {
+  return std::make_unique<AnthropicProvider>();
+}
 
 }  // namespace kope::llm

@@ -54,8 +54,9 @@ std::string scalar_text(const Json& j) {
 }
 
 bool contains_any(std::string_view haystack, std::initializer_list<std::string_view> needles) {
-  return std::any_of(needles.begin(), needles.end(),
-                     [&](std::string_view n) { return haystack.find(n) != std::string_view::npos; });
+  return std::any_of(needles.begin(), needles.end(), [&](std::string_view n) {
+    return haystack.find(n) != std::string_view::npos;
+  });
 }
 
 std::string lower_all(const ErrorBody& e) {
@@ -80,7 +81,8 @@ std::optional<std::chrono::milliseconds> retry_after_of(const HttpResponse& r) {
   return std::nullopt;
 }
 
-AttemptFailure make(FailureClass cls, int status, std::string message, bool retry, std::string_view body = {}) {
+AttemptFailure make(FailureClass cls, int status, std::string message, bool retry,
+                    std::string_view body = {}) {
   AttemptFailure f;
   f.error.cls = cls;
   f.error.http_status = status;
@@ -112,7 +114,8 @@ ErrorBody error_body_from_json(const Json& j) {
     e.structured = true;
     e.message = err->get<std::string>();
     e.type = json_string(j, "type");
-  } else if (j.contains("message") && (json_string(j, "object") == "error" || j.contains("type") || j.contains("code"))) {
+  } else if (j.contains("message") &&
+             (json_string(j, "object") == "error" || j.contains("type") || j.contains("code"))) {
     e.structured = true;
     e.message = json_string(j, "message");
     e.type = json_string(j, "type");
@@ -138,12 +141,12 @@ ErrorBody parse_error_body(std::string_view body) {
 
 bool is_context_length_error(const ErrorBody& e) {
   const std::string s = lower_all(e);
-  return contains_any(s, {"context_length_exceeded", "exceed_context_size", "maximum context length",
-                          "context length", "context window", "context size", "context limit",
-                          "prompt is too long", "input is too long", "too many tokens",
-                          "exceeds the context", "reduce the length of", "too long for the model",
-                          "`inputs` tokens + `max_new_tokens`", "request_too_large",
-                          "request too large"});
+  return contains_any(
+      s,
+      {"context_length_exceeded", "exceed_context_size", "maximum context length", "context length",
+       "context window", "context size", "context limit", "prompt is too long", "input is too long",
+       "too many tokens", "exceeds the context", "reduce the length of", "too long for the model",
+       "`inputs` tokens + `max_new_tokens`", "request_too_large", "request too large"});
 }
 
 bool is_unknown_model_error(const ErrorBody& e) {
@@ -152,7 +155,8 @@ bool is_unknown_model_error(const ErrorBody& e) {
                        "model not found"})) {
     return true;
   }
-  return s.find("model") != std::string::npos && contains_any(s, {"not found", "does not exist", "not exist"});
+  return s.find("model") != std::string::npos &&
+         contains_any(s, {"not found", "does not exist", "not exist"});
 }
 
 bool is_content_filter_error(const ErrorBody& e) {
@@ -163,8 +167,9 @@ bool is_content_filter_error(const ErrorBody& e) {
 
 bool is_quota_exhausted_error(const ErrorBody& e) {
   const std::string s = lower_all(e);
-  return contains_any(s, {"insufficient_quota", "exceeded your current quota", "credit balance is too low",
-                          "insufficient balance", "insufficient credits"});
+  return contains_any(
+      s, {"insufficient_quota", "exceeded your current quota", "credit balance is too low",
+          "insufficient balance", "insufficient credits"});
 }
 
 AttemptFailure classify_status(const HttpResponse& r, std::string_view host) {
@@ -172,35 +177,41 @@ AttemptFailure classify_status(const HttpResponse& r, std::string_view host) {
   const ErrorBody eb = parse_error_body(r.body);
   const std::string detail = describe(eb);
   auto msg = [&](std::string_view what) {
-    return fmt::format("HTTP {} {} from {}{}{}", status, what, host, detail.empty() ? "" : ": ", detail);
+    return fmt::format("HTTP {} {} from {}{}{}", status, what, host, detail.empty() ? "" : ": ",
+                       detail);
   };
   AttemptFailure f;
   if (status >= 300 && status < 400) {
     std::string_view location = r.header("location");
     f = make(FailureClass::http_status, status,
-             fmt::format("HTTP {} redirect from {} to {}: set base_url to the final address", status, host,
-                         location.empty() ? "(no Location)" : location),
+             fmt::format("HTTP {} redirect from {} to {}: set base_url to the final address",
+                         status, host, location.empty() ? "(no Location)" : location),
              false, r.body);
   } else if (status == 401 || status == 403) {
-    f = make(FailureClass::unauthorized, status, msg(status == 401 ? "unauthorized" : "forbidden"), false, r.body);
+    f = make(FailureClass::unauthorized, status, msg(status == 401 ? "unauthorized" : "forbidden"),
+             false, r.body);
   } else if (status == 429) {
     // Rate-limit texts talk about tokens too ("tokens per min"); only a request larger than the
     // limit itself ("Request too large ... must be reduced") needs a smaller prompt.
     const std::string s = util::to_lower(eb.message + " " + eb.code);
-    if (s.find("request too large") != std::string::npos || s.find("context_length_exceeded") != std::string::npos) {
-      f = make(FailureClass::context_length, status, msg("request too large for the limits"), false, r.body);
+    if (s.find("request too large") != std::string::npos ||
+        s.find("context_length_exceeded") != std::string::npos) {
+      f = make(FailureClass::context_length, status, msg("request too large for the limits"), false,
+               r.body);
     } else if (is_quota_exhausted_error(eb)) {
-      f = make(FailureClass::provider_error, status, msg("quota exhausted (add credit; retrying cannot help)"),
-               false, r.body);
+      f = make(FailureClass::provider_error, status,
+               msg("quota exhausted (add credit; retrying cannot help)"), false, r.body);
     } else {
       f = make(FailureClass::rate_limited, status, msg("rate limited"), true, r.body);
     }
   } else if (is_context_length_error(eb) || status == 413) {
     f = make(FailureClass::context_length, status, msg("context length exceeded"), false, r.body);
   } else if (status == 404) {
-    f = make(FailureClass::not_found, status, msg("not found (unknown model or endpoint)"), false, r.body);
+    f = make(FailureClass::not_found, status, msg("not found (unknown model or endpoint)"), false,
+             r.body);
   } else if (status == 408 || status == 409) {
-    f = make(FailureClass::http_status, status, msg(status == 408 ? "request timeout" : "conflict"), true, r.body);
+    f = make(FailureClass::http_status, status, msg(status == 408 ? "request timeout" : "conflict"),
+             true, r.body);
   } else if (status >= 400 && status < 500) {
     if (is_content_filter_error(eb)) {
       f = make(FailureClass::content_filtered, status, msg("content filtered"), false, r.body);
@@ -223,34 +234,49 @@ AttemptFailure classify_error_object(const Json& j, std::string_view host) {
   const std::string detail = describe(eb);
   const std::string lower_type = util::to_lower(eb.type);
   int code = 0;
-  if (!eb.code.empty() && std::all_of(eb.code.begin(), eb.code.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+  if (!eb.code.empty() &&
+      std::all_of(eb.code.begin(), eb.code.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
       eb.code.size() <= 3) {
     code = std::stoi(eb.code);
   }
-  auto msg = [&](std::string_view what) { return fmt::format("{} from {}: {}", what, host, detail); };
+  auto msg = [&](std::string_view what) {
+    return fmt::format("{} from {}: {}", what, host, detail);
+  };
   const std::string body = j.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (is_context_length_error(eb)) return make(FailureClass::context_length, code, msg("context length exceeded"), false, body);
-  if (is_content_filter_error(eb)) return make(FailureClass::content_filtered, code, msg("content filtered"), false, body);
-  if (is_quota_exhausted_error(eb)) return make(FailureClass::provider_error, code, msg("quota exhausted"), false, body);
+  if (is_context_length_error(eb))
+    return make(FailureClass::context_length, code, msg("context length exceeded"), false, body);
+  if (is_content_filter_error(eb))
+    return make(FailureClass::content_filtered, code, msg("content filtered"), false, body);
+  if (is_quota_exhausted_error(eb))
+    return make(FailureClass::provider_error, code, msg("quota exhausted"), false, body);
   if (code == 429 || lower_type == "rate_limit_error") {
-    return make(FailureClass::rate_limited, code, msg("rate limited (error in the response body)"), true, body);
+    return make(FailureClass::rate_limited, code, msg("rate limited (error in the response body)"),
+                true, body);
   }
-  if (code >= 500 || lower_type == "overloaded_error" || lower_type == "api_error" || lower_type == "server_error") {
-    return make(FailureClass::server_error, code, msg("server error (error in the response body)"), true, body);
+  if (code >= 500 || lower_type == "overloaded_error" || lower_type == "api_error" ||
+      lower_type == "server_error") {
+    return make(FailureClass::server_error, code, msg("server error (error in the response body)"),
+                true, body);
   }
-  if (code == 401 || code == 403 || lower_type == "authentication_error" || lower_type == "permission_error") {
+  if (code == 401 || code == 403 || lower_type == "authentication_error" ||
+      lower_type == "permission_error") {
     return make(FailureClass::unauthorized, code, msg("unauthorized"), false, body);
   }
-  if (is_unknown_model_error(eb)) return make(FailureClass::not_found, code, msg("unknown model"), false, body);
+  if (is_unknown_model_error(eb))
+    return make(FailureClass::not_found, code, msg("unknown model"), false, body);
   return make(FailureClass::provider_error, code, msg("provider error"), false, body);
 }
 
 AttemptFailure classify_http_error(const HttpError& e) {
   switch (e.kind) {
-    case HttpFailure::timeout: return make(FailureClass::timeout, e.status, e.message, true, e.partial_body);
-    case HttpFailure::truncated: return make(FailureClass::malformed, e.status, e.message, true, e.partial_body);
-    case HttpFailure::cancelled: return make(FailureClass::cancelled, e.status, e.message, false);
-    case HttpFailure::transport: break;
+    case HttpFailure::timeout:
+      return make(FailureClass::timeout, e.status, e.message, true, e.partial_body);
+    case HttpFailure::truncated:
+      return make(FailureClass::malformed, e.status, e.message, true, e.partial_body);
+    case HttpFailure::cancelled:
+      return make(FailureClass::cancelled, e.status, e.message, false);
+    case HttpFailure::transport:
+      break;
   }
   return make(FailureClass::transport, e.status, e.message, true, e.partial_body);
 }

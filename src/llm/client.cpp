@@ -32,13 +32,16 @@ double default_jitter() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::string host_of(std::string_view url) {
   size_t scheme = url.find("://");
   size_t from = scheme == std::string_view::npos ? 0 : scheme + 3;
   size_t end = url.find_first_of("/?#", from);
-  std::string_view host = url.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
+  std::string_view host =
+      url.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
   if (size_t at = host.rfind('@'); at != std::string_view::npos) host = host.substr(at + 1);
   return std::string(host);
 }
@@ -47,7 +50,8 @@ std::string host_of(std::string_view url) {
 std::string bare_host(std::string_view hostport) {
   if (!hostport.empty() && hostport.front() == '[') {
     size_t close = hostport.find(']');
-    return std::string(hostport.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1));
+    return std::string(
+        hostport.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1));
   }
   size_t colon = hostport.rfind(':');
   return util::to_lower(colon == std::string_view::npos ? hostport : hostport.substr(0, colon));
@@ -57,9 +61,11 @@ std::string bare_host(std::string_view hostport) {
 bool is_local_host(std::string_view hostport) {
   const std::string h = bare_host(hostport);
   if (h == "localhost" || util::ends_with(h, ".localhost") || util::ends_with(h, ".local") ||
-      util::ends_with(h, ".internal") || h == "::1" || h == "0.0.0.0" || util::starts_with(h, "127.") ||
-      util::starts_with(h, "10.") || util::starts_with(h, "192.168.") ||
-      (h.find(':') != std::string::npos && (util::starts_with(h, "fd") || util::starts_with(h, "fe80:")))) {
+      util::ends_with(h, ".internal") || h == "::1" || h == "0.0.0.0" ||
+      util::starts_with(h, "127.") || util::starts_with(h, "10.") ||
+      util::starts_with(h, "192.168.") ||
+      (h.find(':') != std::string::npos &&
+       (util::starts_with(h, "fd") || util::starts_with(h, "fe80:")))) {
     return true;
   }
   if (util::starts_with(h, "172.")) {
@@ -78,7 +84,8 @@ bool any_cancelled(const CancelToken* a, const CancelToken* b) {
 }
 
 // Sleeps for `d` unless a token is cancelled first; returns false when cancelled.
-bool sleep_unless_cancelled(std::chrono::milliseconds d, const CancelToken* a, const CancelToken* b) {
+bool sleep_unless_cancelled(std::chrono::milliseconds d, const CancelToken* a,
+                            const CancelToken* b) {
   const auto until = Clock::now() + d;
   while (Clock::now() < until) {
     if (any_cancelled(a, b)) return false;
@@ -89,7 +96,9 @@ bool sleep_unless_cancelled(std::chrono::milliseconds d, const CancelToken* a, c
 }
 
 Json usage_json(const Usage& u) {
-  return {{"prompt", u.prompt_tokens}, {"completion", u.completion_tokens}, {"cached", u.cached_tokens},
+  return {{"prompt", u.prompt_tokens},
+          {"completion", u.completion_tokens},
+          {"cached", u.cached_tokens},
           {"estimated", u.estimated}};
 }
 
@@ -102,8 +111,9 @@ Json body_json(std::string_view body) {
 
 class HttpLlmClient final : public LlmClient {
  public:
-  HttpLlmClient(Profile profile, ClientOptions options, std::string api_key, std::unique_ptr<Provider> provider,
-                std::shared_ptr<Limiter> limiter, std::shared_ptr<TranscriptWriter> transcript, Json extra_body)
+  HttpLlmClient(Profile profile, ClientOptions options, std::string api_key,
+                std::unique_ptr<Provider> provider, std::shared_ptr<Limiter> limiter,
+                std::shared_ptr<TranscriptWriter> transcript, Json extra_body)
       : m_profile(std::move(profile)),
         m_options(std::move(options)),
         m_api_key(std::move(api_key)),
@@ -116,7 +126,8 @@ class HttpLlmClient final : public LlmClient {
 
   const Profile& profile() const override { return m_profile; }
 
-  LlmResult<ChatResponse> chat(const std::vector<Message>& messages, const ChatParams& params) override {
+  LlmResult<ChatResponse> chat(const std::vector<Message>& messages,
+                               const ChatParams& params) override {
     const Clock::time_point start = Clock::now();
     const std::string call_id = fmt::format("c{:06}", ++g_call_seq);
     const bool stream = params.stream.value_or(m_profile.stream);
@@ -130,21 +141,33 @@ class HttpLlmClient final : public LlmClient {
     for (const auto& k : m_profile.omit_params) body.erase(k);
     const std::string body_text = body.dump(-1, ' ', false, Json::error_handler_t::replace);
 
-    log({{"event", "request"}, {"call", call_id}, {"profile", m_profile.name}, {"provider", m_profile.provider},
-         {"model", m_profile.model}, {"url", redact(m_url)}, {"purpose", params.purpose}, {"stream", stream},
+    log({{"event", "request"},
+         {"call", call_id},
+         {"profile", m_profile.name},
+         {"provider", m_profile.provider},
+         {"model", m_profile.model},
+         {"url", redact(m_url)},
+         {"purpose", params.purpose},
+         {"stream", stream},
          {"body", body}});
 
     const int64_t prompt_estimate = estimate_tokens(messages);
-    const int64_t reserve = prompt_estimate + params.max_output_tokens.value_or(static_cast<int>(m_profile.max_output_tokens));
+    const int64_t reserve = prompt_estimate + params.max_output_tokens.value_or(
+                                                  static_cast<int>(m_profile.max_output_tokens));
 
     auto give_up = [&](AttemptFailure f, int attempts) -> LlmResult<ChatResponse> {
       f.error.attempts = attempts;
       f.error.call_id = call_id;
       f.error.message = redact(f.error.message + hint(f.error.cls));
-      if (m_options.accounting) m_options.accounting->record_failure(m_profile, params.purpose, f.error);
-      log({{"event", "failure"}, {"call", call_id}, {"attempts", attempts},
-           {"class", failure_class_name(f.error.cls)}, {"http_status", f.error.http_status},
-           {"message", f.error.message}, {"request_id", f.error.request_id},
+      if (m_options.accounting)
+        m_options.accounting->record_failure(m_profile, params.purpose, f.error);
+      log({{"event", "failure"},
+           {"call", call_id},
+           {"attempts", attempts},
+           {"class", failure_class_name(f.error.cls)},
+           {"http_status", f.error.http_status},
+           {"message", f.error.message},
+           {"request_id", f.error.request_id},
            {"total_s", seconds_since(start)}});
       return std::unexpected(std::move(f.error));
     };
@@ -156,9 +179,13 @@ class HttpLlmClient final : public LlmClient {
     };
 
     for (int attempt = 1;; ++attempt) {
-      if (any_cancelled(cancel_call, cancel_client)) return give_up(cancelled("before the request was sent"), attempt - 1);
-      std::optional<Limiter::Permit> permit = m_limiter->acquire(reserve, cancel_call, cancel_client);
-      if (!permit) return give_up(cancelled("while waiting for the rate limit or a concurrency slot"), attempt - 1);
+      if (any_cancelled(cancel_call, cancel_client))
+        return give_up(cancelled("before the request was sent"), attempt - 1);
+      std::optional<Limiter::Permit> permit =
+          m_limiter->acquire(reserve, cancel_call, cancel_client);
+      if (!permit)
+        return give_up(cancelled("while waiting for the rate limit or a concurrency slot"),
+                       attempt - 1);
       auto outcome = attempt_once(body_text, stream, cancel_call, cancel_client);
       const bool counted = outcome && !outcome->response.usage.estimated;
       m_limiter->settle(reserve, counted ? outcome->response.usage.total_tokens() : reserve);
@@ -177,10 +204,18 @@ class HttpLlmClient final : public LlmClient {
         r.call_id = call_id;
         r.total_seconds = seconds_since(start);
         if (m_options.accounting) m_options.accounting->record(m_profile, params.purpose, r);
-        Json event = {{"event", "response"}, {"call", call_id}, {"attempt", attempt}, {"status", outcome->status},
-                      {"request_id", r.request_id}, {"model", r.model}, {"latency_s", r.latency_seconds},
-                      {"first_byte_s", r.first_byte_seconds}, {"total_s", r.total_seconds},
-                      {"finish_reason", r.finish_reason}, {"usage", usage_json(r.usage)}, {"cost_usd", r.cost_usd},
+        Json event = {{"event", "response"},
+                      {"call", call_id},
+                      {"attempt", attempt},
+                      {"status", outcome->status},
+                      {"request_id", r.request_id},
+                      {"model", r.model},
+                      {"latency_s", r.latency_seconds},
+                      {"first_byte_s", r.first_byte_seconds},
+                      {"total_s", r.total_seconds},
+                      {"finish_reason", r.finish_reason},
+                      {"usage", usage_json(r.usage)},
+                      {"cost_usd", r.cost_usd},
                       {"text", r.text}};
         if (!outcome->body.empty()) event["body"] = body_json(outcome->body);
         log(std::move(event));
@@ -191,14 +226,19 @@ class HttpLlmClient final : public LlmClient {
       if (f.error.cls == FailureClass::cancelled) return give_up(std::move(f), attempt);
       const bool last = !f.retry || attempt > m_profile.max_retries;
       const double jitter = m_options.jitter ? m_options.jitter() : default_jitter();
-      const std::chrono::milliseconds delay = last ? std::chrono::milliseconds(0)
-                                                   : retry_delay(m_profile, attempt, jitter, f.retry_after);
-      Json event = {{"event", "attempt_failed"}, {"call", call_id}, {"attempt", attempt},
-                    {"class", failure_class_name(f.error.cls)}, {"http_status", f.error.http_status},
+      const std::chrono::milliseconds delay =
+          last ? std::chrono::milliseconds(0)
+               : retry_delay(m_profile, attempt, jitter, f.retry_after);
+      Json event = {{"event", "attempt_failed"},
+                    {"call", call_id},
+                    {"attempt", attempt},
+                    {"class", failure_class_name(f.error.cls)},
+                    {"http_status", f.error.http_status},
                     {"message", f.error.message}};
       if (!f.error.request_id.empty()) event["request_id"] = f.error.request_id;
       if (!f.body.empty()) event["body"] = body_json(f.body);
-      if (f.retry_after) event["retry_after_s"] = static_cast<double>(f.retry_after->count()) / 1000.0;
+      if (f.retry_after)
+        event["retry_after_s"] = static_cast<double>(f.retry_after->count()) / 1000.0;
       if (!last) event["retry_in_s"] = static_cast<double>(delay.count()) / 1000.0;
       log(std::move(event));
       if (last) return give_up(std::move(f), attempt);
@@ -216,8 +256,8 @@ class HttpLlmClient final : public LlmClient {
   };
 
   std::expected<AttemptOk, AttemptFailure> attempt_once(const std::string& body, bool stream,
-                                                           const CancelToken* cancel_call,
-                                                           const CancelToken* cancel_client) {
+                                                        const CancelToken* cancel_call,
+                                                        const CancelToken* cancel_client) {
     HttpRequest req;
     req.url = m_url;
     req.headers = m_provider->headers(m_api_key);
@@ -236,7 +276,8 @@ class HttpLlmClient final : public LlmClient {
       decoder = m_provider->stream_decoder(m_host);
       parser.emplace([&decoder](const SseEvent& ev) { return decoder->on_event(ev); });
       req.on_data = [&](std::string_view chunk) {
-        if (raw.size() < k_error_body_cap * 8) raw.append(chunk.substr(0, k_error_body_cap * 8 - raw.size()));
+        if (raw.size() < k_error_body_cap * 8)
+          raw.append(chunk.substr(0, k_error_body_cap * 8 - raw.size()));
         return parser->feed(chunk);
       };
     }
@@ -283,7 +324,8 @@ class HttpLlmClient final : public LlmClient {
   std::string hint(FailureClass cls) const {
     switch (cls) {
       case FailureClass::unauthorized:
-        if (m_profile.api_key_env.empty()) return " — this profile sends no key (api_key_env = \"\")";
+        if (m_profile.api_key_env.empty())
+          return " — this profile sends no key (api_key_env = \"\")";
         return fmt::format(" — check the key in ${} ({})", m_profile.api_key_env,
                            m_api_key.empty() ? "not set" : "set");
       case FailureClass::not_found:
@@ -321,12 +363,17 @@ class HttpLlmClient final : public LlmClient {
 
 }  // namespace
 
-Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile) { return make_client(profile, ClientOptions{}); }
+Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile) {
+  return make_client(profile, ClientOptions{});
+}
 
-Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile, const ClientOptions& options) {
+Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile,
+                                               const ClientOptions& options) {
   KOPE_TRY(validate_profile(profile));
   std::unique_ptr<Provider> provider = make_provider(profile.provider);
-  if (!provider) return fail(ErrorKind::config, "profile '{}': unknown provider '{}'", profile.name, profile.provider);
+  if (!provider)
+    return fail(ErrorKind::config, "profile '{}': unknown provider '{}'", profile.name,
+                profile.provider);
 
   const std::string url = endpoint_url(profile);
   std::string key;
@@ -335,7 +382,8 @@ Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile, const Cli
     register_secret(key);
     if (key.empty() && !is_local_host(host_of(url))) {
       return fail(ErrorKind::config,
-                  "profile '{}' sends requests to {}, which needs an API key: set ${} (or set api_key_env = \"\" in "
+                  "profile '{}' sends requests to {}, which needs an API key: set ${} (or set "
+                  "api_key_env = \"\" in "
                   "the profile for a server without authentication)",
                   profile.name, host_of(url), profile.api_key_env);
     }
@@ -345,26 +393,30 @@ Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile, const Cli
   if (!profile.extra_body_json.empty()) {
     extra = Json::parse(profile.extra_body_json, nullptr, false);
     if (extra.is_discarded() || !extra.is_object()) {
-      return fail(ErrorKind::config, "profile '{}': extra_body must be a JSON object", profile.name);
+      return fail(ErrorKind::config, "profile '{}': extra_body must be a JSON object",
+                  profile.name);
     }
   }
 
   std::shared_ptr<Limiter> limiter;
   if (options.share_limits) {
-    std::string limits_key = fmt::format("{}|{}|{}|{}|{}|{}", profile.name, url, profile.model,
-                                         profile.requests_per_minute, profile.tokens_per_minute, profile.concurrency);
-    limiter = shared_limiter(limits_key, profile.requests_per_minute, profile.tokens_per_minute, profile.concurrency);
+    std::string limits_key =
+        fmt::format("{}|{}|{}|{}|{}|{}", profile.name, url, profile.model,
+                    profile.requests_per_minute, profile.tokens_per_minute, profile.concurrency);
+    limiter = shared_limiter(limits_key, profile.requests_per_minute, profile.tokens_per_minute,
+                             profile.concurrency);
   } else {
-    limiter = std::make_shared<Limiter>(profile.requests_per_minute, profile.tokens_per_minute, profile.concurrency);
+    limiter = std::make_shared<Limiter>(profile.requests_per_minute, profile.tokens_per_minute,
+                                        profile.concurrency);
   }
 
   std::shared_ptr<TranscriptWriter> transcript;
   if (!options.transcript.empty()) {
     KOPE_ASSIGN(transcript, TranscriptWriter::open(options.transcript));
   }
-  return std::unique_ptr<LlmClient>(std::make_unique<HttpLlmClient>(profile, options, std::move(key), std::move(provider),
-                                                                    std::move(limiter), std::move(transcript),
-                                                                    std::move(extra)));
+  return std::unique_ptr<LlmClient>(
+      std::make_unique<HttpLlmClient>(profile, options, std::move(key), std::move(provider),
+                                      std::move(limiter), std::move(transcript), std::move(extra)));
 }
 
 }  // namespace kope::llm

@@ -30,7 +30,8 @@ double since(std::chrono::steady_clock::time_point t) {
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* v : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+    for (const char* v :
+         {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
       ::unsetenv(v);
     }
     ::setenv(k_key_env, k_key, 1);
@@ -77,7 +78,8 @@ class ClientTest : public ::testing::Test {
   }
 
   LlmResult<ChatResponse> ask(LlmClient& c, ChatParams params = {}) {
-    std::vector<Message> m = {{Message::Role::system, "You write kernels."}, {Message::Role::user, "Say hello."}};
+    std::vector<Message> m = {{Message::Role::system, "You write kernels."},
+                              {Message::Role::user, "Say hello."}};
     return c.chat(m, params);
   }
 
@@ -110,7 +112,8 @@ class ClientTest : public ::testing::Test {
 // ---- OpenAI-compatible --------------------------------------------------------------------------
 
 TEST_F(ClientTest, SuccessCarriesTextUsageCostIdsAndSendsTheRightRequest) {
-  server.script({test::reply(200, test::openai_body("Hello!", 120, 30, "stop", 100), {"x-request-id: req_abc"})});
+  server.script({test::reply(200, test::openai_body("Hello!", 120, 30, "stop", 100),
+                             {"x-request-id: req_abc"})});
   auto c = client(profile());
   ChatParams params;
   params.seed = 7;
@@ -180,9 +183,11 @@ TEST_F(ClientTest, NoKeyMeansNoAuthorizationHeaderAndExtraBodyApplies) {
 }
 
 TEST_F(ClientTest, RateLimitedHonoursRetryAfterSeconds) {
-  server.script({test::reply(429, R"({"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}})",
-                             {"Retry-After: 1"}),
-                 test::reply(200, test::openai_body("late", 5, 2))});
+  server.script(
+      {test::reply(429,
+                   R"({"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}})",
+                   {"Retry-After: 1"}),
+       test::reply(200, test::openai_body("late", 5, 2))});
   auto c = client(profile());
   auto start = std::chrono::steady_clock::now();
   auto r = ask(*c);
@@ -219,13 +224,15 @@ TEST_F(ClientTest, RetryAfterIsCappedAndExhaustedRetriesReportRateLimited) {
   EXPECT_EQ(server.request_count(), 3u);
   EXPECT_GE(s, 0.29);  // two capped waits of 0.15 s
   EXPECT_LT(s, 3.0);
-  EXPECT_EQ(events(), (std::vector<std::string>{"request", "attempt_failed", "attempt_failed", "attempt_failed", "failure"}));
+  EXPECT_EQ(events(), (std::vector<std::string>{"request", "attempt_failed", "attempt_failed",
+                                                "attempt_failed", "failure"}));
   EXPECT_EQ(accounting->total().failed_calls, 1);
   EXPECT_EQ(accounting->total().failures.at("rate_limited"), 1);
 }
 
 TEST_F(ClientTest, ServerErrorThenSuccessBacksOffBriefly) {
-  server.script({test::reply(500, R"({"error":{"message":"internal"}})"), test::reply(200, test::openai_body("ok", 3, 1))});
+  server.script({test::reply(500, R"({"error":{"message":"internal"}})"),
+                 test::reply(200, test::openai_body("ok", 3, 1))});
   auto start = std::chrono::steady_clock::now();
   auto r = ask(*client(profile()));
   double s = since(start);
@@ -303,7 +310,8 @@ TEST_F(ClientTest, UnreachableServerIsATransportError) {
   EXPECT_EQ(r.error().cls, FailureClass::transport);
   EXPECT_EQ(r.error().attempts, 2);
   EXPECT_NE(r.error().message.find("unreachable"), std::string::npos) << r.error().message;
-  EXPECT_NE(r.error().message.find("/v1/chat/completions?api-key=[REDACTED]"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("/v1/chat/completions?api-key=[REDACTED]"), std::string::npos)
+      << r.error().message;
   auto text = util::read_file(transcript);
   ASSERT_TRUE(text);
   EXPECT_EQ(text->find("querySECRET"), std::string::npos);
@@ -332,7 +340,8 @@ TEST_F(ClientTest, ClientWideCancelStopsTheBackoffWait) {
   t.join();
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().cls, FailureClass::cancelled);
-  EXPECT_NE(r.error().message.find("while waiting to retry"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("while waiting to retry"), std::string::npos)
+      << r.error().message;
   EXPECT_EQ(r.error().attempts, 1);
   EXPECT_LT(s, 2.0);
   EXPECT_EQ(server.request_count(), 1u);
@@ -340,7 +349,9 @@ TEST_F(ClientTest, ClientWideCancelStopsTheBackoffWait) {
 
 TEST_F(ClientTest, TruncatedBodyIsMalformedAndRetried) {
   auto truncated = [](Connection& c, const ReceivedRequest&) {
-    c.send("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 400\r\nConnection: close\r\n\r\n");
+    c.send(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 400\r\nConnection: "
+        "close\r\n\r\n");
     c.send(R"({"id":"chatcmpl-1","choices":[{"message":{"content":"cut)");
     c.close();
   };
@@ -379,13 +390,16 @@ TEST_F(ClientTest, InvalidJsonAndMissingChoicesAreMalformedAndNotRetried) {
 }
 
 TEST_F(ClientTest, MissingUsageIsEstimatedAndMarked) {
-  server.script({test::reply(200, R"({"id":"x","model":"m","choices":[{"message":{"content":"Hello, world!"},"finish_reason":"stop"}]})")});
+  server.script({test::reply(
+      200,
+      R"({"id":"x","model":"m","choices":[{"message":{"content":"Hello, world!"},"finish_reason":"stop"}]})")});
   auto r = ask(*client(profile()));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(r->usage.estimated);
   EXPECT_EQ(r->usage.completion_tokens, 4);
-  EXPECT_EQ(r->usage.prompt_tokens, estimate_tokens(std::vector<Message>{{Message::Role::system, "You write kernels."},
-                                                                         {Message::Role::user, "Say hello."}}));
+  EXPECT_EQ(r->usage.prompt_tokens,
+            estimate_tokens(std::vector<Message>{{Message::Role::system, "You write kernels."},
+                                                 {Message::Role::user, "Say hello."}}));
   EXPECT_EQ(accounting->total().estimated_calls, 1);
   EXPECT_EQ(transcript_lines().back()["usage"]["estimated"], true);
 }
@@ -393,12 +407,14 @@ TEST_F(ClientTest, MissingUsageIsEstimatedAndMarked) {
 TEST_F(ClientTest, StreamedAnswerEndingInDone) {
   server.script({[](Connection& c, const ReceivedRequest&) {
     c.start_stream({"x-request-id: req_stream"});
-    c.event(R"({"id":"s1","model":"test-model","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})");
+    c.event(
+        R"({"id":"s1","model":"test-model","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})");
     c.event(R"({"id":"s1","choices":[{"index":0,"delta":{"content":"Hel"}}]})");
     c.pause(50ms);
     c.event(R"({"id":"s1","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]})");
     c.event(R"({"id":"s1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})");
-    c.event(R"({"id":"s1","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}})");
+    c.event(
+        R"({"id":"s1","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}})");
     c.event("[DONE]");
     c.close();
   }});
@@ -453,7 +469,8 @@ TEST_F(ClientTest, StreamEndingWithoutDoneIsTruncated) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().cls, FailureClass::malformed);
   EXPECT_EQ(r.error().attempts, 2);  // truncation is retried
-  EXPECT_NE(r.error().message.find("without a finish_reason or [DONE]"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("without a finish_reason or [DONE]"), std::string::npos)
+      << r.error().message;
 }
 
 TEST_F(ClientTest, StreamRequestAnsweredWithPlainJsonStillWorks) {
@@ -469,7 +486,8 @@ TEST_F(ClientTest, StreamRequestAnsweredWithPlainJsonStillWorks) {
 TEST_F(ClientTest, UnrequestedStreamIsDecodedToo) {
   server.script({[](Connection& c, const ReceivedRequest&) {
     c.start_stream();
-    c.event(R"({"choices":[{"index":0,"delta":{"content":"streamed anyway"},"finish_reason":"stop"}]})");
+    c.event(
+        R"({"choices":[{"index":0,"delta":{"content":"streamed anyway"},"finish_reason":"stop"}]})");
     c.event("[DONE]");
     c.close();
   }});
@@ -482,7 +500,8 @@ TEST_F(ClientTest, UnrequestedStreamIsDecodedToo) {
 TEST_F(ClientTest, ErrorInsideAStreamIsClassified) {
   server.script({[](Connection& c, const ReceivedRequest&) {
     c.start_stream();
-    c.event(R"({"error":{"message":"This model's maximum context length is 4096 tokens","code":"context_length_exceeded"}})");
+    c.event(
+        R"({"error":{"message":"This model's maximum context length is 4096 tokens","code":"context_length_exceeded"}})");
     c.close();
   }});
   Profile p = profile();
@@ -506,14 +525,17 @@ TEST_F(ClientTest, UnauthorizedWithTheKeyEchoedNeverLeaksIt) {
   EXPECT_FALSE(r.error().retryable());
   EXPECT_EQ(r.error().message.find(k_key), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("invalid_api_key"), std::string::npos);
-  EXPECT_NE(r.error().message.find(std::string("$") + k_key_env + " (set)"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find(std::string("$") + k_key_env + " (set)"), std::string::npos)
+      << r.error().message;
   auto lines = transcript_lines();  // asserts the key is absent from the file
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[2]["event"], "failure");
 }
 
 TEST_F(ClientTest, ContextLengthErrorIsNotRetried) {
-  server.script({test::reply(400, R"({"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}})")});
+  server.script({test::reply(
+      400,
+      R"({"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}})")});
   auto r = ask(*client(profile()));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().cls, FailureClass::context_length);
@@ -524,12 +546,15 @@ TEST_F(ClientTest, ContextLengthErrorIsNotRetried) {
 }
 
 TEST_F(ClientTest, UnknownModelIsNotFoundAndNamesTheModel) {
-  server.script({test::reply(404, R"({"error":{"message":"The model `test-model` does not exist","type":"invalid_request_error","code":"model_not_found"}})")});
+  server.script({test::reply(
+      404,
+      R"({"error":{"message":"The model `test-model` does not exist","type":"invalid_request_error","code":"model_not_found"}})")});
   auto r = ask(*client(profile()));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().cls, FailureClass::not_found);
   EXPECT_EQ(r.error().attempts, 1);
-  EXPECT_NE(r.error().message.find("model 'test-model' at http://127.0.0.1"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("model 'test-model' at http://127.0.0.1"), std::string::npos)
+      << r.error().message;
 }
 
 TEST_F(ClientTest, ContentFilterFinishReason) {
@@ -646,13 +671,22 @@ TEST_F(ClientTest, AnthropicSuccessUsesItsHeadersSystemFieldAndUsage) {
 TEST_F(ClientTest, AnthropicStreamEndsAtMessageStop) {
   server.script({[](Connection& c, const ReceivedRequest&) {
     c.start_stream();
-    c.event(R"({"type":"message_start","message":{"id":"msg_s","model":"claude-test","usage":{"input_tokens":25,"output_tokens":1}}})", "message_start");
-    c.event(R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})", "content_block_start");
+    c.event(
+        R"({"type":"message_start","message":{"id":"msg_s","model":"claude-test","usage":{"input_tokens":25,"output_tokens":1}}})",
+        "message_start");
+    c.event(R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})",
+            "content_block_start");
     c.event(R"({"type":"ping"})", "ping");
-    c.event(R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}})", "content_block_delta");
-    c.event(R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" kernel"}})", "content_block_delta");
+    c.event(
+        R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}})",
+        "content_block_delta");
+    c.event(
+        R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" kernel"}})",
+        "content_block_delta");
     c.event(R"({"type":"content_block_stop","index":0})", "content_block_stop");
-    c.event(R"({"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}})", "message_delta");
+    c.event(
+        R"({"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}})",
+        "message_delta");
     c.event(R"({"type":"message_stop"})", "message_stop");
     c.close();
   }});
@@ -669,13 +703,17 @@ TEST_F(ClientTest, AnthropicStreamEndsAtMessageStop) {
 }
 
 TEST_F(ClientTest, AnthropicOverloadedIsRetriedAndPromptTooLongIsContextLength) {
-  server.script({test::reply(529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"),
-                 test::reply(200, test::anthropic_body("fine", 3, 1))});
+  server.script(
+      {test::reply(
+           529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"),
+       test::reply(200, test::anthropic_body("fine", 3, 1))});
   auto r = ask(*client(profile("anthropic")));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->attempts, 2);
 
-  server.script({test::reply(400, R"({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}})")});
+  server.script({test::reply(
+      400,
+      R"({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}})")});
   auto e = ask(*client(profile("anthropic")));
   ASSERT_FALSE(e);
   EXPECT_EQ(e.error().cls, FailureClass::context_length);
@@ -686,8 +724,11 @@ TEST_F(ClientTest, AnthropicOverloadedIsRetriedAndPromptTooLongIsContextLength) 
 TEST_F(ClientTest, AnthropicErrorEventAndRefusal) {
   server.script({[](Connection& c, const ReceivedRequest&) {
     c.start_stream();
-    c.event(R"({"type":"message_start","message":{"id":"m","model":"claude-test","usage":{"input_tokens":5}}})", "message_start");
-    c.event(R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})", "error");
+    c.event(
+        R"({"type":"message_start","message":{"id":"m","model":"claude-test","usage":{"input_tokens":5}}})",
+        "message_start");
+    c.event(R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})",
+            "error");
     c.close();
   }});
   Profile p = profile("anthropic");
@@ -704,7 +745,9 @@ TEST_F(ClientTest, AnthropicErrorEventAndRefusal) {
 }
 
 TEST_F(ClientTest, AnthropicUnauthorizedNeverShowsTheKey) {
-  server.script({test::reply(401, R"({"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}})")});
+  server.script({test::reply(
+      401,
+      R"({"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}})")});
   auto r = ask(*client(profile("anthropic")));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().cls, FailureClass::unauthorized);

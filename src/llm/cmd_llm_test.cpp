@@ -37,7 +37,9 @@ class CmdLlmTest : public ::testing::Test {
     return r ? *r : util::RunResult{};
   }
 
-  void write_config(const std::string& text) { ASSERT_TRUE(util::write_file_atomic(dir->path() / "kope.toml", text)); }
+  void write_config(const std::string& text) {
+    ASSERT_TRUE(util::write_file_atomic(dir->path() / "kope.toml", text));
+  }
 
   test::TestServer server;
   std::optional<util::TempDir> dir;
@@ -54,8 +56,10 @@ TEST_F(CmdLlmTest, PingWithoutAnyModelExitsTwoAndSaysHowToConfigure) {
 
 TEST_F(CmdLlmTest, PingSuccessPrintsModelLatencyAndUsage) {
   server.script({test::reply(200, test::openai_body("pong", 21, 1), {"x-request-id: req_ping"})});
-  write_config(fmt::format("[llm.local]\nbase_url = \"{}/v1\"\nmodel = \"test-model\"\napi_key_env = \"\"\n"
-                           "price_input_per_mtok = 1\n", server.url()));
+  write_config(
+      fmt::format("[llm.local]\nbase_url = \"{}/v1\"\nmodel = \"test-model\"\napi_key_env = \"\"\n"
+                  "price_input_per_mtok = 1\n",
+                  server.url()));
   auto r = kope({"llm", "ping"});
   EXPECT_EQ(r.status.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("model      test-model"), std::string::npos) << r.out;
@@ -77,16 +81,24 @@ TEST_F(CmdLlmTest, PingSuccessPrintsModelLatencyAndUsage) {
 
 TEST_F(CmdLlmTest, PingFailuresExitOneWithADiagnosisAndNoKey) {
   const std::string key = "sk-cmdtest-0123456789abcdefghijkl";
-  server.script({test::reply(401, fmt::format(R"({{"error":{{"message":"Incorrect API key provided: {}","code":"invalid_api_key"}}}})", key))});
-  write_config(fmt::format("[llm.hosted]\nbase_url = \"{}/v1\"\nmodel = \"m\"\napi_key_env = \"MY_KEY\"\n", server.url()));
+  server.script({test::reply(
+      401,
+      fmt::format(
+          R"({{"error":{{"message":"Incorrect API key provided: {}","code":"invalid_api_key"}}}})",
+          key))});
+  write_config(
+      fmt::format("[llm.hosted]\nbase_url = \"{}/v1\"\nmodel = \"m\"\napi_key_env = \"MY_KEY\"\n",
+                  server.url()));
   auto r = kope({"llm", "ping"}, {"MY_KEY=" + key});
   EXPECT_EQ(r.status.code, 1);
-  EXPECT_NE(r.out.find("unauthorized: the server rejected the key in $MY_KEY"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unauthorized: the server rejected the key in $MY_KEY"), std::string::npos)
+      << r.out;
   EXPECT_EQ(r.out.find(key), std::string::npos);
   EXPECT_EQ(r.err.find(key), std::string::npos);
   EXPECT_EQ(server.requests().at(0).header("authorization"), "Bearer " + key);
 
-  server.script({test::reply(404, R"({"error":{"message":"The model `m` does not exist","code":"model_not_found"}})")});
+  server.script({test::reply(
+      404, R"({"error":{"message":"The model `m` does not exist","code":"model_not_found"}})")});
   r = kope({"llm", "ping", "--json"}, {"MY_KEY=" + key});
   EXPECT_EQ(r.status.code, 1);
   Json out = Json::parse(r.out);
@@ -126,7 +138,8 @@ model = "m-b"
   write_config("[llm.a]\nmodle = \"x\"\n");
   auto bad = kope({"llm", "profiles"});
   EXPECT_EQ(bad.status.code, 2);
-  EXPECT_NE(bad.err.find("kope.toml:2:1: unknown key 'modle' in [llm.a]"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("kope.toml:2:1: unknown key 'modle' in [llm.a]"), std::string::npos)
+      << bad.err;
 }
 
 }  // namespace

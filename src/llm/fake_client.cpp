@@ -25,7 +25,8 @@ LlmError make_error(FailureClass cls, std::string message, int http_status = 0) 
 }
 
 bool stopped(const ChatParams& params, const ClientOptions& options) {
-  return (params.cancel && params.cancel->cancelled()) || (options.cancel && options.cancel->cancelled());
+  return (params.cancel && params.cancel->cancelled()) ||
+         (options.cancel && options.cancel->cancelled());
 }
 
 }  // namespace
@@ -70,9 +71,11 @@ FakeClient& FakeClient::reply(ChatResponse response) {
 }
 
 FakeClient& FakeClient::fail(FailureClass cls, std::string message, int http_status) {
-  LlmError e = make_error(
-      cls, message.empty() ? fmt::format("scripted {} failure", failure_class_name(cls)) : std::move(message),
-      http_status);
+  LlmError e =
+      make_error(cls,
+                 message.empty() ? fmt::format("scripted {} failure", failure_class_name(cls))
+                                 : std::move(message),
+                 http_status);
   std::lock_guard lock(m_mutex);
   m_script.emplace_back(std::unexpected(std::move(e)));
   return *this;
@@ -109,7 +112,8 @@ size_t FakeClient::remaining() const {
   return m_script.size();
 }
 
-LlmResult<ChatResponse> FakeClient::chat(const std::vector<Message>& messages, const ChatParams& params) {
+LlmResult<ChatResponse> FakeClient::chat(const std::vector<Message>& messages,
+                                         const ChatParams& params) {
   const auto start = std::chrono::steady_clock::now();
   const std::string call_id = fmt::format("f{:06}", ++g_fake_seq);
   LlmResult<ChatResponse> outcome;
@@ -122,44 +126,56 @@ LlmResult<ChatResponse> FakeClient::chat(const std::vector<Message>& messages, c
     m_requests.push_back(Request{messages, params});
     latency = m_latency;
     if (m_fail_every > 0 && (index + 1) % static_cast<size_t>(m_fail_every) == 0) {
-      outcome = std::unexpected(make_error(m_fail_class, fmt::format("simulated {} failure (every {} calls)",
-                                                                     failure_class_name(m_fail_class), m_fail_every)));
+      outcome = std::unexpected(
+          make_error(m_fail_class, fmt::format("simulated {} failure (every {} calls)",
+                                               failure_class_name(m_fail_class), m_fail_every)));
     } else if (!m_script.empty()) {
       outcome = std::move(m_script.front());
       m_script.pop_front();
     } else if (m_responder) {
       responder = m_responder;
     } else {
-      outcome = std::unexpected(make_error(FailureClass::malformed,
-                                           fmt::format("FakeClient: no scripted response left for call #{}", index + 1)));
+      outcome = std::unexpected(
+          make_error(FailureClass::malformed,
+                     fmt::format("FakeClient: no scripted response left for call #{}", index + 1)));
     }
   }
   if (responder) outcome = responder(messages, params, index);
 
   if (m_transcript) {
     Json msgs = Json::array();
-    for (const auto& m : messages) msgs.push_back({{"role", role_name(m.role)}, {"content", m.content}});
-    (void)m_transcript->write({{"event", "request"}, {"call", call_id}, {"profile", m_profile.name},
-                               {"provider", "fake"}, {"model", m_profile.model}, {"purpose", params.purpose},
+    for (const auto& m : messages)
+      msgs.push_back({{"role", role_name(m.role)}, {"content", m.content}});
+    (void)m_transcript->write({{"event", "request"},
+                               {"call", call_id},
+                               {"profile", m_profile.name},
+                               {"provider", "fake"},
+                               {"model", m_profile.model},
+                               {"purpose", params.purpose},
                                {"body", {{"messages", msgs}}}});
   }
 
   // Simulated latency, cut short by cancellation.
   const auto until = start + latency;
   while (std::chrono::steady_clock::now() < until && !stopped(params, m_options)) {
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now(),
-                                                                              std::chrono::milliseconds(10)));
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        until - std::chrono::steady_clock::now(), std::chrono::milliseconds(10)));
   }
-  if (stopped(params, m_options)) outcome = std::unexpected(make_error(FailureClass::cancelled, "cancelled"));
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (stopped(params, m_options))
+    outcome = std::unexpected(make_error(FailureClass::cancelled, "cancelled"));
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (!outcome) {
     LlmError e = std::move(outcome.error());
     e.call_id = call_id;
     if (m_options.accounting) m_options.accounting->record_failure(m_profile, params.purpose, e);
     if (m_transcript) {
-      (void)m_transcript->write({{"event", "failure"}, {"call", call_id}, {"attempts", e.attempts},
-                                 {"class", failure_class_name(e.cls)}, {"http_status", e.http_status},
+      (void)m_transcript->write({{"event", "failure"},
+                                 {"call", call_id},
+                                 {"attempts", e.attempts},
+                                 {"class", failure_class_name(e.cls)},
+                                 {"http_status", e.http_status},
                                  {"message", e.message}});
     }
     return std::unexpected(std::move(e));
@@ -179,11 +195,19 @@ LlmResult<ChatResponse> FakeClient::chat(const std::vector<Message>& messages, c
   r.cost_usd = cost_usd(m_profile, r.usage);
   if (m_options.accounting) m_options.accounting->record(m_profile, params.purpose, r);
   if (m_transcript) {
-    (void)m_transcript->write({{"event", "response"}, {"call", call_id}, {"attempt", 1}, {"model", r.model},
-                               {"latency_s", r.latency_seconds}, {"finish_reason", r.finish_reason},
-                               {"usage", {{"prompt", r.usage.prompt_tokens}, {"completion", r.usage.completion_tokens},
-                                          {"cached", r.usage.cached_tokens}, {"estimated", r.usage.estimated}}},
-                               {"cost_usd", r.cost_usd}, {"text", r.text}});
+    (void)m_transcript->write({{"event", "response"},
+                               {"call", call_id},
+                               {"attempt", 1},
+                               {"model", r.model},
+                               {"latency_s", r.latency_seconds},
+                               {"finish_reason", r.finish_reason},
+                               {"usage",
+                                {{"prompt", r.usage.prompt_tokens},
+                                 {"completion", r.usage.completion_tokens},
+                                 {"cached", r.usage.cached_tokens},
+                                 {"estimated", r.usage.estimated}}},
+                               {"cost_usd", r.cost_usd},
+                               {"text", r.text}});
   }
   return r;
 }

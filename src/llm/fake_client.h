@@ -58,7 +58,8 @@ class FakeClient final : public LlmClient {
   size_t calls() const;
   size_t remaining() const;  // scripted outcomes not yet used
 
-  LlmResult<ChatResponse> chat(const std::vector<Message>& messages, const ChatParams& params) override;
+  LlmResult<ChatResponse> chat(const std::vector<Message>& messages,
+                               const ChatParams& params) override;
   const Profile& profile() const override { return m_profile; }
 
  private:

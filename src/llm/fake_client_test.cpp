@@ -12,11 +12,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<Message> prompt(std::string text) { return {{Message::Role::user, std::move(text)}}; }
+std::vector<Message> prompt(std::string text) {
+  return {{Message::Role::user, std::move(text)}};
+}
 
 TEST(FakeClient, ScriptedRepliesAndFailuresInOrderWithRecordedRequests) {
   FakeClient llm;
-  llm.reply("first", Usage{100, 10, 0, false}).fail(FailureClass::context_length, "too long", 400).reply("third");
+  llm.reply("first", Usage{100, 10, 0, false})
+      .fail(FailureClass::context_length, "too long", 400)
+      .reply("third");
   ChatParams params;
   params.purpose = "draft";
   auto a = llm.chat(prompt("one"), params);
@@ -53,12 +57,13 @@ TEST(FakeClient, ResponderFailEveryCostAccountingAndTranscript) {
   o.accounting = acc;
   o.transcript = dir->path() / "t.jsonl";
   FakeClient llm(p, o);
-  llm.set_responder([](const std::vector<Message>& m, const ChatParams&, size_t i) -> LlmResult<ChatResponse> {
-    ChatResponse r;
-    r.text = fmt::format("answer {} to {}", i, m.back().content);
-    r.usage = {3, 0, 0, false};
-    return r;
-  });
+  llm.set_responder(
+      [](const std::vector<Message>& m, const ChatParams&, size_t i) -> LlmResult<ChatResponse> {
+        ChatResponse r;
+        r.text = fmt::format("answer {} to {}", i, m.back().content);
+        r.usage = {3, 0, 0, false};
+        return r;
+      });
   llm.fail_every(3, FailureClass::rate_limited);
   int ok = 0, failed = 0;
   for (int i = 0; i < 6; ++i) {

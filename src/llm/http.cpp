@@ -3,12 +3,12 @@
 // granularity and cannot see a cancelled run).
 #include "llm/http.h"
 
+#include <curl/curl.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <mutex>
-
-#include <curl/curl.h>
 
 #include "util/strings.h"
 
@@ -36,8 +36,10 @@ std::string host_of(std::string_view url) {
   size_t scheme = url.find("://");
   size_t from = scheme == std::string_view::npos ? 0 : scheme + 3;
   size_t end = url.find_first_of("/?#", from);
-  std::string_view host = url.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
-  if (size_t at = host.rfind('@'); at != std::string_view::npos) host = host.substr(at + 1);  // user:pass@
+  std::string_view host =
+      url.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
+  if (size_t at = host.rfind('@'); at != std::string_view::npos)
+    host = host.substr(at + 1);  // user:pass@
   return std::string(host);
 }
 
@@ -171,10 +173,12 @@ std::expected<HttpResponse, HttpError> HttpClient::post(const HttpRequest& reque
   t.request = &request;
   t.start = Clock::now();
   t.last_activity = t.start;
-  if (cancelled(request)) return error(HttpFailure::cancelled, "cancelled before the request was sent", t);
+  if (cancelled(request))
+    return error(HttpFailure::cancelled, "cancelled before the request was sent", t);
 
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
-  std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(), &curl_multi_cleanup);
+  std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(),
+                                                              &curl_multi_cleanup);
   if (!easy || !multi) return error(HttpFailure::transport, "cannot initialise libcurl", t);
   t.easy = easy.get();
 
@@ -183,7 +187,8 @@ std::expected<HttpResponse, HttpError> HttpClient::post(const HttpRequest& reque
     header_list = curl_slist_append(header_list, fmt::format("{}: {}", k, v).c_str());
   }
   header_list = curl_slist_append(header_list, "Expect:");  // no 100-continue round trip
-  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers_guard(header_list, &curl_slist_free_all);
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers_guard(header_list,
+                                                                            &curl_slist_free_all);
 
   std::array<char, CURL_ERROR_SIZE> errbuf{};
   CURL* e = easy.get();
@@ -196,7 +201,8 @@ std::expected<HttpResponse, HttpError> HttpClient::post(const HttpRequest& reque
   curl_easy_setopt(e, CURLOPT_USERAGENT, "kope/" KOPE_VERSION);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.connect_timeout.count()));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(request.connect_timeout.count()));
   // Our loop enforces the total timeout; curl's copy is a backstop a little later.
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(request.total_timeout.count() + 2000));
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -221,10 +227,12 @@ std::expected<HttpResponse, HttpError> HttpClient::post(const HttpRequest& reque
   int running = 1;
   while (running != 0) {
     CURLMcode mc = curl_multi_perform(multi.get(), &running);
-    if (mc != CURLM_OK) return error(HttpFailure::transport, fmt::format("libcurl: {}", curl_multi_strerror(mc)), t);
+    if (mc != CURLM_OK)
+      return error(HttpFailure::transport, fmt::format("libcurl: {}", curl_multi_strerror(mc)), t);
     if (running == 0) break;
     const Clock::time_point now = Clock::now();
-    if (cancelled(request)) return error(HttpFailure::cancelled, "cancelled while waiting for the response", t);
+    if (cancelled(request))
+      return error(HttpFailure::cancelled, "cancelled while waiting for the response", t);
     if (now >= deadline) {
       return error(HttpFailure::timeout,
                    fmt::format("total timeout: no complete response from {} within {}", host,
@@ -267,11 +275,14 @@ std::expected<HttpResponse, HttpError> HttpClient::post(const HttpRequest& reque
   }
   const Clock::time_point end = Clock::now();
   t.response.seconds = seconds_between(t.start, end);
-  t.response.first_byte_seconds = t.got_first_byte ? seconds_between(t.start, t.first_byte) : t.response.seconds;
+  t.response.first_byte_seconds =
+      t.got_first_byte ? seconds_between(t.start, t.first_byte) : t.response.seconds;
 
-  if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && t.stopped_early)) return std::move(t.response);
+  if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && t.stopped_early))
+    return std::move(t.response);
 
-  std::string detail = errbuf[0] != '\0' ? std::string(errbuf.data()) : std::string(curl_easy_strerror(code));
+  std::string detail =
+      errbuf[0] != '\0' ? std::string(errbuf.data()) : std::string(curl_easy_strerror(code));
   switch (code) {
     case CURLE_OPERATION_TIMEDOUT: {
       curl_off_t connect_us = 0;
@@ -285,32 +296,38 @@ std::expected<HttpResponse, HttpError> HttpClient::post(const HttpRequest& reque
       return error(HttpFailure::timeout, fmt::format("total timeout: {} ({})", host, detail), t);
     }
     case CURLE_PARTIAL_FILE:
-      return error(HttpFailure::truncated,
-                   fmt::format("truncated response from {}: the connection closed after {} body bytes ({})",
-                               host, t.body_bytes, detail),
-                   t);
+      return error(
+          HttpFailure::truncated,
+          fmt::format("truncated response from {}: the connection closed after {} body bytes ({})",
+                      host, t.body_bytes, detail),
+          t);
     case CURLE_WRITE_ERROR:
       if (t.too_large) {
-        return error(HttpFailure::transport,
-                     fmt::format("response from {} exceeds {} bytes; stopped", host, k_max_body_bytes), t);
+        return error(
+            HttpFailure::transport,
+            fmt::format("response from {} exceeds {} bytes; stopped", host, k_max_body_bytes), t);
       }
       break;
     case CURLE_COULDNT_RESOLVE_HOST:
-      return error(HttpFailure::transport, fmt::format("unreachable: cannot resolve host {} ({})", host, detail), t);
+      return error(HttpFailure::transport,
+                   fmt::format("unreachable: cannot resolve host {} ({})", host, detail), t);
     case CURLE_COULDNT_CONNECT:
-      return error(HttpFailure::transport, fmt::format("unreachable: cannot connect to {} ({})", host, detail), t);
+      return error(HttpFailure::transport,
+                   fmt::format("unreachable: cannot connect to {} ({})", host, detail), t);
     case CURLE_GOT_NOTHING:
       return error(HttpFailure::transport,
                    fmt::format("{} closed the connection without answering ({})", host, detail), t);
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
       if (t.got_first_byte && t.response.status != 0 && t.body_bytes > 0) {
-        return error(HttpFailure::truncated,
-                     fmt::format("truncated response from {}: connection failed after {} body bytes ({})",
-                                 host, t.body_bytes, detail),
-                     t);
+        return error(
+            HttpFailure::truncated,
+            fmt::format("truncated response from {}: connection failed after {} body bytes ({})",
+                        host, t.body_bytes, detail),
+            t);
       }
-      return error(HttpFailure::transport, fmt::format("connection to {} failed: {}", host, detail), t);
+      return error(HttpFailure::transport, fmt::format("connection to {} failed: {}", host, detail),
+                   t);
     default:
       break;
   }

@@ -41,8 +41,8 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 0;
-  Headers headers;       // names lower-cased, in arrival order
-  std::string body;      // empty when streamed to on_data
+  Headers headers;   // names lower-cased, in arrival order
+  std::string body;  // empty when streamed to on_data
   std::string content_type;
   double seconds = 0;             // request start -> last byte
   double first_byte_seconds = 0;  // request start -> first response byte

@@ -46,8 +46,10 @@ double TokenBucket::level(Clock::time_point now) {
 }
 
 Limiter::Limiter(double requests_per_minute, double tokens_per_minute, int concurrency)
-    : m_requests(requests_per_minute, requests_per_minute / 60.0 * k_bucket_seconds, TokenBucket::Clock::now()),
-      m_tokens(tokens_per_minute, tokens_per_minute / 60.0 * k_bucket_seconds, TokenBucket::Clock::now()),
+    : m_requests(requests_per_minute, requests_per_minute / 60.0 * k_bucket_seconds,
+                 TokenBucket::Clock::now()),
+      m_tokens(tokens_per_minute, tokens_per_minute / 60.0 * k_bucket_seconds,
+               TokenBucket::Clock::now()),
       m_concurrency(std::max(concurrency, 1)) {}
 
 Limiter::Permit& Limiter::Permit::operator=(Permit&& o) noexcept {
@@ -62,15 +64,18 @@ Limiter::Permit::~Permit() {
   if (m_owner != nullptr) m_owner->release();
 }
 
-std::optional<Limiter::Permit> Limiter::acquire(int64_t tokens, const CancelToken* a, const CancelToken* b,
-                                                double* waited_seconds) {
+std::optional<Limiter::Permit> Limiter::acquire(int64_t tokens, const CancelToken* a,
+                                                const CancelToken* b, double* waited_seconds) {
   using Clock = TokenBucket::Clock;
   const Clock::time_point start = Clock::now();
-  auto is_cancelled = [&] { return (a != nullptr && a->cancelled()) || (b != nullptr && b->cancelled()); };
+  auto is_cancelled = [&] {
+    return (a != nullptr && a->cancelled()) || (b != nullptr && b->cancelled());
+  };
   std::unique_lock lock(m_mutex);
   while (true) {
     if (is_cancelled()) {
-      if (waited_seconds != nullptr) *waited_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited_seconds != nullptr)
+        *waited_seconds = std::chrono::duration<double>(Clock::now() - start).count();
       return std::nullopt;
     }
     const Clock::time_point now = Clock::now();
@@ -78,14 +83,16 @@ std::optional<Limiter::Permit> Limiter::acquire(int64_t tokens, const CancelToke
     if (m_in_flight >= m_concurrency) {
       wait = k_limiter_poll_slice;  // woken early by release()
     } else {
-      wait = std::max(m_requests.wait_time(1, now), m_tokens.wait_time(static_cast<double>(tokens), now));
+      wait = std::max(m_requests.wait_time(1, now),
+                      m_tokens.wait_time(static_cast<double>(tokens), now));
     }
     if (wait == Clock::duration::zero()) {
       m_requests.take(1, now);
       m_tokens.take(static_cast<double>(tokens), now);
       ++m_in_flight;
       m_max_in_flight = std::max(m_max_in_flight, m_in_flight);
-      if (waited_seconds != nullptr) *waited_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited_seconds != nullptr)
+        *waited_seconds = std::chrono::duration<double>(Clock::now() - start).count();
       return Permit(this);
     }
     m_cv.wait_for(lock, std::min<Clock::duration>(wait, k_limiter_poll_slice));
@@ -114,8 +121,8 @@ int Limiter::max_in_flight() const {
   return m_max_in_flight;
 }
 
-std::shared_ptr<Limiter> shared_limiter(const std::string& key, double requests_per_minute, double tokens_per_minute,
-                                        int concurrency) {
+std::shared_ptr<Limiter> shared_limiter(const std::string& key, double requests_per_minute,
+                                        double tokens_per_minute, int concurrency) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<Limiter>> limiters;
   std::lock_guard lock(mutex);

@@ -1,39 +1,55 @@
 // Small pieces of kope/llm.h: names, token estimates, prices, endpoint URLs, accounting.
+#include "kope/llm.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
-#include "kope/llm.h"
 #include "util/strings.h"
 
 namespace kope::llm {
 
 std::string_view role_name(Message::Role role) {
   switch (role) {
-    case Message::Role::system: return "system";
-    case Message::Role::user: return "user";
-    case Message::Role::assistant: return "assistant";
+    case Message::Role::system:
+      return "system";
+    case Message::Role::user:
+      return "user";
+    case Message::Role::assistant:
+      return "assistant";
   }
   return "user";
 }
 
 std::string_view failure_class_name(FailureClass c) {
   switch (c) {
-    case FailureClass::transport: return "transport";
-    case FailureClass::timeout: return "timeout";
-    case FailureClass::http_status: return "http_status";
-    case FailureClass::rate_limited: return "rate_limited";
-    case FailureClass::server_error: return "server_error";
-    case FailureClass::unauthorized: return "unauthorized";
-    case FailureClass::not_found: return "not_found";
-    case FailureClass::bad_request: return "bad_request";
-    case FailureClass::provider_error: return "provider_error";
-    case FailureClass::context_length: return "context_length";
-    case FailureClass::content_filtered: return "content_filtered";
-    case FailureClass::malformed: return "malformed";
-    case FailureClass::cancelled: return "cancelled";
+    case FailureClass::transport:
+      return "transport";
+    case FailureClass::timeout:
+      return "timeout";
+    case FailureClass::http_status:
+      return "http_status";
+    case FailureClass::rate_limited:
+      return "rate_limited";
+    case FailureClass::server_error:
+      return "server_error";
+    case FailureClass::unauthorized:
+      return "unauthorized";
+    case FailureClass::not_found:
+      return "not_found";
+    case FailureClass::bad_request:
+      return "bad_request";
+    case FailureClass::provider_error:
+      return "provider_error";
+    case FailureClass::context_length:
+      return "context_length";
+    case FailureClass::content_filtered:
+      return "content_filtered";
+    case FailureClass::malformed:
+      return "malformed";
+    case FailureClass::cancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -54,9 +70,9 @@ bool LlmError::retryable() const {
 }
 
 // A heuristic after BPE tokenizers (cl100k/o200k-like): a letter run costs one token plus one
-// per further 5 letters (a leading space merges into it), digits group by three, punctuation is mostly one
-// token per character with common pairs merged, runs of spaces (indentation) one token per 4,
-// newlines one token each, and a non-ASCII code point about one token (CJK) — bytes of a
+// per further 5 letters (a leading space merges into it), digits group by three, punctuation is
+// mostly one token per character with common pairs merged, runs of spaces (indentation) one token
+// per 4, newlines one token each, and a non-ASCII code point about one token (CJK) — bytes of a
 // multi-byte character are counted once.
 int64_t estimate_tokens(std::string_view text) {
   int64_t tokens = 0;
@@ -106,7 +122,8 @@ int64_t estimate_tokens(const std::vector<Message>& messages) {
 }
 
 double cost_usd(const Profile& profile, const Usage& usage) {
-  const double cached_price = profile.price_cached_input_per_mtok.value_or(profile.price_input_per_mtok);
+  const double cached_price =
+      profile.price_cached_input_per_mtok.value_or(profile.price_input_per_mtok);
   const int64_t cached = std::clamp<int64_t>(usage.cached_tokens, 0, usage.prompt_tokens);
   const double uncached = static_cast<double>(usage.prompt_tokens - cached);
   return (uncached * profile.price_input_per_mtok + static_cast<double>(cached) * cached_price +
@@ -160,7 +177,8 @@ void UsageTotals::add(const UsageTotals& o) {
   for (const auto& [k, v] : o.failures) failures[k] += v;
 }
 
-void RunAccounting::record(const Profile& profile, std::string_view purpose, const ChatResponse& r) {
+void RunAccounting::record(const Profile& profile, std::string_view purpose,
+                           const ChatResponse& r) {
   UsageTotals t;
   t.calls = 1;
   t.attempts = r.attempts;
@@ -179,7 +197,8 @@ void RunAccounting::record(const Profile& profile, std::string_view purpose, con
   m_by_purpose[std::string(purpose)].add(t);
 }
 
-void RunAccounting::record_failure(const Profile& profile, std::string_view purpose, const LlmError& e) {
+void RunAccounting::record_failure(const Profile& profile, std::string_view purpose,
+                                   const LlmError& e) {
   UsageTotals t;
   t.failed_calls = 1;
   t.attempts = e.attempts;

@@ -1,10 +1,11 @@
 // Unit tests of the pieces without a network: token estimates, redaction, SSE, Retry-After and
 // backoff, token buckets, endpoint URLs, error classification, prices and accounting.
+#include "kope/llm.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "kope/llm.h"
 #include "llm/limiter.h"
 #include "llm/provider.h"
 #include "llm/retry.h"
@@ -33,7 +34,8 @@ TEST(EstimateTokens, MatchesKnownCountsRoughly) {
 }
 
 TEST(EstimateTokens, MessagesAddTemplateOverhead) {
-  std::vector<Message> m = {{Message::Role::system, "Hello, world!"}, {Message::Role::user, "Hello, world!"}};
+  std::vector<Message> m = {{Message::Role::system, "Hello, world!"},
+                            {Message::Role::user, "Hello, world!"}};
   EXPECT_EQ(estimate_tokens(m), 3 + 2 * (4 + 4));
 }
 
@@ -47,11 +49,13 @@ TEST(Redact, RemovesRegisteredSecretsAndKeyShapes) {
   EXPECT_EQ(redact("Incorrect API key provided: sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ012345."),
             "Incorrect API key provided: [REDACTED].");
   EXPECT_EQ(redact("sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA"), "[REDACTED]");
-  EXPECT_EQ(redact("https://h/v1beta/models?key=AIzaSecretValue&alt=sse"), "https://h/v1beta/models?key=[REDACTED]&alt=sse");
+  EXPECT_EQ(redact("https://h/v1beta/models?key=AIzaSecretValue&alt=sse"),
+            "https://h/v1beta/models?key=[REDACTED]&alt=sse");
   EXPECT_EQ(redact("https://x.openai.azure.com/chat?api-version=2024-02-01&api-key=abc123xyz"),
             "https://x.openai.azure.com/chat?api-version=2024-02-01&api-key=[REDACTED]");
   // Ordinary prose about keys stays readable.
-  EXPECT_EQ(redact("check the key in $OPENAI_API_KEY (set)"), "check the key in $OPENAI_API_KEY (set)");
+  EXPECT_EQ(redact("check the key in $OPENAI_API_KEY (set)"),
+            "check the key in $OPENAI_API_KEY (set)");
   EXPECT_EQ(redact("task-manager and desk-top"), "task-manager and desk-top");
 }
 
@@ -61,7 +65,9 @@ TEST(Sse, ParsesEventsAcrossChunkBoundariesAndLineEndings) {
     got.push_back(e);
     return true;
   });
-  std::string stream = ": keep-alive\r\nevent: delta\r\ndata: {\"a\":1}\r\n\r\ndata: line1\ndata: line2\n\nid: 7\ndata: x\r\r";
+  std::string stream =
+      ": keep-alive\r\nevent: delta\r\ndata: {\"a\":1}\r\n\r\ndata: line1\ndata: line2\n\nid: "
+      "7\ndata: x\r\r";
   for (char c : stream) ASSERT_TRUE(p.feed(std::string_view(&c, 1)));  // byte by byte
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].event, "delta");
@@ -93,7 +99,8 @@ TEST(Sse, StopsWhenHandlerSaysSoAndFlushesAnUnterminatedEvent) {
 }
 
 TEST(RetryAfter, SecondsAndHttpDates) {
-  const auto now = std::chrono::system_clock::from_time_t(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
+  const auto now =
+      std::chrono::system_clock::from_time_t(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
   EXPECT_EQ(parse_retry_after("12", now), 12000ms);
   EXPECT_EQ(parse_retry_after(" 1.5 ", now), 1500ms);
   EXPECT_EQ(parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", now), 10000ms);
@@ -211,7 +218,8 @@ TEST(EndpointUrl, HandlesBaseUrlsWithAndWithoutVersion) {
   p.base_url = "http://h:1/v1/chat/completions";
   EXPECT_EQ(endpoint_url(p), "http://h:1/v1/chat/completions");
   p.base_url = "https://x.azure.com/openai/deployments/d?api-version=2024-02-01";
-  EXPECT_EQ(endpoint_url(p), "https://x.azure.com/openai/deployments/d/chat/completions?api-version=2024-02-01");
+  EXPECT_EQ(endpoint_url(p),
+            "https://x.azure.com/openai/deployments/d/chat/completions?api-version=2024-02-01");
   p.provider = "anthropic";
   p.base_url = "https://api.anthropic.com";
   EXPECT_EQ(endpoint_url(p), "https://api.anthropic.com/v1/messages");
@@ -228,46 +236,71 @@ HttpResponse response(int status, std::string body, Headers headers = {}) {
 }
 
 TEST(Classify, StatusesAndErrorBodies) {
-  auto c = [](int status, std::string body, Headers h = {}) { return classify_status(response(status, body, h), "h"); };
-  auto f = c(401, R"({"error":{"message":"Incorrect API key provided: sk-abcdefghijklmnopqrstuvwx","type":"invalid_request_error","code":"invalid_api_key"}})");
+  auto c = [](int status, std::string body, Headers h = {}) {
+    return classify_status(response(status, body, h), "h");
+  };
+  auto f = c(
+      401,
+      R"({"error":{"message":"Incorrect API key provided: sk-abcdefghijklmnopqrstuvwx","type":"invalid_request_error","code":"invalid_api_key"}})");
   EXPECT_EQ(f.error.cls, FailureClass::unauthorized);
   EXPECT_FALSE(f.retry);
   EXPECT_EQ(f.error.message.find("sk-abcdefghijklmnopqrstuvwx"), std::string::npos);
   EXPECT_NE(f.error.message.find("invalid_api_key"), std::string::npos);
 
-  f = c(400, R"({"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}})");
+  f = c(
+      400,
+      R"({"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}})");
   EXPECT_EQ(f.error.cls, FailureClass::context_length);
-  f = c(400, R"({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208000 tokens > 200000 maximum"}})");
+  f = c(
+      400,
+      R"({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208000 tokens > 200000 maximum"}})");
   EXPECT_EQ(f.error.cls, FailureClass::context_length);
-  f = c(400, R"({"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}})");
+  f = c(
+      400,
+      R"({"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}})");
   EXPECT_EQ(f.error.cls, FailureClass::context_length);
-  f = c(400, R"({"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","code":400})");
+  f = c(
+      400,
+      R"({"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","code":400})");
   EXPECT_EQ(f.error.cls, FailureClass::context_length);
-  f = c(413, R"({"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}})");
+  f = c(
+      413,
+      R"({"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}})");
   EXPECT_EQ(f.error.cls, FailureClass::context_length);
 
-  f = c(404, R"({"error":{"message":"The model `gpt-9` does not exist or you do not have access to it.","code":"model_not_found"}})");
+  f = c(
+      404,
+      R"({"error":{"message":"The model `gpt-9` does not exist or you do not have access to it.","code":"model_not_found"}})");
   EXPECT_EQ(f.error.cls, FailureClass::not_found);
   f = c(400, R"({"error":"model 'qwen9' not found, try pulling it first"})");
   EXPECT_EQ(f.error.cls, FailureClass::not_found);
-  f = c(400, R"({"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model.","code":"unsupported_parameter"}})");
+  f = c(
+      400,
+      R"({"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model.","code":"unsupported_parameter"}})");
   EXPECT_EQ(f.error.cls, FailureClass::bad_request);
   f = c(400, R"({"error":{"message":"blocked","code":"content_filter"}})");
   EXPECT_EQ(f.error.cls, FailureClass::content_filtered);
 
-  f = c(429, R"({"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}})",
-        {{"retry-after", "7"}});
+  f = c(
+      429,
+      R"({"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}})",
+      {{"retry-after", "7"}});
   EXPECT_EQ(f.error.cls, FailureClass::rate_limited);
   EXPECT_TRUE(f.retry);
   ASSERT_TRUE(f.retry_after);
   EXPECT_EQ(*f.retry_after, 7000ms);
-  f = c(429, R"({"error":{"message":"Rate limit","code":"rate_limit_exceeded"}})", {{"retry-after-ms", "250"}});
+  f = c(429, R"({"error":{"message":"Rate limit","code":"rate_limit_exceeded"}})",
+        {{"retry-after-ms", "250"}});
   ASSERT_TRUE(f.retry_after);
   EXPECT_EQ(*f.retry_after, 250ms);
-  f = c(429, R"({"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}})");
+  f = c(
+      429,
+      R"({"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}})");
   EXPECT_EQ(f.error.cls, FailureClass::provider_error);
   EXPECT_FALSE(f.retry);
-  f = c(429, R"({"error":{"message":"Request too large for gpt-4o on tokens per min (TPM): Limit 30000, Requested 50000.","code":"rate_limit_exceeded"}})");
+  f = c(
+      429,
+      R"({"error":{"message":"Request too large for gpt-4o on tokens per min (TPM): Limit 30000, Requested 50000.","code":"rate_limit_exceeded"}})");
   EXPECT_EQ(f.error.cls, FailureClass::context_length);
 
   f = c(529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})");
@@ -290,12 +323,16 @@ TEST(Classify, StatusesAndErrorBodies) {
 }
 
 TEST(Classify, ErrorObjectsInsideSuccessfulResponses) {
-  auto f = classify_error_object(Json::parse(R"({"error":{"code":502,"message":"Upstream error"}})"), "openrouter.ai");
+  auto f = classify_error_object(
+      Json::parse(R"({"error":{"code":502,"message":"Upstream error"}})"), "openrouter.ai");
   EXPECT_EQ(f.error.cls, FailureClass::server_error);
   EXPECT_TRUE(f.retry);
-  f = classify_error_object(Json::parse(R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"), "h");
+  f = classify_error_object(
+      Json::parse(R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"),
+      "h");
   EXPECT_EQ(f.error.cls, FailureClass::server_error);
-  f = classify_error_object(Json::parse(R"({"error":{"message":"something odd","type":"weird"}})"), "h");
+  f = classify_error_object(Json::parse(R"({"error":{"message":"something odd","type":"weird"}})"),
+                            "h");
   EXPECT_EQ(f.error.cls, FailureClass::provider_error);
   EXPECT_FALSE(f.retry);
 }

@@ -39,8 +39,9 @@ std::expected<ChatResponse, AttemptFailure> check_filtered(ChatResponse r, std::
   if (r.finish_reason == "content_filter") {
     AttemptFailure f;
     f.error.cls = FailureClass::content_filtered;
-    f.error.message = fmt::format("{} stopped the answer with finish_reason content_filter after {} characters",
-                                  host, r.text.size());
+    f.error.message =
+        fmt::format("{} stopped the answer with finish_reason content_filter after {} characters",
+                    host, r.text.size());
     f.error.request_id = r.request_id;
     return std::unexpected(std::move(f));
   }
@@ -58,8 +59,8 @@ class OpenAiStream final : public StreamDecoder {
     }
     Json j = Json::parse(ev.data, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
-      m_failure = malformed(fmt::format("invalid JSON in stream event #{} from {}: {}", m_events + 1, m_host,
-                                        one_line(ev.data, 200)),
+      m_failure = malformed(fmt::format("invalid JSON in stream event #{} from {}: {}",
+                                        m_events + 1, m_host, one_line(ev.data, 200)),
                             false, ev.data);
       return false;
     }
@@ -73,7 +74,8 @@ class OpenAiStream final : public StreamDecoder {
     if (auto c = j.find("choices"); c != j.end() && c->is_array() && !c->empty()) {
       const Json& choice = (*c)[0];
       if (auto d = choice.find("delta"); d != choice.end() && d->is_object()) {
-        if (auto content = d->find("content"); content != d->end()) m_response.text += content_text(*content);
+        if (auto content = d->find("content"); content != d->end())
+          m_response.text += content_text(*content);
       }
       if (auto fr = choice.find("finish_reason"); fr != choice.end() && fr->is_string()) {
         m_response.finish_reason = fr->get<std::string>();
@@ -92,10 +94,10 @@ class OpenAiStream final : public StreamDecoder {
     // A stream that ends after its finish_reason but without "data: [DONE]" carries the whole
     // answer (some servers omit the marker); without either it was cut.
     if (!m_done && m_response.finish_reason.empty()) {
-      return std::unexpected(malformed(
-          fmt::format("truncated stream from {}: it ended after {} events without a finish_reason or [DONE]",
-                      m_host, m_events),
-          true));
+      return std::unexpected(malformed(fmt::format("truncated stream from {}: it ended after {} "
+                                                   "events without a finish_reason or [DONE]",
+                                                   m_host, m_events),
+                                       true));
     }
     if (!m_has_usage) m_response.usage.estimated = true;
     return check_filtered(std::move(m_response), m_host);
@@ -114,14 +116,16 @@ class OpenAiProvider final : public Provider {
  public:
   std::string_view name() const override { return "openai"; }
 
-  Json build_body(const Profile& profile, const std::vector<Message>& messages, const ChatParams& params,
-                  bool stream) const override {
+  Json build_body(const Profile& profile, const std::vector<Message>& messages,
+                  const ChatParams& params, bool stream) const override {
     Json body = Json::object();
     body["model"] = profile.model;
     Json msgs = Json::array();
-    for (const auto& m : messages) msgs.push_back({{"role", role_name(m.role)}, {"content", m.content}});
+    for (const auto& m : messages)
+      msgs.push_back({{"role", role_name(m.role)}, {"content", m.content}});
     body["messages"] = std::move(msgs);
-    body["max_tokens"] = params.max_output_tokens.value_or(static_cast<int>(profile.max_output_tokens));
+    body["max_tokens"] =
+        params.max_output_tokens.value_or(static_cast<int>(profile.max_output_tokens));
     body["temperature"] = params.temperature.value_or(profile.temperature);
     if (params.seed) body["seed"] = *params.seed;
     if (stream) {
@@ -132,27 +136,32 @@ class OpenAiProvider final : public Provider {
   }
 
   Headers headers(const std::string& api_key) const override {
-    Headers h = {{"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
+    Headers h = {{"Content-Type", "application/json"},
+                 {"Accept", "application/json, text/event-stream"}};
     if (!api_key.empty()) h.emplace_back("Authorization", "Bearer " + api_key);
     return h;
   }
 
-  std::expected<ChatResponse, AttemptFailure> parse_body(std::string_view body, std::string_view host) const override {
+  std::expected<ChatResponse, AttemptFailure> parse_body(std::string_view body,
+                                                         std::string_view host) const override {
     Json j = Json::parse(body, nullptr, false);
     if (j.is_discarded()) {
-      return std::unexpected(malformed(
-          fmt::format("invalid JSON in the response from {} ({} bytes): {}", host, body.size(), one_line(body, 200)),
-          false, body));
+      return std::unexpected(
+          malformed(fmt::format("invalid JSON in the response from {} ({} bytes): {}", host,
+                                body.size(), one_line(body, 200)),
+                    false, body));
     }
     if (!j.is_object()) {
-      return std::unexpected(malformed(fmt::format("the response from {} is not a JSON object", host), false, body));
+      return std::unexpected(
+          malformed(fmt::format("the response from {} is not a JSON object", host), false, body));
     }
-    if (j.contains("error") && !j.contains("choices")) return std::unexpected(classify_error_object(j, host));
+    if (j.contains("error") && !j.contains("choices"))
+      return std::unexpected(classify_error_object(j, host));
     auto c = j.find("choices");
     if (c == j.end() || !c->is_array() || c->empty() || !(*c)[0].is_object()) {
       return std::unexpected(malformed(
-          fmt::format("the response from {} has no choices (not an OpenAI chat completion?): {}", host,
-                      one_line(body, 200)),
+          fmt::format("the response from {} has no choices (not an OpenAI chat completion?): {}",
+                      host, one_line(body, 200)),
           false, body));
     }
     const Json& choice = (*c)[0];
@@ -162,7 +171,8 @@ class OpenAiProvider final : public Provider {
     } else if (choice.contains("text")) {
       r.text = json_string(choice, "text");
     } else {
-      return std::unexpected(malformed(fmt::format("choices[0] from {} has no message", host), false, body));
+      return std::unexpected(
+          malformed(fmt::format("choices[0] from {} has no message", host), false, body));
     }
     r.finish_reason = json_string(choice, "finish_reason");
     r.request_id = json_string(j, "id");
@@ -178,6 +188,8 @@ class OpenAiProvider final : public Provider {
 
 }  // namespace
 
-std::unique_ptr<Provider> make_openai_provider() { return std::make_unique<OpenAiProvider>(); }
+std::unique_ptr<Provider> make_openai_provider() {
+  return std::make_unique<OpenAiProvider>();
+}
 
 }  // namespace kope::llm

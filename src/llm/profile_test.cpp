@@ -49,8 +49,8 @@ class EnvGuard {
 class ProfileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* v : {"OPENAI_BASE_URL", "OPENAI_API_KEY", "KOPE_MODEL", "KOPE_PROVIDER", "KOPE_PROFILE",
-                          "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"}) {
+    for (const char* v : {"OPENAI_BASE_URL", "OPENAI_API_KEY", "KOPE_MODEL", "KOPE_PROVIDER",
+                          "KOPE_PROFILE", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"}) {
       env.unset(v);
     }
     auto d = util::TempDir::create("kope-profile-test");
@@ -62,7 +62,9 @@ class ProfileTest : public ::testing::Test {
     fs::create_directories(user.parent_path());
   }
   ProfileSources sources() const { return ProfileSources{project, user, true}; }
-  void write(const fs::path& p, std::string_view text) { ASSERT_TRUE(util::write_file_atomic(p, text)); }
+  void write(const fs::path& p, std::string_view text) {
+    ASSERT_TRUE(util::write_file_atomic(p, text));
+  }
 
   EnvGuard env;
   std::optional<util::TempDir> dir;
@@ -182,7 +184,9 @@ price_output_per_mtok = 10
   EXPECT_EQ(p->retry_base_delay, 500ms);
   EXPECT_EQ(p->retry_max_delay, 20000ms);
   EXPECT_EQ(p->retry_after_cap, 60000ms);
-  EXPECT_EQ(nlohmann::json::parse(p->extra_body_json), nlohmann::json::parse(R"({"top_k":20,"chat_template_kwargs":{"enable_thinking":false}})"));
+  EXPECT_EQ(
+      nlohmann::json::parse(p->extra_body_json),
+      nlohmann::json::parse(R"({"top_k":20,"chat_template_kwargs":{"enable_thinking":false}})"));
   ASSERT_EQ(p->omit_params.size(), 1u);
   EXPECT_NE(p->source.find("kope.toml:8"), std::string::npos) << p->source;
   auto gpt = resolve_profile("gpt", {}, s);
@@ -194,7 +198,8 @@ price_output_per_mtok = 10
   auto missing = resolve_profile("nope", {}, s);
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().kind, ErrorKind::not_found);
-  EXPECT_NE(missing.error().message.find("gpt, local"), std::string::npos) << missing.error().message;
+  EXPECT_NE(missing.error().message.find("gpt, local"), std::string::npos)
+      << missing.error().message;
 }
 
 TEST_F(ProfileTest, UserAndProjectMergeKeyByKeyAndDotKopeConfigIsFound) {
@@ -230,7 +235,8 @@ model = "m-b"
 )");
   auto none = resolve_profile("", {}, sources());
   ASSERT_FALSE(none);
-  EXPECT_NE(none.error().message.find("pass --profile NAME"), std::string::npos) << none.error().message;
+  EXPECT_NE(none.error().message.find("pass --profile NAME"), std::string::npos)
+      << none.error().message;
   env.set("KOPE_PROFILE", "b");
   ProfileOverrides o;
   o.model = "m-override";
@@ -257,17 +263,22 @@ TEST_F(ProfileTest, ErrorsNameFileLineAndKey) {
   };
   std::vector<Case> cases = {
       {"[llm.x]\nmodle = \"m\"\n", ":2:1:", "unknown key 'modle' in [llm.x]"},
-      {"[llm.x]\nmodel = \"m\"\ntemperature = \"hot\"\n", ":3:15:", "'temperature' in [llm.x] must be a number"},
+      {"[llm.x]\nmodel = \"m\"\ntemperature = \"hot\"\n",
+       ":3:15:", "'temperature' in [llm.x] must be a number"},
       {"[llm.x]\nmodel = \"m\"\ntemperature = 3.5\n", ":3:15:", "between 0 and 2"},
       {"[llm.x]\nprovider = \"gemini\"\n", ":2:12:", "'provider' in [llm.x] must be \"openai\""},
       {"[llm.x]\nbase_url = \"localhost:8080\"\n", ":2:12:", "must start with http://"},
       {"[llm.x]\nconcurrency = 0\n", ":2:15:", "'concurrency' in [llm.x] must be between 1"},
-      {"[llm.x]\nidle_timeout_s = 0\n", ":2:18:", "'idle_timeout_s' in [llm.x] must be more than 0"},
-      {"[llm.x]\napi_key_env = \"sk-abcdefghijklmnopqrstuvwxyz\"\n", ":2:15:", "must name an environment variable"},
+      {"[llm.x]\nidle_timeout_s = 0\n",
+       ":2:18:", "'idle_timeout_s' in [llm.x] must be more than 0"},
+      {"[llm.x]\napi_key_env = \"sk-abcdefghijklmnopqrstuvwxyz\"\n",
+       ":2:15:", "must name an environment variable"},
       {"[llm.x]\nstream = \"yes\"\n", ":2:10:", "'stream' in [llm.x] must be true or false"},
       {"[llm]\nmodel = \"m\"\n", ":2:1:", "unknown key 'model' in [llm]"},
-      {"[llm]\ndefault = \"zz\"\n[llm.x]\nmodel = \"m\"\n", ":2:11:", "default = \"zz\" names no profile"},
-      {"[llm.x]\nmodel = \"m\"\nmax_retries = -1\n", ":3:15:", "'max_retries' in [llm.x] must be between 0 and 100"},
+      {"[llm]\ndefault = \"zz\"\n[llm.x]\nmodel = \"m\"\n",
+       ":2:11:", "default = \"zz\" names no profile"},
+      {"[llm.x]\nmodel = \"m\"\nmax_retries = -1\n",
+       ":3:15:", "'max_retries' in [llm.x] must be between 0 and 100"},
       {"[llm.x\nmodel = 1\n", ":1:", ""},  // TOML syntax error
   };
   for (const auto& c : cases) {

@@ -5,12 +5,11 @@
 #include <chrono>
 #include <expected>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kope/llm.h"
 #include "llm/http.h"
@@ -27,9 +26,9 @@ inline constexpr size_t k_error_detail_cap = 400;
 // One failed attempt, before the client decides whether to retry it.
 struct AttemptFailure {
   LlmError error;
-  bool retry = false;                                 // worth another attempt
+  bool retry = false;                                    // worth another attempt
   std::optional<std::chrono::milliseconds> retry_after;  // the server's Retry-After
-  std::string body;                                   // the error body (capped), for transcripts
+  std::string body;                                      // the error body (capped), for transcripts
 };
 
 // The useful parts of a provider's error body, whatever its dialect: OpenAI
@@ -74,13 +73,13 @@ class Provider {
  public:
   virtual ~Provider() = default;
   virtual std::string_view name() const = 0;
-  virtual Json build_body(const Profile& profile, const std::vector<Message>& messages, const ChatParams& params,
-                          bool stream) const = 0;
+  virtual Json build_body(const Profile& profile, const std::vector<Message>& messages,
+                          const ChatParams& params, bool stream) const = 0;
   // Content type, authentication (none without a key) and version headers.
   virtual Headers headers(const std::string& api_key) const = 0;
   // A complete non-streamed 2xx body. usage.estimated is set when the body reports no usage.
   virtual std::expected<ChatResponse, AttemptFailure> parse_body(std::string_view body,
-                                                                  std::string_view host) const = 0;
+                                                                 std::string_view host) const = 0;
   virtual std::unique_ptr<StreamDecoder> stream_decoder(std::string host) const = 0;
 };
 
@@ -91,7 +90,7 @@ std::unique_ptr<Provider> make_anthropic_provider();
 
 // Helpers shared by the providers.
 std::string one_line(std::string_view text, size_t cap = k_error_detail_cap);
-int64_t json_int(const Json& j, std::string_view key);  // 0 when absent or not a number
+int64_t json_int(const Json& j, std::string_view key);         // 0 when absent or not a number
 std::string json_string(const Json& j, std::string_view key);  // "" when absent or not a string
 
 }  // namespace kope::llm

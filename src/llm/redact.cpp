@@ -106,8 +106,8 @@ std::string redact_sk_keys(std::string_view s) {
 // Key-like URL query parameters and header-like "name: value" / "name": "value" pairs.
 std::string redact_named_values(std::string_view s) {
   static constexpr std::array<std::string_view, 9> k_query_names = {
-      "key=", "api_key=", "api-key=", "apikey=", "token=", "access_token=", "auth=", "sig=",
-      "signature="};
+      "key=",          "api_key=", "api-key=", "apikey=",   "token=",
+      "access_token=", "auth=",    "sig=",     "signature="};
   static constexpr std::array<std::string_view, 4> k_header_names = {
       "x-api-key", "api-key", "x-goog-api-key", "authorization"};
   std::string out;
@@ -121,7 +121,8 @@ std::string redact_named_values(std::string_view s) {
           size_t j = i + 1 + name.size();
           size_t v = j;
           while (j < s.size() && s[j] != '&' && s[j] != '#' && s[j] != '"' && s[j] != '\'' &&
-                 s[j] != '<' && s[j] != '>' && std::isspace(static_cast<unsigned char>(s[j])) == 0) {
+                 s[j] != '<' && s[j] != '>' &&
+                 std::isspace(static_cast<unsigned char>(s[j])) == 0) {
             ++j;
           }
           out.append(s.substr(i, v - i));
@@ -138,7 +139,9 @@ std::string redact_named_values(std::string_view s) {
         size_t j = i + name.size();
         if (j < s.size() && key_char(s[j])) continue;  // a longer word
         size_t sep = j;
-        while (j < s.size() && (s[j] == '"' || s[j] == '\'' || s[j] == ' ' || s[j] == ':' || s[j] == '=')) ++j;
+        while (j < s.size() &&
+               (s[j] == '"' || s[j] == '\'' || s[j] == ' ' || s[j] == ':' || s[j] == '='))
+          ++j;
         bool has_separator = s.substr(sep, j - sep).find_first_of(":=") != std::string_view::npos;
         if (!has_separator) continue;
         // "Authorization: Bearer x": keep the scheme word, redact what follows it.

@@ -22,7 +22,8 @@ milliseconds backoff_delay(const Profile& profile, int retry, double jitter) {
   return milliseconds(static_cast<int64_t>(std::llround(step * (0.5 + 0.5 * j))));
 }
 
-std::optional<milliseconds> parse_retry_after(std::string_view value, std::chrono::system_clock::time_point now) {
+std::optional<milliseconds> parse_retry_after(std::string_view value,
+                                              std::chrono::system_clock::time_point now) {
   std::string_view v = util::trim(value);
   if (v.empty()) return std::nullopt;
   if (std::isdigit(static_cast<unsigned char>(v.front())) != 0) {
@@ -53,7 +54,8 @@ std::optional<milliseconds> parse_retry_after(std::string_view value, std::chron
   return std::nullopt;
 }
 
-milliseconds retry_delay(const Profile& profile, int retry, double jitter, std::optional<milliseconds> server_asked) {
+milliseconds retry_delay(const Profile& profile, int retry, double jitter,
+                         std::optional<milliseconds> server_asked) {
   if (server_asked) return std::min(*server_asked, profile.retry_after_cap);
   return backoff_delay(profile, retry, jitter);
 }

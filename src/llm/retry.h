@@ -18,8 +18,8 @@ std::chrono::milliseconds backoff_delay(const Profile& profile, int retry, doubl
 // The wait a server asked for, from a Retry-After value: delta-seconds ("12", "1.5") or an
 // HTTP date (IMF-fixdate, RFC 850 or asctime form) relative to `now`. A date in the past is a
 // zero wait. nullopt when the value is neither.
-std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value,
-                                                            std::chrono::system_clock::time_point now);
+std::optional<std::chrono::milliseconds> parse_retry_after(
+    std::string_view value, std::chrono::system_clock::time_point now);
 
 // The wait before the next attempt: the server's (capped at profile.retry_after_cap) when it
 // gave one, else the backoff.

@@ -45,7 +45,8 @@ bool SseParser::line(std::string_view l) {
   if (l.front() == ':') return true;  // comment / keep-alive
   size_t colon = l.find(':');
   std::string_view field = l.substr(0, colon);
-  std::string_view value = colon == std::string_view::npos ? std::string_view() : l.substr(colon + 1);
+  std::string_view value =
+      colon == std::string_view::npos ? std::string_view() : l.substr(colon + 1);
   if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   if (field == "data") {
     if (m_has_data) m_current.data.push_back('\n');

@@ -1,6 +1,7 @@
 #include "llm/test_server.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -8,41 +9,55 @@
 
 #include <algorithm>
 #include <cctype>
-#include <stdexcept>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 namespace kope::llm::test {
 
 namespace {
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
 std::string_view status_text(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 529: return "Overloaded";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Payload Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 529:
+      return "Overloaded";
+    default:
+      return "Status";
   }
 }
 
 }  // namespace
 
-Connection::~Connection() { close(); }
+Connection::~Connection() {
+  close();
+}
 
 std::optional<ReceivedRequest> Connection::read_request() {
   std::string buf = std::move(m_pending);
@@ -88,7 +103,8 @@ std::optional<ReceivedRequest> Connection::read_request() {
     pos = e + 2;
   }
   size_t length = 0;
-  if (auto it = req.headers.find("content-length"); it != req.headers.end()) length = std::stoul(it->second);
+  if (auto it = req.headers.find("content-length"); it != req.headers.end())
+    length = std::stoul(it->second);
   std::string rest = buf.substr(header_end + 4);
   while (rest.size() < length) {
     buf.clear();
@@ -117,11 +133,13 @@ void Connection::answering() {
   }
 }
 
-void Connection::respond(int status, std::string_view body, const std::vector<std::string>& extra_headers,
+void Connection::respond(int status, std::string_view body,
+                         const std::vector<std::string>& extra_headers,
                          std::string_view content_type) {
   answering();
-  std::string out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-                                status, status_text(status), content_type, body.size());
+  std::string out = fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n", status,
+      status_text(status), content_type, body.size());
   for (const auto& h : extra_headers) out += h + "\r\n";
   out += "\r\n";
   out += body;
@@ -130,7 +148,9 @@ void Connection::respond(int status, std::string_view body, const std::vector<st
 
 void Connection::start_stream(const std::vector<std::string>& extra_headers) {
   answering();
-  std::string out = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n";
+  std::string out =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: "
+      "no-cache\r\nConnection: close\r\n";
   for (const auto& h : extra_headers) out += h + "\r\n";
   out += "\r\n";
   send(out);
@@ -143,7 +163,9 @@ void Connection::event(std::string_view data, std::string_view event_name) {
   send(out);
 }
 
-void Connection::pause(std::chrono::milliseconds d) { m_server->wait_for(d); }
+void Connection::pause(std::chrono::milliseconds d) {
+  m_server->wait_for(d);
+}
 
 void Connection::reset() {
   if (m_fd < 0) return;
@@ -174,7 +196,8 @@ TestServer::TestServer() {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
-  if (::bind(m_listen, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(m_listen, 64) != 0) {
+  if (::bind(m_listen, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(m_listen, 64) != 0) {
     throw std::runtime_error("bind/listen on 127.0.0.1 failed");
   }
   socklen_t len = sizeof addr;
@@ -196,7 +219,9 @@ TestServer::~TestServer() {
   ::close(m_listen);
 }
 
-std::string TestServer::url() const { return fmt::format("http://127.0.0.1:{}", m_port); }
+std::string TestServer::url() const {
+  return fmt::format("http://127.0.0.1:{}", m_port);
+}
 
 void TestServer::script(std::vector<Handler> handlers) {
   std::lock_guard lock(m_mutex);
@@ -258,33 +283,40 @@ void TestServer::serve(int fd) {
   if (conn.on_answer) conn.on_answer();
 }
 
-Handler reply(int status, std::string body, std::vector<std::string> extra_headers, std::string content_type) {
-  return [=](Connection& c, const ReceivedRequest&) { c.respond(status, body, extra_headers, content_type); };
+Handler reply(int status, std::string body, std::vector<std::string> extra_headers,
+              std::string content_type) {
+  return [=](Connection& c, const ReceivedRequest&) {
+    c.respond(status, body, extra_headers, content_type);
+  };
 }
 
-std::string openai_body(std::string_view text, int prompt_tokens, int completion_tokens, std::string_view finish_reason,
-                        int cached_tokens) {
-  nlohmann::json j = {
-      {"id", "chatcmpl-test"},
-      {"object", "chat.completion"},
-      {"model", "test-model"},
-      {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", finish_reason}}}},
-      {"usage",
-       {{"prompt_tokens", prompt_tokens},
-        {"completion_tokens", completion_tokens},
-        {"total_tokens", prompt_tokens + completion_tokens},
-        {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}}}};
+std::string openai_body(std::string_view text, int prompt_tokens, int completion_tokens,
+                        std::string_view finish_reason, int cached_tokens) {
+  nlohmann::json j = {{"id", "chatcmpl-test"},
+                      {"object", "chat.completion"},
+                      {"model", "test-model"},
+                      {"choices",
+                       {{{"index", 0},
+                         {"message", {{"role", "assistant"}, {"content", text}}},
+                         {"finish_reason", finish_reason}}}},
+                      {"usage",
+                       {{"prompt_tokens", prompt_tokens},
+                        {"completion_tokens", completion_tokens},
+                        {"total_tokens", prompt_tokens + completion_tokens},
+                        {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}}}};
   return j.dump();
 }
 
-std::string anthropic_body(std::string_view text, int input_tokens, int output_tokens, std::string_view stop_reason) {
-  nlohmann::json j = {{"id", "msg_test"},
-                      {"type", "message"},
-                      {"role", "assistant"},
-                      {"model", "claude-test"},
-                      {"content", {{{"type", "text"}, {"text", text}}}},
-                      {"stop_reason", stop_reason},
-                      {"usage", {{"input_tokens", input_tokens}, {"output_tokens", output_tokens}}}};
+std::string anthropic_body(std::string_view text, int input_tokens, int output_tokens,
+                           std::string_view stop_reason) {
+  nlohmann::json j = {
+      {"id", "msg_test"},
+      {"type", "message"},
+      {"role", "assistant"},
+      {"model", "claude-test"},
+      {"content", {{{"type", "text"}, {"text", text}}}},
+      {"stop_reason", stop_reason},
+      {"usage", {{"input_tokens", input_tokens}, {"output_tokens", output_tokens}}}};
   return j.dump();
 }
 

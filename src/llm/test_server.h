@@ -46,7 +46,8 @@ class Connection {
   // Sends raw bytes (errors ignored: the client may have gone).
   void send(std::string_view bytes);
   // A complete response with Content-Length and "Connection: close".
-  void respond(int status, std::string_view body, const std::vector<std::string>& extra_headers = {},
+  void respond(int status, std::string_view body,
+               const std::vector<std::string>& extra_headers = {},
                std::string_view content_type = "application/json");
   // Starts a close-delimited text/event-stream response.
   void start_stream(const std::vector<std::string>& extra_headers = {});

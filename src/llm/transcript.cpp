@@ -17,14 +17,16 @@ namespace kope::llm {
 std::string utc_timestamp() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   ::gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
-Result<std::shared_ptr<TranscriptWriter>> TranscriptWriter::open(const std::filesystem::path& path) {
+Result<std::shared_ptr<TranscriptWriter>> TranscriptWriter::open(
+    const std::filesystem::path& path) {
   static std::mutex mutex;
   static std::map<std::filesystem::path, std::weak_ptr<TranscriptWriter>> writers;
   std::error_code ec;
@@ -35,7 +37,8 @@ Result<std::shared_ptr<TranscriptWriter>> TranscriptWriter::open(const std::file
   if (!path.parent_path().empty()) KOPE_TRY(util::make_dirs(path.parent_path()));
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return fail(ErrorKind::io, "cannot open transcript {}: {}", path.string(), std::strerror(errno));
+    return fail(ErrorKind::io, "cannot open transcript {}: {}", path.string(),
+                std::strerror(errno));
   }
   std::shared_ptr<TranscriptWriter> w(new TranscriptWriter(path, fd));
   writers[key] = w;
@@ -52,7 +55,8 @@ Status TranscriptWriter::write(nlohmann::ordered_json event) {
   line["pid"] = static_cast<int64_t>(::getpid());
   for (auto& [k, v] : event.items()) line[k] = std::move(v);
   // Invalid UTF-8 from a server must not make the line unwritable.
-  std::string text = redact(line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  std::string text =
+      redact(line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
   text.push_back('\n');
   std::lock_guard lock(m_mutex);
   size_t done = 0;
@@ -60,12 +64,14 @@ Status TranscriptWriter::write(nlohmann::ordered_json event) {
     ssize_t n = ::write(m_fd, text.data() + done, text.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return fail(ErrorKind::io, "cannot append to transcript {}: {}", m_path.string(), std::strerror(errno));
+      return fail(ErrorKind::io, "cannot append to transcript {}: {}", m_path.string(),
+                  std::strerror(errno));
     }
     done += static_cast<size_t>(n);
   }
   if (::fdatasync(m_fd) != 0) {
-    return fail(ErrorKind::io, "cannot flush transcript {}: {}", m_path.string(), std::strerror(errno));
+    return fail(ErrorKind::io, "cannot flush transcript {}: {}", m_path.string(),
+                std::strerror(errno));
   }
   return {};
 }

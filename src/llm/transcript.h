@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
-
 #include <nlohmann/json.hpp>
 
 #include "kope/error.h"

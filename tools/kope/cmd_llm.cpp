@@ -19,7 +19,8 @@ constexpr int k_ping_max_tokens = 32;
 
 std::string key_status(const llm::Profile& p) {
   if (p.api_key_env.empty()) return "none (api_key_env = \"\")";
-  return fmt::format("${} ({})", p.api_key_env, util::get_env(p.api_key_env.c_str()) ? "set" : "unset");
+  return fmt::format("${} ({})", p.api_key_env,
+                     util::get_env(p.api_key_env.c_str()) ? "set" : "unset");
 }
 
 // What the user should check, by failure class.
@@ -28,34 +29,48 @@ std::string diagnosis(const llm::LlmError& e, const llm::Profile& p) {
   const std::string url = llm::redact(llm::endpoint_url(p));
   switch (e.cls) {
     case FailureClass::transport:
-      return fmt::format("unreachable: nothing answered at {} — is the server running, and is base_url right?", url);
+      return fmt::format(
+          "unreachable: nothing answered at {} — is the server running, and is base_url right?",
+          url);
     case FailureClass::timeout:
-      return "timeout: the server did not answer in time — a local model may still be loading (try --timeout 300), "
+      return "timeout: the server did not answer in time — a local model may still be loading (try "
+             "--timeout 300), "
              "or a firewall drops the connection";
     case FailureClass::unauthorized:
-      if (p.api_key_env.empty()) return "unauthorized: this profile sends no key, but the server wants one (set api_key_env)";
-      if (!util::get_env(p.api_key_env.c_str())) return fmt::format("unauthorized: no key was sent — set ${}", p.api_key_env);
+      if (p.api_key_env.empty())
+        return "unauthorized: this profile sends no key, but the server wants one (set "
+               "api_key_env)";
+      if (!util::get_env(p.api_key_env.c_str()))
+        return fmt::format("unauthorized: no key was sent — set ${}", p.api_key_env);
       return fmt::format("unauthorized: the server rejected the key in ${}", p.api_key_env);
     case FailureClass::not_found:
-      return fmt::format("unknown model or endpoint: the server has no model '{}' at {} — check `model` (a local "
-                         "server lists its models at <base_url>/models) and base_url",
-                         p.model, url);
+      return fmt::format(
+          "unknown model or endpoint: the server has no model '{}' at {} — check `model` (a local "
+          "server lists its models at <base_url>/models) and base_url",
+          p.model, url);
     case FailureClass::rate_limited:
-      return "rate limited: the provider asks to slow down (429); wait, or lower requests_per_minute";
+      return "rate limited: the provider asks to slow down (429); wait, or lower "
+             "requests_per_minute";
     case FailureClass::server_error:
       return "server error: the provider failed (5xx); try again later";
     case FailureClass::bad_request:
-      return fmt::format("bad request: the server refused the request — is provider = \"{}\" the API it speaks?", p.provider);
+      return fmt::format(
+          "bad request: the server refused the request — is provider = \"{}\" the API it speaks?",
+          p.provider);
     case FailureClass::provider_error:
-      return "provider error: the provider answered with an error (see detail; an exhausted quota needs credit)";
+      return "provider error: the provider answered with an error (see detail; an exhausted quota "
+             "needs credit)";
     case FailureClass::context_length:
-      return "context length exceeded, even for a tiny prompt: check context_window and the server's context size";
+      return "context length exceeded, even for a tiny prompt: check context_window and the "
+             "server's context size";
     case FailureClass::content_filtered:
       return "content filtered: the provider's filter refused the ping";
     case FailureClass::malformed:
-      return fmt::format("malformed answer: the reply is not a valid {} response — does base_url point at the right "
-                         "API (OpenAI-compatible vs Anthropic), or is a proxy answering?",
-                         p.provider == "anthropic" ? "Anthropic Messages" : "OpenAI chat completion");
+      return fmt::format(
+          "malformed answer: the reply is not a valid {} response — does base_url point at the "
+          "right "
+          "API (OpenAI-compatible vs Anthropic), or is a proxy answering?",
+          p.provider == "anthropic" ? "Anthropic Messages" : "OpenAI chat completion");
     case FailureClass::http_status:
       return fmt::format("unexpected HTTP status {}", e.http_status);
     case FailureClass::cancelled:
@@ -65,24 +80,25 @@ std::string diagnosis(const llm::LlmError& e, const llm::Profile& p) {
 }
 
 nlohmann::ordered_json profile_json(const llm::Profile& p, bool is_default) {
-  return {{"name", p.name},
-          {"default", is_default},
-          {"provider", p.provider},
-          {"model", p.model},
-          {"base_url", llm::redact(p.base_url)},
-          {"endpoint", llm::redact(llm::endpoint_url(p))},
-          {"api_key_env", p.api_key_env},
-          {"api_key_set", !p.api_key_env.empty() && util::get_env(p.api_key_env.c_str()).has_value()},
-          {"context_window", p.context_window},
-          {"max_output_tokens", p.max_output_tokens},
-          {"temperature", p.temperature},
-          {"price_input_per_mtok", p.price_input_per_mtok},
-          {"price_output_per_mtok", p.price_output_per_mtok},
-          {"requests_per_minute", p.requests_per_minute},
-          {"tokens_per_minute", p.tokens_per_minute},
-          {"concurrency", p.concurrency},
-          {"stream", p.stream},
-          {"source", p.source}};
+  return {
+      {"name", p.name},
+      {"default", is_default},
+      {"provider", p.provider},
+      {"model", p.model},
+      {"base_url", llm::redact(p.base_url)},
+      {"endpoint", llm::redact(llm::endpoint_url(p))},
+      {"api_key_env", p.api_key_env},
+      {"api_key_set", !p.api_key_env.empty() && util::get_env(p.api_key_env.c_str()).has_value()},
+      {"context_window", p.context_window},
+      {"max_output_tokens", p.max_output_tokens},
+      {"temperature", p.temperature},
+      {"price_input_per_mtok", p.price_input_per_mtok},
+      {"price_output_per_mtok", p.price_output_per_mtok},
+      {"requests_per_minute", p.requests_per_minute},
+      {"tokens_per_minute", p.tokens_per_minute},
+      {"concurrency", p.concurrency},
+      {"stream", p.stream},
+      {"source", p.source}};
 }
 
 struct PingOptions {
@@ -99,7 +115,8 @@ Result<int> ping(const PingOptions& o) {
   if (!o.model.empty()) ov.model = o.model;
   if (!o.base_url.empty()) ov.base_url = o.base_url;
   if (!o.provider.empty()) ov.provider = o.provider;
-  if (!o.api_key_env.empty()) ov.api_key_env = o.api_key_env == "none" ? std::string() : o.api_key_env;
+  if (!o.api_key_env.empty())
+    ov.api_key_env = o.api_key_env == "none" ? std::string() : o.api_key_env;
   if (o.stream) ov.stream = true;
   KOPE_ASSIGN(llm::Profile p, llm::resolve_profile(o.profile, ov));
   p.max_retries = o.retries;
@@ -151,7 +168,8 @@ Result<int> ping(const PingOptions& o) {
       j["diagnosis"] = diagnosis(r.error(), p);
       j["message"] = r.error().message;
     }
-    print(llm::redact(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)) + "\n");
+    print(llm::redact(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)) +
+          "\n");
     return r ? 0 : 1;
   }
 
@@ -162,12 +180,15 @@ Result<int> ping(const PingOptions& o) {
   if (!r) {
     out += fmt::format("model      {}\n", p.model);
     out += fmt::format("result     FAILED: {}\n", diagnosis(r.error(), p));
-    out += fmt::format("detail     [{}] {}\n", llm::failure_class_name(r.error().cls), r.error().message);
+    out += fmt::format("detail     [{}] {}\n", llm::failure_class_name(r.error().cls),
+                       r.error().message);
     print(llm::redact(out));
     return 1;
   }
-  out += fmt::format("model      {}{}\n", p.model, r->model != p.model ? fmt::format(" (answered as {})", r->model) : "");
-  out += fmt::format("latency    {:.3f} s (first byte {:.3f} s{})\n", r->latency_seconds, r->first_byte_seconds,
+  out += fmt::format("model      {}{}\n", p.model,
+                     r->model != p.model ? fmt::format(" (answered as {})", r->model) : "");
+  out += fmt::format("latency    {:.3f} s (first byte {:.3f} s{})\n", r->latency_seconds,
+                     r->first_byte_seconds,
                      r->attempts > 1 ? fmt::format(", {} attempts", r->attempts) : "");
   out += fmt::format("usage      prompt {}, completion {}, cached {}{}\n", r->usage.prompt_tokens,
                      r->usage.completion_tokens, r->usage.cached_tokens,
@@ -189,13 +210,16 @@ Result<int> list_profiles(bool json) {
     j["files"] = nlohmann::ordered_json::array();
     for (const auto& f : set.files) j["files"].push_back(f.string());
     j["profiles"] = nlohmann::ordered_json::array();
-    for (const auto& p : set.profiles) j["profiles"].push_back(profile_json(p, p.name == set.default_name));
+    for (const auto& p : set.profiles)
+      j["profiles"].push_back(profile_json(p, p.name == set.default_name));
     print(llm::redact(j.dump(2)) + "\n");
     return 0;
   }
   if (set.profiles.empty()) {
-    print("no model profiles are configured.\nAdd an [llm.<name>] table to kope.toml (see README, \"Configuring a "
-          "model\"), or set KOPE_MODEL with OPENAI_BASE_URL / OPENAI_API_KEY.\n");
+    print(
+        "no model profiles are configured.\nAdd an [llm.<name>] table to kope.toml (see README, "
+        "\"Configuring a "
+        "model\"), or set KOPE_MODEL with OPENAI_BASE_URL / OPENAI_API_KEY.\n");
     return 0;
   }
   std::string out;
@@ -206,12 +230,13 @@ Result<int> list_profiles(bool json) {
     out += fmt::format("  model      {}\n", p.model.empty() ? "(not set)" : p.model);
     out += fmt::format("  endpoint   {}\n", llm::redact(llm::endpoint_url(p)));
     out += fmt::format("  key        {}\n", key_status(p));
-    out += fmt::format("  limits     context {} tokens, output {} tokens, {} concurrent, {} req/min, {} tok/min\n",
-                       p.context_window, p.max_output_tokens, p.concurrency,
-                       p.requests_per_minute > 0 ? fmt::format("{:g}", p.requests_per_minute) : "unlimited",
-                       p.tokens_per_minute > 0 ? fmt::format("{:g}", p.tokens_per_minute) : "unlimited");
-    out += fmt::format("  price      ${:g} / ${:g} per million input / output tokens\n", p.price_input_per_mtok,
-                       p.price_output_per_mtok);
+    out += fmt::format(
+        "  limits     context {} tokens, output {} tokens, {} concurrent, {} req/min, {} tok/min\n",
+        p.context_window, p.max_output_tokens, p.concurrency,
+        p.requests_per_minute > 0 ? fmt::format("{:g}", p.requests_per_minute) : "unlimited",
+        p.tokens_per_minute > 0 ? fmt::format("{:g}", p.tokens_per_minute) : "unlimited");
+    out += fmt::format("  price      ${:g} / ${:g} per million input / output tokens\n",
+                       p.price_input_per_mtok, p.price_output_per_mtok);
     out += fmt::format("  source     {}\n", p.source);
   }
   if (set.default_name.empty() && set.profiles.size() > 1) {
@@ -228,23 +253,32 @@ void register_llm(CLI::App& app, Action& action) {
   llm->require_subcommand(1);
 
   auto o = std::make_shared<PingOptions>();
-  auto* ping_cmd = llm->add_subcommand("ping", "Send one tiny request; print model, latency and usage, or a diagnosis");
+  auto* ping_cmd = llm->add_subcommand(
+      "ping", "Send one tiny request; print model, latency and usage, or a diagnosis");
   ping_cmd->add_option("--profile", o->profile, "Profile name (default: the default profile)");
   ping_cmd->add_flag("--json", o->json, "Print JSON");
   ping_cmd->add_option("--model", o->model, "Override the model");
   ping_cmd->add_option("--base-url", o->base_url, "Override the base URL");
-  ping_cmd->add_option("--provider", o->provider, "Override the provider")->check(CLI::IsMember({"openai", "anthropic"}));
-  ping_cmd->add_option("--api-key-env", o->api_key_env, "Environment variable holding the key ('none': send no key)");
+  ping_cmd->add_option("--provider", o->provider, "Override the provider")
+      ->check(CLI::IsMember({"openai", "anthropic"}));
+  ping_cmd->add_option("--api-key-env", o->api_key_env,
+                       "Environment variable holding the key ('none': send no key)");
   ping_cmd->add_flag("--stream", o->stream, "Stream the answer (server-sent events)");
-  ping_cmd->add_option("--timeout", o->timeout_s, "Total timeout in seconds (default: min(profile, 60))")
+  ping_cmd
+      ->add_option("--timeout", o->timeout_s,
+                   "Total timeout in seconds (default: min(profile, 60))")
       ->check(CLI::PositiveNumber);
-  ping_cmd->add_option("--retries", o->retries, "Retries of transient failures (default 0: one request)")
+  ping_cmd
+      ->add_option("--retries", o->retries,
+                   "Retries of transient failures (default 0: one request)")
       ->check(CLI::Range(0, 100));
-  ping_cmd->add_option("--transcript", o->transcript, "Append the request and response to this JSONL file");
+  ping_cmd->add_option("--transcript", o->transcript,
+                       "Append the request and response to this JSONL file");
   ping_cmd->callback([&action, o] { action = [o]() { return ping(*o); }; });
 
   auto json = std::make_shared<bool>(false);
-  auto* profiles_cmd = llm->add_subcommand("profiles", "List the model profiles (keys shown as set/unset only)");
+  auto* profiles_cmd =
+      llm->add_subcommand("profiles", "List the model profiles (keys shown as set/unset only)");
   profiles_cmd->add_flag("--json", *json, "Print JSON");
   profiles_cmd->callback([&action, json] { action = [json]() { return list_profiles(*json); }; });
 }
