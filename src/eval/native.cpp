@@ -79,7 +79,10 @@ Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, c
 }
 
 Result<NativeKernel> NativeKernel::load(const fs::path& so_path) {
-  void* h = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: dlclose must never unmap a kernel or its dependencies. Unloading the last
+  // kernel that pulled in libgomp would unload libgomp under its parked worker threads and
+  // crash the process (native_test.cpp). Trusted kernels are few, so keeping them is cheap.
+  void* h = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (h == nullptr) return fail(ErrorKind::io, "cannot load {}: {}", so_path.string(), ::dlerror());
   void* sym = ::dlsym(h, "kope_entry");
   if (sym == nullptr) {

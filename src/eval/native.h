@@ -38,7 +38,8 @@ const std::vector<std::string>& library_link_flags();
 Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, const Toolchain& tc,
                                const std::vector<std::string>& extra_flags = {});
 
-// A loaded shared object with a kope_entry. Move-only; dlclose on destruction.
+// A loaded shared object with a kope_entry. Move-only; dlclose on destruction, but the code
+// stays mapped (RTLD_NODELETE) so OpenMP runtimes it pulled in are never unloaded.
 class NativeKernel {
  public:
   static Result<NativeKernel> load(const fs::path& so_path);
