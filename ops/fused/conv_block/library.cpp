@@ -51,8 +51,8 @@ struct Port {
 
 // One convolution with post-ops: scale and shift per channel, [residual add], ReLU.
 struct Conv {
-  Port src, wei, residual;
-  memory dst;  // in the primitive's layout: the intermediate t, or y's layout for the second
+  Port wei;
+  memory dst;  // the primitive's output in its own layout
   dnnl::convolution_forward prim;
 };
 
@@ -73,8 +73,10 @@ dnnl::convolution_forward::primitive_desc make_pd(const memory::desc& src, const
 
 struct Prim {
   memory::desc chan_md, y_md;
-  Conv c1, c2;
-  std::optional<dnnl::reorder> y_out;  // c2.dst -> y, when c2 writes a blocked layout
+  Port x_in;      // x in the layout conv1 reads
+  Port residual;  // x in the layout conv2 writes
+  Conv c1, c2;    // c2 reads c1.dst and writes its own layout
+  std::optional<dnnl::reorder> y_out;  // c2.dst -> y, when that layout is not NCHW
   std::vector<float> scale1, shift1, scale2, shift2;
 };
 
@@ -95,12 +97,18 @@ Prim& get(int64_t N, int64_t C, int64_t H, int64_t W) {
   // the residual x is reordered into it.
   const memory::desc t_md = pd1.dst_desc();
   auto pd2 = make_pd(t_md, any_wei, t_md, chan_md, &t_md);
-  Conv c1{Port(act_md, pd1.src_desc(), true), Port(wei_md, pd1.weights_desc(), true), Port(act_md, act_md, true),
-          memory(t_md, engine()), dnnl::convolution_forward(pd1)};
-  Conv c2{Port(t_md, pd2.src_desc(), true), Port(wei_md, pd2.weights_desc(), true),
-          Port(act_md, pd2.dst_desc(), true), memory(pd2.dst_desc(), engine()), dnnl::convolution_forward(pd2)};
-  Prim p{chan_md, act_md, std::move(c1), std::move(c2), std::nullopt, std::vector<float>(C), std::vector<float>(C),
-         std::vector<float>(C), std::vector<float>(C)};
+  Prim p{chan_md,
+         act_md,
+         Port(act_md, pd1.src_desc(), true),
+         Port(act_md, pd2.dst_desc(), true),
+         Conv{Port(wei_md, pd1.weights_desc(), true), memory(t_md, engine()), dnnl::convolution_forward(pd1)},
+         Conv{Port(wei_md, pd2.weights_desc(), true), memory(pd2.dst_desc(), engine()),
+              dnnl::convolution_forward(pd2)},
+         std::nullopt,
+         std::vector<float>(C),
+         std::vector<float>(C),
+         std::vector<float>(C),
+         std::vector<float>(C)};
   if (pd2.dst_desc() != act_md) {
     memory u(act_md, engine(), DNNL_MEMORY_NONE);
     p.y_out = dnnl::reorder(p.c2.dst, u);
@@ -130,12 +138,12 @@ extern "C" void kope_kernel(const float* x, const float* w1, const float* bn1_g,
   memory sc1(p.chan_md, engine(), p.scale1.data()), sh1(p.chan_md, engine(), p.shift1.data());
   memory sc2(p.chan_md, engine(), p.scale2.data()), sh2(p.chan_md, engine(), p.shift2.data());
   const auto post = [](int index) { return DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1; };
-  memory src = p.c1.src.in(s, x);
+  memory src = p.x_in.in(s, x);
   memory wei1 = p.c1.wei.in(s, w1);
   p.c1.prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei1}, {DNNL_ARG_DST, p.c1.dst},
                         {post(0), sc1}, {post(1), sh1}});
   memory wei2 = p.c2.wei.in(s, w2);
-  memory residual = p.c2.residual.in(s, x);
+  memory residual = p.residual.in(s, x);
   memory user_y(p.y_md, engine(), y);
   memory dst = p.y_out ? p.c2.dst : user_y;
   p.c2.prim.execute(s, {{DNNL_ARG_SRC, p.c1.dst}, {DNNL_ARG_WEIGHTS, wei2}, {DNNL_ARG_DST, dst},
