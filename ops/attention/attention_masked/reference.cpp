@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* q, const float* k, const float* v, const float* mask, float* o,
-                            int64_t B, int64_t H, int64_t SQ, int64_t SK, int64_t DH) {
+extern "C" void kope_kernel(const float* q, const float* k, const float* v, const float* mask,
+                            float* o, int64_t B, int64_t H, int64_t SQ, int64_t SK, int64_t DH) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(DH));
   std::vector<float> kt(static_cast<std::size_t>(B * H * DH * SK));  // kt[bh][d][j] = k[bh][j][d]
   for (int64_t bh = 0; bh < B * H; ++bh) {

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t H,
-                            int64_t S, int64_t DH) {
+extern "C" void kope_kernel(const float* q, const float* k, const float* v, float* o, int64_t B,
+                            int64_t H, int64_t S, int64_t DH) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(DH));
   std::vector<float> kt(static_cast<std::size_t>(B * H * DH * S));  // kt[bh][d][j] = k[bh][j][d]
   for (int64_t bh = 0; bh < B * H; ++bh) {
@@ -17,7 +17,7 @@ extern "C" void kope_kernel(const float* q, const float* k, const float* v, floa
     }
   }
 #pragma omp parallel for schedule(dynamic, 16)
-  for (int64_t row = 0; row < B * H * S; ++row) {  // row = (b * H + h) * S + i
+  for (int64_t row = 0; row < B * H * S; ++row) {        // row = (b * H + h) * S + i
     const int64_t bh = row / S, i = row % S, n = i + 1;  // n keys are visible
     const float* qi = q + row * DH;
     const float* ktb = kt.data() + bh * DH * S;

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* q, const float* k, const float* v, float* o, int64_t B, int64_t S,
-                            int64_t D) {
+extern "C" void kope_kernel(const float* q, const float* k, const float* v, float* o, int64_t B,
+                            int64_t S, int64_t D) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<float> kt(static_cast<std::size_t>(B * D * S));
   for (int64_t b = 0; b < B; ++b) {

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* x, const float* wt, const float* b, float* y, int64_t N, int64_t C,
-                            int64_t L, int64_t CO, int64_t KW) {
+extern "C" void kope_kernel(const float* x, const float* wt, const float* b, float* y, int64_t N,
+                            int64_t C, int64_t L, int64_t CO, int64_t KW) {
   const int64_t LO = L - KW + 1;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t no = 0; no < N * CO; ++no) {

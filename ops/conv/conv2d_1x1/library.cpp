@@ -10,10 +10,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 namespace {
 
@@ -60,8 +59,9 @@ struct Prim {
 
 dnnl::convolution_forward::primitive_desc make_pd(const memory::desc& src, const memory::desc& wei,
                                                   const memory::desc& dst) {
-  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-                                    wei, dst, {1, 1}, {0, 0}, {0, 0});
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                    dnnl::algorithm::convolution_direct, src, wei, dst, {1, 1},
+                                    {0, 0}, {0, 0});
   return dnnl::convolution_forward::primitive_desc(d, engine());
 }
 
@@ -74,7 +74,8 @@ Prim& get(int64_t N, int64_t C, int64_t H, int64_t W, int64_t CO) {
   if (it != cache.end()) return it->second;
   const auto f32 = memory::data_type::f32;
   const memory::dims src_dims{N, C, H, W}, wei_dims{CO, C, 1, 1}, dst_dims{N, CO, H, W};
-  memory::desc src_md(src_dims, f32, tag::nchw), wei_md(wei_dims, f32, tag::oihw), dst_md(dst_dims, f32, tag::nchw);
+  memory::desc src_md(src_dims, f32, tag::nchw), wei_md(wei_dims, f32, tag::oihw),
+      dst_md(dst_dims, f32, tag::nchw);
   auto pd = make_pd(src_md, wei_md, dst_md);
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
     pd = make_pd(memory::desc(src_dims, f32, tag::any), memory::desc(wei_dims, f32, tag::any),
@@ -87,8 +88,8 @@ Prim& get(int64_t N, int64_t C, int64_t H, int64_t W, int64_t CO) {
 
 }  // namespace
 
-extern "C" void kope_kernel(const float* x, const float* wt, float* y, int64_t N, int64_t C, int64_t H, int64_t W,
-                            int64_t CO) {
+extern "C" void kope_kernel(const float* x, const float* wt, float* y, int64_t N, int64_t C,
+                            int64_t H, int64_t W, int64_t CO) {
   Prim& p = get(N, C, H, W, CO);
   dnnl::stream s(engine());
   memory src = p.src.in(s, x);

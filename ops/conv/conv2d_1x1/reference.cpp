@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* x, const float* wt, float* y, int64_t N, int64_t C, int64_t H, int64_t W,
-                            int64_t CO) {
+extern "C" void kope_kernel(const float* x, const float* wt, float* y, int64_t N, int64_t C,
+                            int64_t H, int64_t W, int64_t CO) {
   const int64_t P = H * W;  // pixels per plane
 #pragma omp parallel for schedule(dynamic)
   for (int64_t no = 0; no < N * CO; ++no) {

@@ -10,10 +10,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 namespace {
 
@@ -60,9 +59,11 @@ struct Prim {
 };
 
 dnnl::convolution_forward::primitive_desc make_pd(const memory::desc& src, const memory::desc& wei,
-                                                  const memory::desc& bias, const memory::desc& dst) {
-  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-                                    wei, bias, dst, {1, 1}, {1, 1}, {1, 1});
+                                                  const memory::desc& bias,
+                                                  const memory::desc& dst) {
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                    dnnl::algorithm::convolution_direct, src, wei, bias, dst,
+                                    {1, 1}, {1, 1}, {1, 1});
   return dnnl::convolution_forward::primitive_desc(d, engine());
 }
 
@@ -75,12 +76,13 @@ Prim& get(int64_t N, int64_t C, int64_t H, int64_t W, int64_t CO) {
   if (it != cache.end()) return it->second;
   const auto f32 = memory::data_type::f32;
   const memory::dims src_dims{N, C, H, W}, wei_dims{CO, C, 3, 3}, dst_dims{N, CO, H, W};
-  memory::desc src_md(src_dims, f32, tag::nchw), wei_md(wei_dims, f32, tag::oihw), dst_md(dst_dims, f32, tag::nchw);
+  memory::desc src_md(src_dims, f32, tag::nchw), wei_md(wei_dims, f32, tag::oihw),
+      dst_md(dst_dims, f32, tag::nchw);
   memory::desc bias_md({CO}, f32, tag::a);
   auto pd = make_pd(src_md, wei_md, bias_md, dst_md);
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
-    pd = make_pd(memory::desc(src_dims, f32, tag::any), memory::desc(wei_dims, f32, tag::any), bias_md,
-                 memory::desc(dst_dims, f32, tag::any));
+    pd = make_pd(memory::desc(src_dims, f32, tag::any), memory::desc(wei_dims, f32, tag::any),
+                 bias_md, memory::desc(dst_dims, f32, tag::any));
   }
   Prim p{Port(src_md, pd.src_desc(), true), Port(wei_md, pd.weights_desc(), true),
          Port(dst_md, pd.dst_desc(), false), bias_md, dnnl::convolution_forward(pd)};
@@ -89,15 +91,17 @@ Prim& get(int64_t N, int64_t C, int64_t H, int64_t W, int64_t CO) {
 
 }  // namespace
 
-extern "C" void kope_kernel(const float* x, const float* wt, const float* b, float* y, int64_t N, int64_t C,
-                            int64_t H, int64_t W, int64_t CO) {
+extern "C" void kope_kernel(const float* x, const float* wt, const float* b, float* y, int64_t N,
+                            int64_t C, int64_t H, int64_t W, int64_t CO) {
   Prim& p = get(N, C, H, W, CO);
   dnnl::stream s(engine());
   memory src = p.src.in(s, x);
   memory wei = p.wei.in(s, wt);
   memory bias(p.bias_md, engine(), const_cast<float*>(b));
   memory dst = p.dst.out(y);
-  p.conv.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}});
+  p.conv.execute(
+      s,
+      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}});
   p.dst.finish_out(s, y);
   s.wait();
 }

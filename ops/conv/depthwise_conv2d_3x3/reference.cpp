@@ -2,8 +2,8 @@
 // element is accumulated in double; taps that fall into the padding are skipped.
 #include <cstdint>
 
-extern "C" void kope_kernel(const float* x, const float* wt, const float* b, float* y, int64_t N, int64_t C,
-                            int64_t H, int64_t W) {
+extern "C" void kope_kernel(const float* x, const float* wt, const float* b, float* y, int64_t N,
+                            int64_t C, int64_t H, int64_t W) {
 #pragma omp parallel for schedule(static)
   for (int64_t nc = 0; nc < N * C; ++nc) {
     const int64_t c = nc % C;

@@ -5,15 +5,16 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* x, const float* wt, const float* b, float* y, int64_t N, int64_t C,
-                            int64_t H, int64_t W, int64_t CO) {
+extern "C" void kope_kernel(const float* x, const float* wt, const float* b, float* y, int64_t N,
+                            int64_t C, int64_t H, int64_t W, int64_t CO) {
   const int64_t R = 3, S = 3, pad = 1;
   const int64_t HP = H + 2 * pad, WP = W + 2 * pad;  // padded input size
-  const int64_t HO = H, WO = W;                       // output size (stride 1)
+  const int64_t HO = H, WO = W;                      // output size (stride 1)
   std::vector<float> xp(static_cast<std::size_t>(N * C * HP * WP), 0.0f);
   for (int64_t nc = 0; nc < N * C; ++nc) {
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t w = 0; w < W; ++w) xp[(nc * HP + h + pad) * WP + w + pad] = x[(nc * H + h) * W + w];
+      for (int64_t w = 0; w < W; ++w)
+        xp[(nc * HP + h + pad) * WP + w + pad] = x[(nc * H + h) * W + w];
     }
   }
 #pragma omp parallel for schedule(dynamic)

@@ -13,10 +13,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <vector>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 namespace {
 
@@ -59,8 +58,9 @@ struct Conv {
 dnnl::convolution_forward::primitive_desc make_pd(const memory::desc& src, const memory::desc& wei,
                                                   const memory::desc& dst, const memory::desc& chan,
                                                   const memory::desc* residual) {
-  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-                                    wei, dst, {1, 1}, {1, 1}, {1, 1});
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                    dnnl::algorithm::convolution_direct, src, wei, dst, {1, 1},
+                                    {1, 1}, {1, 1});
   dnnl::post_ops ops;
   ops.append_binary(dnnl::algorithm::binary_mul, chan);
   ops.append_binary(dnnl::algorithm::binary_add, chan);
@@ -73,9 +73,9 @@ dnnl::convolution_forward::primitive_desc make_pd(const memory::desc& src, const
 
 struct Prim {
   memory::desc chan_md, y_md;
-  Port x_in;      // x in the layout conv1 reads
-  Port residual;  // x in the layout conv2 writes
-  Conv c1, c2;    // c2 reads c1.dst and writes its own layout
+  Port x_in;                           // x in the layout conv1 reads
+  Port residual;                       // x in the layout conv2 writes
+  Conv c1, c2;                         // c2 reads c1.dst and writes its own layout
   std::optional<dnnl::reorder> y_out;  // c2.dst -> y, when that layout is not NCHW
   std::vector<float> scale1, shift1, scale2, shift2;
 };
@@ -101,7 +101,8 @@ Prim& get(int64_t N, int64_t C, int64_t H, int64_t W) {
          act_md,
          Port(act_md, pd1.src_desc(), true),
          Port(act_md, pd2.dst_desc(), true),
-         Conv{Port(wei_md, pd1.weights_desc(), true), memory(t_md, engine()), dnnl::convolution_forward(pd1)},
+         Conv{Port(wei_md, pd1.weights_desc(), true), memory(t_md, engine()),
+              dnnl::convolution_forward(pd1)},
          Conv{Port(wei_md, pd2.weights_desc(), true), memory(pd2.dst_desc(), engine()),
               dnnl::convolution_forward(pd2)},
          std::nullopt,
@@ -117,8 +118,8 @@ Prim& get(int64_t N, int64_t C, int64_t H, int64_t W) {
 }
 
 // Folds batch norm into y = z * scale + shift.
-void fold(const float* g, const float* b, const float* mean, const float* var, float eps, std::vector<float>& scale,
-          std::vector<float>& shift) {
+void fold(const float* g, const float* b, const float* mean, const float* var, float eps,
+          std::vector<float>& scale, std::vector<float>& shift) {
   for (size_t c = 0; c < scale.size(); ++c) {
     scale[c] = g[c] / std::sqrt(var[c] + eps);
     shift[c] = b[c] - mean[c] * scale[c];
@@ -128,26 +129,36 @@ void fold(const float* g, const float* b, const float* mean, const float* var, f
 }  // namespace
 
 extern "C" void kope_kernel(const float* x, const float* w1, const float* bn1_g, const float* bn1_b,
-                            const float* bn1_mean, const float* bn1_var, const float* w2, const float* bn2_g,
-                            const float* bn2_b, const float* bn2_mean, const float* bn2_var, float* y, int64_t N,
-                            int64_t C, int64_t H, int64_t W, float eps) {
+                            const float* bn1_mean, const float* bn1_var, const float* w2,
+                            const float* bn2_g, const float* bn2_b, const float* bn2_mean,
+                            const float* bn2_var, float* y, int64_t N, int64_t C, int64_t H,
+                            int64_t W, float eps) {
   Prim& p = get(N, C, H, W);
   fold(bn1_g, bn1_b, bn1_mean, bn1_var, eps, p.scale1, p.shift1);
   fold(bn2_g, bn2_b, bn2_mean, bn2_var, eps, p.scale2, p.shift2);
   dnnl::stream s(engine());
   memory sc1(p.chan_md, engine(), p.scale1.data()), sh1(p.chan_md, engine(), p.shift1.data());
   memory sc2(p.chan_md, engine(), p.scale2.data()), sh2(p.chan_md, engine(), p.shift2.data());
-  const auto post = [](int index) { return DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1; };
+  const auto post = [](int index) {
+    return DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
+  };
   memory src = p.x_in.in(s, x);
   memory wei1 = p.c1.wei.in(s, w1);
-  p.c1.prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei1}, {DNNL_ARG_DST, p.c1.dst},
-                        {post(0), sc1}, {post(1), sh1}});
+  p.c1.prim.execute(s, {{DNNL_ARG_SRC, src},
+                        {DNNL_ARG_WEIGHTS, wei1},
+                        {DNNL_ARG_DST, p.c1.dst},
+                        {post(0), sc1},
+                        {post(1), sh1}});
   memory wei2 = p.c2.wei.in(s, w2);
   memory residual = p.residual.in(s, x);
   memory user_y(p.y_md, engine(), y);
   memory dst = p.y_out ? p.c2.dst : user_y;
-  p.c2.prim.execute(s, {{DNNL_ARG_SRC, p.c1.dst}, {DNNL_ARG_WEIGHTS, wei2}, {DNNL_ARG_DST, dst},
-                        {post(0), sc2}, {post(1), sh2}, {post(2), residual}});
+  p.c2.prim.execute(s, {{DNNL_ARG_SRC, p.c1.dst},
+                        {DNNL_ARG_WEIGHTS, wei2},
+                        {DNNL_ARG_DST, dst},
+                        {post(0), sc2},
+                        {post(1), sh2},
+                        {post(2), residual}});
   if (p.y_out) p.y_out->execute(s, p.c2.dst, user_y);
   s.wait();
 }

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace {
@@ -45,14 +44,15 @@ Prim& get(int64_t M, int64_t N, int64_t K) {
 
 }  // namespace
 
-extern "C" void kope_kernel(const float* x, const float* w, const float* b, float* y, int64_t M, int64_t N,
-                            int64_t K) {
+extern "C" void kope_kernel(const float* x, const float* w, const float* b, float* y, int64_t M,
+                            int64_t N, int64_t K) {
   Prim& p = get(M, N, K);
   dnnl::stream s(engine());
   memory xm(p.x_md, engine(), const_cast<float*>(x));
   memory wm(p.w_md, engine(), const_cast<float*>(w));
   memory bm(p.b_md, engine(), const_cast<float*>(b));
   memory ym(p.y_md, engine(), y);
-  p.prim.execute(s, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, ym}});
+  p.prim.execute(
+      s, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, ym}});
   s.wait();
 }

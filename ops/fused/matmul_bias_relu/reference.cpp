@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* x, const float* w, const float* b, float* y, int64_t M, int64_t N,
-                            int64_t K) {
+extern "C" void kope_kernel(const float* x, const float* w, const float* b, float* y, int64_t M,
+                            int64_t N, int64_t K) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     std::vector<double> acc(static_cast<std::size_t>(N), 0.0);

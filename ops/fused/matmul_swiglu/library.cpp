@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace {
@@ -48,8 +47,8 @@ Prim& get(int64_t M, int64_t N, int64_t K) {
 
 }  // namespace
 
-extern "C" void kope_kernel(const float* x, const float* wg, const float* wu, float* y, int64_t M, int64_t N,
-                            int64_t K) {
+extern "C" void kope_kernel(const float* x, const float* wg, const float* wu, float* y, int64_t M,
+                            int64_t N, int64_t K) {
   Prim& p = get(M, N, K);
   dnnl::stream s(engine());
   memory xm(p.x_md, engine(), const_cast<float*>(x));

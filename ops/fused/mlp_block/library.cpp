@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace {
@@ -43,14 +42,22 @@ Prim& get(int64_t M, int64_t D, int64_t F) {
   attr.set_post_ops(ops);
   dnnl::matmul::primitive_desc up_pd(dnnl::matmul::desc(x_md, w1_md, b1_md, h_md), attr, engine());
   dnnl::matmul::primitive_desc down_pd(dnnl::matmul::desc(h_md, w2_md, b2_md, y_md), engine());
-  Prim p{x_md, w1_md, b1_md, w2_md, b2_md, y_md, memory(h_md, engine()), dnnl::matmul(up_pd), dnnl::matmul(down_pd)};
+  Prim p{x_md,
+         w1_md,
+         b1_md,
+         w2_md,
+         b2_md,
+         y_md,
+         memory(h_md, engine()),
+         dnnl::matmul(up_pd),
+         dnnl::matmul(down_pd)};
   return cache.emplace(key, std::move(p)).first->second;
 }
 
 }  // namespace
 
-extern "C" void kope_kernel(const float* x, const float* w1, const float* b1, const float* w2, const float* b2,
-                            float* y, int64_t M, int64_t D, int64_t F) {
+extern "C" void kope_kernel(const float* x, const float* w1, const float* b1, const float* w2,
+                            const float* b2, float* y, int64_t M, int64_t D, int64_t F) {
   Prim& p = get(M, D, F);
   dnnl::stream s(engine());
   memory xm(p.x_md, engine(), const_cast<float*>(x));
@@ -59,7 +66,9 @@ extern "C" void kope_kernel(const float* x, const float* w1, const float* b1, co
   memory w2m(p.w2_md, engine(), const_cast<float*>(w2));
   memory b2m(p.b2_md, engine(), const_cast<float*>(b2));
   memory ym(p.y_md, engine(), y);
-  p.up.execute(s, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, w1m}, {DNNL_ARG_BIAS, b1m}, {DNNL_ARG_DST, p.h}});
-  p.down.execute(s, {{DNNL_ARG_SRC, p.h}, {DNNL_ARG_WEIGHTS, w2m}, {DNNL_ARG_BIAS, b2m}, {DNNL_ARG_DST, ym}});
+  p.up.execute(
+      s, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, w1m}, {DNNL_ARG_BIAS, b1m}, {DNNL_ARG_DST, p.h}});
+  p.down.execute(
+      s, {{DNNL_ARG_SRC, p.h}, {DNNL_ARG_WEIGHTS, w2m}, {DNNL_ARG_BIAS, b2m}, {DNNL_ARG_DST, ym}});
   s.wait();
 }

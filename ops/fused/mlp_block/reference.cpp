@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* x, const float* w1, const float* b1, const float* w2, const float* b2,
-                            float* y, int64_t M, int64_t D, int64_t F) {
+extern "C" void kope_kernel(const float* x, const float* w1, const float* b1, const float* w2,
+                            const float* b2, float* y, int64_t M, int64_t D, int64_t F) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     std::vector<double> h(static_cast<std::size_t>(F), 0.0);

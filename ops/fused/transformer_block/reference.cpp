@@ -11,7 +11,8 @@ namespace {
 using Vec = std::vector<double>;
 
 // y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * g + b for each of `rows` rows of length D.
-void layernorm(const double* x, const float* g, const float* b, double* y, int64_t rows, int64_t D, double eps) {
+void layernorm(const double* x, const float* g, const float* b, double* y, int64_t rows, int64_t D,
+               double eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x + r * D;
@@ -26,7 +27,8 @@ void layernorm(const double* x, const float* g, const float* b, double* y, int64
 }
 
 // y = x·w + bias: x is rows x K, w is K x N (row-major), bias has N entries.
-void linear(const double* x, const float* w, const float* bias, double* y, int64_t rows, int64_t K, int64_t N) {
+void linear(const double* x, const float* w, const float* bias, double* y, int64_t rows, int64_t K,
+            int64_t N) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     double* yr = y + r * N;
@@ -41,10 +43,11 @@ void linear(const double* x, const float* w, const float* bias, double* y, int64
 }  // namespace
 
 extern "C" void kope_kernel(const float* x, const float* ln1_g, const float* ln1_b, const float* wq,
-                            const float* bq, const float* wk, const float* bk, const float* wv, const float* bv,
-                            const float* wo, const float* bo, const float* ln2_g, const float* ln2_b,
-                            const float* w1, const float* b1, const float* w2, const float* b2, float* y,
-                            int64_t B, int64_t S, int64_t H, int64_t DH, int64_t F, float eps) {
+                            const float* bq, const float* wk, const float* bk, const float* wv,
+                            const float* bv, const float* wo, const float* bo, const float* ln2_g,
+                            const float* ln2_b, const float* w1, const float* b1, const float* w2,
+                            const float* b2, float* y, int64_t B, int64_t S, int64_t H, int64_t DH,
+                            int64_t F, float eps) {
   const int64_t D = H * DH, T = B * S;  // model width, tokens
   const auto n = [](int64_t count) { return static_cast<std::size_t>(count); };
   Vec xd(n(T * D)), a(n(T * D)), q(n(T * D)), k(n(T * D)), v(n(T * D)), att(n(T * D)), x2(n(T * D));
@@ -88,7 +91,8 @@ extern "C" void kope_kernel(const float* x, const float* ln1_g, const float* ln1
   Vec hid(n(T * F)), mlp(n(T * D));
   layernorm(x2.data(), ln2_g, ln2_b, a.data(), T, D, eps);
   linear(a.data(), w1, b1, hid.data(), T, D, F);
-  for (int64_t i = 0; i < T * F; ++i) hid[i] = 0.5 * hid[i] * (1.0 + std::erf(hid[i] / std::sqrt(2.0)));
+  for (int64_t i = 0; i < T * F; ++i)
+    hid[i] = 0.5 * hid[i] * (1.0 + std::erf(hid[i] / std::sqrt(2.0)));
   linear(hid.data(), w2, b2, mlp.data(), T, F, D);
   for (int64_t i = 0; i < T * D; ++i) y[i] = static_cast<float>(x2[i] + mlp[i]);
 }

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace {
@@ -40,8 +39,8 @@ Prim& get(int64_t BATCH, int64_t M, int64_t N, int64_t K) {
 
 }  // namespace
 
-extern "C" void kope_kernel(const float* a, const float* b, float* c, int64_t BATCH, int64_t M, int64_t N,
-                            int64_t K) {
+extern "C" void kope_kernel(const float* a, const float* b, float* c, int64_t BATCH, int64_t M,
+                            int64_t N, int64_t K) {
   Prim& p = get(BATCH, M, N, K);
   dnnl::stream s(engine());
   dnnl::memory am(p.a_md, engine(), const_cast<float*>(a));

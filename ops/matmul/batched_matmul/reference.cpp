@@ -3,12 +3,12 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* a, const float* b, float* c, int64_t BATCH, int64_t M, int64_t N,
-                            int64_t K) {
+extern "C" void kope_kernel(const float* a, const float* b, float* c, int64_t BATCH, int64_t M,
+                            int64_t N, int64_t K) {
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < BATCH * M; ++row) {
     const int64_t bi = row / M;
-    const float* arow = a + row * K;        // a[bi, i, :] with i = row % M
+    const float* arow = a + row * K;  // a[bi, i, :] with i = row % M
     const float* bmat = b + bi * K * N;
     std::vector<double> acc(N, 0.0);
     for (int64_t k = 0; k < K; ++k) {

@@ -2,7 +2,8 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const double* A, const double* B, double* C, int64_t M, int64_t N, int64_t K) {
+extern "C" void kope_kernel(const double* A, const double* B, double* C, int64_t M, int64_t N,
+                            int64_t K) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     std::vector<double> acc(N, 0.0);

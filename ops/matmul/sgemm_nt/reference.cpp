@@ -4,7 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" void kope_kernel(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
+extern "C" void kope_kernel(const float* A, const float* B, float* C, int64_t M, int64_t N,
+                            int64_t K) {
   std::vector<float> bt(static_cast<std::size_t>(K * N));
   for (int64_t j = 0; j < N; ++j) {
     for (int64_t k = 0; k < K; ++k) bt[k * N + j] = B[j * K + k];

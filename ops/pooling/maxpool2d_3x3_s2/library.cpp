@@ -1,6 +1,6 @@
 // kope-library: onednn
-// 3x3 / stride 2 / padding 1 max pooling through oneDNN's pooling forward primitive (pooling_max). The
-// primitive works on the plain NCHW tensors directly unless oneDNN only has its slow reference
+// 3x3 / stride 2 / padding 1 max pooling through oneDNN's pooling forward primitive (pooling_max).
+// The primitive works on the plain NCHW tensors directly unless oneDNN only has its slow reference
 // implementation for them; then it uses oneDNN's preferred layout and reorders the input in and
 // the output out inside every call. Primitives and scratch buffers are created on the first
 // call for a shape and reused, so creation stays outside timed calls (calls for one shape must
@@ -9,10 +9,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 namespace {
 
@@ -60,8 +59,8 @@ struct Prim {
 
 dnnl::pooling_forward::primitive_desc make_pd(const memory::desc& src, const memory::desc& dst,
                                               const memory::dims& kernel) {
-  dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, src, dst,
-                                {2, 2}, kernel, {1, 1}, {1, 1});
+  dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max,
+                                src, dst, {2, 2}, kernel, {1, 1}, {1, 1});
   return dnnl::pooling_forward::primitive_desc(d, engine());
 }
 
@@ -73,11 +72,13 @@ Prim& get(int64_t N, int64_t C, int64_t H, int64_t W) {
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   const auto f32 = memory::data_type::f32;
-  const memory::dims src_dims{N, C, H, W}, dst_dims{N, C, (H - 1) / 2 + 1, (W - 1) / 2 + 1}, kernel{3, 3};
+  const memory::dims src_dims{N, C, H, W}, dst_dims{N, C, (H - 1) / 2 + 1, (W - 1) / 2 + 1},
+      kernel{3, 3};
   memory::desc src_md(src_dims, f32, tag::nchw), dst_md(dst_dims, f32, tag::nchw);
   auto pd = make_pd(src_md, dst_md, kernel);
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
-    pd = make_pd(memory::desc(src_dims, f32, tag::any), memory::desc(dst_dims, f32, tag::any), kernel);
+    pd = make_pd(memory::desc(src_dims, f32, tag::any), memory::desc(dst_dims, f32, tag::any),
+                 kernel);
   }
   Prim p{Port(src_md, pd.src_desc(), true), Port(dst_md, pd.dst_desc(), false), std::nullopt,
          dnnl::pooling_forward(pd)};
@@ -93,7 +94,8 @@ extern "C" void kope_kernel(const float* x, float* y, int64_t N, int64_t C, int6
   memory src = p.src.in(s, x);
   memory dst = p.dst.out(y);
   if (p.workspace) {
-    p.pool.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_WORKSPACE, *p.workspace}});
+    p.pool.execute(s,
+                   {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_WORKSPACE, *p.workspace}});
   } else {
     p.pool.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   }
