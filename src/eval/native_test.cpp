@@ -1,5 +1,6 @@
 #include "eval/native.h"
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,36 @@ TEST(NativeKernel, OpenMpKernelsLoadOneAfterAnother) {
     const int64_t dims[] = {4096};
     kernel->call(buffers, dims);
     EXPECT_EQ(y[4095], static_cast<float>(factor) * 4095.0f);
+  }
+}
+
+// Loading a trusted kernel pins OpenBLAS to the kernels this CPU's ISA supports unless the
+// user chose a core type (OpenBLAS 0.3.21 misdetects newer CPUs as "Prescott").
+TEST(NativeKernel, PinsTheOpenBlasCoreTypeBeforeLoading) {
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  const std::string user_choice = before ? before : "";
+  auto op = spec::parse_op(k_spec, "scale/op.toml", false);
+  ASSERT_TRUE(op) << op.error().message;
+  auto tc = cpu_toolchain();
+  ASSERT_TRUE(tc) << tc.error().message;
+  auto tmp = util::TempDir::create("kope-native-test-");
+  ASSERT_TRUE(tmp) << tmp.error().message;
+  auto src = tmp->path() / "copy.cpp";
+  ASSERT_TRUE(util::write_file_atomic(
+      src, "#include <cstdint>\nextern \"C\" void kope_kernel(const float* x, float* y, int64_t N) {\n"
+           "  for (int64_t i = 0; i < N; ++i) y[i] = x[i];\n}\n"));
+  auto so = build_trusted(*op, src, *tc);
+  ASSERT_TRUE(so) << so.error().message;
+  ASSERT_TRUE(NativeKernel::load(*so));
+  const char* after = std::getenv("OPENBLAS_CORETYPE");
+  if (!user_choice.empty()) {
+    ASSERT_NE(after, nullptr);
+    EXPECT_EQ(std::string(after), user_choice);  // a user's choice is kept
+  } else if (auto expected = openblas_coretype_for_host()) {
+    ASSERT_NE(after, nullptr);
+    EXPECT_EQ(std::string(after), *expected);
+  } else {
+    EXPECT_EQ(after, nullptr);
   }
 }
 
