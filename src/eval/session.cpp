@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 
+#include "eval/native.h"
 #include "eval/sandbox.h"
 #include "util/fs.h"
 #include "util/strings.h"
@@ -138,6 +139,11 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
               {"OMP_MAX_ACTIVE_LEVELS", "1"}};
   if (trusted) {
     spec.env.emplace_back("OPENBLAS_NUM_THREADS", std::to_string(threads));
+    // As for in-process trusted kernels (eval/native.h): OpenBLAS must not fall back to its
+    // slowest kernels on a CPU newer than its tables.
+    auto core = util::get_env("OPENBLAS_CORETYPE");
+    if (!core) core = openblas_coretype_for_host();
+    if (core) spec.env.emplace_back("OPENBLAS_CORETYPE", *core);
     spec.env.emplace_back("ONEDNN_VERBOSE", "0");
   }
   spec.command = {"/kope/runner",  "--sock",    std::to_string(child_sock),

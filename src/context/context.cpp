@@ -1,0 +1,200 @@
+#include "context/context.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <queue>
+
+namespace kope::context {
+
+namespace {
+
+// Hashed word trigrams of a text, sorted and unique, capped for speed.
+std::vector<uint32_t> shingles(std::string_view text) {
+  std::vector<uint32_t> words;
+  uint32_t h = 2166136261u;
+  bool in_word = false;
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '_') {
+      h = (h ^ static_cast<uint32_t>(std::tolower(c))) * 16777619u;
+      in_word = true;
+    } else if (in_word) {
+      words.push_back(h);
+      h = 2166136261u;
+      in_word = false;
+    }
+  }
+  if (in_word) words.push_back(h);
+  std::vector<uint32_t> out;
+  if (words.size() < 3) {
+    out = words;
+  } else {
+    out.reserve(words.size() - 2);
+    for (size_t i = 0; i + 2 < words.size(); ++i) {
+      out.push_back((words[i] * 31u + words[i + 1]) * 31u + words[i + 2]);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  // Keep a bottom-k sketch: the k smallest hashes estimate Jaccard well for large texts.
+  constexpr size_t k_max = 256;
+  if (out.size() > k_max) out.resize(k_max);
+  return out;
+}
+
+double jaccard(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+  if (a.empty() && b.empty()) return 1.0;
+  if (a.empty() || b.empty()) return 0.0;
+  size_t i = 0, j = 0, inter = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i] == b[j]) {
+      ++inter;
+      ++i;
+      ++j;
+    } else if (a[i] < b[j]) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return static_cast<double>(inter) / static_cast<double>(a.size() + b.size() - inter);
+}
+
+int64_t sum_tokens(const std::vector<Item>& items) {
+  int64_t t = 0;
+  for (const auto& it : items) t += it.tokens;
+  return t;
+}
+
+// Greedy selection by (value − λ·max similarity to what is chosen) per token, lazily
+// re-evaluated: a penalty only grows as more is chosen, so a stale bound is an upper bound.
+void greedy(const std::vector<Item>& candidates, int64_t budget, double lambda, std::vector<Item>& chosen,
+            std::vector<std::vector<uint32_t>>& chosen_sketches, std::vector<std::string>& dropped, int64_t& used) {
+  struct Entry {
+    double bound;
+    size_t index;
+    size_t evaluated_at;  // chosen_sketches.size() when bound was computed
+    bool operator<(const Entry& o) const { return bound < o.bound || (bound == o.bound && index > o.index); }
+  };
+  std::vector<std::vector<uint32_t>> sketches(candidates.size());
+  std::priority_queue<Entry> heap;
+  std::vector<bool> taken(candidates.size(), false);
+  auto gain = [&](size_t i) {
+    double penalty = 0;
+    for (const auto& s : chosen_sketches) penalty = std::max(penalty, jaccard(sketches[i], s));
+    double adjusted = candidates[i].value - lambda * penalty * std::max(candidates[i].value, 0.0);
+    return adjusted / static_cast<double>(std::max<int64_t>(1, candidates[i].tokens));
+  };
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    sketches[i] = shingles(candidates[i].text);
+    heap.push({gain(i), i, chosen_sketches.size()});
+  }
+  while (!heap.empty()) {
+    Entry top = heap.top();
+    heap.pop();
+    const Item& item = candidates[top.index];
+    if (used + item.tokens > budget) continue;  // may still fit something smaller
+    if (top.evaluated_at != chosen_sketches.size()) {
+      heap.push({gain(top.index), top.index, chosen_sketches.size()});
+      continue;
+    }
+    if (top.bound <= 0) break;  // nothing left adds value
+    chosen.push_back(item);
+    chosen_sketches.push_back(sketches[top.index]);
+    taken[top.index] = true;
+    used += item.tokens;
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!taken[i]) dropped.push_back(candidates[i].id);
+  }
+}
+
+}  // namespace
+
+std::string_view mode_name(Mode m) {
+  switch (m) {
+    case Mode::active: return "active";
+    case Mode::passive: return "passive";
+    case Mode::none: return "none";
+  }
+  return "?";
+}
+
+std::optional<Mode> parse_mode(std::string_view s) {
+  if (s == "active") return Mode::active;
+  if (s == "passive") return Mode::passive;
+  if (s == "none") return Mode::none;
+  return std::nullopt;
+}
+
+std::string_view tier_name(Tier t) {
+  switch (t) {
+    case Tier::hot: return "hot";
+    case Tier::warm: return "warm";
+    case Tier::cold: return "cold";
+  }
+  return "?";
+}
+
+int64_t Budget::knowledge(int64_t hot_tokens) const {
+  return std::max<int64_t>(0, window - system_prompt - generation - std::max(recency_reserve, hot_tokens));
+}
+
+double text_similarity(std::string_view a, std::string_view b) { return jaccard(shingles(a), shingles(b)); }
+
+Selection select(const std::vector<Item>& hot, const std::vector<Item>& warm, const std::vector<Item>& cold,
+                 const Budget& budget, Mode mode, double redundancy_weight) {
+  Selection sel;
+  int64_t hot_tokens = sum_tokens(hot);
+  int64_t room = budget.window - budget.system_prompt - budget.generation;  // for hot + knowledge
+  sel.hot_overflow = hot_tokens > room;
+  sel.knowledge_budget = budget.knowledge(hot_tokens);
+  sel.chosen = hot;
+  int64_t warm_used = 0, cold_used = 0;
+
+  if (mode == Mode::passive) {
+    // Everything relevant, in retrieval order, up to the window.
+    int64_t left = std::max<int64_t>(0, room - hot_tokens);
+    for (const auto* list : {&warm, &cold}) {
+      for (const auto& it : *list) {
+        if (it.tokens <= left) {
+          sel.chosen.push_back(it);
+          left -= it.tokens;
+          (list == &warm ? warm_used : cold_used) += it.tokens;
+        } else {
+          sel.dropped.push_back(it.id);
+        }
+      }
+    }
+  } else if (mode == Mode::active) {
+    std::vector<std::vector<uint32_t>> sketches;
+    int64_t warm_cap = static_cast<int64_t>(std::floor(budget.warm_cap * static_cast<double>(sel.knowledge_budget)));
+    greedy(warm, warm_cap, redundancy_weight, sel.chosen, sketches, sel.dropped, warm_used);
+    int64_t cold_cap = static_cast<int64_t>(std::floor(budget.cold_cap * static_cast<double>(sel.knowledge_budget)));
+    cold_cap = std::min(cold_cap, sel.knowledge_budget - warm_used);
+    greedy(cold, cold_cap, redundancy_weight, sel.chosen, sketches, sel.dropped, cold_used);
+  } else {
+    for (const auto* list : {&warm, &cold}) {
+      for (const auto& it : *list) sel.dropped.push_back(it.id);
+    }
+  }
+  sel.tier_tokens["hot"] = hot_tokens;
+  sel.tier_tokens["warm"] = warm_used;
+  sel.tier_tokens["cold"] = cold_used;
+  sel.total_tokens = budget.system_prompt + hot_tokens + warm_used + cold_used;
+  return sel;
+}
+
+int64_t TokenEstimator::estimate(std::string_view text) const {
+  if (text.empty()) return 0;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(text.size()) * m_tokens_per_byte)));
+}
+
+void TokenEstimator::calibrate(int64_t estimated, int64_t reported) {
+  if (estimated <= 0 || reported <= 0) return;
+  double observed = m_tokens_per_byte * static_cast<double>(reported) / static_cast<double>(estimated);
+  m_tokens_per_byte = std::clamp(0.7 * m_tokens_per_byte + 0.3 * observed, 0.1, 1.0);
+}
+
+}  // namespace kope::context

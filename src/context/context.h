@@ -1,0 +1,87 @@
+// context/context.h — Active Context Management (DESIGN.md §5).
+//
+// Every iteration the prompt is rebuilt from three admission tiers:
+//   hot   — the op spec, the incumbent, the latest feedback, the target: always admitted;
+//   warm  — items retrieved from memory for this state (successes, failure modes, fixes);
+//   cold  — general notes, other categories, older digests.
+// Memory items compete for the knowledge budget B_k = max(0, W − S − G − R) (window, system
+// prompt, generation allowance, recency reserve; the reserve is at least the hot tier's size).
+// In `active` mode warm then cold fill B_k, each under a cap, chosen greedily by value per token
+// with a redundancy penalty. `passive` admits every relevant item in retrieval order up to the
+// window (the paper's baseline). `none` admits no memory at all. All functions are pure and
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kope::context {
+
+enum class Mode { active, passive, none };
+std::string_view mode_name(Mode m);
+std::optional<Mode> parse_mode(std::string_view s);
+
+enum class Tier { hot, warm, cold };
+std::string_view tier_name(Tier t);
+
+// The window arithmetic for one call.
+struct Budget {
+  int64_t window = 128000;          // W: the model's context window
+  int64_t system_prompt = 0;        // S
+  int64_t generation = 8192;        // G: tokens reserved for the answer
+  int64_t recency_reserve = 4096;   // R: minimum room kept for the hot tier
+  double warm_cap = 0.75;           // share of B_k warm items may take
+  double cold_cap = 0.25;           // share of B_k cold items may take
+
+  // B_k for a hot tier of `hot_tokens`: max(0, W − S − G − max(R, hot_tokens)).
+  int64_t knowledge(int64_t hot_tokens) const;
+};
+
+// One thing that may go into the prompt.
+struct Item {
+  std::string id;        // "case:12", "lesson:L0001", "spec", ...
+  Tier tier = Tier::warm;
+  std::string section;   // where the template puts it: "feasibility", "speed", "failures", ...
+  std::string text;
+  int64_t tokens = 0;    // estimated; filled by the caller (TokenEstimator)
+  double value = 0;      // retrieval score or learned value; higher is better
+  bool foreign = false;  // from another target/toolchain: feasibility only
+};
+
+struct Selection {
+  std::vector<Item> chosen;                 // hot first, then warm, then cold, in rank order
+  std::vector<std::string> dropped;         // ids of candidates left out
+  std::map<std::string, int64_t> tier_tokens;  // "hot", "warm", "cold" -> tokens admitted
+  int64_t knowledge_budget = 0;             // B_k
+  int64_t total_tokens = 0;                 // S + every chosen item
+  bool hot_overflow = false;                // the hot tier alone exceeds W − S − G
+};
+
+// Chooses the prompt's items. `hot` is always admitted; `warm` and `cold` are candidates
+// (their order is the retrieval order, used by passive mode).
+Selection select(const std::vector<Item>& hot, const std::vector<Item>& warm,
+                 const std::vector<Item>& cold, const Budget& budget, Mode mode,
+                 double redundancy_weight = 0.5);
+
+// Approximate similarity of two texts in [0, 1] (Jaccard over hashed word trigrams).
+double text_similarity(std::string_view a, std::string_view b);
+
+// Estimates tokens from text and learns the ratio from the provider's reported usage.
+class TokenEstimator {
+ public:
+  // Tokens for `text` with the current ratio (at least 1 for non-empty text).
+  int64_t estimate(std::string_view text) const;
+  // After a call: the prompt's estimate and what the provider reported. Moves the ratio toward
+  // reported/estimated (exponential moving average) and clamps it to a sane range.
+  void calibrate(int64_t estimated, int64_t reported);
+  double ratio() const { return m_tokens_per_byte; }
+
+ private:
+  double m_tokens_per_byte = 0.3;  // ~3.3 bytes per token for code-heavy English
+};
+
+}  // namespace kope::context

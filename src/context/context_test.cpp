@@ -1,0 +1,147 @@
+#include "context/context.h"
+
+#include <chrono>
+#include <set>
+
+#include <gtest/gtest.h>
+
+namespace kope::context {
+namespace {
+
+Item item(std::string id, Tier tier, int64_t tokens, double value, std::string text = "") {
+  Item it;
+  it.id = std::move(id);
+  it.tier = tier;
+  it.tokens = tokens;
+  it.value = value;
+  it.text = text.empty() ? "unique text for " + it.id + " with several distinct words " + it.id : std::move(text);
+  return it;
+}
+
+std::set<std::string> ids(const Selection& s) {
+  std::set<std::string> out;
+  for (const auto& it : s.chosen) out.insert(it.id);
+  return out;
+}
+
+TEST(Budget, KnowledgeBudgetFormula) {
+  Budget b;
+  b.window = 10000;
+  b.system_prompt = 1000;
+  b.generation = 2000;
+  b.recency_reserve = 1500;
+  EXPECT_EQ(b.knowledge(500), 10000 - 1000 - 2000 - 1500);   // reserve dominates
+  EXPECT_EQ(b.knowledge(3000), 10000 - 1000 - 2000 - 3000);  // a big hot tier dominates
+  EXPECT_EQ(b.knowledge(9000), 0);                           // never negative
+}
+
+TEST(Select, NoneAdmitsOnlyHot) {
+  Budget b;
+  auto s = select({item("spec", Tier::hot, 100, 0)}, {item("w", Tier::warm, 10, 5)}, {item("c", Tier::cold, 10, 5)}, b, Mode::none);
+  EXPECT_EQ(ids(s), (std::set<std::string>{"spec"}));
+  EXPECT_EQ(s.tier_tokens["warm"], 0);
+  EXPECT_EQ(s.tier_tokens["cold"], 0);
+  EXPECT_EQ(s.dropped.size(), 2u);
+}
+
+TEST(Select, ActiveRespectsCapsAndPrefersValuePerToken) {
+  Budget b;
+  b.window = 1000;
+  b.system_prompt = 100;
+  b.generation = 200;
+  b.recency_reserve = 100;  // B_k = 1000 - 100 - 200 - 100 = 600; warm cap 450, cold cap 150
+  std::vector<Item> warm = {item("big", Tier::warm, 400, 4.0),    // 0.01 per token
+                            item("a", Tier::warm, 100, 3.0),      // 0.03
+                            item("b", Tier::warm, 200, 4.0),      // 0.02
+                            item("c", Tier::warm, 150, 1.5)};     // 0.01
+  std::vector<Item> cold = {item("x", Tier::cold, 100, 1.0), item("y", Tier::cold, 100, 0.5)};
+  auto s = select({item("spec", Tier::hot, 50, 0)}, warm, cold, b, Mode::active, 0.0);
+  EXPECT_EQ(s.knowledge_budget, 600);
+  EXPECT_LE(s.tier_tokens["warm"], 450);
+  EXPECT_LE(s.tier_tokens["cold"], 150);
+  EXPECT_EQ(ids(s), (std::set<std::string>{"spec", "a", "b", "c", "x"}));
+  EXPECT_EQ(s.tier_tokens["warm"], 450);
+  EXPECT_EQ(s.total_tokens, 100 + 50 + 450 + 100);
+  // Order: hot first, then by gain.
+  EXPECT_EQ(s.chosen[0].id, "spec");
+  EXPECT_EQ(s.chosen[1].id, "a");
+}
+
+TEST(Select, RedundancyPenaltyAvoidsNearDuplicates) {
+  Budget b;
+  b.window = 10000;
+  b.generation = 0;
+  b.recency_reserve = 0;
+  std::string t = "use avx512 fma with eight accumulators and unroll the k loop by four for matmul";
+  std::vector<Item> warm = {item("one", Tier::warm, 100, 2.0, t), item("dup", Tier::warm, 100, 1.9, t + " again"),
+                            item("other", Tier::warm, 100, 1.0, "poison outputs are checked so never skip work on repeated calls")};
+  b.window = 200;  // room for two of three
+  b.warm_cap = 1.0;
+  auto with_penalty = select({}, warm, {}, b, Mode::active, 1.0);
+  EXPECT_EQ(ids(with_penalty), (std::set<std::string>{"one", "other"}));
+  auto without = select({}, warm, {}, b, Mode::active, 0.0);
+  EXPECT_EQ(ids(without), (std::set<std::string>{"one", "dup"}));
+}
+
+TEST(Select, PassiveTakesEverythingInOrderUpToTheWindow) {
+  Budget b;
+  b.window = 1000;
+  b.system_prompt = 100;
+  b.generation = 200;
+  b.recency_reserve = 500;  // ignored by passive: it fills the window
+  std::vector<Item> warm = {item("w1", Tier::warm, 300, 0.1), item("w2", Tier::warm, 300, 9.0), item("w3", Tier::warm, 300, 5)};
+  std::vector<Item> cold = {item("c1", Tier::cold, 50, 0.1)};
+  auto s = select({item("spec", Tier::hot, 50, 0)}, warm, cold, b, Mode::passive);
+  // room = 700 - 50 hot = 650: w1 (300) + w2 (300) fit, w3 does not, c1 (50) fits.
+  EXPECT_EQ(ids(s), (std::set<std::string>{"spec", "w1", "w2", "c1"}));
+  EXPECT_EQ(s.total_tokens, 100 + 50 + 600 + 50);
+}
+
+TEST(Select, HotOverflowIsReported) {
+  Budget b;
+  b.window = 1000;
+  b.generation = 500;
+  auto s = select({item("spec", Tier::hot, 800, 0)}, {item("w", Tier::warm, 10, 1)}, {}, b, Mode::active);
+  EXPECT_TRUE(s.hot_overflow);
+  EXPECT_EQ(s.knowledge_budget, 0);
+  EXPECT_EQ(s.tier_tokens["warm"], 0);
+}
+
+TEST(Select, NeverExceedsTheBudget) {
+  Budget b;
+  b.window = 5000;
+  b.system_prompt = 300;
+  b.generation = 1000;
+  b.recency_reserve = 200;
+  std::vector<Item> warm, cold;
+  for (int i = 0; i < 200; ++i) {
+    warm.push_back(item("w" + std::to_string(i), Tier::warm, 17 + (i * 37) % 300, 0.1 + (i * 13) % 10));
+    cold.push_back(item("c" + std::to_string(i), Tier::cold, 11 + (i * 53) % 200, 0.1 + (i * 7) % 10));
+  }
+  for (Mode m : {Mode::active, Mode::passive, Mode::none}) {
+    auto s = select({item("spec", Tier::hot, 400, 0)}, warm, cold, b, m);
+    EXPECT_LE(s.total_tokens, b.window - b.generation) << mode_name(m);
+    EXPECT_EQ(s.chosen.size() + s.dropped.size(), 401u);
+  }
+}
+
+TEST(Similarity, Basics) {
+  EXPECT_DOUBLE_EQ(text_similarity("a b c d", "a b c d"), 1.0);
+  EXPECT_LT(text_similarity("tile the k loop for cache reuse", "poison the outputs before each call"), 0.2);
+  EXPECT_GT(text_similarity("tile the k loop for cache reuse in matmul", "tile the k loop for cache reuse in conv"), 0.5);
+}
+
+TEST(TokenEstimator, CalibratesTowardReportedUsage) {
+  TokenEstimator e;
+  std::string text(4000, 'x');
+  int64_t before = e.estimate(text);
+  for (int i = 0; i < 20; ++i) e.calibrate(e.estimate(text), 2000);  // provider says 0.5 tokens/byte
+  EXPECT_NEAR(e.ratio(), 0.5, 0.02);
+  EXPECT_GT(e.estimate(text), before);
+  e.calibrate(100, 0);  // ignored
+  EXPECT_NEAR(e.ratio(), 0.5, 0.02);
+  EXPECT_EQ(e.estimate(""), 0);
+}
+
+}  // namespace
+}  // namespace kope::context
