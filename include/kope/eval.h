@@ -65,7 +65,8 @@ struct CaseTiming {
   double reference_ci95_us = 0;
   std::optional<double> library_ci95_us;
   double floor_us = 0;     // HardwareProfile::floor_seconds for the case, in microseconds
-  double fresh_us = 0;     // one call on fresh inputs (content-keyed caching shows here)
+  double fresh_us = 0;     // one call on fresh inputs, CPU time of the kernel's threads
+                           // (content-keyed caching shows here)
   // Median share of the kernel's runnable time spent waiting for a CPU during the batches
   // (other load on the machine). When enough batches were undisturbed (< 2%), the median and
   // CI come from those alone; samples_us always holds every batch.

@@ -107,7 +107,8 @@ struct TimingOutcome {
   std::vector<double> samples_s;  // per call, one per batch
   int64_t calls_per_batch = 0;
   double overhead_s = 0;          // median round trip of an empty command (subtracted)
-  double fresh_s = 0;             // fastest call on an unseen set (0 without the check)
+  double fresh_s = 0;             // cheapest call on an unseen set: CPU time of the runner's
+                                  // threads when known, else wall time (0 without the check)
   // Per batch: the share of the runner's runnable time spent waiting for a CPU (other load on
   // the machine), from the scheduler's statistics; empty when unavailable.
   std::vector<double> contention;
