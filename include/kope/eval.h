@@ -122,6 +122,8 @@ class Evaluator {
 // --- The CPU C++ backend ------------------------------------------------------------------------
 
 // Knobs of the CPU evaluator. The defaults are what `kope eval` uses; tests shrink the limits.
+// The evaluator returned by make_cpu_evaluator is thread-safe: evaluate() may run on several
+// threads at once (each evaluation has its own sandboxes; timings take turns on the lock).
 struct CpuEvaluatorOptions {
   int threads = 0;                         // OpenMP threads per kernel; 0: the profile's cores
   // Object inspection (rejecting forbidden symbols, constructors, raw syscalls) before loading.
@@ -139,8 +141,9 @@ struct CpuEvaluatorOptions {
   int min_samples = 10;                    // batches before the CI may stop the timing
   // A kernel is rejected when its median is below floor_margin x the hardware floor of the case.
   double floor_margin = 0.5;
-  // ... or when one call on never-seen inputs takes longer than
-  // fresh_factor x median + fresh_slack (content-keyed caching).
+  // ... or when a call on never-seen inputs costs more than fresh_factor x a call on seen
+  // inputs + fresh_slack (single calls, interleaved, CPU time of the kernel's threads): results
+  // cached by content.
   double fresh_factor = 3;
   double fresh_slack_seconds = 0.0005;
   bool refresh_baselines = false;          // re-time references/library baselines (no cache)
