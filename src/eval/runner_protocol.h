@@ -15,7 +15,7 @@ namespace kope::eval::proto {
 
 inline constexpr uint32_t k_magic = 0x45504f4b;  // "KOPE"
 inline constexpr uint32_t k_version = 1;
-inline constexpr uint32_t k_max_tensors = 16;   // inputs + outputs of one op
+inline constexpr uint32_t k_max_tensors = 64;   // inputs (and, separately, outputs) of one op
 inline constexpr uint32_t k_max_slots = 4;      // input (and output) buffer sets per case
 inline constexpr uint32_t k_max_views = 2 * k_max_tensors * k_max_slots;
 inline constexpr uint32_t k_max_dims = 16;
