@@ -64,7 +64,8 @@ struct CaseTiming {
   // interval can be formed; the floor a time may not undercut; the time on never-seen inputs.
   double reference_ci95_us = 0;
   std::optional<double> library_ci95_us;
-  double floor_us = 0;     // HardwareProfile::floor_seconds for the case, in microseconds
+  double floor_us = 0;     // HardwareProfile::floor_seconds for the case (lowered to a faster
+                           // baseline's time), in microseconds; below floor_margin x this: rejected
   double fresh_us = 0;     // one call on fresh inputs, CPU time of the kernel's threads
                            // (content-keyed caching shows here)
   // Median share of the kernel's runnable time spent waiting for a CPU during the batches

@@ -585,6 +585,17 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     double flops = op.flops_for(*c), bytes = op.bytes_for(*c);
     ct.roofline_us = m_hw.roofline_seconds(flops, bytes) * 1e6;
     ct.floor_us = m_hw.floor_seconds(flops, bytes, op.case_buffer_bytes(*c)) * 1e6;
+    // A trusted baseline that beats the floor means the profile underestimates this machine
+    // (e.g. it was measured under load): the floor then drops to that baseline's time.
+    for (double trusted : {ct.reference_us, ct.library_us.value_or(0.0)}) {
+      if (trusted > 0 && trusted < ct.floor_us) {
+        notes += (notes.empty() ? "" : "\n") +
+                 fmt::format("case {}: a baseline ran in {:.3g} µs, below the hardware profile's floor of {:.3g} µs; the profile looks "
+                             "pessimistic (re-measure with `kope hw --refresh` on an idle machine)",
+                             c->index, trusted, ct.floor_us);
+        ct.floor_us = trusted;
+      }
+    }
     ct.fresh_us = t.fresh_s * 1e6;
     ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
     if (ct.contention > 0.1) {

@@ -62,18 +62,23 @@ TEST(Evaluator, ReferenceAgainstItselfIsOne) {
 }
 
 // A time below the hardware's floor is rejected, not celebrated. Here the profile claims a
-// machine so slow that any real time undercuts it.
+// machine so slow that any real time undercuts it; the floor then falls to the fastest trusted
+// baseline (the profile must be pessimistic: baselines only ever lower the floor), and a kernel
+// under half of that is rejected: the op's reference is deliberately ~30x slower than a plain
+// loop.
 TEST(Evaluator, TimesBelowTheFloorAreRejected) {
   HardwareProfile slow = test_profile();
   slow.peak_gflops = 1e-6;
   slow.peak_gbps = 1e-6;
   auto ev = eval::make_cpu_evaluator(slow, test_options());
   ASSERT_TRUE(ev) << ev.error().message;
-  auto r = (*ev)->evaluate(test_op("vadd"), k_vadd, test_eval_options(true));
+  auto r = (*ev)->evaluate(test_op("vadd_slow_ref"), k_vadd, test_eval_options(true));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->verdict, eval::Verdict::rejected) << r->message;
   EXPECT_NE(r->message.find("below the hardware floor"), std::string::npos) << r->message;
   EXPECT_FALSE(r->speedup_vs_reference);
+  // The baseline beat the profile's floor: the report says the profile looks pessimistic.
+  EXPECT_NE(r->diagnostics.find("pessimistic"), std::string::npos) << r->diagnostics;
 }
 
 // A second evaluation of the same source skips the compiler, never the verdict.
