@@ -1,0 +1,34 @@
+#include "memory/codec.h"
+
+#include <zstd.h>
+
+namespace kope::memory {
+
+namespace {
+constexpr int k_zstd_level = 6;
+constexpr size_t k_max_code_bytes = 64u << 20;
+}  // namespace
+
+Result<std::string> compress(std::string_view data) {
+  std::string out(ZSTD_compressBound(data.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), k_zstd_level);
+  if (ZSTD_isError(n)) return fail(ErrorKind::internal, "zstd compression failed: {}", ZSTD_getErrorName(n));
+  out.resize(n);
+  return out;
+}
+
+Result<std::string> decompress(std::string_view frame, size_t expected_size) {
+  if (expected_size > k_max_code_bytes) {
+    return fail(ErrorKind::corrupt, "stored code claims {} bytes (more than the {} byte limit)", expected_size,
+                k_max_code_bytes);
+  }
+  std::string out(expected_size, '\0');
+  size_t n = ZSTD_decompress(out.data(), out.size(), frame.data(), frame.size());
+  if (ZSTD_isError(n)) return fail(ErrorKind::corrupt, "stored code does not decompress: {}", ZSTD_getErrorName(n));
+  if (n != expected_size) {
+    return fail(ErrorKind::corrupt, "stored code decompressed to {} bytes, expected {}", n, expected_size);
+  }
+  return out;
+}
+
+}  // namespace kope::memory
