@@ -478,9 +478,15 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
   // --- Score and render.
   std::vector<RetrievedItem> items;
   std::vector<std::pair<size_t, std::optional<int64_t>>> kernels_to_load;  // item index, code id
+  // A case offered as a best kernel is not offered again as a summary: its signals move over.
   std::unordered_set<int64_t> kernel_cases;
-  for (const auto& [key, c] : cands) {
-    if (c.kind == RetrievedItem::Kind::best_kernel) kernel_cases.insert(c.case_id);
+  for (auto& [key, c] : cands) {
+    if (c.kind != RetrievedItem::Kind::case_summary) continue;
+    auto k = cands.find("kernel:" + std::to_string(c.case_id));
+    if (k == cands.end()) continue;
+    for (const auto& [part, v] : c.parts) k->second.raise(part, v);
+    if (k->second.lineage_note.empty()) k->second.lineage_note = c.lineage_note;
+    kernel_cases.insert(c.case_id);
   }
   for (auto& [key, cand] : cands) {
     Candidate c = cand;
@@ -545,6 +551,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
         item.text = fmt::format("[best kernel · {} ({}{}) on {} · {:.2f}x vs reference · case {}]\nchange: {}\n", f.op,
                                 f.category, c.similar_op ? ", a similar op" : "", f.target,
                                 f.speedup_ref.value_or(0), f.id, short_line(f.optimisation, 300));
+        if (!c.lineage_note.empty()) item.text += "lineage: " + c.lineage_note + "\n";
         kernels_to_load.emplace_back(items.size(), f.code_id);
       } else if (c.failed_case) {
         auto failed = facts.find(*c.failed_case);
