@@ -464,10 +464,6 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
       std::string id = str_from(jl, "id");
       if (id.empty()) return fail(ErrorKind::config, "{}: a lesson has no id", source);
       KOPE_ASSIGN(auto known, resolve_lesson_locked(id));
-      if (known) {
-        ++report.lessons_skipped;
-        continue;
-      }
       Lesson l;
       auto kind = parse_lesson_kind(str_from(jl, "kind"));
       auto status = parse_lesson_status(str_from(jl, "status"));
@@ -503,6 +499,26 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
         }
       }
       std::string lesson_origin = str_from(jl, "origin").empty() ? report.origin : str_from(jl, "origin");
+      if (known) {
+        // Already here (same content-addressed id, or imported before): only provenance the
+        // other database adds is taken over, logged.
+        std::vector<int64_t> fresh;
+        for (int64_t cid : l.source_cases) {
+          KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT 1 FROM lesson_source WHERE lesson_id = ? AND case_id = ?"));
+          st.bind(1, *known).bind(2, cid);
+          KOPE_ASSIGN(bool row, st.step());
+          if (!row) fresh.push_back(cid);
+        }
+        if (!fresh.empty()) {
+          KOPE_TRY(add_lesson_sources_locked(*known, fresh));
+          json payload{{"sources_added", fresh}, {"origin", lesson_origin}};
+          KOPE_TRY(log_delta_locked(*known, "add",
+                                    fmt::format("imported again from {} ({}): provenance added", report.origin, source),
+                                    std::nullopt, payload.dump()));
+        }
+        ++report.lessons_skipped;
+        continue;
+      }
       bool foreign = options.foreign || jl.value("foreign_origin", false);
       if (l.status == LessonStatus::merged) {
         KOPE_ASSIGN(auto into, resolve_lesson_locked(l.merged_into));
