@@ -10,10 +10,12 @@ constexpr size_t k_max_code_bytes = 64u << 20;
 }  // namespace
 
 Result<std::string> compress(std::string_view data) {
-  std::string out(ZSTD_compressBound(data.size()), '\0');
-  size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), k_zstd_level);
+  std::string out(1 + ZSTD_compressBound(data.size()), '\0');
+  out[0] = 'z';
+  size_t n = ZSTD_compress(out.data() + 1, out.size() - 1, data.data(), data.size(), k_zstd_level);
   if (ZSTD_isError(n)) return fail(ErrorKind::internal, "zstd compression failed: {}", ZSTD_getErrorName(n));
-  out.resize(n);
+  if (n >= data.size()) return "r" + std::string(data);
+  out.resize(1 + n);
   return out;
 }
 
@@ -22,6 +24,16 @@ Result<std::string> decompress(std::string_view frame, size_t expected_size) {
     return fail(ErrorKind::corrupt, "stored code claims {} bytes (more than the {} byte limit)", expected_size,
                 k_max_code_bytes);
   }
+  if (frame.empty()) return fail(ErrorKind::corrupt, "stored code is empty");
+  char tag = frame.front();
+  frame.remove_prefix(1);
+  if (tag == 'r') {
+    if (frame.size() != expected_size) {
+      return fail(ErrorKind::corrupt, "stored code has {} bytes, expected {}", frame.size(), expected_size);
+    }
+    return std::string(frame);
+  }
+  if (tag != 'z') return fail(ErrorKind::corrupt, "stored code has an unknown encoding");
   std::string out(expected_size, '\0');
   size_t n = ZSTD_decompress(out.data(), out.size(), frame.data(), frame.size());
   if (ZSTD_isError(n)) return fail(ErrorKind::corrupt, "stored code does not decompress: {}", ZSTD_getErrorName(n));

@@ -8,10 +8,12 @@
 
 namespace kope::memory {
 
-// zstd-compresses `data` (level 6: code is written once and read rarely). Thread-safe.
+// Encodes `data` for storage: one tag byte, then a zstd frame ('z', level 6: code is written
+// once and read rarely) or, when compression does not pay (tiny inputs), the bytes as they are
+// ('r'). Thread-safe.
 Result<std::string> compress(std::string_view data);
-// Decompresses a frame produced by compress(); fails with corrupt when the frame is damaged or
-// its size differs from `expected_size`.
+// Decodes what compress() produced; fails with corrupt when the data is damaged or its size
+// differs from `expected_size`.
 Result<std::string> decompress(std::string_view frame, size_t expected_size);
 
 }  // namespace kope::memory

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memory/json_io.h"
 #include "memory/schema.h"
 #include "memory/sqlite_store.h"
 #include "memory/text.h"
@@ -21,7 +22,6 @@ using nlohmann::json;
 constexpr const char* k_export_format = "kope-memory";
 constexpr int k_export_version = 1;
 
-json opt_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
 std::optional<double> opt_from(const json& j, const char* key) {
   auto it = j.find(key);
@@ -42,53 +42,6 @@ double num_from(const json& j, const char* key, double dflt = 0) {
 int64_t int_from(const json& j, const char* key, int64_t dflt = 0) {
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<int64_t>() : dflt;
-}
-
-json case_to_json(const CaseRecord& c, const std::string& parent_key) {
-  json timings = json::array();
-  for (const auto& t : c.timings) {
-    timings.push_back({{"case_index", t.case_index}, {"median_us", t.median_us}, {"ci95_us", t.ci95_us},
-                       {"reference_us", t.reference_us}, {"library_us", opt_json(t.library_us)}});
-  }
-  return {
-      {"natural_key", c.natural_key},
-      {"run_id", c.run_id},
-      {"origin", c.origin},
-      {"foreign_origin", c.foreign_origin},
-      {"task",
-       {{"op", c.task.op}, {"spec_hash", c.task.spec_hash}, {"category", c.task.category}, {"level", c.task.level},
-        {"signature", c.task.signature}, {"timed_dims", c.task.timed_dims},
-        {"arithmetic_intensity", c.task.arithmetic_intensity}, {"log2_flops", c.task.log2_flops},
-        {"log2_bytes", c.task.log2_bytes}}},
-      {"hardware",
-       {{"target", c.hardware.target}, {"cpu_model", c.hardware.cpu_model}, {"cores", c.hardware.cores},
-        {"peak_gflops", c.hardware.peak_gflops}, {"peak_gbps", c.hardware.peak_gbps}}},
-      {"toolchain", {{"id", c.toolchain.id}, {"backend", c.toolchain.backend}}},
-      {"parent_key", parent_key.empty() ? json(nullptr) : json(parent_key)},
-      {"stage", stage_name(c.stage)},
-      {"optimisation", c.optimisation},
-      {"code", c.code},
-      {"code_hash", c.code_hash},
-      {"verdict", c.verdict},
-      {"message", c.message},
-      {"diagnostics", c.diagnostics},
-      {"error_signature", c.error_signature},
-      {"timings", timings},
-      {"speedup_vs_parent", opt_json(c.speedup_vs_parent)},
-      {"speedup_vs_reference", opt_json(c.speedup_vs_reference)},
-      {"speedup_vs_library", opt_json(c.speedup_vs_library)},
-      {"fraction_of_roofline", opt_json(c.fraction_of_roofline)},
-      {"ratio", c.ratio},
-      {"outcome", outcome_name(c.outcome)},
-      {"downstream", c.downstream},
-      {"quarantine_status", c.quarantine_status},
-      {"quarantine_reason", c.quarantine_reason},
-      {"tokens_prompt", c.tokens_prompt},
-      {"tokens_completion", c.tokens_completion},
-      {"wall_seconds", c.wall_seconds},
-      {"journal", c.journal},
-      {"created_at", c.created_at},
-  };
 }
 
 Result<CaseRecord> case_from_json(const json& j) {
@@ -232,7 +185,7 @@ Status SqliteStore::export_json(std::ostream& out, const ExportOptions& options)
         }
       }
       key_of[c.id] = c.natural_key;
-      out << (first ? "\n  " : ",\n  ") << case_to_json(c, parent_key).dump();
+      out << (first ? "\n  " : ",\n  ") << case_json(c, true, parent_key).dump();
       first = false;
       after = c.id;
     }
@@ -262,26 +215,9 @@ Status SqliteStore::export_json(std::ostream& out, const ExportOptions& options)
                            {"status_after", st.text(5)}, {"created_at", st.text(6)}});
       }
     }
-    json value = json::object();
-    for (const auto& [k, v] : l.value) value[k] = v;
-    json jl{{"id", l.id},
-            {"kind", lesson_kind_name(l.kind)},
-            {"title", l.title},
-            {"text", l.text},
-            {"error_signature", l.error_signature},
-            {"scope", {{"category", l.scope.category}, {"backend", l.scope.backend}, {"target", l.scope.target},
-                       {"toolchain", l.scope.toolchain}}},
-            {"helpful", l.helpful},
-            {"harmful", l.harmful},
-            {"value", value},
-            {"status", lesson_status_name(l.status)},
-            {"merged_into", l.merged_into},
-            {"origin", l.origin},
-            {"foreign_origin", l.foreign_origin},
-            {"valid_from", l.valid_from},
-            {"valid_to", l.valid_to},
-            {"source_keys", sources},
-            {"history", history}};
+    json jl = lesson_json(l);
+    jl["source_keys"] = sources;
+    jl["history"] = history;
     out << (first ? "\n  " : ",\n  ") << jl.dump();
     first = false;
   }
