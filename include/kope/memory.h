@@ -381,6 +381,8 @@ class Store {
   // Records many cases in one transaction (parents may precede children in the same batch).
   // Idempotent per case as record_case. All or nothing.
   virtual Result<std::vector<int64_t>> record_cases(const std::vector<CaseRecord>& cs);
+  // Applies many lesson deltas in one transaction, in order (all or nothing); the ids as apply().
+  virtual Result<std::vector<std::string>> apply_all(const std::vector<LessonDelta>& deltas);
   virtual Result<std::vector<CaseRecord>> cases(const CaseFilter& filter);
   // The began-from forest of an op's cases (on one target, or all for ""), parents first.
   virtual Result<std::vector<LineageNode>> lineage(const std::string& op, const std::string& target);

@@ -1,13 +1,20 @@
 #include "memory/codec.h"
 
+#include <openssl/sha.h>
 #include <zstd.h>
 
 namespace kope::memory {
 
 namespace {
-constexpr int k_zstd_level = 6;
+constexpr int k_zstd_level = 3;  // zstd's default: about as small as 6 for source code, much faster
 constexpr size_t k_max_code_bytes = 64u << 20;
 }  // namespace
+
+std::string content_hash(std::string_view data) {
+  std::string out(SHA256_DIGEST_LENGTH, '\0');
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), reinterpret_cast<unsigned char*>(out.data()));
+  return out;
+}
 
 Result<std::string> compress(std::string_view data) {
   std::string out(1 + ZSTD_compressBound(data.size()), '\0');

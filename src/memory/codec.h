@@ -8,8 +8,11 @@
 
 namespace kope::memory {
 
-// Encodes `data` for storage: one tag byte, then a zstd frame ('z', level 6: code is written
-// once and read rarely) or, when compression does not pay (tiny inputs), the bytes as they are
+// The content address of `data`: its SHA-256 as 32 raw bytes. Thread-safe.
+std::string content_hash(std::string_view data);
+
+// Encodes `data` for storage: one tag byte, then a zstd frame ('z', level 3) or, when
+// compression does not pay (tiny inputs), the bytes as they are
 // ('r'). Thread-safe.
 Result<std::string> compress(std::string_view data);
 // Decodes what compress() produced; fails with corrupt when the data is damaged or its size

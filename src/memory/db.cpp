@@ -206,13 +206,15 @@ std::string Stmt::blob(int col) const {
   return std::string(static_cast<const char*>(p), static_cast<size_t>(n));
 }
 
-Result<Transaction> Transaction::begin(Db& db) {
+Result<Transaction> Transaction::begin(Db& db, std::function<void()> on_rollback) {
   KOPE_TRY(db.exec("BEGIN IMMEDIATE"));
-  return Transaction(&db);
+  return Transaction(&db, std::move(on_rollback));
 }
 
 Transaction::~Transaction() {
-  if (m_db && m_db->in_transaction()) (void)m_db->exec("ROLLBACK");
+  if (!m_db) return;
+  if (m_db->in_transaction()) (void)m_db->exec("ROLLBACK");
+  if (m_on_rollback) m_on_rollback();
 }
 
 Status Transaction::commit() {

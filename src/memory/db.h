@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -111,8 +112,12 @@ class Db {
 // is not supported (the store never nests).
 class Transaction {
  public:
-  static Result<Transaction> begin(Db& db);
-  Transaction(Transaction&& other) noexcept : m_db(other.m_db) { other.m_db = nullptr; }
+  // `on_rollback` runs when the transaction is rolled back (failed commit or scope exit), so
+  // callers can drop caches that assumed the writes would stay.
+  static Result<Transaction> begin(Db& db, std::function<void()> on_rollback = {});
+  Transaction(Transaction&& other) noexcept : m_db(other.m_db), m_on_rollback(std::move(other.m_on_rollback)) {
+    other.m_db = nullptr;
+  }
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
   Transaction& operator=(Transaction&&) = delete;
@@ -120,8 +125,9 @@ class Transaction {
   Status commit();
 
  private:
-  explicit Transaction(Db* db) : m_db(db) {}
+  Transaction(Db* db, std::function<void()> on_rollback) : m_db(db), m_on_rollback(std::move(on_rollback)) {}
   Db* m_db;
+  std::function<void()> m_on_rollback;
 };
 
 // Maps an SQLite result code to an error kind.

@@ -337,7 +337,7 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
   if (report.origin.empty()) return fail(ErrorKind::config, "{}: the export names no origin", source);
 
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, Transaction::begin(*m_db));
+  KOPE_ASSIGN(Transaction tx, begin_locked());
   auto body = [&]() -> Status {
     std::unordered_map<std::string, int64_t> key_map;  // exported natural key -> local id
     const json empty = json::array();
@@ -500,7 +500,7 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
     reset_caches();
     return std::unexpected(std::move(s).error().with_context(fmt::format("importing {}", source)));
   }
-  if (auto s = tx.commit(); !s) {
+  if (auto s = commit_locked(tx); !s) {
     reset_caches();
     return std::unexpected(s.error());
   }

@@ -216,6 +216,7 @@ Status SqliteStore::log_delta_locked(const std::string& lesson_id, std::string_v
 }
 
 Status SqliteStore::index_lesson_locked(int64_t seq, bool remove, const Lesson& l) {
+  note_terms_locked(1, lesson_body(l), remove ? -1 : +1);
   KOPE_ASSIGN(Stmt st, m_db->prepare(remove ? "INSERT INTO lesson_fts(lesson_fts, rowid, body, tags) "
                                               "VALUES ('delete', ?, ?, ?)"
                                             : "INSERT INTO lesson_fts(rowid, body, tags) VALUES (?, ?, ?)"));
@@ -482,11 +483,24 @@ Result<std::string> SqliteStore::apply_locked(const LessonDelta& delta) {
 
 Result<std::string> SqliteStore::apply(const LessonDelta& delta) {
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, Transaction::begin(*m_db));
+  KOPE_ASSIGN(Transaction tx, begin_locked());
   auto id = apply_locked(delta);
   if (!id) return id;
-  KOPE_TRY(tx.commit());
+  KOPE_TRY(commit_locked(tx));
   return id;
+}
+
+Result<std::vector<std::string>> SqliteStore::apply_all(const std::vector<LessonDelta>& deltas) {
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(Transaction tx, begin_locked());
+  std::vector<std::string> ids;
+  ids.reserve(deltas.size());
+  for (const auto& d : deltas) {
+    KOPE_ASSIGN(std::string id, apply_locked(d));
+    ids.push_back(std::move(id));
+  }
+  KOPE_TRY(commit_locked(tx));
+  return ids;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -495,7 +509,7 @@ Result<std::string> SqliteStore::apply(const LessonDelta& delta) {
 Status SqliteStore::log_retrieval(const RetrievalLogEntry& e) {
   if (e.prompt_id.empty()) return fail(ErrorKind::usage, "retrieval log entry has no prompt id");
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, Transaction::begin(*m_db));
+  KOPE_ASSIGN(Transaction tx, begin_locked());
   json tiers = json::object();
   for (const auto& [tier, tokens] : e.tier_tokens) tiers[tier] = tokens;
   {
@@ -514,7 +528,7 @@ Status SqliteStore::log_retrieval(const RetrievalLogEntry& e) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO prompt_item(prompt_id, item_id, score) VALUES (?, ?, ?)"));
     KOPE_TRY(st.bind(1, e.prompt_id).bind(2, item).bind(3, std::isfinite(score) ? score : 0.0).run());
   }
-  return tx.commit();
+  return commit_locked(tx);
 }
 
 Result<std::optional<RetrievalLogEntry>> SqliteStore::retrieval_entry(const std::string& prompt_id) {
@@ -566,7 +580,7 @@ Result<std::pair<double, double>> SqliteStore::update_value_locked(const std::st
 Status SqliteStore::credit(const std::string& prompt_id, double reward) {
   if (!std::isfinite(reward)) return fail(ErrorKind::usage, "credit for prompt {}: reward is not finite", prompt_id);
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, Transaction::begin(*m_db));
+  KOPE_ASSIGN(Transaction tx, begin_locked());
   Stage stage = Stage::draft;
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT stage, credited_at FROM prompt WHERE id = ?"));
@@ -613,7 +627,7 @@ Status SqliteStore::credit(const std::string& prompt_id, double reward) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE prompt SET credited_at = ?, reward = ? WHERE id = ?"));
     KOPE_TRY(st.bind(1, now_iso8601()).bind(2, reward).bind(3, prompt_id).run());
   }
-  return tx.commit();
+  return commit_locked(tx);
 }
 
 }  // namespace kope::memory

@@ -8,6 +8,9 @@
 // (FTS5, newest first, bm25 computed only for those rows). Candidates are then loaded in one
 // query, scored, and the best `limit` returned.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <unordered_map>
 #include <unordered_set>
@@ -23,12 +26,19 @@ namespace kope::memory {
 namespace {
 
 constexpr int k_fix_lessons_limit = 20;
-constexpr int k_fts_lessons_limit = 30;
-constexpr int k_scope_lessons_limit = 40;
-constexpr int k_fix_links_limit = 30;
-constexpr int k_graph_limit = 30;
+constexpr size_t k_lexical_lessons = 20;
+constexpr int k_scope_lessons_limit = 20;  // per scope (this category, general)
+constexpr int k_fix_links_limit = 20;
+constexpr int k_graph_limit = 20;
 constexpr int k_similar_tasks = 5;
-constexpr int k_journal_limit = 60;
+constexpr size_t k_lexical_journals = 20;  // best overall, plus as many again from the op's category
+constexpr size_t k_query_terms = 16;
+// Lexical search reads only the postings of the query's rarer terms, at most this many in all
+// (very common terms carry almost no BM25 weight), and scores the newest k_lexical_rows documents
+// that match them: both bound the cost however large the memory grows.
+constexpr int64_t k_posting_budget = 20000;
+constexpr int k_lexical_rows = 300;
+constexpr double k_lexical_half = 5.0;  // a BM25 score of 5 counts as a lexical signal of 0.5
 constexpr int k_lineage_ancestors = 6;
 constexpr int k_lineage_children = 20;
 constexpr size_t k_journal_excerpt = 600;
@@ -149,6 +159,12 @@ std::string json_strings(const std::vector<std::string>& ids) {
 
 double squash(double x) { return x <= 0 ? 0.0 : x / (1.0 + x); }
 
+struct LexicalHit {
+  int64_t rowid = 0;
+  double bm25 = 0;
+  int64_t task_id = 0;  // journals only
+};
+
 }  // namespace
 
 double task_similarity(const TaskInfo& a, const TaskInfo& b) {
@@ -187,8 +203,67 @@ Status SqliteStore::refresh_tasks_locked() {
   return {};
 }
 
+// BM25 matches of `text` in a corpus (0: journals, 1: lessons) over the query's rarer terms
+// (document frequencies from term_df, postings within k_posting_budget), best first.
+static Result<std::vector<LexicalHit>> lexical_search(Db& db, int corpus, std::string_view text) {
+  std::vector<std::pair<int64_t, std::string>> terms;  // df, term
+  {
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT df FROM term_df WHERE corpus = ? AND term = ?"));
+    std::set<std::string> seen;
+    for (const auto& t : text_tokens(text)) {
+      if (seen.size() >= k_query_terms) break;
+      if (!seen.insert(t).second) continue;
+      st.reset().bind(1, corpus).bind(2, t);
+      KOPE_ASSIGN(bool row, st.step());
+      if (row && st.int64(0) > 0) terms.emplace_back(st.int64(0), t);
+    }
+  }
+  std::sort(terms.begin(), terms.end());
+  std::string match;
+  std::vector<SqlValue> params{SqlValue{std::string()}};
+  int64_t postings = 0;
+  for (const auto& [df, term] : terms) {
+    if (postings + df > k_posting_budget) break;
+    postings += df;
+    match += (match.empty() ? "\"" : " OR \"") + term + "\"";
+    params.emplace_back(df);
+  }
+  std::vector<LexicalHit> hits;
+  if (match.empty()) return hits;
+  params[0] = match;
+  std::string args;
+  for (size_t i = 1; i < params.size(); ++i) args += fmt::format(", ?{}", i + 1);
+  std::string sql =
+      corpus == 0 ? fmt::format("SELECT journal_fts.rowid, kope_bm25(journal_fts{}), d.task_id FROM journal_fts "
+                                "CROSS JOIN case_derived d ON d.case_id = journal_fts.rowid WHERE journal_fts MATCH ?1 "
+                                "ORDER BY journal_fts.rowid DESC LIMIT {}",
+                                args, k_lexical_rows)
+                  : fmt::format("SELECT rowid, kope_bm25(lesson_fts{}), 0 FROM lesson_fts WHERE lesson_fts MATCH ?1 "
+                                "ORDER BY rowid DESC LIMIT {}",
+                                args, k_lexical_rows);
+  KOPE_ASSIGN(Stmt st, db.prepare(sql));
+  st.bind_all(params);
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) break;
+    hits.push_back({st.int64(0), st.real(1), st.int64(2)});
+  }
+  std::sort(hits.begin(), hits.end(), [](const LexicalHit& a, const LexicalHit& b) {
+    return a.bm25 != b.bm25 ? a.bm25 > b.bm25 : a.rowid > b.rowid;
+  });
+  return hits;
+}
+
 Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q) {
   std::lock_guard lock(m_mutex);
+  static const bool trace = std::getenv("KOPE_TRACE_RETRIEVE") != nullptr;
+  auto t_prev = std::chrono::steady_clock::now();
+  auto mark = [&](const char* what) {
+    if (!trace) return;
+    auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "%-12s %8.3f ms\n", what, std::chrono::duration<double, std::milli>(now - t_prev).count());
+    t_prev = now;
+  };
   KOPE_TRY(refresh_tasks_locked());
   const Weights weights = weights_for(q.stage);
   std::unordered_map<std::string, Candidate> cands;  // keyed by item id
@@ -221,10 +296,11 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
   std::partial_sort(similar.begin(), similar.begin() + std::min<size_t>(similar.size(), k_similar_tasks * 3),
                     similar.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
 
+  mark("tasks");
   // --- Lessons: fixes for the error, lexical matches, and lessons of this scope.
   if (!q.last_error_signature.empty()) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq FROM lessons WHERE error_signature = ? AND status = 0 "
-                                       "ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq FROM lessons WHERE error_signature = ? AND error_signature <> '' "
+                                       "AND status = 0 ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
     st.bind(1, q.last_error_signature).bind(2, k_fix_lessons_limit);
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
@@ -232,29 +308,28 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       lesson_cand(st.int64(0)).raise("fix", 1.0);
     }
   }
+  mark("fixlessons");
   std::string lexical_text = q.text + " " + q.last_error_signature + " " + q.bottleneck;
-  std::string or_query = fts_or_query(lexical_text);
-  if (!or_query.empty()) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT rowid, bm25(lesson_fts, 1.0, 0.2) FROM lesson_fts "
-                                       "WHERE lesson_fts MATCH ? ORDER BY rank LIMIT ?"));
-    st.bind(1, or_query).bind(2, k_fts_lessons_limit);
-    for (;;) {
-      KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
-      lesson_cand(st.int64(0)).raise("lexical", squash(-st.real(1)));
-    }
-  }
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq FROM lessons WHERE status = 0 AND category IN (?, '') "
-                                       "ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
-    st.bind(1, q.task.category).bind(2, k_scope_lessons_limit);
-    for (;;) {
-      KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
-      lesson_cand(st.int64(0));
+    KOPE_ASSIGN(auto hits, lexical_search(*m_db, 1, lexical_text));
+    for (size_t i = 0; i < hits.size() && i < k_lexical_lessons; ++i) {
+      lesson_cand(hits[i].rowid).raise("lexical", hits[i].bm25 / (hits[i].bm25 + k_lexical_half));
     }
   }
-
+  mark("lessonfts");
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq FROM lessons WHERE status = 0 AND category = ? "
+                                       "ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
+    for (const std::string& category : {q.task.category, std::string()}) {
+      st.reset().bind(1, category).bind(2, k_scope_lessons_limit);
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        lesson_cand(st.int64(0));
+      }
+    }
+  }
+  mark("scopelessons");
   // --- Cases: error->fix links (any hardware: fixes transfer).
   if (!q.last_error_signature.empty()) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
@@ -268,6 +343,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       c.failed_case = st.int64(1);
     }
   }
+  mark("fixlinks");
   // The op's cases with the highest downstream scores.
   for (int64_t tid : op_tasks) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT case_id FROM case_derived WHERE task_id = ? "
@@ -279,6 +355,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       case_cand(st.int64(0));
     }
   }
+  mark("graph");
   // Best kernels from the per-task summaries: this op and the most similar ops (native only),
   // and the first correct case of this op elsewhere (what compiles and passes there).
   {
@@ -311,6 +388,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       }
     }
   }
+  mark("summaries");
   // Lineage around the incumbent: its ancestors, what was already tried from it and from its
   // parent (alternative branches and their outcomes).
   if (q.incumbent_case) {
@@ -341,20 +419,25 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       }
     }
   }
+  mark("lineage");
   // Recent journals matching the query text, restricted to this op or category.
-  if (!or_query.empty()) {
-    std::string scoped = fmt::format("({}) AND (\"{}\" OR \"{}\")", or_query, search_tag("op", q.task.op),
-                                     search_tag("cat", q.task.category));
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT rowid, bm25(journal_fts, 1.0, 0.1) FROM journal_fts "
-                                       "WHERE journal_fts MATCH ? ORDER BY rowid DESC LIMIT ?"));
-    st.bind(1, scoped).bind(2, k_journal_limit);
-    for (;;) {
-      KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
-      case_cand(st.int64(0)).raise("lexical", squash(-st.real(1)));
+  {
+    KOPE_ASSIGN(auto hits, lexical_search(*m_db, 0, lexical_text));
+    size_t overall = 0, in_category = 0;
+    for (const auto& h : hits) {
+      auto t = task_by_id.find(h.task_id);
+      bool near = t != task_by_id.end() && t->second->info.category == q.task.category;
+      if (overall < k_lexical_journals) {
+        ++overall;
+      } else if (near && in_category < k_lexical_journals) {
+        ++in_category;
+      } else {
+        continue;
+      }
+      case_cand(h.rowid).raise("lexical", h.bm25 / (h.bm25 + k_lexical_half));
     }
   }
-
+  mark("journalfts");
   // --- Load the candidates' facts in two queries.
   std::vector<int64_t> case_ids, lesson_seqs;
   for (const auto& [key, c] : cands) {
@@ -429,6 +512,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
     }
   }
 
+  mark("load");
   // --- Learned values for the stage.
   auto item_id_of = [&](const std::string& key, const Candidate& c) -> std::string {
     if (c.kind == RetrievedItem::Kind::lesson) {
@@ -475,6 +559,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
     return v_norm * confidence + (helpfulness - 0.5);
   };
 
+  mark("values");
   // --- Score and render.
   std::vector<RetrievedItem> items;
   std::vector<std::pair<size_t, std::optional<int64_t>>> kernels_to_load;  // item index, code id
@@ -585,6 +670,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
     item.tokens = estimate_tokens(item.text);
     items.push_back(std::move(item));
   }
+  mark("score");
   // Best first; ties by id for determinism.
   std::vector<size_t> order(items.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -611,6 +697,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
     }
     out.push_back(std::move(item));
   }
+  mark("kernels");
   return out;
 }
 

@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <fstream>
 #include <random>
 
@@ -67,7 +69,7 @@ CREATE TABLE lessons(
   merged_into TEXT, helpful INTEGER NOT NULL, harmful INTEGER NOT NULL,
   origin_id INTEGER NOT NULL REFERENCES origin(id), foreign_origin INTEGER NOT NULL,
   valid_from TEXT NOT NULL, valid_to TEXT NOT NULL);
-CREATE INDEX lessons_scope ON lessons(status, category);
+CREATE INDEX lessons_scope ON lessons(status, category, (helpful - harmful) DESC, seq DESC);
 CREATE INDEX lessons_signature ON lessons(error_signature) WHERE error_signature <> '';
 CREATE TABLE lesson_source(
   lesson_id TEXT NOT NULL REFERENCES lessons(id), case_id INTEGER NOT NULL REFERENCES cases(id),
@@ -107,6 +109,8 @@ CREATE TABLE task_summary(
   PRIMARY KEY(task_id, hardware_id, toolchain_id, foreign_origin)) WITHOUT ROWID;
 CREATE VIRTUAL TABLE journal_fts USING fts5(body, tags, content='', tokenize="unicode61 tokenchars '_'");
 CREATE VIRTUAL TABLE lesson_fts USING fts5(body, tags, content='', tokenize="unicode61 tokenchars '_'");
+CREATE TABLE term_df(corpus INTEGER NOT NULL, term TEXT NOT NULL, df INTEGER NOT NULL,
+                     PRIMARY KEY(corpus, term)) WITHOUT ROWID;
 
 INSERT INTO fix_link(error_signature, fix_case, failed_case)
   SELECT p.error_signature, c.id, p.id FROM cases c JOIN cases p ON p.id = c.parent_id
@@ -131,6 +135,12 @@ INSERT INTO lesson_fts(rowid, body, tags)
   SELECT seq, title || ' ' || text || ' ' || error_signature,
          kope_lesson_tags(kind, category, backend, target)
   FROM lessons;
+CREATE VIRTUAL TABLE temp.kope_journal_vocab USING fts5vocab(main, journal_fts, 'col');
+CREATE VIRTUAL TABLE temp.kope_lesson_vocab USING fts5vocab(main, lesson_fts, 'col');
+INSERT INTO term_df(corpus, term, df) SELECT 0, term, doc FROM temp.kope_journal_vocab WHERE col = 'body';
+INSERT INTO term_df(corpus, term, df) SELECT 1, term, doc FROM temp.kope_lesson_vocab WHERE col = 'body';
+DROP TABLE temp.kope_journal_vocab;
+DROP TABLE temp.kope_lesson_vocab;
 )sql";
 
 constexpr std::array<const char*, k_schema_version> k_migrations = {k_schema_v1, k_schema_v2};
@@ -160,6 +170,40 @@ void lesson_tags_fn(sqlite3_context* ctx, int argc, sqlite3_value** argv) {
   std::string tags = lesson_search_tags(sqlite3_value_int(argv[0]), arg_text(argv[1]),
                                         arg_text(argv[2]), arg_text(argv[3]));
   sqlite3_result_text(ctx, tags.c_str(), static_cast<int>(tags.size()), SQLITE_TRANSIENT);
+}
+
+// kope_bm25(fts_table, df_0, df_1, ...): Okapi BM25 of the current row over the `body` column
+// (column 0), with the document frequency of each phrase of the MATCH expression passed in (from
+// kope's term statistics, so FTS5 never scans a whole doclist to find it); a negative df leaves
+// that phrase out of the score. N and the average length come from FTS5's own totals.
+void bm25_fn(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* out, int n_args, sqlite3_value** args) {
+  constexpr double k1 = 1.2, b = 0.75;
+  constexpr int k_max_phrases = 64;
+  sqlite3_int64 rows = 0, total = 0;
+  int dl = 0, n_inst = 0;
+  if (api->xRowCount(fts, &rows) != SQLITE_OK || api->xColumnTotalSize(fts, 0, &total) != SQLITE_OK ||
+      api->xColumnSize(fts, 0, &dl) != SQLITE_OK || api->xInstCount(fts, &n_inst) != SQLITE_OK) {
+    sqlite3_result_error(out, "kope_bm25: cannot read FTS5 statistics", -1);
+    return;
+  }
+  int phrases = std::min(api->xPhraseCount(fts), k_max_phrases);
+  std::array<int, k_max_phrases> tf{};
+  for (int i = 0; i < n_inst; ++i) {
+    int phrase = 0, col = 0, off = 0;
+    if (api->xInst(fts, i, &phrase, &col, &off) != SQLITE_OK) break;
+    if (col == 0 && phrase < phrases) ++tf[static_cast<size_t>(phrase)];
+  }
+  double avgdl = rows > 0 ? static_cast<double>(total) / static_cast<double>(rows) : 1.0;
+  double n = static_cast<double>(std::max<sqlite3_int64>(rows, 1));
+  double score = 0;
+  for (int p = 0; p < phrases && p < n_args; ++p) {
+    double df = sqlite3_value_double(args[p]);
+    int f = tf[static_cast<size_t>(p)];
+    if (df < 0 || f == 0) continue;
+    double idf = std::log((n - df + 0.5) / (df + 0.5) + 1.0);
+    score += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * dl / std::max(avgdl, 1e-9)));
+  }
+  sqlite3_result_double(out, score);
 }
 
 uint32_t be32(const unsigned char* p) {
@@ -228,6 +272,18 @@ Status register_functions(Db& db) {
   rc = sqlite3_create_function_v2(db.handle(), "kope_lesson_tags", 4, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
                                   nullptr, lesson_tags_fn, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return std::unexpected(db.error(rc, "cannot register kope_lesson_tags"));
+  // The FTS5 API pointer, as the FTS5 documentation prescribes.
+  fts5_api* fts = nullptr;
+  sqlite3_stmt* st = nullptr;
+  rc = sqlite3_prepare_v2(db.handle(), "SELECT fts5(?1)", -1, &st, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_pointer(st, 1, static_cast<void*>(&fts), "fts5_api_ptr", nullptr);
+    sqlite3_step(st);
+  }
+  sqlite3_finalize(st);
+  if (!fts) return fail(ErrorKind::unavailable, "this SQLite has no FTS5 (kope's memory needs it)");
+  rc = fts->xCreateFunction(fts, "kope_bm25", nullptr, bm25_fn, nullptr);
+  if (rc != SQLITE_OK) return std::unexpected(db.error(rc, "cannot register kope_bm25"));
   return {};
 }
 

@@ -46,19 +46,6 @@ bool known_verdict(std::string_view v) {
   return false;
 }
 
-std::string hex_to_bin(std::string_view hex) {
-  std::string out;
-  out.reserve(hex.size() / 2);
-  auto nib = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return 0;
-  };
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>((nib(hex[i]) << 4) | nib(hex[i + 1]));
-  return out;
-}
-
 std::string bin_to_hex(std::string_view bin) {
   static constexpr char k_digits[] = "0123456789abcdef";
   std::string out;
@@ -224,7 +211,34 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::pa
   return store;
 }
 
+Result<Transaction> SqliteStore::begin_locked() {
+  m_pending_terms.clear();
+  return Transaction::begin(*m_db, [this] { reset_caches(); });
+}
+
+Status SqliteStore::commit_locked(Transaction& tx) {
+  KOPE_TRY(flush_terms_locked());
+  return tx.commit();
+}
+
+void SqliteStore::note_terms_locked(int corpus, std::string_view text, int delta) {
+  for (const auto& t : token_set(text)) m_pending_terms[{corpus, t}] += delta;
+}
+
+Status SqliteStore::flush_terms_locked() {
+  if (m_pending_terms.empty()) return {};
+  KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, max(?3, 0)) "
+                                     "ON CONFLICT DO UPDATE SET df = max(df + ?3, 0)"));
+  for (const auto& [key, delta] : m_pending_terms) {
+    if (delta == 0) continue;
+    KOPE_TRY(st.reset().bind(1, key.first).bind(2, key.second).bind(3, delta).run());
+  }
+  m_pending_terms.clear();
+  return {};
+}
+
 void SqliteStore::reset_caches() {
+  m_pending_terms.clear();
   m_task_ids.clear();
   m_hardware_ids.clear();
   m_toolchain_ids.clear();
@@ -299,7 +313,7 @@ Result<int64_t> SqliteStore::ensure_origin_locked(const std::string& instance) {
 
 Result<std::optional<int64_t>> SqliteStore::ensure_blob_locked(std::string_view code) {
   if (code.empty()) return std::optional<int64_t>{};
-  std::string hash = hex_to_bin(util::sha256_hex(code));
+  std::string hash = content_hash(code);
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM blob WHERE hash = ?"));
     st.bind_blob(1, hash);
@@ -436,8 +450,10 @@ Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const Inser
     KOPE_TRY(st.bind(1, id).bind(2, journal).run());
   }
   {
+    std::string body = optimisation + " " + signature + " " + journal;
+    note_terms_locked(0, body, +1);
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO journal_fts(rowid, body, tags) VALUES (?, ?, ?)"));
-    st.bind(1, id).bind(2, optimisation + " " + signature + " " + journal);
+    st.bind(1, id).bind(2, body);
     st.bind(3, case_search_tags(c.task.op, c.task.category, c.hardware.target, static_cast<int>(c.stage),
                                 c.verdict, static_cast<int>(outcome)));
     KOPE_TRY(st.run());
@@ -508,13 +524,13 @@ Result<int64_t> SqliteStore::record_case(const CaseRecord& c) {
     KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
     if (existing) return *existing;
   }
-  KOPE_ASSIGN(Transaction tx, Transaction::begin(*m_db));
+  KOPE_ASSIGN(Transaction tx, begin_locked());
   auto id = insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}});
   if (!id) {
     reset_caches();
     return id;
   }
-  if (auto s = tx.commit(); !s) {
+  if (auto s = commit_locked(tx); !s) {
     reset_caches();
     return std::unexpected(s.error());
   }
@@ -525,7 +541,7 @@ Result<std::vector<int64_t>> SqliteStore::record_cases(const std::vector<CaseRec
   std::lock_guard lock(m_mutex);
   std::vector<int64_t> ids;
   ids.reserve(cs.size());
-  KOPE_ASSIGN(Transaction tx, Transaction::begin(*m_db));
+  KOPE_ASSIGN(Transaction tx, begin_locked());
   for (const auto& c : cs) {
     auto id = insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}});
     if (!id) {
@@ -534,7 +550,7 @@ Result<std::vector<int64_t>> SqliteStore::record_cases(const std::vector<CaseRec
     }
     ids.push_back(*id);
   }
-  if (auto s = tx.commit(); !s) {
+  if (auto s = commit_locked(tx); !s) {
     reset_caches();
     return std::unexpected(s.error());
   }
@@ -673,7 +689,7 @@ Result<std::vector<LineageNode>> SqliteStore::lineage(const std::string& op, con
 
 Status SqliteStore::verify_case(int64_t id, bool confirmed, const std::string& note) {
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, Transaction::begin(*m_db));
+  KOPE_ASSIGN(Transaction tx, begin_locked());
   int64_t q = 0, task_id = 0, hw_id = 0, tc_id = 0, foreign = 0;
   double ratio = 0;
   std::optional<int64_t> parent;
@@ -731,7 +747,7 @@ Status SqliteStore::verify_case(int64_t id, bool confirmed, const std::string& n
       KOPE_TRY(log_delta_locked(lid, "edit", fmt::format("source case {} verified: {}", id, note), id, payload.dump()));
     }
   }
-  if (auto s = tx.commit(); !s) {
+  if (auto s = commit_locked(tx); !s) {
     reset_caches();
     return s;
   }
@@ -827,6 +843,14 @@ Result<std::vector<int64_t>> Store::record_cases(const std::vector<CaseRecord>& 
   for (const auto& c : cs) {
     KOPE_ASSIGN(int64_t id, record_case(c));
     ids.push_back(id);
+  }
+  return ids;
+}
+Result<std::vector<std::string>> Store::apply_all(const std::vector<LessonDelta>& deltas) {
+  std::vector<std::string> ids;
+  for (const auto& d : deltas) {
+    KOPE_ASSIGN(std::string id, apply(d));
+    ids.push_back(std::move(id));
   }
   return ids;
 }

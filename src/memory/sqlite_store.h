@@ -35,6 +35,7 @@ class SqliteStore final : public Store {
   Result<Stats> stats() override;
 
   Result<std::vector<int64_t>> record_cases(const std::vector<CaseRecord>& cs) override;
+  Result<std::vector<std::string>> apply_all(const std::vector<LessonDelta>& deltas) override;
   Result<std::vector<CaseRecord>> cases(const CaseFilter& filter) override;
   Result<std::vector<LineageNode>> lineage(const std::string& op, const std::string& target) override;
   Status verify_case(int64_t id, bool confirmed, const std::string& note) override;
@@ -86,6 +87,14 @@ class SqliteStore final : public Store {
                                                       const std::string& order_limit);
   Result<std::optional<CaseRecord>> get_case_locked(int64_t id, bool with_code);
   void reset_caches();
+  // Every write: begin (pending term counts cleared; caches reset if it rolls back) and commit
+  // (pending term counts flushed first).
+  Result<Transaction> begin_locked();
+  Status commit_locked(Transaction& tx);
+  // Counts the distinct search terms of a document of `corpus` (0 journals, 1 lessons) into the
+  // term statistics used to weight lexical matches (added or removed by `delta`).
+  void note_terms_locked(int corpus, std::string_view text, int delta);
+  Status flush_terms_locked();
 
   // --- lessons (lessons.cpp)
   Result<std::string> apply_locked(const LessonDelta& delta);
@@ -126,6 +135,7 @@ class SqliteStore final : public Store {
   std::vector<TaskRow> m_tasks;                             // for similarity
   int64_t m_tasks_max_id = 0;
   std::unordered_map<int64_t, std::string> m_hardware_targets;
+  std::map<std::pair<int, std::string>, int64_t> m_pending_terms;
 
   friend class RetrievalEngine;
   friend class Exchange;
