@@ -7,7 +7,7 @@
 // A Store object is thread-safe (writes are serialised inside); several processes may open the
 // same file. `open_store(":memory:")` gives a private in-memory store (for tests and fakes).
 //
-// Rules the store applies (memory/README in ARCHITECTURE.md gives the reasoning):
+// Rules the store applies (README.md "Memory" gives the reasoning):
 //  - Outcome: r = speedup_vs_reference / parent's speedup_vs_reference (1.0, the reference, for
 //    a root or a parent that was not correct and timed); a case that is not correct has r = 0.
 //    A correct case without timings uses the caller's speedup_vs_parent, else r = 1.
@@ -30,6 +30,13 @@
 //  - Lessons: an add whose normalised text equals, or whose token Jaccard similarity is at least
 //    k_lesson_near_duplicate with, an active lesson of the same kind, scope (and error signature
 //    for fixes) is merged into that lesson (logged), never added twice.
+//  - Retrieval: bounded candidates per signal (fix lessons and error->fix links by error
+//    signature; BM25 over lessons and journals, scoring the newest matches of the query's rarer
+//    terms; the op's cases by d(v); best kernels of this op and of the most similar ops from
+//    per-task summaries; lineage around the incumbent; lessons of the scope), one scoring pass
+//    with stage-dependent weights; score_parts holds each weighted part (they sum to score).
+//    Items from another target or toolchain, or imported as foreign, are `foreign`: never best
+//    kernels, no speed or d(v) part, ranked by feasibility (fixes, what compiled and passed).
 #pragma once
 
 #include <cstdint>
@@ -360,18 +367,34 @@ class Store {
   virtual ~Store() = default;
 
   // Appends a case (idempotent on natural_key) and updates downstream scores. Returns its id.
+  // The store computes r, the outcome, the error signature (when empty), quarantine and d(v);
+  // a retry with a known natural key returns the recorded id and changes nothing. Fails with
+  // usage (no natural key, op or target; unknown verdict; non-finite speedups), not_found (the
+  // parent does not exist), io or corrupt (the database).
   virtual Result<int64_t> record_case(const CaseRecord& c) = 0;
+  // The case with its code decompressed; nullopt when there is none.
   virtual Result<std::optional<CaseRecord>> get_case(int64_t id) = 0;
   virtual Result<std::optional<CaseRecord>> find_case(const std::string& natural_key) = 0;
   // The fastest correct, non-quarantined cases for an op on a target ("" = any), best first.
+  // Cases imported as foreign are never included (speed does not transfer).
   virtual Result<std::vector<CaseRecord>> best_cases(const std::string& op, const std::string& target, int limit) = 0;
 
+  // Applies one logged delta; returns the lesson id (for an add that duplicates an existing
+  // lesson, that lesson's id). Fails with usage (empty lesson, merge into itself or into a
+  // deprecated lesson, change of a merged lesson) or not_found (unknown lesson or case).
   virtual Result<std::string> apply(const LessonDelta& delta) = 0;  // returns the lesson id
+  // Active lessons whose scope is compatible with `filter` (an empty field on either side matches
+  // anything), most helpful first.
   virtual Result<std::vector<Lesson>> lessons(const LessonScope& filter) = 0;
 
+  // Candidate items for a state, best first, at most q.limit (see the header comment).
   virtual Result<std::vector<RetrievedItem>> retrieve(const RetrievalQuery& q) = 0;
+  // Records which items went into a prompt. Logging the same prompt again adds nothing but may
+  // set a case id that was 0 before.
   virtual Status log_retrieval(const RetrievalLogEntry& entry) = 0;
   // Moves the learned values of the items used by `prompt_id` toward `reward` for its stage.
+  // A prompt is credited once; a second credit succeeds and changes nothing. Fails with
+  // not_found for a prompt that was never logged, usage for a non-finite reward.
   virtual Status credit(const std::string& prompt_id, double reward) = 0;
 
   virtual Result<Stats> stats() = 0;
@@ -381,7 +404,7 @@ class Store {
   // Records many cases in one transaction (parents may precede children in the same batch).
   // Idempotent per case as record_case. All or nothing.
   virtual Result<std::vector<int64_t>> record_cases(const std::vector<CaseRecord>& cs);
-  // Applies many lesson deltas in one transaction, in order (all or nothing); the ids as apply().
+  // Applies many lesson deltas in one transaction, in order (all or nothing); ids as apply().
   virtual Result<std::vector<std::string>> apply_all(const std::vector<LessonDelta>& deltas);
   virtual Result<std::vector<CaseRecord>> cases(const CaseFilter& filter);
   // The began-from forest of an op's cases (on one target, or all for ""), parents first.

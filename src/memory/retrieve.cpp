@@ -28,57 +28,22 @@ namespace {
 constexpr int k_fix_lessons_limit = 20;
 constexpr size_t k_lexical_lessons = 20;
 constexpr int k_scope_lessons_limit = 20;  // per scope (this category, general)
-constexpr int k_fix_links_limit = 20;
-constexpr int k_graph_limit = 20;
+constexpr int k_fix_links_limit = 12;
+constexpr int k_graph_limit = 15;
 constexpr int k_similar_tasks = 5;
-constexpr size_t k_lexical_journals = 20;  // best overall, plus as many again from the op's category
+constexpr size_t k_lexical_journals = 12;  // best overall, plus as many again from the op's category
 constexpr size_t k_query_terms = 16;
 // Lexical search reads only the postings of the query's rarer terms, at most this many in all
-// (very common terms carry almost no BM25 weight), and scores the newest k_lexical_rows documents
+// (very common terms carry almost no BM25 weight), and scores the newest k_lexical_*_rows documents
 // that match them: both bound the cost however large the memory grows.
 constexpr int64_t k_posting_budget = 20000;
-constexpr int k_lexical_rows = 300;
+constexpr int k_lexical_journal_rows = 200;
+constexpr int k_lexical_lesson_rows = 100;
 constexpr double k_lexical_half = 5.0;  // a BM25 score of 5 counts as a lexical signal of 0.5
 constexpr int k_lineage_ancestors = 6;
-constexpr int k_lineage_children = 20;
+constexpr int k_lineage_children = 10;
 constexpr size_t k_journal_excerpt = 600;
 constexpr size_t k_max_kernel_code = 8000;
-
-struct SignatureShape {
-  int inputs = 0;
-  int outputs = 0;
-  int dims = 0;
-  int scalars = 0;
-  std::set<std::string> dtypes;
-};
-
-SignatureShape signature_shape(std::string_view sig) {
-  SignatureShape s;
-  size_t open = sig.find('(');
-  size_t close = sig.rfind(')');
-  if (open == std::string_view::npos || close == std::string_view::npos || close <= open) return s;
-  std::string_view params = sig.substr(open + 1, close - open - 1);
-  size_t start = 0;
-  while (start <= params.size()) {
-    size_t comma = params.find(',', start);
-    if (comma == std::string_view::npos) comma = params.size();
-    std::string_view p = params.substr(start, comma - start);
-    bool ptr = p.find('*') != std::string_view::npos;
-    bool is_const = p.find("const") != std::string_view::npos;
-    for (std::string_view t : {"float", "double", "int32_t", "int64_t", "half", "bfloat16"}) {
-      if (p.find(t) != std::string_view::npos && ptr) s.dtypes.insert(std::string(t));
-    }
-    if (ptr) {
-      (is_const ? s.inputs : s.outputs)++;
-    } else if (p.find("int64_t") != std::string_view::npos) {
-      s.dims++;
-    } else if (p.find_first_not_of(" \t") != std::string_view::npos) {
-      s.scalars++;
-    }
-    start = comma + 1;
-  }
-  return s;
-}
 
 double closeness(double a, double b, double scale) { return std::exp(-std::abs(a - b) / scale); }
 
@@ -167,12 +132,44 @@ struct LexicalHit {
 
 }  // namespace
 
+SignatureShape signature_shape(std::string_view sig) {
+  SignatureShape s;
+  size_t open = sig.find('(');
+  size_t close = sig.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close <= open) return s;
+  std::string_view params = sig.substr(open + 1, close - open - 1);
+  size_t start = 0;
+  while (start <= params.size()) {
+    size_t comma = params.find(',', start);
+    if (comma == std::string_view::npos) comma = params.size();
+    std::string_view p = params.substr(start, comma - start);
+    bool ptr = p.find('*') != std::string_view::npos;
+    bool is_const = p.find("const") != std::string_view::npos;
+    for (std::string_view t : {"float", "double", "int32_t", "int64_t", "half", "bfloat16"}) {
+      if (p.find(t) != std::string_view::npos && ptr) s.dtypes.insert(std::string(t));
+    }
+    if (ptr) {
+      (is_const ? s.inputs : s.outputs)++;
+    } else if (p.find("int64_t") != std::string_view::npos) {
+      s.dims++;
+    } else if (p.find_first_not_of(" \t") != std::string_view::npos) {
+      s.scalars++;
+    }
+    start = comma + 1;
+  }
+  return s;
+}
+
+
 double task_similarity(const TaskInfo& a, const TaskInfo& b) {
+  return task_similarity(a, signature_shape(a.signature), b, signature_shape(b.signature));
+}
+
+double task_similarity(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb) {
   double category = (!a.category.empty() && a.category == b.category) ? 1.0 : 0.0;
   double level = 1.0 - std::min(3, std::abs(a.level - b.level)) / 3.0;
   double ai = closeness(std::log2(a.arithmetic_intensity + 1e-3), std::log2(b.arithmetic_intensity + 1e-3), 2.0);
   double size = 0.5 * closeness(a.log2_flops, b.log2_flops, 4.0) + 0.5 * closeness(a.log2_bytes, b.log2_bytes, 4.0);
-  SignatureShape sa = signature_shape(a.signature), sb = signature_shape(b.signature);
   double shape = 0.25 * (sa.inputs == sb.inputs) + 0.25 * (sa.outputs == sb.outputs) +
                  0.25 * closeness(sa.dims + sa.scalars, sb.dims + sb.scalars, 2.0) +
                  0.25 * jaccard(sa.dtypes, sb.dtypes);
@@ -197,6 +194,7 @@ Status SqliteStore::refresh_tasks_locked() {
     t.info.arithmetic_intensity = st.real(7);
     t.info.log2_flops = st.real(8);
     t.info.log2_bytes = st.real(9);
+    t.shape = signature_shape(t.info.signature);
     m_tasks_max_id = std::max(m_tasks_max_id, t.id);
     m_tasks.push_back(std::move(t));
   }
@@ -237,10 +235,10 @@ static Result<std::vector<LexicalHit>> lexical_search(Db& db, int corpus, std::s
       corpus == 0 ? fmt::format("SELECT journal_fts.rowid, kope_bm25(journal_fts{}), d.task_id FROM journal_fts "
                                 "CROSS JOIN case_derived d ON d.case_id = journal_fts.rowid WHERE journal_fts MATCH ?1 "
                                 "ORDER BY journal_fts.rowid DESC LIMIT {}",
-                                args, k_lexical_rows)
+                                args, k_lexical_journal_rows)
                   : fmt::format("SELECT rowid, kope_bm25(lesson_fts{}), 0 FROM lesson_fts WHERE lesson_fts MATCH ?1 "
                                 "ORDER BY rowid DESC LIMIT {}",
-                                args, k_lexical_rows);
+                                args, k_lexical_lesson_rows);
   KOPE_ASSIGN(Stmt st, db.prepare(sql));
   st.bind_all(params);
   for (;;) {
@@ -282,6 +280,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
   };
 
   // Tasks of this op, and the most similar other ops.
+  const SignatureShape q_shape = signature_shape(q.task.signature);
   std::vector<int64_t> op_tasks;
   std::vector<std::pair<double, int64_t>> similar;
   std::unordered_map<int64_t, const TaskRow*> task_by_id;
@@ -290,7 +289,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
     if (t.info.op == q.task.op) {
       op_tasks.push_back(t.id);
     } else {
-      similar.emplace_back(task_similarity(q.task, t.info), t.id);
+      similar.emplace_back(task_similarity(q.task, q_shape, t.info, t.shape), t.id);
     }
   }
   std::partial_sort(similar.begin(), similar.begin() + std::min<size_t>(similar.size(), k_similar_tasks * 3),
@@ -453,10 +452,9 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
     KOPE_ASSIGN(Stmt st, m_db->prepare(
                              "SELECT c.id, c.task_id, t.op, t.category, h.target, tc.name, c.parent_id, c.stage, "
                              "c.optimisation, c.verdict, c.error_signature, c.message, c.speedup_ref, c.ratio, "
-                             "c.outcome, d.downstream, d.quarantine, c.foreign_origin, c.code_id, j.text "
+                             "c.outcome, d.downstream, d.quarantine, c.foreign_origin, c.code_id "
                              "FROM cases c JOIN task t ON t.id = c.task_id JOIN hardware h ON h.id = c.hardware_id "
                              "JOIN toolchain tc ON tc.id = c.toolchain_id JOIN case_derived d ON d.case_id = c.id "
-                             "LEFT JOIN journal j ON j.case_id = c.id "
                              "WHERE c.id IN (SELECT value FROM json_each(?))"));
     st.bind(1, json_ids(case_ids));
     for (;;) {
@@ -482,7 +480,6 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       f.quarantine = st.int64(16);
       f.foreign_origin = st.int64(17) != 0;
       f.code_id = st.opt_int64(18);
-      f.journal = st.text(19);
       facts[f.id] = std::move(f);
     }
   }
@@ -563,6 +560,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
   // --- Score and render.
   std::vector<RetrievedItem> items;
   std::vector<std::pair<size_t, std::optional<int64_t>>> kernels_to_load;  // item index, code id
+  std::unordered_map<size_t, int64_t> journal_of;                          // item index, case id
   // A case offered as a best kernel is not offered again as a summary: its signals move over.
   std::unordered_set<int64_t> kernel_cases;
   for (auto& [key, c] : cands) {
@@ -618,7 +616,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       item.op = f.op;
       c.raise("exact", f.op == q.task.op ? 1.0 : f.category == q.task.category ? 0.5 : 0.0);
       if (auto t = task_by_id.find(f.task_id); t != task_by_id.end() && f.op != q.task.op) {
-        c.raise("similarity", task_similarity(q.task, t->second->info));
+        c.raise("similarity", task_similarity(q.task, q_shape, t->second->info, t->second->shape));
       }
       if (evidence) {
         c.raise("graph", squash(f.downstream));
@@ -644,7 +642,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
         item.text = fmt::format("[fix · case {} -> case {} · {} on {}]\nerror: {}\n{}fixed by: {}\n", *c.failed_case, f.id,
                                 f.op, where, failed == facts.end() ? std::string("?") : failed->second.signature,
                                 failed_msg.empty() ? "" : "message: " + failed_msg + "\n", short_line(f.optimisation, 300));
-        if (!f.journal.empty()) item.text += "journal: " + clip_text(f.journal, k_journal_excerpt) + "\n";
+        journal_of[items.size()] = f.id;
       } else {
         std::string result = f.verdict;
         if (f.verdict == "correct" && !foreign) {
@@ -657,7 +655,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
         if (f.parent_id) item.text += fmt::format("began from: case {}\n", *f.parent_id);
         if (!f.optimisation.empty()) item.text += "change: " + short_line(f.optimisation, 300) + "\n";
         if (f.verdict != "correct" && !f.signature.empty()) item.text += "error: " + f.signature + "\n";
-        if (!f.journal.empty()) item.text += "journal: " + clip_text(f.journal, k_journal_excerpt) + "\n";
+        journal_of[items.size()] = f.id;
       }
     }
     double score = 0;
@@ -681,10 +679,33 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
   size_t limit = q.limit > 0 ? static_cast<size_t>(q.limit) : order.size();
   if (order.size() > limit) order.resize(limit);
   std::unordered_map<size_t, std::optional<int64_t>> code_of(kernels_to_load.begin(), kernels_to_load.end());
+  // Journals are read only for the items that made the cut.
+  std::unordered_map<int64_t, std::string> journals;
+  {
+    std::vector<int64_t> ids;
+    for (size_t i : order) {
+      if (auto j = journal_of.find(i); j != journal_of.end()) ids.push_back(j->second);
+    }
+    if (!ids.empty()) {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT case_id, text FROM journal WHERE case_id IN (SELECT value FROM json_each(?))"));
+      st.bind(1, json_ids(ids));
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        journals[st.int64(0)] = st.text(1);
+      }
+    }
+  }
   std::vector<RetrievedItem> out;
   out.reserve(order.size());
   for (size_t i : order) {
     RetrievedItem item = std::move(items[i]);
+    if (auto j = journal_of.find(i); j != journal_of.end()) {
+      auto text = journals.find(j->second);
+      if (text != journals.end() && !text->second.empty()) {
+        item.text += "journal: " + clip_text(text->second, k_journal_excerpt) + "\n";
+      }
+    }
     if (auto k = code_of.find(i); k != code_of.end() && k->second) {
       KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT raw_size, data FROM blob WHERE id = ?"));
       st.bind(1, *k->second);
@@ -692,9 +713,9 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       if (row) {
         KOPE_ASSIGN(std::string code, decompress(st.blob(1), static_cast<size_t>(st.int64(0))));
         item.text += "```\n" + clip_text(code, k_max_kernel_code) + "\n```\n";
-        item.tokens = estimate_tokens(item.text);
       }
     }
+    item.tokens = estimate_tokens(item.text);
     out.push_back(std::move(item));
   }
   mark("kernels");

@@ -30,7 +30,8 @@ Status check_file_header(const std::filesystem::path& path);
 // Registers the SQL functions the schema uses (kope_case_tags, kope_lesson_tags) on `db`.
 Status register_functions(Db& db);
 
-// Sets WAL, synchronous=FULL and foreign keys (WAL is skipped for in-memory databases).
+// Sets WAL, synchronous=FULL, foreign keys and a 64 MiB page cache (WAL is skipped for
+// in-memory databases).
 Status configure_connection(Db& db, bool in_memory);
 
 // Brings the database to `target_version`, creating it when empty. Fails with corrupt when the

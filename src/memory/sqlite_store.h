@@ -19,6 +19,16 @@
 
 namespace kope::memory {
 
+// The parameter shape of a kernel signature, for operator similarity.
+struct SignatureShape {
+  int inputs = 0;   // const pointers
+  int outputs = 0;  // other pointers
+  int dims = 0;     // int64_t scalars
+  int scalars = 0;  // other scalars (attrs)
+  std::set<std::string> dtypes;
+};
+SignatureShape signature_shape(std::string_view signature);
+
 class SqliteStore final : public Store {
  public:
   static Result<std::unique_ptr<SqliteStore>> open(const std::filesystem::path& path);
@@ -57,6 +67,7 @@ class SqliteStore final : public Store {
   struct TaskRow {
     int64_t id = 0;
     TaskInfo info;
+    SignatureShape shape;
   };
 
  private:
@@ -144,5 +155,6 @@ class SqliteStore final : public Store {
 // Similarity of two operators' features in [0, 1] (category, level, arithmetic intensity,
 // problem size, signature shape).
 double task_similarity(const TaskInfo& a, const TaskInfo& b);
+double task_similarity(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb);
 
 }  // namespace kope::memory
