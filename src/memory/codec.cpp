@@ -17,9 +17,17 @@ std::string content_hash(std::string_view data) {
 }
 
 Result<std::string> compress(std::string_view data) {
+  // One compression context per thread, reused: creating one per call costs more than
+  // compressing a kernel.
+  struct Ctx {
+    ZSTD_CCtx* ctx = ZSTD_createCCtx();
+    ~Ctx() { ZSTD_freeCCtx(ctx); }
+  };
+  thread_local Ctx cctx;
+  if (!cctx.ctx) return fail(ErrorKind::internal, "zstd: cannot create a compression context");
   std::string out(1 + ZSTD_compressBound(data.size()), '\0');
   out[0] = 'z';
-  size_t n = ZSTD_compress(out.data() + 1, out.size() - 1, data.data(), data.size(), k_zstd_level);
+  size_t n = ZSTD_compressCCtx(cctx.ctx, out.data() + 1, out.size() - 1, data.data(), data.size(), k_zstd_level);
   if (ZSTD_isError(n)) return fail(ErrorKind::internal, "zstd compression failed: {}", ZSTD_getErrorName(n));
   if (n >= data.size()) return "r" + std::string(data);
   out.resize(1 + n);

@@ -1,6 +1,8 @@
 #include "memory/sqlite_store.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 #include <fstream>
 
@@ -212,7 +214,7 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::pa
 }
 
 Result<Transaction> SqliteStore::begin_locked() {
-  m_pending_terms.clear();
+  for (auto& m : m_pending_terms) m.clear();
   return Transaction::begin(*m_db, [this] { reset_caches(); });
 }
 
@@ -222,23 +224,38 @@ Status SqliteStore::commit_locked(Transaction& tx) {
 }
 
 void SqliteStore::note_terms_locked(int corpus, std::string_view text, int delta) {
-  for (const auto& t : token_set(text)) m_pending_terms[{corpus, t}] += delta;
+  std::vector<std::string> tokens = text_tokens(text);
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  note_terms_locked(corpus, tokens, delta);
+}
+
+void SqliteStore::note_terms_locked(int corpus, const std::vector<std::string>& distinct_terms, int delta) {
+  auto& pending = m_pending_terms[static_cast<size_t>(corpus)];
+  for (const auto& t : distinct_terms) pending[t] += delta;
 }
 
 Status SqliteStore::flush_terms_locked() {
-  if (m_pending_terms.empty()) return {};
-  KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, max(?3, 0)) "
-                                     "ON CONFLICT DO UPDATE SET df = max(df + ?3, 0)"));
-  for (const auto& [key, delta] : m_pending_terms) {
-    if (delta == 0) continue;
-    KOPE_TRY(st.reset().bind(1, key.first).bind(2, key.second).bind(3, delta).run());
+  for (int corpus = 0; corpus < 2; ++corpus) {
+    auto& pending = m_pending_terms[static_cast<size_t>(corpus)];
+    if (pending.empty()) continue;
+    // In key order, so the upserts walk the index once.
+    std::vector<std::pair<std::string, int64_t>> rows(pending.begin(), pending.end());
+    std::sort(rows.begin(), rows.end());
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, max(?3, 0)) "
+                                       "ON CONFLICT DO UPDATE SET df = max(df + ?3, 0)"));
+    for (const auto& [term, delta] : rows) {
+      if (delta == 0) continue;
+      KOPE_TRY(st.reset().bind(1, corpus).bind(2, term).bind(3, delta).run());
+    }
+    pending.clear();
   }
-  m_pending_terms.clear();
   return {};
 }
 
 void SqliteStore::reset_caches() {
-  m_pending_terms.clear();
+  for (auto& m : m_pending_terms) m.clear();
+  m_parent_of.clear();
   m_task_ids.clear();
   m_hardware_ids.clear();
   m_toolchain_ids.clear();
@@ -311,20 +328,60 @@ Result<int64_t> SqliteStore::ensure_origin_locked(const std::string& instance) {
   return m_origin_ids[instance] = m_db->last_insert_rowid();
 }
 
-Result<std::optional<int64_t>> SqliteStore::ensure_blob_locked(std::string_view code) {
-  if (code.empty()) return std::optional<int64_t>{};
-  std::string hash = content_hash(code);
+Result<std::optional<int64_t>> SqliteStore::ensure_blob_locked(const PreparedCase& p, size_t raw_size) {
+  if (p.code_hash.empty()) return std::optional<int64_t>{};
+  if (!p.error.empty()) return fail(ErrorKind::internal, "{}", p.error);
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM blob WHERE hash = ?"));
-    st.bind_blob(1, hash);
-    KOPE_ASSIGN(bool row, st.step());
-    if (row) return std::optional<int64_t>{st.int64(0)};
+    KOPE_ASSIGN(Stmt ins, m_db->prepare("INSERT INTO blob(hash, raw_size, data) VALUES (?, ?, ?) "
+                                        "ON CONFLICT(hash) DO NOTHING"));
+    ins.bind_blob(1, p.code_hash).bind(2, static_cast<int64_t>(raw_size)).bind_blob(3, p.code_frame);
+    KOPE_TRY(ins.run());
+    if (m_db->changes() > 0) return std::optional<int64_t>{m_db->last_insert_rowid()};
   }
-  KOPE_ASSIGN(std::string frame, compress(code));
-  KOPE_ASSIGN(Stmt ins, m_db->prepare("INSERT INTO blob(hash, raw_size, data) VALUES (?, ?, ?)"));
-  ins.bind_blob(1, hash).bind(2, static_cast<int64_t>(code.size())).bind_blob(3, frame);
-  KOPE_TRY(ins.run());
-  return std::optional<int64_t>{m_db->last_insert_rowid()};
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM blob WHERE hash = ?"));
+  st.bind_blob(1, p.code_hash);
+  KOPE_ASSIGN(bool row, st.step());
+  if (!row) return fail(ErrorKind::internal, "code blob vanished during insert");
+  return std::optional<int64_t>{st.int64(0)};
+}
+
+SqliteStore::PreparedCase SqliteStore::prepare_case(const CaseRecord& c) {
+  PreparedCase p;
+  if (!c.code.empty()) {
+    p.code_hash = content_hash(c.code);
+    auto frame = compress(c.code);
+    if (frame) {
+      p.code_frame = std::move(*frame);
+    } else {
+      p.error = frame.error().message;
+    }
+  }
+  p.signature = c.error_signature.empty() ? error_signature(c.verdict, c.message, c.diagnostics) : c.error_signature;
+  p.optimisation = clip_text(c.optimisation, k_max_optimisation_bytes);
+  p.journal = clip_text(c.journal, k_max_journal_bytes);
+  p.body = p.optimisation + " " + p.signature + " " + p.journal;
+  p.terms = text_tokens(p.body);
+  std::sort(p.terms.begin(), p.terms.end());
+  p.terms.erase(std::unique(p.terms.begin(), p.terms.end()), p.terms.end());
+  return p;
+}
+
+std::vector<SqliteStore::PreparedCase> SqliteStore::prepare_cases(const std::vector<CaseRecord>& cs) {
+  std::vector<PreparedCase> out(cs.size());
+  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 8);
+  if (cs.size() < 64 || threads < 2) {
+    for (size_t i = 0; i < cs.size(); ++i) out[i] = prepare_case(cs[i]);
+    return out;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < cs.size(); i = next++) out[i] = prepare_case(cs[i]);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  return out;
 }
 
 Result<std::optional<int64_t>> SqliteStore::case_id_by_key_locked(const std::string& key) {
@@ -338,10 +395,17 @@ Result<std::optional<int64_t>> SqliteStore::case_id_by_key_locked(const std::str
 // ----------------------------------------------------------------------------------------------
 // Recording cases
 
-Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const InsertSource& src) {
+Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const InsertSource& src,
+                                                const PreparedCase* prepared) {
   if (c.natural_key.empty()) return fail(ErrorKind::usage, "case has no natural key");
   KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
   if (existing) return *existing;  // idempotent: a retried write changes nothing
+  PreparedCase local;
+  if (!prepared) {
+    local = prepare_case(c);
+    prepared = &local;
+  }
+  const PreparedCase& p = *prepared;
 
   if (c.task.op.empty()) return fail(ErrorKind::usage, "case {}: no op", c.natural_key);
   if (c.hardware.target.empty()) return fail(ErrorKind::usage, "case {}: no hardware target", c.natural_key);
@@ -419,12 +483,11 @@ Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const Inser
   KOPE_ASSIGN(int64_t task_id, ensure_task_locked(c.task));
   KOPE_ASSIGN(int64_t hw_id, ensure_hardware_locked(c.hardware));
   KOPE_ASSIGN(int64_t tc_id, ensure_toolchain_locked(c.toolchain));
-  KOPE_ASSIGN(auto code_id, ensure_blob_locked(c.code));
+  KOPE_ASSIGN(auto code_id, ensure_blob_locked(p, c.code.size()));
 
-  std::string signature = c.error_signature.empty() ? error_signature(c.verdict, c.message, c.diagnostics)
-                                                     : c.error_signature;
+  const std::string& signature = p.signature;
   std::string created = src.created_at.empty() ? now_iso8601() : src.created_at;
-  std::string optimisation = clip_text(c.optimisation, k_max_optimisation_bytes);
+  const std::string& optimisation = p.optimisation;
   {
     KOPE_ASSIGN(Stmt ins, m_db->prepare(
                               "INSERT INTO cases(natural_key, run_id, task_id, hardware_id, toolchain_id, "
@@ -443,17 +506,18 @@ Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const Inser
     KOPE_TRY(ins.run());
   }
   int64_t id = m_db->last_insert_rowid();
+  if (m_parent_of.size() > 1'000'000) m_parent_of.clear();
+  m_parent_of.emplace(id, parent_id);
 
-  std::string journal = clip_text(c.journal, k_max_journal_bytes);
+  const std::string& journal = p.journal;
   if (!journal.empty()) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO journal(case_id, text) VALUES (?, ?)"));
     KOPE_TRY(st.bind(1, id).bind(2, journal).run());
   }
   {
-    std::string body = optimisation + " " + signature + " " + journal;
-    note_terms_locked(0, body, +1);
+    note_terms_locked(0, p.terms, +1);
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO journal_fts(rowid, body, tags) VALUES (?, ?, ?)"));
-    st.bind(1, id).bind(2, body);
+    st.bind(1, id).bind(2, p.body);
     st.bind(3, case_search_tags(c.task.op, c.task.category, c.hardware.target, static_cast<int>(c.stage),
                                 c.verdict, static_cast<int>(outcome)));
     KOPE_TRY(st.run());
@@ -508,10 +572,17 @@ Status SqliteStore::propagate_downstream_locked(std::optional<int64_t> start, do
       KOPE_ASSIGN(Stmt up, m_db->prepare("UPDATE case_derived SET downstream = downstream + ? WHERE case_id = ?"));
       KOPE_TRY(up.bind(1, delta).bind(2, *cur).run());
     }
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT parent_id FROM cases WHERE id = ?"));
-    st.bind(1, *cur);
-    KOPE_ASSIGN(bool row, st.step());
-    cur = row ? st.opt_int64(0) : std::nullopt;
+    if (auto it = m_parent_of.find(*cur); it != m_parent_of.end()) {
+      cur = it->second;
+    } else {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT parent_id FROM cases WHERE id = ?"));
+      st.bind(1, *cur);
+      KOPE_ASSIGN(bool row, st.step());
+      std::optional<int64_t> parent = row ? st.opt_int64(0) : std::nullopt;
+      if (m_parent_of.size() > 1'000'000) m_parent_of.clear();
+      m_parent_of.emplace(*cur, parent);
+      cur = parent;
+    }
     delta *= k_downstream_self * k_downstream_decay;
   }
   return {};
@@ -524,8 +595,9 @@ Result<int64_t> SqliteStore::record_case(const CaseRecord& c) {
     KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
     if (existing) return *existing;
   }
+  PreparedCase prepared = prepare_case(c);
   KOPE_ASSIGN(Transaction tx, begin_locked());
-  auto id = insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}});
+  auto id = insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared);
   if (!id) {
     reset_caches();
     return id;
@@ -538,12 +610,14 @@ Result<int64_t> SqliteStore::record_case(const CaseRecord& c) {
 }
 
 Result<std::vector<int64_t>> SqliteStore::record_cases(const std::vector<CaseRecord>& cs) {
+  std::vector<PreparedCase> prepared = prepare_cases(cs);  // outside the lock: pure work
   std::lock_guard lock(m_mutex);
   std::vector<int64_t> ids;
   ids.reserve(cs.size());
   KOPE_ASSIGN(Transaction tx, begin_locked());
-  for (const auto& c : cs) {
-    auto id = insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}});
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const CaseRecord& c = cs[i];
+    auto id = insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared[i]);
     if (!id) {
       reset_caches();
       return std::unexpected(std::move(id).error());

@@ -7,6 +7,7 @@
 // (export/import/merge, dot), check.cpp.
 #pragma once
 
+#include <array>
 #include <map>
 #include <mutex>
 #include <set>
@@ -73,6 +74,22 @@ class SqliteStore final : public Store {
  private:
   SqliteStore(std::unique_ptr<Db> db, std::filesystem::path path) : m_db(std::move(db)), m_path(std::move(path)) {}
 
+  // The pure, CPU-heavy part of recording a case (hashing and compressing the code, the error
+  // signature, the search text and its terms), computed before the write transaction, in
+  // parallel for batches.
+  struct PreparedCase {
+    std::string code_hash;  // raw SHA-256, empty without code
+    std::string code_frame; // compress() output
+    std::string error;      // a compression failure
+    std::string signature;
+    std::string optimisation;
+    std::string journal;
+    std::string body;       // indexed text: optimisation, signature, journal
+    std::vector<std::string> terms;  // distinct tokens of body
+  };
+  static PreparedCase prepare_case(const CaseRecord& c);
+  static std::vector<PreparedCase> prepare_cases(const std::vector<CaseRecord>& cs);
+
   // Where an inserted case came from (local or imported).
   struct InsertSource {
     int64_t origin_id = 0;
@@ -84,13 +101,14 @@ class SqliteStore final : public Store {
 
   // --- cases (sqlite_store.cpp); all *_locked functions expect m_mutex held and a transaction
   // open where they write.
-  Result<int64_t> insert_case_locked(const CaseRecord& c, const InsertSource& src);
+  Result<int64_t> insert_case_locked(const CaseRecord& c, const InsertSource& src,
+                                     const PreparedCase* prepared = nullptr);
   Result<std::optional<int64_t>> case_id_by_key_locked(const std::string& key);
   Result<int64_t> ensure_task_locked(const TaskInfo& t);
   Result<int64_t> ensure_hardware_locked(const HardwareInfo& h);
   Result<int64_t> ensure_toolchain_locked(const ToolchainInfo& t);
   Result<int64_t> ensure_origin_locked(const std::string& instance);
-  Result<std::optional<int64_t>> ensure_blob_locked(std::string_view code);
+  Result<std::optional<int64_t>> ensure_blob_locked(const PreparedCase& p, size_t raw_size);
   Status propagate_downstream_locked(std::optional<int64_t> start, double delta);
   Status update_summary_locked(int64_t task_id, int64_t hardware_id, int64_t toolchain_id, bool foreign);
   Result<std::vector<CaseRecord>> select_cases_locked(const std::string& where_sql,
@@ -105,6 +123,7 @@ class SqliteStore final : public Store {
   // Counts the distinct search terms of a document of `corpus` (0 journals, 1 lessons) into the
   // term statistics used to weight lexical matches (added or removed by `delta`).
   void note_terms_locked(int corpus, std::string_view text, int delta);
+  void note_terms_locked(int corpus, const std::vector<std::string>& distinct_terms, int delta);
   Status flush_terms_locked();
 
   // --- lessons (lessons.cpp)
@@ -146,7 +165,8 @@ class SqliteStore final : public Store {
   std::vector<TaskRow> m_tasks;                             // for similarity
   int64_t m_tasks_max_id = 0;
   std::unordered_map<int64_t, std::string> m_hardware_targets;
-  std::map<std::pair<int, std::string>, int64_t> m_pending_terms;
+  std::array<std::unordered_map<std::string, int64_t>, 2> m_pending_terms;  // per corpus
+  std::unordered_map<int64_t, std::optional<int64_t>> m_parent_of;          // lineage never changes
 
   friend class RetrievalEngine;
   friend class Exchange;

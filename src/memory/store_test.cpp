@@ -2,6 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
+#include <thread>
+
 #include "memory/schema.h"
 #include "memory/test_util.h"
 
@@ -339,6 +342,38 @@ TEST(Store, TwoStoresOnOneFileSeeEachOthersWrites) {
   ASSERT_TRUE(seen && *seen);
   EXPECT_EQ((*seen)->id, id);
   EXPECT_EQ(record(**second, make_case("shared", "softmax", 1.3)), id);
+}
+
+TEST(Store, ConcurrentWritersThreadsAndConnections) {
+  auto t = temp_store();
+  auto second = open_store(t.path);
+  ASSERT_TRUE(second);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w) {
+    Store* s = w % 2 == 0 ? t.store.get() : second->get();
+    threads.emplace_back([s, w, &failures] {
+      std::optional<int64_t> parent;
+      for (int i = 0; i < 25; ++i) {
+        auto id = s->record_case(make_case(fmt::format("w{}/{}", w, i), "softmax", 1.0 + 0.01 * i, k_native, parent));
+        if (!id) {
+          ++failures;
+          continue;
+        }
+        parent = *id;
+        RetrievalQuery q;
+        q.task = task("softmax");
+        q.target = k_native;
+        if (!s->retrieve(q)) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(t.store->stats()->cases, 100);
+  auto check = t.store->check();
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
 // An old database: schema version 1 only (no summaries, fix links or FTS indexes yet).
