@@ -7,7 +7,7 @@
 //      derived per-case state (d(v), quarantine)
 //   2  retrieval accelerators, backfilled from version 1 data: error->fix links, per-task
 //      summaries (counts, best and first correct case per hardware/toolchain), FTS5 indexes
-//      over journals and lessons
+//      over journals and lessons with their term statistics, per-run counts, code counters
 #pragma once
 
 #include <cstdint>
