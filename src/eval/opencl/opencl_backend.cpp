@@ -35,7 +35,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 // Bumped whenever the build recipe changes, so old cache entries are not reused.
-constexpr const char* k_recipe = "kope-opencl-build-2";
+constexpr const char* k_recipe = "kope-opencl-build-3";
 // Build options every candidate gets: argument info for the ABI check.
 constexpr const char* k_base_options = "-cl-kernel-arg-info";
 constexpr int64_t k_max_global = (int64_t{1} << 31) - 1;
@@ -543,7 +543,9 @@ Result<BuildOutcome> OpenClBackend::build_candidate(const spec::OpSpec& op, std:
   ro.kill_on_output_cap = true;
   KOPE_ASSIGN(util::RunResult r, util::run(ro));
   std::vector<std::string> scrub = {"/build", scratch.path().string()};
-  std::string diag = scrub_diagnostics(r.err, scrub);
+  // PoCL compiles a temporary copy of the source: name it as the model wrote it.
+  static const std::regex k_temp(R"(pocl/tempfile_[A-Za-z0-9]+\.cl)");
+  std::string diag = scrub_diagnostics(std::regex_replace(r.err, k_temp, "kernel.cl"), scrub);
   if (r.err.find("bwrap:") != std::string::npos && !r.status.success()) {
     return fail(ErrorKind::unavailable, "the compile sandbox could not start: {}", util::trim(r.err));
   }
@@ -553,12 +555,16 @@ Result<BuildOutcome> OpenClBackend::build_candidate(const spec::OpSpec& op, std:
   json j;
   if (code == 10 || code == 11) {
     j["status"] = "compile_error";
+    // The most specific line: a located error, a missing symbol, then anything naming an error.
     std::string first;
-    for (auto& line : util::split(diag, '\n')) {
-      if (line.find("error") != std::string::npos || line.find("kope_kernel") != std::string::npos) {
-        first = std::string(util::trim(line)).substr(0, 300);
-        break;
+    for (const char* pattern : {": error: ", "Cannot find symbol", "kope_kernel", "error"}) {
+      for (auto& line : util::split(diag, '\n')) {
+        if (line.find(pattern) != std::string::npos && line.find("clBuildProgram: error") == std::string::npos) {
+          first = std::string(util::trim(line)).substr(0, 300);
+          break;
+        }
       }
+      if (!first.empty()) break;
     }
     j["message"] = code == 11 ? first : (first.empty() ? std::string("does not compile") : "does not compile: " + first);
     j["diagnostics"] = diag;

@@ -1,3 +1,6 @@
+// expect: correct
+// op: vadd
+// time: yes
 // Honest OpenCL vadd for tests/ops/elementwise/vadd: z = x + y.
 // kope: global=(N)
 // kope: local=(64)
