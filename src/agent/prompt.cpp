@@ -266,14 +266,22 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                 in.op->name, system_tokens + hot_tokens, out.limit, budget.window, budget.generation);
   }
 
+  // Section headings are part of what knowledge costs: reserve room for all of them, so the
+  // admitted items plus their headings stay within B_k.
+  TemplateVars all_sections = vars;
+  for (const char* key : {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "notes"}) all_sections[key] = "-";
+  KOPE_ASSIGN(std::string with_headings, render_template(tmpl, all_sections, tmpl_name));
+  int64_t headings = std::max<int64_t>(0, estimator.estimate(with_headings) - hot_tokens);
   context::Budget b = budget;
-  b.system_prompt = system_tokens;
+  b.system_prompt = system_tokens + headings;
   context::Item hot_item;
   hot_item.id = "hot";
   hot_item.tier = context::Tier::hot;
   hot_item.tokens = hot_tokens;
   context::Selection sel = context::select({hot_item}, knowledge.warm, knowledge.cold, b, mode);
-  out.knowledge_budget = sel.knowledge_budget;
+  context::Budget formula = budget;
+  formula.system_prompt = system_tokens;
+  out.knowledge_budget = formula.knowledge(hot_tokens);
   out.dropped = static_cast<int>(sel.dropped.size());
   std::vector<context::Item> chosen;
   for (auto& it : sel.chosen) {
@@ -304,16 +312,35 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
     ++out.dropped;
   }
 
-  int64_t warm = 0, cold = 0;
+  // Tier accounting: hot is the prompt rendered without knowledge (identical in every mode);
+  // warm is what the warm items and their headings add to it; cold is the rest.
+  bool any_warm = false, any_cold = false;
   for (const auto& it : chosen) {
-    (it.tier == context::Tier::warm ? warm : cold) += it.tokens;
+    (it.tier == context::Tier::warm ? any_warm : any_cold) = true;
     out.admitted.push_back(it.id);
     auto s = knowledge.scores.find(it.id);
     if (s != knowledge.scores.end()) out.memory_items.emplace_back(it.id, s->second);
   }
   int64_t user_tokens = out.total_tokens - system_tokens;
+  int64_t warm = 0, cold = 0;
+  if (any_warm && any_cold) {
+    TemplateVars warm_only = vars;
+    for (const char* key : {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "notes"}) warm_only[key] = "";
+    for (const auto& it : chosen) {
+      if (it.tier != context::Tier::warm) continue;
+      std::string k = "exp_" + it.section;
+      warm_only[warm_only.contains(k) ? k : "notes"] += item_text(it);
+    }
+    KOPE_ASSIGN(std::string w, render_template(tmpl, warm_only, tmpl_name));
+    warm = std::clamp<int64_t>(estimator.estimate(w) - hot_tokens, 0, user_tokens - hot_tokens);
+    cold = std::max<int64_t>(0, user_tokens - hot_tokens - warm);
+  } else if (any_warm) {
+    warm = std::max<int64_t>(0, user_tokens - hot_tokens);
+  } else if (any_cold) {
+    cold = std::max<int64_t>(0, user_tokens - hot_tokens);
+  }
   out.tier_tokens = {{"system", system_tokens},
-                     {"hot", std::max<int64_t>(0, user_tokens - warm - cold)},
+                     {"hot", user_tokens - warm - cold},
                      {"warm", warm},
                      {"cold", cold}};
   out.messages = {{llm::Message::Role::system, std::move(system)}, {llm::Message::Role::user, std::move(user)}};
