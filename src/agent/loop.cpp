@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -96,11 +98,23 @@ class Loop {
     e["op"] = m_op.name;
     return m_env.events->append(std::move(e));
   }
+  // Files resume depends on (answers, candidate sources) are written atomically and fsynced.
   Result<std::string> write_run_file(const std::string& rel, std::string_view content) {
     fs::path p = m_env.run_dir / rel;
     KOPE_TRY(util::make_dirs(p.parent_path()));
     KOPE_TRY(util::write_file_atomic(p, content));
     return rel;
+  }
+  // Transcripts are for people: a crash may lose the last one, so they skip the fsyncs.
+  Status write_transcript(const std::string& rel, std::string_view content) {
+    fs::path p = m_env.run_dir / rel;
+    KOPE_TRY(util::make_dirs(p.parent_path()));
+    std::FILE* f = std::fopen(p.c_str(), "wb");
+    if (!f) return fail(ErrorKind::io, "cannot write {}: {}", p.string(), std::strerror(errno));
+    bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size();
+    ok = std::fclose(f) == 0 && ok;
+    if (!ok) return fail(ErrorKind::io, "cannot write {} (disk full?)", p.string());
+    return {};
   }
 
   std::optional<std::string> stop_reason() const;
@@ -371,7 +385,7 @@ Result<std::optional<json>> Loop::call_model(int k, const Plan& plan) {
     std::string transcript;
     for (const auto& m : prompt.messages) transcript += "## " + role_name(m.role) + "\n\n" + m.content + "\n\n";
     transcript += "## assistant\n\n" + (text.empty() ? "(" + provider_problem + ")" : text) + "\n";
-    KOPE_TRY(write_run_file(fmt::format("transcripts/{}/{}-{}.md", m_op_dir, k, memory::stage_name(plan.stage)), transcript));
+    KOPE_TRY(write_transcript(fmt::format("transcripts/{}/{}-{}.md", m_op_dir, k, memory::stage_name(plan.stage)), transcript));
     json answer{{"type", "answer"},
                 {"iteration", k},
                 {"stage", std::string(memory::stage_name(plan.stage))},
@@ -706,7 +720,7 @@ Status Loop::reflect(const std::string& rkey, const std::string& trigger, const 
     std::string transcript;
     for (const auto& m : messages) transcript += "## " + role_name(m.role) + "\n\n" + m.content + "\n\n";
     transcript += "## assistant\n\n" + r->text + "\n";
-    KOPE_TRY(write_run_file(fmt::format("transcripts/{}/reflect-{}.md", m_op_dir, rkey), transcript));
+    KOPE_TRY(write_transcript(fmt::format("transcripts/{}/reflect-{}.md", m_op_dir, rkey), transcript));
     ParsedLessons parsed = parse_lessons(r->text, ctx);
     ReflectionRecord rec;
     rec.key = rkey;
