@@ -547,10 +547,8 @@ void Loop::finalize(Attempt& a, const std::optional<memory::CaseRecord>& source)
       r = relative_speed(parent->timings, a.timings);
     } else if (source && source->speedup_vs_reference && *source->speedup_vs_reference > 0 && a.speedup_vs_reference) {
       r = *a.speedup_vs_reference / *source->speedup_vs_reference;
-    } else if (inc) {
-      r = a.speedup_vs_incumbent;
     } else {
-      r = a.speedup_vs_reference;
+      r = a.speedup_vs_reference;  // a root, or a parent that was not correct: the reference
     }
     if (!r) r = 1.0;  // correct but untimed: as good as its baseline
     a.speedup_vs_parent = r;
@@ -1049,10 +1047,11 @@ memory::TaskInfo task_info(const spec::OpSpec& op) {
 }
 
 double reward_for(const Attempt& a) {
-  if (a.correct()) return a.improved ? 1.0 : 0.25;
-  if (a.verdict == "rejected") return -1.0;
-  if (a.verdict == "compile_error") return -0.75;
-  return -0.5;
+  bool ran = a.verdict == "wrong_result" || a.verdict == "runtime_error" || a.verdict == "timeout" ||
+             a.verdict == "resource_limit";
+  if (a.stage != memory::Stage::refine) return a.correct() ? 1.0 : ran ? 0.25 : 0.0;
+  if (!a.correct()) return -1.0;
+  return std::clamp(std::log(std::max(a.speedup_vs_parent.value_or(1.0), 1e-12)), -1.0, 1.0);
 }
 
 json delta_to_json(const memory::LessonDelta& d) {

@@ -12,9 +12,9 @@
 // Incumbent: replaced only by a candidate correct on every case and faster on the timed cases:
 // the geometric mean over the timed cases of incumbent time / candidate time must exceed
 // 1 + min_improvement (so timing noise alone does not churn it).
-// r (speedup_vs_parent, which the outcome label is computed from): against the parent kernel
-// when the parent is correct and timed; otherwise against the incumbent when there is one,
-// else the reference; for a replay, the ratio of speedups vs reference here and at the source.
+// r (speedup_vs_parent, which the outcome label is computed from, as the memory computes it):
+// against the parent kernel when the parent is correct and timed, else against the reference;
+// for a replay, the ratio of the speedups vs reference here and at the source case.
 // Stopping (checked before each iteration): iterations, per-op tokens (prompt + completion,
 // reflections included), per-op wall time, the incumbent reaching `roofline_target` of the
 // roofline, `patience` iterations without a new incumbent (once there is one), and for replay
@@ -22,9 +22,10 @@
 // with message "no code in answer: <why>" and counts as an attempt.
 // Reflection (unless switched off): after a fix that follows a failure, after an improvement of
 // at least `notable_speedup` over the parent, and when the op ends; at most three lesson deltas.
-// Rewards credited to the prompt's memory items: new incumbent 1.0, correct but not faster
-// 0.25, wrong_result/runtime_error/timeout/resource_limit −0.5, compile_error −0.75 (no code
-// included), rejected −1.0.
+// Rewards credited to the prompt's memory items (the memory's stage rewards): draft/repair 1 for
+// a correct kernel, 0.25 for one that compiled and ran but failed (wrong_result, runtime_error,
+// timeout, resource_limit), 0 otherwise (compile_error, no code, rejected); refine ln(r)
+// clipped to [−1, 1], −1 when not correct.
 //
 // Crash safety: every step is logged (events.h) before the next begins; run_op() continues from
 // an OpState rebuilt from the log without redoing a logged answer, attempt or reflection, and

@@ -233,8 +233,8 @@ TEST(Loop, ValuesAreCreditedAfterOutcomes) {
   ASSERT_TRUE(h.run(st));
   auto credited = h.store.credited();
   ASSERT_EQ(credited.size(), 2u);
-  EXPECT_DOUBLE_EQ(credited["run-test/softmax/1"], -0.5);
-  EXPECT_DOUBLE_EQ(credited["run-test/softmax/2"], 1.0);
+  EXPECT_DOUBLE_EQ(credited["run-test/softmax/1"], 0.25);  // draft: compiled and ran, but wrong
+  EXPECT_DOUBLE_EQ(credited["run-test/softmax/2"], 1.0);   // repair: correct
   auto log = h.store.retrieval_log();
   ASSERT_EQ(log.size(), 2u);
   EXPECT_EQ(log[0].case_id, h.store.cases()[0].id);
@@ -243,9 +243,9 @@ TEST(Loop, ValuesAreCreditedAfterOutcomes) {
   for (const auto& [item, score] : log[0].items) used = used || item == "lesson:" + id;
   EXPECT_TRUE(used);
   auto lessons = *h.store.lessons({});
-  // -0.5 for the first (repair is not the draft's stage), +1 for the second: both stages moved.
-  EXPECT_LT(lessons[0].value.at("draft"), 0);
-  EXPECT_GT(lessons[0].value.at("repair"), 0);
+  // Each stage's value moved toward its reward.
+  EXPECT_NEAR(lessons[0].value.at("draft"), 0.3 * 0.25, 1e-12);
+  EXPECT_NEAR(lessons[0].value.at("repair"), 0.3 * 1.0, 1e-12);
 }
 
 TEST(Loop, ContextLengthShrinksTheKnowledgeAndRetries) {
@@ -532,6 +532,32 @@ TEST(Loop, DeltaJsonRoundTrip) {
   EXPECT_EQ(back->lesson.kind, memory::LessonKind::fix);
   EXPECT_EQ(back->lesson.scope.target, "x86_64");
   EXPECT_EQ(back->source_case, 3);
+}
+
+}  // namespace
+}  // namespace kope::agent
+
+namespace kope::agent {
+namespace {
+
+TEST(Loop, RewardsFollowTheMemorysStageRewards) {
+  Attempt a;
+  a.stage = memory::Stage::draft;
+  a.verdict = "correct";
+  EXPECT_EQ(reward_for(a), 1.0);
+  a.verdict = "timeout";
+  EXPECT_EQ(reward_for(a), 0.25);
+  a.verdict = "compile_error";
+  EXPECT_EQ(reward_for(a), 0.0);
+  a.stage = memory::Stage::refine;
+  EXPECT_EQ(reward_for(a), -1.0);
+  a.verdict = "correct";
+  a.speedup_vs_parent = 2.0;
+  EXPECT_NEAR(reward_for(a), std::log(2.0), 1e-12);
+  a.speedup_vs_parent = 100.0;
+  EXPECT_EQ(reward_for(a), 1.0);
+  a.speedup_vs_parent = 0.5;
+  EXPECT_NEAR(reward_for(a), std::log(0.5), 1e-12);
 }
 
 }  // namespace
