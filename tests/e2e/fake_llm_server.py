@@ -10,8 +10,9 @@ answers POST /v1/chat/completions from fixture files, so runs are deterministic 
                  FIXTURES/reflect.json, else {"lessons": []}.
 
 Usage it reports: completion = ceil(len(answer)/4); prompt = ceil(len(all messages)/4), or with
---usage fixed a number that depends only on (op, attempt, purpose), so resumed and straight runs
-report identical token counts even though their prompts differ in measured timings.
+--usage fixed (or a model name containing "fixed-usage") a number that depends only on
+(op, attempt, purpose), so resumed and straight runs report identical token counts even though
+their prompts differ in measured timings.
 
 Every request is appended to --log as one JSON line (op, attempt, purpose, prompt characters,
 and the messages themselves) for the tests to inspect. Stdlib only; stops on SIGTERM.
@@ -88,7 +89,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             text = "I do not understand the request."
         prompt_chars = sum(len(m.get("content", "")) for m in messages)
-        if cfg.usage == "fixed":
+        if cfg.usage == "fixed" or "fixed-usage" in str(req.get("model", "")):
             prompt_tokens = 1000 + 10 * attempt + (500 if purpose == "reflect" else 0)
         else:
             prompt_tokens = math.ceil(prompt_chars / 4)
