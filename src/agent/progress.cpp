@@ -137,6 +137,12 @@ void ConsoleProgress::note(const std::string& op, std::string_view line) {
   emit_locked(fmt::format("[{}] {}", op, line));
 }
 
+void ConsoleProgress::already_done(int done, int solved) {
+  std::lock_guard lock(m_mutex);
+  m_done += done;
+  m_solved += solved;
+}
+
 void ConsoleProgress::message(std::string_view line) {
   std::lock_guard lock(m_mutex);
   emit_locked(line);

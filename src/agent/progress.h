@@ -26,6 +26,8 @@ class ConsoleProgress : public ProgressSink {
   void attempt_done(const std::string& op, const Attempt& a, double best_speedup, int64_t tokens) override;
   void op_finished(const std::string& op, const std::string& stop_reason) override;
   void note(const std::string& op, std::string_view line) override;
+  // Counts ops a resumed run had already finished.
+  void already_done(int done, int solved);
   // Prints a line above the live block (or plainly).
   void message(std::string_view line);
   // Removes the live block; call before printing the final summary.

@@ -224,6 +224,17 @@ Result<std::unique_ptr<Run>> Run::open(const fs::path& dir) {
   return run;
 }
 
+Status Run::set_jobs(int jobs) {
+  m_config.jobs = std::max(1, jobs);
+  return util::write_file_atomic(m_dir / "config.json", config_to_json(m_config).dump(2) + "\n");
+}
+
+Status Run::set_machine(const std::string& target, const std::string& toolchain) {
+  m_config.target = target;
+  m_config.toolchain = toolchain;
+  return util::write_file_atomic(m_dir / "config.json", config_to_json(m_config).dump(2) + "\n");
+}
+
 Run::~Run() {
   if (m_lock_fd >= 0) ::close(m_lock_fd);
 }
@@ -316,7 +327,10 @@ Result<RunReport> Run::execute(RunServices& services) {
       if (!end) {
         std::lock_guard lock(report_mutex);
         report.errors.push_back(op.name + ": " + end.error().message);
-        abort = true;
+        // A problem of this op alone (its spec or reference) leaves the others running; anything
+        // else (evaluator, memory, model credentials, disk) stops the run.
+        ErrorKind kind = end.error().kind;
+        if (kind != ErrorKind::config && kind != ErrorKind::not_found) abort = true;
         (void)m_events->append({{"type", "op_error"}, {"op", op.name}, {"message", end.error().message}});
       } else if (*end != OpEnd::finished) {
         if (*end == OpEnd::llm_unavailable) {

@@ -95,6 +95,11 @@ class Run {
   const std::map<std::string, OpState>& states() const { return m_states; }
   bool resumed() const { return m_resumed; }
 
+  // Changes how many ops run at once (not what is computed); saved in config.json.
+  Status set_jobs(int jobs);
+  // Records the target and toolchain the run is evaluated with; saved in config.json.
+  Status set_machine(const std::string& target, const std::string& toolchain);
+
   // Drives every unfinished op. Thread-safe services are shared by `config().jobs` threads.
   // Fails only when the run directory cannot be written; op-level failures are in the report.
   Result<RunReport> execute(RunServices& services);

@@ -164,8 +164,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
     }
     KOPE_ASSIGN(run, agent::Run::open(o.resume));
     if (std::find(given.begin(), given.end(), "--jobs") != given.end()) {
-      // The number of threads does not change what is computed, only how fast.
-      const_cast<agent::RunConfig&>(run->config()).jobs = std::max(1, o.jobs);
+      KOPE_TRY(run->set_jobs(o.jobs));  // how fast, not what is computed
     }
     if (run->config().loop.policy == "llm") {
       KOPE_ASSIGN(auto chosen, resolve_model_profile(run->config().llm_profile));
@@ -228,10 +227,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
     services.known_ops = std::move(suite->ops);
   }
   if (!run->resumed()) {
-    auto& mutable_cfg = const_cast<agent::RunConfig&>(cfg);
-    mutable_cfg.target = evaluator->target().str();
-    mutable_cfg.toolchain = evaluator->toolchain_id();
-    KOPE_TRY(util::write_file_atomic(run->dir() / "config.json", agent::config_to_json(cfg).dump(2) + "\n"));
+    KOPE_TRY(run->set_machine(evaluator->target().str(), evaluator->toolchain_id()));
   } else if (!cfg.target.empty() && cfg.target != evaluator->target().str()) {
     return fail(ErrorKind::config, "the run in {} was made on target {}, this machine is {}; start a new run here",
                 run->dir().string(), cfg.target, evaluator->target().str());
@@ -239,6 +235,12 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
 
   agent::ConsoleProgress progress(progress_style, stderr, static_cast<int>(run->ops().size()));
   services.progress = &progress;
+  int done = 0, solved = 0;
+  for (const auto& [name, st] : run->states()) {
+    done += st.done;
+    solved += st.done && st.incumbent();
+  }
+  progress.already_done(done, solved);
   progress.message(fmt::format("kope run {}: {} ops, policy {}, context {}, {} job{}, run directory {}", cfg.run_id,
                                run->ops().size(), cfg.loop.policy, context::mode_name(cfg.loop.mode), cfg.jobs,
                                cfg.jobs == 1 ? "" : "s", run->dir().string()));
