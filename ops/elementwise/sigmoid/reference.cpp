@@ -1,0 +1,13 @@
+// Reference sigmoid, in double (rows in parallel): y = 1 / (1 + exp(-x)).
+#include <cmath>
+#include <cstdint>
+
+extern "C" void kope_kernel(const float* x, float* y, int64_t N, int64_t D) {
+#pragma omp parallel for
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t i = n * D; i < (n + 1) * D; ++i) {
+      double v = x[i];
+      y[i] = static_cast<float>(1.0 / (1.0 + std::exp(-v)));
+    }
+  }
+}

@@ -1,0 +1,12 @@
+// Reference exclusive prefix sum along rows, accumulated in double (the first element is 0).
+#include <cstdint>
+
+extern "C" void kope_kernel(const float* x, float* y, int64_t N, int64_t D) {
+  for (int64_t n = 0; n < N; ++n) {
+    double s = 0;
+    for (int64_t d = 0; d < D; ++d) {
+      y[n * D + d] = static_cast<float>(s);
+      s += x[n * D + d];
+    }
+  }
+}
