@@ -213,3 +213,37 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
 
 }  // namespace
 }  // namespace kope::agent
+
+namespace kope::agent {
+namespace {
+
+// Every suite operator gets a well-formed prompt that fits a modest window.
+TEST(Prompt, EverySuiteOpRenders) {
+  auto suite = spec::load_suite(std::filesystem::path(KOPE_SOURCE_DIR) / "ops");
+  ASSERT_TRUE(suite) << suite.error().message;
+  PromptLibrary lib = *PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", "cpu");
+  SharedEstimator est;
+  context::Budget budget;
+  budget.window = 16000;
+  budget.generation = 4000;
+  for (const auto& op : suite->ops) {
+    SCOPED_TRACE(op.name);
+    PromptInput in;
+    in.op = &op;
+    in.reference_source = *util::read_file(op.reference_path);
+    in.hardware = render_hardware(testing::fake_hw(), "g++");
+    in.toolchain = "g++";
+    auto k = classify_knowledge({}, {}, op, memory::Stage::draft, lib, est, [](std::string_view) { return std::nullopt; });
+    auto p = assemble_prompt(lib, in, k, budget, context::Mode::active, est);
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_LE(p->total_tokens, p->limit);
+    const std::string& user = p->messages[1].content;
+    EXPECT_NE(user.find(spec::render_signature(op)), std::string::npos);
+    EXPECT_NE(user.find("operator `" + op.name + "` \u2014 attempt 1 of"), std::string::npos);
+    for (const auto& a : op.attrs) EXPECT_NE(user.find("  - " + a.name + " "), std::string::npos);
+    EXPECT_EQ(user.find("{{"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kope::agent
