@@ -79,7 +79,9 @@ Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, c
 }
 
 Result<NativeKernel> NativeKernel::load(const fs::path& so_path) {
-  void* h = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: unloading a kernel built with -fopenmp can unload libgomp while its idle
+  // workers still exist, and the next parallel region in the process then crashes.
+  void* h = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (h == nullptr) return fail(ErrorKind::io, "cannot load {}: {}", so_path.string(), ::dlerror());
   void* sym = ::dlsym(h, "kope_entry");
   if (sym == nullptr) {

@@ -12,15 +12,15 @@ namespace kope::spec {
 namespace {
 
 constexpr const char* GOLDEN_NORMAL_F32 =
-    "78987f9e758abc96ec7aeb6851a41b76fea83b7e6fb35cf368b906e042222886";
+    "fb1e65d67053f4b7a6bbc09cc44292d127dcbb17808405ffaaf55f110ca59bd2";
 constexpr const char* GOLDEN_NORMAL_F64 =
-    "21deeaf0eb1041ed3b06a9a35781903034f4ac15ea3fa4a0c01d8ee0a092c9c6";
+    "c51d3ed815a0c886b05f6017f942dc284bf4d9ff71d5f9dee4decb1c77bdc4f0";
 constexpr const char* GOLDEN_UNIFORM_F32 =
     "f4ed3dea1f1be0b03687816cbc8930b67d0c585dc0a167c45a011e87cea7521f";
 constexpr const char* GOLDEN_RANDINT_I64 =
     "26dd74ccbe8f5c6149227db01530a2c2cde9f9c43cd94990ae8751dc98bc4c68";
 constexpr const char* GOLDEN_SPECIALS_F32 =
-    "4f670639eda3f914d35afe8b499038f797bac6b2bd8eb49d4ea742978bdad171";
+    "e5ce1aecd8ac57788dfe74f44769a524f9931efabfcd8cfcd21cd82f635c0b20";
 constexpr const char* GOLDEN_ARANGE_F32 =
     "27d6312bc131e13f6768c6b471ea79aabd43eb21dcf010f66de482404295384e";
 
