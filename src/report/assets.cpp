@@ -41,12 +41,12 @@ section { padding: 10px 0 18px; border-bottom: 1px solid var(--line); }
 section > h2 { font-size: 1.3rem; margin: 14px 0 8px; }
 h3 { font-size: 1.05rem; margin: 10px 0 4px; }
 p.lead { color: var(--muted); margin: 0 0 10px; max-width: 900px; }
-.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 12px; margin: 12px 0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 12px; margin: 12px 0; }
 .card { border: 1px solid var(--line); border-left: 6px solid var(--c, #0072B2); border-radius: 6px; padding: 10px 14px; background: #fff; }
 .card h3 { margin: 0 0 6px; font-size: 1.05rem; }
-.card dl { display: grid; grid-template-columns: auto 1fr; gap: 2px 12px; margin: 0; }
+.card dl { display: grid; grid-template-columns: minmax(0, 1fr) auto; gap: 2px 12px; margin: 0; }
 .card dt { color: var(--muted); }
-.card dd { margin: 0; font-weight: 600; font-variant-numeric: tabular-nums; text-align: right; }
+.card dd { margin: 0; font-weight: 600; font-variant-numeric: tabular-nums; text-align: right; white-space: nowrap; }
 .big { font-size: 1.35rem; }
 figure.chart { margin: 14px 0 20px; }
 figure.chart figcaption h3 { margin: 0 0 2px; }
@@ -97,7 +97,7 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 p.caption { color: var(--muted); margin: 2px 0 6px; font-size: .92rem; max-width: 980px; }
 table.data { border-collapse: collapse; font-size: .9rem; font-variant-numeric: tabular-nums; }
 table.data th, table.data td { padding: 4px 9px; border-bottom: 1px solid var(--line); white-space: nowrap; }
-table.data td.text { white-space: normal; min-width: 5em; max-width: 28em; }
+table.data td.wrap { white-space: normal; min-width: 16em; max-width: 32em; }
 table.data th { background: var(--soft); text-align: left; position: sticky; top: 0; cursor: pointer; user-select: none; }
 table.data th.num, table.data td.num { text-align: right; }
 table.data th[aria-sort="ascending"]::after { content: " \25B2"; font-size: .7em; }

@@ -139,9 +139,9 @@ std::string chart_speedups(const Analysis& an) {
       std::string_view c = run_colour(r);
       if (!o.solved) {
         s += titled(
-            fmt::format(
-                "<text x=\"{}\" y=\"{}\" class=\"mark miss\" fill=\"{}\" text-anchor=\"middle\">",
-                num(left + 8), num(cy + 4), c),
+            fmt::format("<text x=\"{}\" y=\"{}\" class=\"mark miss\" style=\"fill:{}\" "
+                        "text-anchor=\"middle\">",
+                        num(left + 8), num(cy + 4), c),
             fmt::format("{} · {}: {}", label, o.name, o.selected ? "no correct kernel" : "not run"),
             "×</text>");
         continue;
@@ -241,13 +241,37 @@ std::string chart_fast_p(const Analysis& an) {
 }
 
 std::string chart_stream(const Analysis& an) {
+  struct Point {
+    const OpFigures* op;
+    double pass;    // cumulative pass rate over cases
+    double solved;  // cumulative share of operators solved
+  };
+  std::vector<std::vector<Point>> series(an.figures.size());
   size_t max_n = 1;
-  for (const auto& f : an.figures) max_n = std::max(max_n, f.stream.size());
+  double lo = 1;
+  for (size_t r = 0; r < an.figures.size(); ++r) {
+    const RunFigures& f = an.figures[r];
+    int64_t passed = 0, total = 0;
+    int solved = 0;
+    for (size_t i = 0; i < f.stream.size(); ++i) {
+      const OpFigures* o = f.op(f.stream[i]);
+      passed += o->cases_passed;
+      total += o->cases_total;
+      solved += o->solved;
+      Point p{o, total ? static_cast<double>(passed) / static_cast<double>(total) : 0,
+              static_cast<double>(solved) / static_cast<double>(i + 1)};
+      lo = std::min({lo, p.pass, p.solved});
+      series[r].push_back(p);
+    }
+    max_n = std::max(max_n, f.stream.size());
+  }
+  // Zoom in when every value is high, so differences between runs stay visible.
+  double y0 = lo >= 0.5 ? std::floor((lo - 0.02) * 10) / 10 : 0;
   const double W = 520, H = 330, left = 52, right = 18, top = 12, bottom = 46;
   LinearScale x{1, static_cast<double>(std::max<size_t>(max_n, 2)), left + 6, W - right};
-  LinearScale y{0, 1, H - bottom, top};
+  LinearScale y{y0, 1, H - bottom, top};
   std::string s = svg_open(W, H, "Cumulative pass rate over the task stream");
-  for (double t : y.ticks(4)) {
+  for (double t : y.ticks(y0 > 0 ? 5 : 4)) {
     s += line(left, y(t), W - right, y(t), "grid");
     s += text(left - 6, y(t) + 4, fmt::format("{:.0f}%", 100 * t), "tick", "end");
   }
@@ -262,41 +286,43 @@ std::string chart_stream(const Analysis& an) {
   s += fmt::format(
       "<text x=\"14\" y=\"{}\" class=\"axis-label\" text-anchor=\"middle\" transform=\"rotate(-90 "
       "14 {})\">"
-      "cumulative pass rate</text>",
+      "cumulative share</text>",
       num((top + H - bottom) / 2), num((top + H - bottom) / 2));
-  for (size_t r = 0; r < an.figures.size(); ++r) {
-    const RunFigures& f = an.figures[r];
-    if (f.stream.empty()) continue;
-    std::string pts, dots;
-    int64_t passed = 0, total = 0;
-    for (size_t i = 0; i < f.stream.size(); ++i) {
-      const OpFigures* o = f.op(f.stream[i]);
-      passed += o->cases_passed;
-      total += o->cases_total;
-      double v = total ? static_cast<double>(passed) / static_cast<double>(total) : 0;
-      double px = x(static_cast<double>(i + 1)), py = y(v);
-      pts += fmt::format("{}{},{}", pts.empty() ? "" : " ", num(px), num(py));
-      dots +=
-          titled(fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.2\" class=\"mark{}\" {}=\"{}\">",
-                             num(px), num(py), o->solved ? "" : " hollow",
-                             o->solved ? "fill" : "stroke", run_colour(r)),
-                 fmt::format("{} · {}. {}: {} ({} of {} cases); cumulative {}", f.label, i + 1,
-                             o->name, o->solved ? "solved" : "not solved", o->cases_passed,
-                             o->cases_total, fmt_pct(v)),
-                 "</circle>");
+  for (size_t r = 0; r < series.size(); ++r) {
+    if (series[r].empty()) continue;
+    const std::string& label = an.figures[r].label;
+    std::string pass_pts, solved_pts, dots;
+    for (size_t i = 0; i < series[r].size(); ++i) {
+      const Point& p = series[r][i];
+      double px = x(static_cast<double>(i + 1));
+      pass_pts += fmt::format("{}{},{}", i ? " " : "", num(px), num(y(p.pass)));
+      solved_pts += fmt::format("{}{},{}", i ? " " : "", num(px), num(y(p.solved)));
+      dots += titled(
+          fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.2\" class=\"mark{}\" {}=\"{}\">", num(px),
+                      num(y(p.pass)), p.op->solved ? "" : " hollow",
+                      p.op->solved ? "fill" : "stroke", run_colour(r)),
+          fmt::format("{} · {}. {}: {} ({} of {} cases); cumulative pass rate {}, solved {}", label,
+                      i + 1, p.op->name, p.op->solved ? "solved" : "not solved", p.op->cases_passed,
+                      p.op->cases_total, fmt_pct(p.pass), fmt_pct(p.solved)),
+          "</circle>");
     }
-    s += fmt::format("<polyline points=\"{}\" class=\"series\" stroke=\"{}\"/>", pts,
+    s += titled(fmt::format("<polyline points=\"{}\" class=\"mark series dashed\" stroke=\"{}\">",
+                            solved_pts, run_colour(r)),
+                fmt::format("{}: share of operators solved so far", label), "</polyline>");
+    s += fmt::format("<polyline points=\"{}\" class=\"series\" stroke=\"{}\"/>", pass_pts,
                      run_colour(r)) +
          dots;
   }
   s += "</svg>";
-  std::string out = figure_open("stream", "Cumulative pass over the task stream",
-                                "After each operator, the pass rate over the cases of the "
-                                "operators started so far, in the order each run started "
-                                "them (filled dot: solved; hollow: not). With memory, later "
-                                "operators can start from what earlier ones taught; a "
-                                "curve that rises or holds while the other falls is the sign. "
-                                "Operators a run never started are not in its stream.");
+  std::string out = figure_open(
+      "stream", "Cumulative pass over the task stream",
+      "After each operator, in the order each run started them: the pass rate over the cases of "
+      "the operators so far "
+      "(solid; filled dot: the operator was solved, hollow: not) and the share of those operators "
+      "solved (dashed). "
+      "With memory, later operators can start from what earlier ones taught: a curve that rises or "
+      "holds while "
+      "another falls is the sign. Operators a run never started are not in its stream.");
   return out + runs_legend(an) + s + "</figure>";
 }
 
@@ -406,7 +432,7 @@ std::string chart_tiers(const Analysis& an) {
   for (size_t r = 0; r < an.figures.size(); ++r) {
     std::string s =
         svg_open(W, H, fmt::format("{}: prompt tokens per tier per attempt", an.figures[r].label));
-    s += fmt::format("<text x=\"{}\" y=\"15\" class=\"panel-title\" fill=\"{}\">{}</text>",
+    s += fmt::format("<text x=\"{}\" y=\"15\" class=\"panel-title\" style=\"fill:{}\">{}</text>",
                      num(left), run_colour(r), xml_escape(an.figures[r].label));
     for (double t : y.ticks(4)) {
       s += line(left, y(t), W - right, y(t), "grid");

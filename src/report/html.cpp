@@ -96,9 +96,12 @@ std::string html_table_impl(const Table& t, const std::map<std::string, std::str
     s += "<tr>";
     for (size_t j = 0; j < t.columns.size(); ++j) {
       const Column& c = t.columns[j];
-      std::string cls = numeric(c.type) ? "num" : (c.type == ColumnType::text ? "text" : "");
+      std::string shown_text = format_cell(row[j], c);
+      // Long texts (sets in words, strategies, lesson texts) wrap; everything else stays on one
+      // line.
+      std::string cls = numeric(c.type) ? "num" : (shown_text.size() > 32 ? "wrap" : "");
       if (!c.brief) cls += cls.empty() ? "extra" : " extra";
-      std::string shown = xml_escape(format_cell(row[j], c));
+      std::string shown = xml_escape(shown_text);
       if ((c.key == "label" || c.key == "run" || c.key == "baseline") &&
           std::holds_alternative<std::string>(row[j])) {
         auto it = run_colours.find(std::get<std::string>(row[j]));

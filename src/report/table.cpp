@@ -205,6 +205,8 @@ std::string print_console(const std::vector<Table>& tables, int width) {
       header += " " + pad(c.title, w[j], right_aligned(c.type)) + " ";
       rule += " " + std::string(w[j], '-') + " ";
     }
+    while (!header.empty() && header.back() == ' ') header.pop_back();
+    while (!rule.empty() && rule.back() == ' ') rule.pop_back();
     out += header + "\n" + rule + "\n";
     for (const auto& line : cells) {
       std::string s = " ";
@@ -242,6 +244,8 @@ std::string print_markdown(const std::vector<Table>& tables) {
       header += " " + esc(t.columns[j].title) + " |";
       rule += right_aligned(t.columns[j].type) ? " ---: |" : " --- |";
     }
+    while (!header.empty() && header.back() == ' ') header.pop_back();
+    while (!rule.empty() && rule.back() == ' ') rule.pop_back();
     out += header + "\n" + rule + "\n";
     for (const auto& row : t.rows) {
       std::string line = "|";

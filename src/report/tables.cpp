@@ -42,7 +42,9 @@ std::string fmt_value(std::optional<double> v, const std::string& unit) {
   if (!v) return "-";
   if (unit == "points" || unit == "fraction") return fmt::format("{:.1f}%", 100 * *v);
   if (unit == "speedup") return fmt::format("{:.2f}x", *v);
-  if (unit == "tokens") return fmt::format("{:.0f}", *v);
+  if (unit == "tokens")
+    return format_cell(Value(static_cast<int64_t>(std::llround(*v))),
+                       Column{"", "", ColumnType::integer, 0, true, ""});
   if (unit == "usd") return fmt::format("${:.4f}", *v);
   return fmt::format("{:.2f}", *v);
 }
@@ -310,12 +312,12 @@ std::vector<Table> build_tables(const Analysis& an) {
     t.columns = {col("baseline", "baseline", ColumnType::text, 0, false),
                  col("run", "run", ColumnType::text),
                  col("metric", "figure", ColumnType::text),
-                 col("over", "over", ColumnType::text),
-                 col("n", "n", ColumnType::integer),
                  col("baseline_text", "baseline value", ColumnType::text),
                  col("value_text", "run value", ColumnType::text),
                  col("change_text", "change", ColumnType::text),
                  col("interval_text", "95% interval", ColumnType::text),
+                 col("n", "n", ColumnType::integer),
+                 col("over", "over", ColumnType::text),
                  col("key", "key", ColumnType::text, 0, false),
                  col("kind", "kind", ColumnType::text, 0, false),
                  col("unit", "unit", ColumnType::text, 0, false),
@@ -335,9 +337,9 @@ std::vector<Table> build_tables(const Analysis& an) {
         if (m.interval && m.interval->resamples > 0 && m.kind == "ratio") {
           interval = fmt::format("[{:.2f}x, {:.2f}x]", m.interval->low, m.interval->high);
         }
-        t.add({c.baseline, c.other, m.title, m.set, int64_t{m.n},
-               fmt_value(m.baseline_value, m.unit), fmt_value(m.value, m.unit), change, interval,
-               m.key, m.kind, m.unit, opt_value(m.baseline_value), opt_value(m.value),
+        t.add({c.baseline, c.other, m.title, fmt_value(m.baseline_value, m.unit),
+               fmt_value(m.value, m.unit), change, interval, int64_t{m.n}, m.set, m.key, m.kind,
+               m.unit, opt_value(m.baseline_value), opt_value(m.value),
                m.interval ? Value(m.interval->estimate) : Value(),
                m.interval ? Value(m.interval->low) : Value(),
                m.interval ? Value(m.interval->high) : Value(),
