@@ -3,7 +3,8 @@
 // A MemoryOverview is a plain snapshot: counts, every lesson with its scope, learned values and
 // helpful/harmful counts, and the quarantined wins (implausible speedups awaiting
 // re-verification). load_memory_overview() reads it from a memory database through the store
-// interface (include/kope/memory.h) without writing to it.
+// interface (include/kope/memory.h): it only reads, although opening an older database through
+// the store migrates its schema, as any kope command would.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "kope/memory.h"
 #include "util/fs.h"
 #include "util/strings.h"
 #include "util/subprocess.h"
@@ -192,6 +193,46 @@ TEST(ReportCli, MovedOperatorFallsBackToResultsJson) {
   json j = json::parse(o.out);
   EXPECT_NEAR(j["tables"]["summary"]["rows"][0]["pass_rate"].get<double>(), 11.0 / 12.0, 1e-12);
   EXPECT_NE(j["notes"].dump().find("come from results.json"), std::string::npos);
+}
+
+TEST(ReportCli, MemorySection) {
+  auto tmp = util::TempDir::create("kope-report-cli");
+  ASSERT_TRUE(tmp);
+  fs::path db = tmp->path() / "memory.db";
+  {
+    auto store = memory::open_store(db);
+    ASSERT_TRUE(store) << store.error().message;
+    memory::CaseRecord c;
+    c.natural_key = "r/fx_scale/1";
+    c.run_id = "r";
+    c.task.op = "fx_scale";
+    c.task.category = "elementwise";
+    c.hardware.target = "x86_64-avx2-fma";
+    c.toolchain.id = "g++ 12";
+    c.toolchain.backend = "cpu";
+    c.code = "extern \"C\" void kope_kernel() {}";
+    c.verdict = "correct";
+    c.speedup_vs_reference = 4000.0;  // implausible for a first kernel: quarantined
+    c.timings.push_back({0, 0.025, 0.001, 100.0, std::nullopt});
+    ASSERT_TRUE((*store)->record_case(c));
+    memory::LessonDelta d;
+    d.lesson.title = "Vectorise the inner loop";
+    d.lesson.text = "Use 8-wide AVX2 loads for contiguous rows.";
+    d.lesson.scope.category = "elementwise";
+    ASSERT_TRUE((*store)->apply(d));
+  }
+  auto o = kope({"report", run("run-none"), "--memory", db.string(), "--json"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  json j = json::parse(o.out);
+  ASSERT_EQ(j["tables"]["memory_lessons"]["rows"].size(), 1u);
+  EXPECT_EQ(j["tables"]["memory_lessons"]["rows"][0]["title"], "Vectorise the inner loop");
+  EXPECT_EQ(j["tables"]["memory_lessons"]["rows"][0]["scope"], "elementwise");
+  ASSERT_EQ(j["tables"]["memory_quarantined"]["rows"].size(), 1u);
+  EXPECT_EQ(j["tables"]["memory_quarantined"]["rows"][0]["op"], "fx_scale");
+  auto missing = kope({"report", run("run-none"), "--memory", (tmp->path() / "nope.db").string()});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("--memory: "), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(tmp->path() / "nope.db"));
 }
 
 }  // namespace

@@ -63,7 +63,9 @@ Result<int> run_report(const ReportCliOptions& o) {
   opts.bootstrap.seed = o.seed;
   KOPE_ASSIGN(report::Analysis an, report::analyse(std::move(runs), opts));
   if (!o.memory.empty()) {
-    return fail(ErrorKind::unavailable, "--memory: TODO");
+    auto m = report::load_memory_overview(o.memory);
+    if (!m) return std::unexpected(std::move(m.error()).with_context("--memory: "));
+    an.memory = std::move(*m);
   }
   std::vector<report::Table> tables = report::build_tables(an);
 
