@@ -58,6 +58,10 @@ std::string fmt_change(double v, const PairedMetric& m) {
   return fmt::format("{:+.2f}", v);
 }
 
+std::string count_words(int64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
 }  // namespace
 
 std::string bootstrap_words(const BootstrapOptions& b) {
@@ -422,12 +426,11 @@ std::vector<Table> build_tables(const Analysis& an) {
     s.id = "memory_lessons";
     s.title = "Memory: lessons by scope";
     s.caption = fmt::format(
-        "{}: {} tasks, {} cases, {} lessons over {} targets. Every lesson, grouped by scope "
-        "(category · backend · target · "
-        "toolchain; 'any' where unscoped), with its helpful/harmful counts and the value learned "
-        "per stage from the "
-        "outcomes of the prompts it was in.",
-        m.path, m.tasks, m.cases, m.lessons, m.targets);
+        "{}: {} tasks, {} cases, {} over {}. Every lesson, grouped by scope (category · backend · "
+        "target · toolchain; 'any' where unscoped), with its helpful/harmful counts and the value "
+        "learned per stage from the outcomes of the prompts it was in.",
+        m.path, m.tasks, m.cases, count_words(m.lessons, "lesson", "lessons"),
+        count_words(m.targets, "target", "targets"));
     s.columns = lesson_columns(true);
     std::vector<const MemoryLesson*> by_scope;
     for (const auto& l : m.all_lessons) by_scope.push_back(&l);
@@ -446,7 +449,9 @@ std::vector<Table> build_tables(const Analysis& an) {
       t.columns = lesson_columns(true);
       std::vector<const MemoryLesson*> list;
       for (const auto& l : m.all_lessons) {
-        if ((helpful ? l.helpful : l.harmful) > 0) list.push_back(&l);
+        // Net helpful (or net harmful) lessons only: a lesson that helped more than it hurt is not
+        // among the harmful ones however many harmful votes it has.
+        if (helpful ? l.helpful > l.harmful : l.harmful > l.helpful) list.push_back(&l);
       }
       std::stable_sort(list.begin(), list.end(), [&](const MemoryLesson* a, const MemoryLesson* b) {
         int ka = helpful ? a->helpful - a->harmful : a->harmful - a->helpful;
@@ -459,13 +464,12 @@ std::vector<Table> build_tables(const Analysis& an) {
       tables.push_back(std::move(t));
     };
     top("memory_helpful", "Memory: most helpful lessons",
-        "The ten lessons with the largest helpful − harmful count (prompts they were in that led "
-        "to a good outcome).",
+        "At most ten lessons that helped more often than they hurt, by helpful − harmful (the "
+        "prompts they were in that led to a good or a bad outcome).",
         true);
     top("memory_harmful", "Memory: most harmful lessons",
-        "The ten lessons with the largest harmful − helpful count; kope deprecates a lesson "
-        "automatically once it is "
-        "clearly harmful.",
+        "At most ten lessons that hurt more often than they helped, by harmful − helpful; kope "
+        "deprecates a lesson automatically once it is clearly harmful.",
         false);
 
     Table q;

@@ -123,6 +123,10 @@ std::vector<DemoRun> make_demo_runs(const fs::path& root, const std::vector<std:
   EXPECT_TRUE(prompts) << prompts.error().message;
   if (!prompts) return out;
   HardwareProfile hw = agent::testing::fake_hw();
+  EXPECT_TRUE(util::make_dirs(root));
+  auto store = memory::open_store(demo_memory(root));
+  EXPECT_TRUE(store) << store.error().message;
+  if (!store) return out;
   for (size_t m = 0; m < modes.size(); ++m) {
     const std::string& mode = modes[m];
     int q = mode == "none" ? 0 : mode == "passive" ? 1 : 2;
@@ -158,12 +162,12 @@ std::vector<DemoRun> make_demo_runs(const fs::path& root, const std::vector<std:
           return r;
         });
     DemoEvaluator evaluator;
-    agent::InMemoryStore store;
     agent::RunConfig c;
     c.run_id = fmt::format("demo-{}", mode);
     c.created_at = "2026-05-01T12:00:00.000Z";
     c.selectors = {"demo"};
     c.suite_root = (fs::path(KOPE_SOURCE_DIR) / "ops").string();
+    c.memory_path = demo_memory(root).string();
     c.seed = 11;
     c.target = "x86_64-avx2-fma";
     c.toolchain = "g++ (fake) 12 | -O3";
@@ -184,7 +188,7 @@ std::vector<DemoRun> make_demo_runs(const fs::path& root, const std::vector<std:
     if (!run) return out;
     agent::RunServices s;
     s.evaluator = &evaluator;
-    s.store = &store;
+    s.store = store->get();
     s.llm = &llm;
     s.hw = &hw;
     s.prompts = &*prompts;
@@ -196,6 +200,10 @@ std::vector<DemoRun> make_demo_runs(const fs::path& root, const std::vector<std:
     out.push_back({mode, dir});
   }
   return out;
+}
+
+fs::path demo_memory(const fs::path& root) {
+  return root / "memory.db";
 }
 
 }  // namespace kope::report::testing

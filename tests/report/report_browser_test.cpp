@@ -149,8 +149,9 @@ TEST(ReportBrowser, AblationOfThreeContextModes) {
   auto runs = report::testing::make_demo_runs(k_artifacts / "runs", {"none", "passive", "active"});
   ASSERT_EQ(runs.size(), 3u);
   fs::path html = k_artifacts / "report.html";
+  fs::path memory = report::testing::demo_memory(k_artifacts / "runs");
   ASSERT_EQ(kope_report({runs[0].dir.string(), runs[1].dir.string(), runs[2].dir.string(), "--html",
-                         html.string()}),
+                         html.string(), "--memory", memory.string()}),
             0);
   // The report's own JSON names the charts the page must hold.
   std::string out;
@@ -161,6 +162,9 @@ TEST(ReportBrowser, AblationOfThreeContextModes) {
   EXPECT_EQ(j["set"]["ops"].size(), 12u);
   EXPECT_EQ(j["tables"]["summary"]["rows"].size(), 3u);
   EXPECT_EQ(j["tables"]["comparison"]["rows"][0]["baseline"], "none");
+  auto page = util::read_file(html);
+  ASSERT_TRUE(page);
+  EXPECT_NE(page->find("Memory: lessons by scope"), std::string::npos);
   check_in_browser(html, k_artifacts / "report.png",
                    {"speedup", "fast_p", "stream", "tiers", "iterations", "lineage", "comparison-1",
                     "comparison-2"});
