@@ -34,7 +34,7 @@ std::string safe_name(std::string_view s) {
   return out.empty() ? "op" : out;
 }
 
-std::string role_name(llm::Message::Role r) {
+std::string role_label(llm::Message::Role r) {
   switch (r) {
     case llm::Message::Role::system: return "system";
     case llm::Message::Role::user: return "user";
@@ -45,7 +45,7 @@ std::string role_name(llm::Message::Role r) {
 
 std::string fmt_x(std::optional<double> v) { return v ? fmt::format("{:.2f}x", *v) : std::string("-"); }
 
-std::string lesson_kind_name(memory::LessonKind k) {
+std::string lesson_kind_text(memory::LessonKind k) {
   switch (k) {
     case memory::LessonKind::strategy: return "strategy";
     case memory::LessonKind::pitfall: return "pitfall";
@@ -55,7 +55,7 @@ std::string lesson_kind_name(memory::LessonKind k) {
   return "strategy";
 }
 
-std::string delta_op_name(memory::LessonDelta::Op op) {
+std::string delta_op_text(memory::LessonDelta::Op op) {
   using Op = memory::LessonDelta::Op;
   switch (op) {
     case Op::add: return "add";
@@ -278,12 +278,16 @@ Result<std::optional<json>> Loop::call_model(int k, const Plan& plan) {
     KOPE_ASSIGN(auto broad_items, m_env.store->retrieve(broad));
     std::map<std::string, std::string> categories;
     for (const auto* o : m_env.known_ops) categories[o->name] = o->category;
+    // This task's own attempts are in the hot tier already (incumbent, tried-table).
+    std::set<std::string> own;
+    for (const auto& [iter, id] : m_state.case_ids) own.insert(fmt::format("case:{}", id));
     knowledge = classify_knowledge(state_items, broad_items, m_op, plan.stage, *m_env.prompts, *m_env.estimator,
                                    [&](std::string_view name) -> std::optional<std::string> {
                                      auto it = categories.find(std::string(name));
                                      if (it == categories.end()) return std::nullopt;
                                      return it->second;
-                                   });
+                                   },
+                                   own);
   } else {
     // `none` admits no memory, so nothing is read from it; the notes are offered and dropped
     // by the same selection as in the other modes.
@@ -383,7 +387,7 @@ Result<std::optional<json>> Loop::call_model(int k, const Plan& plan) {
     std::string answer_rel = fmt::format("candidates/{}/{}.answer.md", m_op_dir, k);
     KOPE_TRY(write_run_file(answer_rel, text));
     std::string transcript;
-    for (const auto& m : prompt.messages) transcript += "## " + role_name(m.role) + "\n\n" + m.content + "\n\n";
+    for (const auto& m : prompt.messages) transcript += "## " + role_label(m.role) + "\n\n" + m.content + "\n\n";
     transcript += "## assistant\n\n" + (text.empty() ? "(" + provider_problem + ")" : text) + "\n";
     KOPE_TRY(write_transcript(fmt::format("transcripts/{}/{}-{}.md", m_op_dir, k, memory::stage_name(plan.stage)), transcript));
     json answer{{"type", "answer"},
@@ -447,7 +451,7 @@ Result<Attempt> Loop::attempt_from_answer(const json& ans) {
     if (why.empty()) why = parsed.problem;
     if (ans.value("finish_reason", "") == "length") why += " (the answer hit the output-token limit)";
     a.verdict = std::string(eval::verdict_name(eval::Verdict::compile_error));
-    a.message = std::string(k_no_code_message) + ": " + why;
+    a.message = why == k_no_code_message ? why : std::string(k_no_code_message) + ": " + why;
     a.diagnostics = text.empty() ? "" : "The answer began:\n" + util::truncate_text(text, 600, 12);
   }
   return a;
@@ -716,7 +720,7 @@ Status Loop::reflect(const std::string& rkey, const std::string& trigger, const 
     }
     if (!r->usage.estimated && r->usage.prompt_tokens > 0) m_env.estimator->calibrate(estimated, r->usage.prompt_tokens);
     std::string transcript;
-    for (const auto& m : messages) transcript += "## " + role_name(m.role) + "\n\n" + m.content + "\n\n";
+    for (const auto& m : messages) transcript += "## " + role_label(m.role) + "\n\n" + m.content + "\n\n";
     transcript += "## assistant\n\n" + r->text + "\n";
     KOPE_TRY(write_transcript(fmt::format("transcripts/{}/reflect-{}.md", m_op_dir, rkey), transcript));
     ParsedLessons parsed = parse_lessons(r->text, ctx);
@@ -1056,9 +1060,9 @@ double reward_for(const Attempt& a) {
 
 json delta_to_json(const memory::LessonDelta& d) {
   const memory::Lesson& l = d.lesson;
-  return json{{"op", delta_op_name(d.op)},
+  return json{{"op", delta_op_text(d.op)},
               {"lesson_id", d.lesson_id},
-              {"kind", lesson_kind_name(l.kind)},
+              {"kind", lesson_kind_text(l.kind)},
               {"title", l.title},
               {"text", l.text},
               {"error_signature", l.error_signature},
