@@ -86,7 +86,7 @@ class Loop {
   Result<OpEnd> run();
 
  private:
-  bool cancelled() const { return m_env.cancel && m_env.cancel->load(); }
+  bool cancelled() const { return (m_env.cancel && m_env.cancel->load()) || (m_env.abort && m_env.abort->load()); }
   std::string key(int k) const { return fmt::format("{}/{}/{}", m_env.run_id, m_op.name, k); }
   uint64_t derived_seed(int k, std::string_view salt) const {
     return util::fnv1a64(fmt::format("{}/{}/{}/{}", *m_cfg.seed, m_op.name, k, salt));
