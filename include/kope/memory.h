@@ -5,15 +5,48 @@
 // retrieval log records which items went into which prompt so outcomes can be credited back.
 // The embedded store is SQLite (WAL, synchronous=FULL); only the trusted parent opens it.
 // A Store object is thread-safe (writes are serialised inside); several processes may open the
-// same file.
+// same file. `open_store(":memory:")` gives a private in-memory store (for tests and fakes).
+//
+// Rules the store applies (README.md "Memory" gives the reasoning):
+//  - Outcome: r = speedup_vs_reference / parent's speedup_vs_reference (1.0, the reference, for
+//    a root or a parent that was not correct and timed); a case that is not correct has r = 0.
+//    A correct case without timings uses the caller's speedup_vs_parent, else r = 1.
+//  - Downstream score d(v) = 0.5·r_v + 0.5·0.7·Σ_children d(u), updated incrementally along the
+//    new case's ancestor chain. A quarantined (or refuted) case counts r = 0 until verified.
+//  - Quarantine: a correct case is quarantined when fraction_of_roofline >
+//    k_quarantine_roofline_fraction, or r > k_quarantine_jump over a correct, timed parent, or
+//    its speedup vs the reference exceeds k_quarantine_root_speedup when it has no such parent.
+//    Quarantined cases are excluded from best_cases, task summaries and speed evidence until
+//    verify_case() confirms them.
+//  - Rewards (see stage_reward): draft/repair: 1 correct, 0.25 compiled but failed
+//    (wrong_result, runtime_error, timeout, resource_limit), 0 otherwise; refine: ln(r) clipped
+//    to [-1, 1], -1 when not correct.
+//  - Values: credit() moves each used item's value for the prompt's stage by an exponential
+//    moving average v += k_value_rate·(reward − v) (initial value: the stage's prior, 0.5 for
+//    draft/repair, 0 for refine). A reward at or above the stage's helpful threshold (0.5 for
+//    draft/repair, > 0 for refine) counts as helpful, else harmful. A lesson is deprecated
+//    automatically (a logged delta) once harmful >= k_deprecate_min_harmful and
+//    harmful >= 2·(helpful + 1).
+//  - Lessons: an add whose normalised text equals, or whose token Jaccard similarity is at least
+//    k_lesson_near_duplicate with, an active lesson of the same kind, scope (and error signature
+//    for fixes) is merged into that lesson (logged), never added twice.
+//  - Retrieval: bounded candidates per signal (fix lessons and error->fix links by error
+//    signature; BM25 over lessons and journals, scoring the newest matches of the query's rarer
+//    terms; the op's cases by d(v); best kernels of this op and of the most similar ops from
+//    per-task summaries; lineage around the incumbent; lessons of the scope), one scoring pass
+//    with stage-dependent weights; score_parts holds each weighted part (they sum to score).
+//    Items from another target or toolchain, or imported as foreign, are `foreign`: never best
+//    kernels, no speed or d(v) part, ranked by feasibility (fixes, what compiled and passed).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kope/error.h"
@@ -29,7 +62,37 @@ std::optional<Stage> parse_stage(std::string_view s);
 // is not correct has speedup 0 and so is negative.
 enum class Outcome { effective, partial, ineffective, negative };
 std::string_view outcome_name(Outcome o);
+std::optional<Outcome> parse_outcome(std::string_view s);
 Outcome outcome_for_ratio(double r);
+
+// Thresholds and rates the store applies (see the header comment).
+inline constexpr double k_downstream_self = 0.5;          // weight of r_v in d(v)
+inline constexpr double k_downstream_decay = 0.7;         // discount of the children's sum
+inline constexpr double k_quarantine_roofline_fraction = 1.0;
+inline constexpr double k_quarantine_jump = 10.0;         // r over a correct, timed parent
+inline constexpr double k_quarantine_root_speedup = 1000.0;  // vs reference, without such a parent
+inline constexpr double k_value_rate = 0.2;               // EMA rate of learned values
+inline constexpr int k_deprecate_min_harmful = 5;
+inline constexpr double k_lesson_near_duplicate = 0.8;    // token Jaccard
+
+// The reward of an attempt for its stage (see the header comment). `ratio` is r.
+double stage_reward(Stage stage, std::string_view verdict, double ratio);
+// The prior value of an item for a stage, before any credit.
+double stage_prior(Stage stage);
+
+// Estimated prompt tokens of a text (bytes / 4, rounded up): one estimate shared by retrieval
+// and context assembly.
+int64_t estimate_tokens(std::string_view text);
+
+// Normalised error signature of an evaluation, so equal causes share a signature:
+//  compile_error -> "compile_error: error: 'X' was not declared in this scope" (first error
+//  line; paths, line/column numbers, numbers and quoted identifiers stripped);
+//  runtime_error -> "runtime_error:SIGSEGV" (signal) or "runtime_error:exit";
+//  wrong_result -> "wrong_result:nan_mismatch" / ":inf_mismatch" / ":value";
+//  timeout, resource_limit -> the verdict plus the limit kind; rejected -> the normalised rule;
+//  correct -> "". Pure function, thread-safe.
+std::string error_signature(std::string_view verdict, std::string_view message,
+                            std::string_view diagnostics);
 
 struct HardwareInfo {
   std::string target;      // Target::str(), the key
@@ -74,6 +137,8 @@ struct CaseRecord {
   HardwareInfo hardware;
   ToolchainInfo toolchain;
   std::optional<int64_t> parent_id;  // the case this attempt began from
+  std::string parent_key;         // alternative to parent_id: the parent's natural key (used when
+                                  // a batch holds parent and child, and by imports)
   Stage stage = Stage::draft;
   std::string optimisation;       // what the model said it applied
   std::string code;               // the candidate source (stored content-addressed)
@@ -92,11 +157,25 @@ struct CaseRecord {
   double wall_seconds = 0;
   std::string journal;            // human-readable account: strategy, change, status, numbers, reading
   std::string created_at;         // ISO 8601, set by the store
-  bool quarantined = false;       // an implausible win awaiting re-verification
+  bool quarantined = false;       // an implausible win awaiting re-verification (input: the
+                                  // caller may force it; output: quarantined or refuted)
+
+  // Filled by the store when reading (ignored when recording):
+  double ratio = 0;               // r, from which `outcome` was computed
+  double downstream = 0;          // d(v), current
+  std::string quarantine_status;  // "", "quarantined", "verified", "refuted"
+  std::string quarantine_reason;  // why it was quarantined
+  std::string code_hash;          // SHA-256 of `code`
+  std::string origin;             // instance id of the database the case was first recorded in
+  bool foreign_origin = false;    // imported with --foreign: from another machine
 };
 
 enum class LessonKind { strategy, pitfall, fix, recipe };
 enum class LessonStatus { active, quarantined, deprecated, merged };
+std::string_view lesson_kind_name(LessonKind k);
+std::optional<LessonKind> parse_lesson_kind(std::string_view s);
+std::string_view lesson_status_name(LessonStatus s);
+std::optional<LessonStatus> parse_lesson_status(std::string_view s);
 
 struct LessonScope {
   std::string category;   // op category, or "" for any
@@ -119,6 +198,9 @@ struct Lesson {
   std::vector<int64_t> source_cases;    // provenance
   std::string valid_from;
   std::string valid_to;                 // empty while valid
+  std::string merged_into;              // for status merged
+  std::string origin;                   // instance id of the database it was first added in
+  bool foreign_origin = false;
 };
 
 // The only way lessons change. Every applied delta is logged.
@@ -130,6 +212,21 @@ struct LessonDelta {
   std::string merge_into;       // for merge
   std::string reason;
   std::optional<int64_t> source_case;
+};
+std::string_view delta_op_name(LessonDelta::Op op);
+
+// One logged delta, as kept in a lesson's history.
+struct LessonLogEntry {
+  int64_t seq = 0;
+  std::string lesson_id;
+  std::string op;               // delta_op_name, or "add" of a duplicate that was merged
+  std::string reason;
+  std::optional<int64_t> source_case;
+  std::string payload;          // JSON: what changed (old/new text, counts, values)
+  int helpful_after = 0;
+  int harmful_after = 0;
+  std::string status_after;
+  std::string created_at;
 };
 
 // The state retrieval is asked about.
@@ -143,6 +240,7 @@ struct RetrievalQuery {
   std::string bottleneck;       // "memory", "compute", "latency" or ""
   std::string text;             // free text for lexical search (e.g. the latest diagnostics)
   int limit = 50;
+  std::optional<int64_t> incumbent_case;  // enables lineage signals (ancestors, tried branches)
 };
 
 struct RetrievedItem {
@@ -172,7 +270,96 @@ struct Stats {
   int64_t cases = 0;
   int64_t lessons = 0;
   int64_t targets = 0;
-  int64_t bytes = 0;
+  int64_t bytes = 0;            // database file plus WAL
+  // Details:
+  int64_t toolchains = 0;
+  int64_t runs = 0;
+  int64_t quarantined = 0;      // cases awaiting re-verification
+  int64_t foreign_cases = 0;
+  int64_t lessons_active = 0;
+  int64_t lesson_deltas = 0;
+  int64_t prompts = 0;          // retrieval log entries
+  int64_t prompts_credited = 0;
+  int64_t code_blobs = 0;
+  int64_t code_bytes_raw = 0;
+  int64_t code_bytes_stored = 0;  // compressed
+  int schema_version = 0;
+  std::string instance;         // this database's instance id
+  std::map<std::string, int64_t> by_verdict;
+  std::map<std::string, int64_t> by_outcome;
+  std::map<std::string, int64_t> by_stage;
+  std::map<std::string, int64_t> lessons_by_status;
+};
+
+// Filters for Store::cases (empty / unset = any). Results are newest first.
+struct CaseFilter {
+  std::string op;
+  std::string target;
+  std::string toolchain;
+  std::string run_id;
+  std::optional<Stage> stage;
+  std::string verdict;
+  std::optional<Outcome> outcome;
+  std::optional<bool> quarantined;  // true: quarantined or refuted only
+  std::optional<bool> foreign_origin;
+  std::string error_signature;
+  int limit = 100;
+  int64_t before_id = 0;          // > 0: only ids below (paging)
+  bool with_code = false;         // decompress the code (costly for long listings)
+};
+
+struct LessonFilter {
+  LessonScope scope;              // compatible scopes, as in Store::lessons
+  std::optional<LessonKind> kind;
+  std::optional<LessonStatus> status;  // unset: every status
+  std::string text;               // lexical search (FTS5) over title and text
+  int limit = 200;
+};
+
+// One case in a lineage forest, in depth-first order (parents before children).
+struct LineageNode {
+  int64_t id = 0;
+  std::optional<int64_t> parent_id;
+  int depth = 0;
+  std::string target;
+  std::string run_id;
+  Stage stage = Stage::draft;
+  std::string verdict;
+  Outcome outcome = Outcome::negative;
+  double ratio = 0;
+  std::optional<double> speedup_vs_reference;
+  double downstream = 0;
+  std::string optimisation;
+  std::string quarantine_status;
+};
+
+struct ExportOptions {
+  std::string op;                 // only this op ("" = all)
+  std::string target;             // only this target ("" = all)
+  int64_t max_cases = 0;          // dot only: newest N cases (0 = all)
+};
+
+struct ImportOptions {
+  bool foreign = false;           // mark everything imported as from another machine
+  std::string source;             // file or database name, for the import log
+};
+
+struct ImportReport {
+  std::string origin;             // instance id of the exporting database
+  int64_t cases_added = 0;
+  int64_t cases_skipped = 0;      // already present (idempotent re-import)
+  int64_t cases_renamed = 0;      // natural key collided with a different case; kept under a new key
+  int64_t lessons_added = 0;
+  int64_t lessons_merged = 0;     // near duplicates merged into existing lessons
+  int64_t lessons_skipped = 0;
+};
+
+struct CheckReport {
+  std::vector<std::string> problems;  // empty: healthy
+  int64_t cases_checked = 0;
+  int64_t blobs_checked = 0;
+  int64_t lessons_checked = 0;
+  bool ok() const { return problems.empty(); }
 };
 
 class Store {
@@ -180,26 +367,84 @@ class Store {
   virtual ~Store() = default;
 
   // Appends a case (idempotent on natural_key) and updates downstream scores. Returns its id.
+  // The store computes r, the outcome, the error signature (when empty), quarantine and d(v);
+  // a retry with a known natural key returns the recorded id and changes nothing. Fails with
+  // usage (no natural key, op or target; unknown verdict; non-finite speedups), not_found (the
+  // parent does not exist), io or corrupt (the database).
   virtual Result<int64_t> record_case(const CaseRecord& c) = 0;
+  // The case with its code decompressed; nullopt when there is none.
   virtual Result<std::optional<CaseRecord>> get_case(int64_t id) = 0;
   virtual Result<std::optional<CaseRecord>> find_case(const std::string& natural_key) = 0;
   // The fastest correct, non-quarantined cases for an op on a target ("" = any), best first.
+  // Cases imported as foreign are never included (speed does not transfer).
   virtual Result<std::vector<CaseRecord>> best_cases(const std::string& op, const std::string& target, int limit) = 0;
 
+  // Applies one logged delta; returns the lesson id (for an add that duplicates an existing
+  // lesson, that lesson's id). Fails with usage (empty lesson, merge into itself or into a
+  // deprecated lesson, change of a merged lesson) or not_found (unknown lesson or case).
   virtual Result<std::string> apply(const LessonDelta& delta) = 0;  // returns the lesson id
+  // Active lessons whose scope is compatible with `filter` (an empty field on either side matches
+  // anything), most helpful first.
   virtual Result<std::vector<Lesson>> lessons(const LessonScope& filter) = 0;
 
+  // Candidate items for a state, best first, at most q.limit (see the header comment).
   virtual Result<std::vector<RetrievedItem>> retrieve(const RetrievalQuery& q) = 0;
+  // Records which items went into a prompt. Logging the same prompt again adds nothing but may
+  // set a case id that was 0 before.
   virtual Status log_retrieval(const RetrievalLogEntry& entry) = 0;
   // Moves the learned values of the items used by `prompt_id` toward `reward` for its stage.
+  // A prompt is credited once; a second credit succeeds and changes nothing. Fails with
+  // not_found for a prompt that was never logged, usage for a non-finite reward.
   virtual Status credit(const std::string& prompt_id, double reward) = 0;
 
   virtual Result<Stats> stats() = 0;
+
+  // --- Extensions (defaults fail with `unavailable`, so simple fakes need not implement them).
+
+  // Records many cases in one transaction (parents may precede children in the same batch).
+  // Idempotent per case as record_case. All or nothing.
+  virtual Result<std::vector<int64_t>> record_cases(const std::vector<CaseRecord>& cs);
+  // Applies many lesson deltas in one transaction, in order (all or nothing); ids as apply().
+  virtual Result<std::vector<std::string>> apply_all(const std::vector<LessonDelta>& deltas);
+  virtual Result<std::vector<CaseRecord>> cases(const CaseFilter& filter);
+  // The began-from forest of an op's cases (on one target, or all for ""), parents first.
+  virtual Result<std::vector<LineageNode>> lineage(const std::string& op, const std::string& target);
+  // Re-verification of a quarantined case: confirmed lifts the quarantine (the case becomes
+  // speed evidence and its d(v) chain is updated), otherwise it is marked refuted for good.
+  virtual Status verify_case(int64_t id, bool confirmed, const std::string& note);
+
+  virtual Result<std::optional<Lesson>> get_lesson(const std::string& id);
+  virtual Result<std::vector<Lesson>> find_lessons(const LessonFilter& filter);
+  virtual Result<std::vector<LessonLogEntry>> lesson_history(const std::string& id);
+  // The log entry of a prompt, if it was logged.
+  virtual Result<std::optional<RetrievalLogEntry>> retrieval_entry(const std::string& prompt_id);
+
+  // Writes every task, case (with code and journal), lesson (with history) as one JSON document.
+  virtual Status export_json(std::ostream& out, const ExportOptions& options);
+  // Writes the lineage forest as a Graphviz digraph (cases coloured by outcome, lessons linked to
+  // the cases they came from).
+  virtual Status export_dot(std::ostream& out, const ExportOptions& options);
+  // Imports an export_json document; idempotent (a second import adds nothing) and keeps
+  // provenance (origin instance, natural keys, lesson ids). All or nothing.
+  virtual Result<ImportReport> import_json(std::string_view json, const ImportOptions& options);
+  // Imports every case and lesson of another kope database (read through a private copy, so the
+  // other file is never modified).
+  virtual Result<ImportReport> merge_from(const std::filesystem::path& other, const ImportOptions& options);
+  // PRAGMA integrity_check plus kope's invariants: lineage points to earlier existing cases, code
+  // blobs present and matching their hashes, d(v) and summaries consistent, lesson logs replaying
+  // to the lessons' current state, FTS indexes sound.
+  virtual Result<CheckReport> check();
+
+  virtual std::filesystem::path path() const { return {}; }
 };
 
 // Opens (creating and migrating as needed) the SQLite store at `path`. Fails with corrupt for
-// a damaged file or a schema from a newer kope, naming the file.
+// a damaged file, a file that is not a kope database, or a schema from a newer kope, naming the
+// file; with io when the file cannot be opened or is locked past the busy timeout.
 Result<std::unique_ptr<Store>> open_store(const std::filesystem::path& path);
+
+// The schema version this build writes (PRAGMA user_version of a current database).
+int store_schema_version();
 
 // The default database: $KOPE_MEMORY, else data_dir()/memory.db.
 std::filesystem::path default_store_path();

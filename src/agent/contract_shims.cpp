@@ -1,8 +1,7 @@
-// TEMPORARY: the small free functions of the eval and memory contracts, so the agent builds and
-// is tested before those modules land on main. Delete this file (and its CMake line) when
+// TEMPORARY: the small free functions of the eval contract, so the agent builds and is tested
+// before the evaluator lands on main. Delete this file (and its CMake line) when
 // merging main brings the real implementations.
 #include "kope/eval.h"
-#include "kope/memory.h"
 
 namespace kope::eval {
 
@@ -28,40 +27,3 @@ std::optional<Verdict> parse_verdict(std::string_view s) {
 }
 
 }  // namespace kope::eval
-
-namespace kope::memory {
-
-std::string_view stage_name(Stage s) {
-  switch (s) {
-    case Stage::draft: return "draft";
-    case Stage::repair: return "repair";
-    case Stage::refine: return "refine";
-  }
-  return "?";
-}
-
-std::optional<Stage> parse_stage(std::string_view s) {
-  if (s == "draft") return Stage::draft;
-  if (s == "repair") return Stage::repair;
-  if (s == "refine") return Stage::refine;
-  return std::nullopt;
-}
-
-std::string_view outcome_name(Outcome o) {
-  switch (o) {
-    case Outcome::effective: return "effective";
-    case Outcome::partial: return "partial";
-    case Outcome::ineffective: return "ineffective";
-    case Outcome::negative: return "negative";
-  }
-  return "?";
-}
-
-Outcome outcome_for_ratio(double r) {
-  if (r >= 1.05) return Outcome::effective;
-  if (r >= 1.0) return Outcome::partial;
-  if (r >= 0.85) return Outcome::ineffective;
-  return Outcome::negative;
-}
-
-}  // namespace kope::memory

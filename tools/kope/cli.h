@@ -20,6 +20,7 @@ using Action = std::function<Result<int>()>;
 void register_ops(CLI::App& app, Action& action);
 void register_hw(CLI::App& app, Action& action);
 void register_llm(CLI::App& app, Action& action);
+void register_memory(CLI::App& app, Action& action);
 
 // Prints to stdout; used by every command so output can be captured in tests.
 void print(std::string_view text);

@@ -1,0 +1,136 @@
+// memory/db.h — a thin RAII layer over the SQLite C API used by the memory store.
+//
+// Db owns one connection and a cache of prepared statements; Stmt is a borrowed, reset-on-scope
+// statement handle. SQLite result codes are converted to kope::Error here, once: CORRUPT and
+// NOTADB become ErrorKind::corrupt, FULL/IOERR/CANTOPEN/BUSY become io, and every message names
+// the database file. Not thread-safe: the store serialises access with its own mutex.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "kope/error.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace kope::memory {
+
+class Db;
+
+// A value bound to a dynamically built query.
+using SqlValue = std::variant<int64_t, double, std::string>;
+
+// A prepared statement borrowed from Db's cache. Binding is 1-based as in SQLite. The statement
+// is reset and its bindings cleared when the Stmt goes out of scope, so it can be reused.
+class Stmt {
+ public:
+  Stmt(Db* db, sqlite3_stmt* stmt) : m_db(db), m_stmt(stmt) {}
+  Stmt(Stmt&& other) noexcept : m_db(other.m_db), m_stmt(other.m_stmt) { other.m_stmt = nullptr; }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  Stmt& operator=(Stmt&&) = delete;
+  ~Stmt();
+
+  // Resets the statement and clears its bindings, for the next execution.
+  Stmt& reset();
+  Stmt& bind(int i, int64_t v);
+  Stmt& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
+  Stmt& bind(int i, double v);
+  Stmt& bind(int i, std::string_view v);  // bound as TEXT (copied)
+  Stmt& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
+  Stmt& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
+  Stmt& bind_blob(int i, std::string_view v);
+  Stmt& bind_null(int i);
+  Stmt& bind(int i, std::optional<double> v) { return v ? bind(i, *v) : bind_null(i); }
+  Stmt& bind(int i, std::optional<int64_t> v) { return v ? bind(i, *v) : bind_null(i); }
+  Stmt& bind(int i, const SqlValue& v);
+  // Binds values to parameters 1..n.
+  Stmt& bind_all(const std::vector<SqlValue>& values);
+
+  // Steps once: true when a row is available, false when done. Errors name the database.
+  Result<bool> step();
+  // Steps to completion, ignoring rows.
+  Status run();
+
+  bool is_null(int col) const;
+  int64_t int64(int col) const;
+  double real(int col) const;
+  std::optional<double> opt_real(int col) const;
+  std::optional<int64_t> opt_int64(int col) const;
+  std::string text(int col) const;
+  std::string blob(int col) const;
+
+ private:
+  Db* m_db;
+  sqlite3_stmt* m_stmt;
+};
+
+class Db {
+ public:
+  // Opens (creating when allowed) the database at `path` (":memory:" for a private in-memory
+  // one). Sets extended result codes and the busy timeout. Fails with io or corrupt.
+  static Result<std::unique_ptr<Db>> open(const std::filesystem::path& path, bool read_only = false,
+                                          bool create = true);
+  ~Db();
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  // Runs one or more statements without results.
+  Status exec(std::string_view sql);
+  // A cached prepared statement for `sql` (the text is the cache key).
+  Result<Stmt> prepare(std::string_view sql);
+  // A single integer from a query returning one row (nullopt when no row or NULL).
+  Result<std::optional<int64_t>> query_int(std::string_view sql);
+
+  int64_t last_insert_rowid() const;
+  int changes() const;
+  bool in_transaction() const;
+
+  // Converts the connection's current error (after a failed call that returned `rc`).
+  Error error(int rc, std::string_view what) const;
+
+  const std::filesystem::path& path() const { return m_path; }
+  sqlite3* handle() const { return m_db; }
+
+ private:
+  Db(sqlite3* db, std::filesystem::path path) : m_db(db), m_path(std::move(path)) {}
+  sqlite3* m_db;
+  std::filesystem::path m_path;
+  std::unordered_map<std::string, sqlite3_stmt*> m_cache;
+};
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back on scope exit unless commit() succeeded. Nested use
+// is not supported (the store never nests).
+class Transaction {
+ public:
+  // `on_rollback` runs when the transaction is rolled back (failed commit or scope exit), so
+  // callers can drop caches that assumed the writes would stay.
+  static Result<Transaction> begin(Db& db, std::function<void()> on_rollback = {});
+  Transaction(Transaction&& other) noexcept : m_db(other.m_db), m_on_rollback(std::move(other.m_on_rollback)) {
+    other.m_db = nullptr;
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  Transaction& operator=(Transaction&&) = delete;
+  ~Transaction();
+  Status commit();
+
+ private:
+  Transaction(Db* db, std::function<void()> on_rollback) : m_db(db), m_on_rollback(std::move(on_rollback)) {}
+  Db* m_db;
+  std::function<void()> m_on_rollback;
+};
+
+// Maps an SQLite result code to an error kind.
+ErrorKind error_kind_for_sqlite(int rc);
+
+}  // namespace kope::memory

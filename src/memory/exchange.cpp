@@ -1,0 +1,535 @@
+// Sharing experience: export (JSON, Graphviz), import (idempotent, provenance kept) and merge.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <ostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "memory/json_io.h"
+#include "memory/schema.h"
+#include "memory/sqlite_store.h"
+#include "memory/text.h"
+#include "util/fs.h"
+
+namespace kope::memory {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* k_export_format = "kope-memory";
+constexpr int k_export_version = 1;
+
+
+std::optional<double> opt_from(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::string str_from(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+double num_from(const json& j, const char* key, double dflt = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : dflt;
+}
+
+int64_t int_from(const json& j, const char* key, int64_t dflt = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<int64_t>() : dflt;
+}
+
+Result<CaseRecord> case_from_json(const json& j) {
+  if (!j.is_object()) return fail(ErrorKind::config, "a case is not a JSON object");
+  CaseRecord c;
+  c.natural_key = str_from(j, "natural_key");
+  if (c.natural_key.empty()) return fail(ErrorKind::config, "a case has no natural_key");
+  c.run_id = str_from(j, "run_id");
+  c.origin = str_from(j, "origin");
+  c.foreign_origin = j.value("foreign_origin", false);
+  const json& t = j.contains("task") ? j["task"] : json::object();
+  c.task.op = str_from(t, "op");
+  c.task.spec_hash = str_from(t, "spec_hash");
+  c.task.category = str_from(t, "category");
+  c.task.level = static_cast<int>(int_from(t, "level", 1));
+  c.task.signature = str_from(t, "signature");
+  c.task.timed_dims = str_from(t, "timed_dims");
+  c.task.arithmetic_intensity = num_from(t, "arithmetic_intensity");
+  c.task.log2_flops = num_from(t, "log2_flops");
+  c.task.log2_bytes = num_from(t, "log2_bytes");
+  const json& h = j.contains("hardware") ? j["hardware"] : json::object();
+  c.hardware.target = str_from(h, "target");
+  c.hardware.cpu_model = str_from(h, "cpu_model");
+  c.hardware.cores = static_cast<int>(int_from(h, "cores"));
+  c.hardware.peak_gflops = num_from(h, "peak_gflops");
+  c.hardware.peak_gbps = num_from(h, "peak_gbps");
+  const json& tc = j.contains("toolchain") ? j["toolchain"] : json::object();
+  c.toolchain.id = str_from(tc, "id");
+  c.toolchain.backend = str_from(tc, "backend");
+  c.parent_key = str_from(j, "parent_key");
+  auto stage = parse_stage(str_from(j, "stage"));
+  if (!stage) return fail(ErrorKind::config, "case {}: unknown stage '{}'", c.natural_key, str_from(j, "stage"));
+  c.stage = *stage;
+  c.optimisation = str_from(j, "optimisation");
+  c.code = str_from(j, "code");
+  c.verdict = str_from(j, "verdict");
+  c.message = str_from(j, "message");
+  c.diagnostics = str_from(j, "diagnostics");
+  c.error_signature = str_from(j, "error_signature");
+  if (auto it = j.find("timings"); it != j.end() && it->is_array()) {
+    for (const auto& row : *it) {
+      CaseTimingRecord r;
+      r.case_index = static_cast<int>(int_from(row, "case_index"));
+      r.median_us = num_from(row, "median_us");
+      r.ci95_us = num_from(row, "ci95_us");
+      r.reference_us = num_from(row, "reference_us");
+      r.library_us = opt_from(row, "library_us");
+      c.timings.push_back(r);
+    }
+  }
+  c.speedup_vs_parent = opt_from(j, "speedup_vs_parent");
+  c.speedup_vs_reference = opt_from(j, "speedup_vs_reference");
+  c.speedup_vs_library = opt_from(j, "speedup_vs_library");
+  c.fraction_of_roofline = opt_from(j, "fraction_of_roofline");
+  c.tokens_prompt = int_from(j, "tokens_prompt");
+  c.tokens_completion = int_from(j, "tokens_completion");
+  c.wall_seconds = num_from(j, "wall_seconds");
+  c.journal = str_from(j, "journal");
+  c.created_at = str_from(j, "created_at");
+  c.quarantine_status = str_from(j, "quarantine_status");
+  c.quarantine_reason = str_from(j, "quarantine_reason");
+  return c;
+}
+
+std::string dot_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+const char* outcome_colour(std::string_view verdict, Outcome o) {
+  if (verdict != "correct") return "#f4b6b6";
+  switch (o) {
+    case Outcome::effective: return "#9fd89f";
+    case Outcome::partial: return "#d8efb0";
+    case Outcome::ineffective: return "#f7dc9c";
+    case Outcome::negative: return "#f5c58e";
+  }
+  return "#ffffff";
+}
+
+int quarantine_state_from(std::string_view s) {
+  if (s == "quarantined") return 1;
+  if (s == "verified") return 2;
+  if (s == "refuted") return 3;
+  return 0;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------------------------
+// Export
+
+Status SqliteStore::export_json(std::ostream& out, const ExportOptions& options) {
+  std::lock_guard lock(m_mutex);
+  // One read transaction: a consistent snapshot even while other processes write.
+  KOPE_TRY(m_db->exec("BEGIN"));
+  struct EndRead {
+    Db* db;
+    ~EndRead() { (void)db->exec("COMMIT"); }
+  } end_read{m_db.get()};
+
+  json head{{"format", k_export_format}, {"version", k_export_version}, {"schema_version", k_schema_version},
+            {"origin", m_instance}, {"exported_at", now_iso8601()},
+            {"filter", {{"op", options.op}, {"target", options.target}}}};
+  std::string head_text = head.dump(1);
+  head_text.pop_back();  // the closing brace; the arrays follow
+  while (!head_text.empty() && (head_text.back() == '\n' || head_text.back() == ' ')) head_text.pop_back();
+  out << head_text << ",\n \"cases\": [";
+
+  std::unordered_map<int64_t, std::string> key_of;
+  int64_t after = 0;
+  bool first = true;
+  for (;;) {
+    std::string where = "WHERE c.id > ?1 AND (?2 = '' OR t.op = ?2) AND (?3 = '' OR h.target = ?3)";
+    KOPE_ASSIGN(auto batch, select_cases_locked(where, {SqlValue{after}, SqlValue{options.op}, SqlValue{options.target}},
+                                                true, "ORDER BY c.id LIMIT 500"));
+    if (batch.empty()) break;
+    for (const auto& c : batch) {
+      std::string parent_key;
+      if (c.parent_id) {
+        auto it = key_of.find(*c.parent_id);
+        if (it != key_of.end()) {
+          parent_key = it->second;
+        } else {
+          KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT natural_key FROM cases WHERE id = ?"));
+          st.bind(1, *c.parent_id);
+          KOPE_ASSIGN(bool row, st.step());
+          if (row) parent_key = st.text(0);
+        }
+      }
+      key_of[c.id] = c.natural_key;
+      out << (first ? "\n  " : ",\n  ") << case_json(c, true, parent_key).dump();
+      first = false;
+      after = c.id;
+    }
+  }
+  out << "\n ],\n \"lessons\": [";
+  KOPE_ASSIGN(auto lessons, select_lessons_locked("WHERE (?1 = '' OR l.target IN ('', ?1))", {SqlValue{options.target}},
+                                                  "ORDER BY l.seq"));
+  first = true;
+  for (const auto& l : lessons) {
+    json sources = json::array();
+    for (int64_t cid : l.source_cases) {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT natural_key FROM cases WHERE id = ?"));
+      st.bind(1, cid);
+      KOPE_ASSIGN(bool row, st.step());
+      if (row) sources.push_back(st.text(0));
+    }
+    json history = json::array();
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT op, reason, payload, helpful_after, harmful_after, status_after, "
+                                         "created_at FROM lesson_delta WHERE lesson_id = ? ORDER BY seq"));
+      st.bind(1, l.id);
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        history.push_back({{"op", st.text(0)}, {"reason", st.text(1)}, {"payload", st.text(2)},
+                           {"helpful_after", st.int64(3)}, {"harmful_after", st.int64(4)},
+                           {"status_after", st.text(5)}, {"created_at", st.text(6)}});
+      }
+    }
+    json jl = lesson_json(l);
+    jl["source_keys"] = sources;
+    jl["history"] = history;
+    out << (first ? "\n  " : ",\n  ") << jl.dump();
+    first = false;
+  }
+  out << "\n ]\n}\n";
+  out.flush();
+  if (!out) return fail(ErrorKind::io, "export: writing the output failed (disk full or closed pipe?)");
+  return {};
+}
+
+Status SqliteStore::export_dot(std::ostream& out, const ExportOptions& options) {
+  std::lock_guard lock(m_mutex);
+  KOPE_TRY(m_db->exec("BEGIN"));
+  struct EndRead {
+    Db* db;
+    ~EndRead() { (void)db->exec("COMMIT"); }
+  } end_read{m_db.get()};
+  std::string limit = options.max_cases > 0 ? fmt::format("LIMIT {}", options.max_cases) : "";
+  KOPE_ASSIGN(Stmt st, m_db->prepare(fmt::format(
+                           "SELECT * FROM (SELECT c.id, c.parent_id, t.op, h.target, c.stage, c.verdict, c.outcome, "
+                           "c.ratio, c.speedup_ref, d.downstream, d.quarantine, c.optimisation, c.task_id, c.hardware_id "
+                           "FROM cases c JOIN task t ON t.id = c.task_id JOIN hardware h ON h.id = c.hardware_id "
+                           "JOIN case_derived d ON d.case_id = c.id WHERE (?1 = '' OR t.op = ?1) "
+                           "AND (?2 = '' OR h.target = ?2) ORDER BY c.id DESC {}) ORDER BY id",
+                           limit)));
+  st.bind(1, options.op).bind(2, options.target);
+  struct Node {
+    int64_t id;
+    std::optional<int64_t> parent;
+    std::string label, colour;
+    bool quarantined;
+  };
+  std::map<std::pair<std::string, std::string>, std::vector<Node>> clusters;
+  std::set<int64_t> present;
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) break;
+    Node n;
+    n.id = st.int64(0);
+    n.parent = st.opt_int64(1);
+    std::string verdict = st.text(5);
+    auto outcome = static_cast<Outcome>(std::clamp<int64_t>(st.int64(6), 0, 3));
+    std::string stage(stage_name(static_cast<Stage>(std::clamp<int64_t>(st.int64(4), 0, 2))));
+    std::string numbers = verdict == "correct"
+                              ? fmt::format("{} r={:.2f}\\n{:.2f}x ref · d={:.2f}", outcome_name(outcome), st.real(7),
+                                            st.opt_real(8).value_or(0), st.real(9))
+                              : fmt::format("{}\\nd={:.2f}", dot_escape(verdict), st.real(9));
+    n.label = fmt::format("#{} {}\\n{}\\n{}", n.id, stage, numbers, dot_escape(clip_text(st.text(11), 40)));
+    n.colour = outcome_colour(verdict, outcome);
+    n.quarantined = st.int64(10) == 1 || st.int64(10) == 3;
+    present.insert(n.id);
+    clusters[{st.text(2), st.text(3)}].push_back(std::move(n));
+  }
+  out << "digraph kope_memory {\n"
+         "  rankdir=LR;\n"
+         "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
+         "  edge [color=\"#555555\"];\n";
+  int cluster_index = 0;
+  for (const auto& [key, nodes] : clusters) {
+    out << fmt::format("  subgraph cluster_{} {{\n    label=\"{} on {}\";\n    style=rounded; color=\"#999999\";\n",
+                       cluster_index++, dot_escape(key.first), dot_escape(key.second));
+    for (const auto& n : nodes) {
+      out << fmt::format("    c{} [label=\"{}\", fillcolor=\"{}\"{}];\n", n.id, n.label, n.colour,
+                         n.quarantined ? ", style=\"rounded,filled,dashed\", penwidth=2" : "");
+      if (n.parent && present.count(*n.parent)) edges.emplace_back(*n.parent, n.id);
+    }
+    out << "  }\n";
+  }
+  for (const auto& [from, to] : edges) out << fmt::format("  c{} -> c{};\n", from, to);
+  // Lessons, linked to the cases they came from.
+  {
+    KOPE_ASSIGN(Stmt ls, m_db->prepare("SELECT l.seq, l.id, l.kind, l.title, l.status, s.case_id FROM lessons l "
+                                       "LEFT JOIN lesson_source s ON s.lesson_id = l.id ORDER BY l.seq"));
+    std::set<int64_t> drawn;
+    for (;;) {
+      KOPE_ASSIGN(bool row, ls.step());
+      if (!row) break;
+      int64_t seq = ls.int64(0);
+      auto src = ls.opt_int64(5);
+      bool linked = src && present.count(*src);
+      if (!linked && (!options.op.empty() || !options.target.empty())) continue;
+      if (drawn.insert(seq).second) {
+        auto status = static_cast<LessonStatus>(std::clamp<int64_t>(ls.int64(4), 0, 3));
+        out << fmt::format("  l{} [shape=note, fillcolor=\"{}\", label=\"{} {}\\n{}\"];\n", seq,
+                           status == LessonStatus::active ? "#cfe2ff" : "#e0e0e0", dot_escape(ls.text(1)),
+                           lesson_kind_name(static_cast<LessonKind>(std::clamp<int64_t>(ls.int64(2), 0, 3))),
+                           dot_escape(clip_text(ls.text(3), 50)));
+      }
+      if (linked) out << fmt::format("  c{} -> l{} [style=dashed, color=\"#3b6fb6\"];\n", *src, seq);
+    }
+  }
+  out << "}\n";
+  out.flush();
+  if (!out) return fail(ErrorKind::io, "export: writing the output failed");
+  return {};
+}
+
+// ----------------------------------------------------------------------------------------------
+// Import and merge
+
+Result<ImportReport> SqliteStore::import_json(std::string_view text, const ImportOptions& options) {
+  json doc = json::parse(text, nullptr, false);
+  std::string source = options.source.empty() ? std::string("input") : options.source;
+  if (doc.is_discarded() || !doc.is_object()) {
+    return fail(ErrorKind::config, "{}: not a JSON document (expected a `kope memory export`)", source);
+  }
+  if (str_from(doc, "format") != k_export_format) {
+    return fail(ErrorKind::config, "{}: not a kope memory export (format '{}', expected '{}')", source,
+                str_from(doc, "format"), k_export_format);
+  }
+  if (int_from(doc, "version") != k_export_version) {
+    return fail(ErrorKind::config, "{}: export version {} is not supported (this kope reads version {})", source,
+                int_from(doc, "version"), k_export_version);
+  }
+  ImportReport report;
+  report.origin = str_from(doc, "origin");
+  if (report.origin.empty()) return fail(ErrorKind::config, "{}: the export names no origin", source);
+
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(Transaction tx, begin_locked());
+  auto body = [&]() -> Status {
+    std::unordered_map<std::string, int64_t> key_map;  // exported natural key -> local id
+    const json empty = json::array();
+    const json& cases = doc.contains("cases") && doc["cases"].is_array() ? doc["cases"] : empty;
+    for (const auto& jc : cases) {
+      KOPE_ASSIGN(CaseRecord c, case_from_json(jc));
+      const std::string exported_key = c.natural_key;
+      if (c.origin.empty()) c.origin = report.origin;
+      KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
+      if (existing) {
+        KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT o.instance FROM cases c JOIN origin o ON o.id = c.origin_id "
+                                           "WHERE c.id = ?"));
+        st.bind(1, *existing);
+        KOPE_ASSIGN(bool row, st.step());
+        if (row && st.text(0) == c.origin) {
+          key_map[exported_key] = *existing;
+          ++report.cases_skipped;
+          continue;
+        }
+        // Same key, different attempt from another database: keep both.
+        c.natural_key = exported_key + "@" + c.origin.substr(0, 8);
+        KOPE_ASSIGN(auto renamed, case_id_by_key_locked(c.natural_key));
+        if (renamed) {
+          key_map[exported_key] = *renamed;
+          ++report.cases_skipped;
+          continue;
+        }
+        ++report.cases_renamed;
+      }
+      std::string parent_key = c.parent_key;
+      c.parent_key.clear();
+      c.parent_id.reset();
+      if (!parent_key.empty()) {
+        if (auto it = key_map.find(parent_key); it != key_map.end()) {
+          c.parent_id = it->second;
+        } else {
+          KOPE_ASSIGN(auto local, case_id_by_key_locked(parent_key));
+          if (local) c.parent_id = local;
+        }
+      }
+      KOPE_ASSIGN(int64_t origin_id, ensure_origin_locked(c.origin));
+      InsertSource src{origin_id, options.foreign || c.foreign_origin, c.created_at, std::nullopt, {}};
+      if (!c.quarantine_status.empty()) src.quarantine_state = quarantine_state_from(c.quarantine_status);
+      if (!c.quarantine_reason.empty()) src.review_note = "imported: " + c.quarantine_reason;
+      c.error_signature = c.error_signature;  // kept as exported
+      KOPE_ASSIGN(int64_t id, insert_case_locked(c, src));
+      key_map[exported_key] = id;
+      ++report.cases_added;
+    }
+
+    const json& lessons = doc.contains("lessons") && doc["lessons"].is_array() ? doc["lessons"] : empty;
+    // Lessons that were merged away come after the lessons they were merged into.
+    std::vector<const json*> order;
+    for (const auto& jl : lessons) order.push_back(&jl);
+    std::stable_sort(order.begin(), order.end(), [](const json* a, const json* b) {
+      return (str_from(*a, "status") == "merged") < (str_from(*b, "status") == "merged");
+    });
+    for (const json* pj : order) {
+      const json& jl = *pj;
+      std::string id = str_from(jl, "id");
+      if (id.empty()) return fail(ErrorKind::config, "{}: a lesson has no id", source);
+      KOPE_ASSIGN(auto known, resolve_lesson_locked(id));
+      Lesson l;
+      auto kind = parse_lesson_kind(str_from(jl, "kind"));
+      auto status = parse_lesson_status(str_from(jl, "status"));
+      if (!kind || !status) return fail(ErrorKind::config, "{}: lesson {} has an unknown kind or status", source, id);
+      l.kind = *kind;
+      l.status = *status;
+      l.title = str_from(jl, "title");
+      l.text = str_from(jl, "text");
+      l.error_signature = str_from(jl, "error_signature");
+      if (auto it = jl.find("scope"); it != jl.end() && it->is_object()) {
+        l.scope = {str_from(*it, "category"), str_from(*it, "backend"), str_from(*it, "target"), str_from(*it, "toolchain")};
+      }
+      l.helpful = static_cast<int>(std::max<int64_t>(0, int_from(jl, "helpful")));
+      l.harmful = static_cast<int>(std::max<int64_t>(0, int_from(jl, "harmful")));
+      if (auto it = jl.find("value"); it != jl.end() && it->is_object()) {
+        for (auto v = it->begin(); v != it->end(); ++v) {
+          if (v.value().is_number()) l.value[v.key()] = v.value().get<double>();
+        }
+      }
+      l.merged_into = str_from(jl, "merged_into");
+      l.valid_from = str_from(jl, "valid_from");
+      l.valid_to = str_from(jl, "valid_to");
+      if (auto it = jl.find("source_keys"); it != jl.end() && it->is_array()) {
+        for (const auto& k : *it) {
+          if (!k.is_string()) continue;
+          auto m = key_map.find(k.get<std::string>());
+          if (m != key_map.end()) {
+            l.source_cases.push_back(m->second);
+          } else {
+            KOPE_ASSIGN(auto local, case_id_by_key_locked(k.get<std::string>()));
+            if (local) l.source_cases.push_back(*local);
+          }
+        }
+      }
+      std::string lesson_origin = str_from(jl, "origin").empty() ? report.origin : str_from(jl, "origin");
+      if (known) {
+        // Already here (same content-addressed id, or imported before): only provenance the
+        // other database adds is taken over, logged.
+        std::vector<int64_t> fresh;
+        for (int64_t cid : l.source_cases) {
+          KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT 1 FROM lesson_source WHERE lesson_id = ? AND case_id = ?"));
+          st.bind(1, *known).bind(2, cid);
+          KOPE_ASSIGN(bool row, st.step());
+          if (!row) fresh.push_back(cid);
+        }
+        if (!fresh.empty()) {
+          KOPE_TRY(add_lesson_sources_locked(*known, fresh));
+          json payload{{"sources_added", fresh}, {"origin", lesson_origin}};
+          KOPE_TRY(log_delta_locked(*known, "add",
+                                    fmt::format("imported again from {} ({}): provenance added", report.origin, source),
+                                    std::nullopt, payload.dump()));
+        }
+        ++report.lessons_skipped;
+        continue;
+      }
+      bool foreign = options.foreign || jl.value("foreign_origin", false);
+      if (l.status == LessonStatus::merged) {
+        KOPE_ASSIGN(auto into, resolve_lesson_locked(l.merged_into));
+        if (into) {
+          l.merged_into = *into;
+        } else {
+          l.status = LessonStatus::deprecated;  // its target did not come along
+          l.merged_into.clear();
+        }
+      }
+      if (l.status == LessonStatus::active || l.status == LessonStatus::quarantined) {
+        KOPE_ASSIGN(auto dup, find_duplicate_locked(l));
+        if (dup) {
+          KOPE_TRY(add_lesson_sources_locked(dup->first, l.source_cases));
+          KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO lesson_alias(alias, lesson_id) VALUES (?, ?)"));
+          KOPE_TRY(st.bind(1, id).bind(2, dup->first).run());
+          json payload{{"duplicate", dup->second >= 1.0 ? "exact" : "near"}, {"similarity", dup->second},
+                       {"proposed_id", id}, {"title", l.title}, {"text", l.text}, {"origin", lesson_origin}};
+          KOPE_TRY(log_delta_locked(dup->first, "add",
+                                    fmt::format("imported from {} ({}) and merged as a duplicate (similarity {:.2f})",
+                                                report.origin, source, dup->second),
+                                    std::nullopt, payload.dump()));
+          ++report.lessons_merged;
+          continue;
+        }
+      }
+      KOPE_ASSIGN(int64_t origin_id, ensure_origin_locked(lesson_origin));
+      json payload{{"imported_from", report.origin}, {"source", source},
+                   {"history", jl.contains("history") ? jl["history"] : json::array()}};
+      KOPE_TRY(insert_lesson_locked(l, id, origin_id, foreign,
+                                    fmt::format("imported from {} ({}){}", report.origin, source,
+                                                foreign ? " as foreign" : ""),
+                                    std::nullopt, payload.dump()));
+      ++report.lessons_added;
+    }
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO import_log(origin, source, foreign_origin, cases_added, "
+                                       "lessons_added, imported_at) VALUES (?, ?, ?, ?, ?, ?)"));
+    st.bind(1, report.origin).bind(2, source).bind(3, int64_t{options.foreign ? 1 : 0});
+    st.bind(4, report.cases_added).bind(5, report.lessons_added).bind(6, now_iso8601());
+    return st.run();
+  };
+  if (auto s = body(); !s) {  // the transaction rolls back (and resets the caches)
+    return std::unexpected(std::move(s).error().with_context(fmt::format("importing {}", source)));
+  }
+  KOPE_TRY(commit_locked(tx));
+  return report;
+}
+
+Result<ImportReport> SqliteStore::merge_from(const std::filesystem::path& other, const ImportOptions& options) {
+  std::error_code ec;
+  if (!std::filesystem::exists(other, ec)) return fail(ErrorKind::not_found, "merge: no database at {}", other.string());
+  if (m_path != ":memory:" && std::filesystem::equivalent(other, m_path, ec)) {
+    return fail(ErrorKind::usage, "merge: {} is this database", other.string());
+  }
+  KOPE_TRY(check_file_header(other));
+  // Read the other database through a private copy (the backup API copies a consistent snapshot,
+  // WAL included), so it is never modified, even by a schema migration.
+  KOPE_ASSIGN(auto tmp, util::TempDir::create("kope-merge"));
+  std::filesystem::path copy = tmp.path() / "other.db";
+  {
+    KOPE_ASSIGN(auto src, Db::open(other, /*read_only=*/true, /*create=*/false));
+    KOPE_ASSIGN(auto dst, Db::open(copy));
+    sqlite3_backup* b = sqlite3_backup_init(dst->handle(), "main", src->handle(), "main");
+    if (!b) return std::unexpected(dst->error(sqlite3_errcode(dst->handle()), "cannot copy the database to merge"));
+    int rc = sqlite3_backup_step(b, -1);
+    sqlite3_backup_finish(b);
+    if (rc != SQLITE_DONE) return std::unexpected(src->error(rc, "cannot read the database to merge"));
+  }
+  KOPE_ASSIGN(auto other_store, SqliteStore::open(copy));
+  std::ostringstream dump;
+  KOPE_TRY(other_store->export_json(dump, {}));
+  other_store.reset();
+  ImportOptions o = options;
+  if (o.source.empty()) o.source = other.string();
+  return import_json(dump.str(), o);
+}
+
+}  // namespace kope::memory

@@ -1,0 +1,215 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "memory/test_util.h"
+#include "util/hash.h"
+#include "util/subprocess.h"
+
+namespace kope::memory {
+namespace {
+
+using namespace testing;
+
+// A small history: a failed draft, its repair, a refinement, on two targets, plus lessons.
+void populate(Store& s, const std::string& prefix) {
+  auto failed = s.record_case(make_case(prefix + "/0", "softmax", 0));
+  ASSERT_TRUE(failed);
+  auto fixed = s.record_case(make_case(prefix + "/1", "softmax", 1.4, k_native, *failed));
+  ASSERT_TRUE(fixed);
+  ASSERT_TRUE(s.record_case(make_case(prefix + "/2", "softmax", 2.1, k_native, *fixed)));
+  ASSERT_TRUE(s.record_case(make_case(prefix + "/3", "layernorm", 1.9, k_foreign)));
+  LessonDelta d;
+  d.lesson.kind = LessonKind::fix;
+  d.lesson.title = prefix + " declare helpers first";
+  d.lesson.text = "Define helper functions above kope_kernel so they are declared";
+  d.lesson.error_signature = "compile_error: error: 'X' was not declared in this scope";
+  d.source_case = *fixed;
+  auto lid = s.apply(d);
+  ASSERT_TRUE(lid);
+  LessonDelta up;
+  up.op = LessonDelta::Op::upvote;
+  up.lesson_id = *lid;
+  ASSERT_TRUE(s.apply(up));
+}
+
+std::string export_text(Store& s, const ExportOptions& o = {}) {
+  std::ostringstream out;
+  auto r = s.export_json(out, o);
+  EXPECT_TRUE(r) << (r ? "" : r.error().message);
+  return out.str();
+}
+
+TEST(Exchange, ExportImportRoundTripIsIdempotentAndKeepsProvenance) {
+  auto a = temp_store("a.db");
+  populate(*a.store, "run-a");
+  std::string dump = export_text(*a.store);
+  auto doc = nlohmann::json::parse(dump);
+  EXPECT_EQ(doc["format"], "kope-memory");
+  EXPECT_EQ(doc["cases"].size(), 4u);
+  EXPECT_EQ(doc["lessons"].size(), 1u);
+  EXPECT_EQ(doc["cases"][1]["parent_key"], "run-a/0");
+  EXPECT_EQ(doc["lessons"][0]["history"].size(), 2u);
+
+  auto b = temp_store("b.db");
+  auto report = b.store->import_json(dump, {false, "a.json"});
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->cases_added, 4);
+  EXPECT_EQ(report->lessons_added, 1);
+  EXPECT_EQ(report->origin, a.store->stats()->instance);
+  auto again = b.store->import_json(dump, {false, "a.json"});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->cases_added, 0);
+  EXPECT_EQ(again->cases_skipped, 4);
+  EXPECT_EQ(again->lessons_added, 0);
+  EXPECT_EQ(again->lessons_skipped, 1);
+  EXPECT_EQ(b.store->stats()->cases, 4);
+  EXPECT_EQ(b.store->stats()->lessons, 1);
+
+  auto orig = *a.store->find_case("run-a/2");
+  auto copy = *b.store->find_case("run-a/2");
+  ASSERT_TRUE(orig && copy);
+  EXPECT_EQ(copy->code, orig->code);
+  EXPECT_EQ(copy->code_hash, orig->code_hash);
+  EXPECT_EQ(copy->origin, orig->origin);
+  EXPECT_EQ(copy->created_at, orig->created_at);
+  EXPECT_DOUBLE_EQ(copy->ratio, orig->ratio);
+  EXPECT_EQ(copy->outcome, orig->outcome);
+  EXPECT_NEAR((*b.store->find_case("run-a/0"))->downstream, (*a.store->find_case("run-a/0"))->downstream, 1e-12);
+  auto parent = *b.store->get_case(*copy->parent_id);
+  EXPECT_EQ(parent->natural_key, "run-a/1");
+  auto lessons = b.store->find_lessons({});
+  ASSERT_TRUE(lessons && lessons->size() == 1);
+  EXPECT_EQ((*lessons)[0].id, doc["lessons"][0]["id"]);
+  EXPECT_EQ((*lessons)[0].helpful, 1);
+  EXPECT_EQ((*lessons)[0].source_cases, std::vector<int64_t>{parent->id});
+  auto hist = b.store->lesson_history((*lessons)[0].id);
+  ASSERT_TRUE(hist && hist->size() == 1);
+  EXPECT_NE(hist->front().reason.find("imported from"), std::string::npos);
+  EXPECT_TRUE(b.store->check()->ok());
+}
+
+TEST(Exchange, ForeignImportsAreFeasibilityNotSpeed) {
+  auto a = temp_store("a.db");
+  ASSERT_TRUE(a.store->record_case(make_case("x/0", "softmax", 9.0)));  // same target string
+  auto b = temp_store("b.db");
+  ASSERT_TRUE(b.store->record_case(make_case("y/0", "softmax", 1.5)));
+  auto report = b.store->import_json(export_text(*a.store), {true, "other-machine.json"});
+  ASSERT_TRUE(report);
+  auto c = *b.store->find_case("x/0");
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->foreign_origin);
+  auto best = b.store->best_cases("softmax", k_native, 5);
+  ASSERT_TRUE(best && best->size() == 1);
+  EXPECT_EQ((*best)[0].natural_key, "y/0");
+  RetrievalQuery q;
+  q.task = task("softmax");
+  q.target = k_native;
+  q.stage = Stage::refine;
+  auto items = b.store->retrieve(q);
+  ASSERT_TRUE(items);
+  for (const auto& it : *items) {
+    if (it.id == "case:" + std::to_string(c->id)) {
+      EXPECT_TRUE(it.foreign);
+      EXPECT_EQ(it.score_parts.count("speed"), 0u);
+    }
+    EXPECT_NE(it.id, "kernel:" + std::to_string(c->id));
+  }
+  CaseFilter f;
+  f.foreign_origin = true;
+  EXPECT_EQ(b.store->cases(f)->size(), 1u);
+  EXPECT_EQ(b.store->stats()->foreign_cases, 1);
+}
+
+TEST(Exchange, CollidingKeysFromAnotherDatabaseAreKeptUnderANewKey) {
+  auto a = temp_store("a.db");
+  auto b = temp_store("b.db");
+  ASSERT_TRUE(a.store->record_case(make_case("run-1/softmax/0", "softmax", 1.1)));
+  ASSERT_TRUE(b.store->record_case(make_case("run-1/softmax/0", "softmax", 2.2)));
+  std::string dump = export_text(*a.store);
+  auto r = b.store->import_json(dump, {});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->cases_renamed, 1);
+  EXPECT_EQ(b.store->stats()->cases, 2);
+  auto r2 = b.store->import_json(dump, {});
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->cases_added, 0);
+  EXPECT_EQ(b.store->stats()->cases, 2);
+}
+
+TEST(Exchange, MergeReadsAnotherDatabaseWithoutChangingIt) {
+  auto a = temp_store("a.db");
+  auto b = temp_store("b.db");
+  populate(*a.store, "run-a");
+  populate(*b.store, "run-b");  // its lesson has the same words as a's: the same content-addressed id
+  a.store.reset();              // closed: checkpointed into the main file
+  auto before = util::read_file(a.path);
+  ASSERT_TRUE(before);
+  auto r = b.store->merge_from(a.path, {});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->cases_added, 4);
+  EXPECT_EQ(r->lessons_skipped, 1);
+  EXPECT_EQ(b.store->stats()->lessons, 1);
+  auto lessons = b.store->find_lessons({});
+  ASSERT_TRUE(lessons && lessons->size() == 1);
+  EXPECT_EQ((*lessons)[0].source_cases.size(), 2u);  // provenance from both databases
+  auto r2 = b.store->merge_from(a.path, {});
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->cases_added, 0);
+  EXPECT_EQ(r2->lessons_added + r2->lessons_merged, 0);
+  EXPECT_EQ(b.store->lesson_history((*lessons)[0].id)->size(), 3u);  // add, upvote, provenance: not again
+  EXPECT_EQ(b.store->stats()->cases, 8);
+  auto after = util::read_file(a.path);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(util::sha256_hex(*before), util::sha256_hex(*after));
+  auto check = b.store->check();
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+  EXPECT_EQ(b.store->merge_from(b.path, {}).error().kind, ErrorKind::usage);
+  EXPECT_EQ(b.store->merge_from(b.dir.path() / "missing.db", {}).error().kind, ErrorKind::not_found);
+}
+
+TEST(Exchange, RejectsDocumentsThatAreNotExports) {
+  auto t = temp_store();
+  EXPECT_EQ(t.store->import_json("{not json", {}).error().kind, ErrorKind::config);
+  EXPECT_EQ(t.store->import_json(R"({"format": "something-else"})", {}).error().kind, ErrorKind::config);
+  EXPECT_EQ(t.store->import_json(R"({"format": "kope-memory", "version": 99, "origin": "x"})", {}).error().kind,
+            ErrorKind::config);
+  // A broken case aborts the whole import: nothing half-imported.
+  std::string bad = R"({"format": "kope-memory", "version": 1, "origin": "abc", "cases": [
+    {"natural_key": "k1", "stage": "draft", "verdict": "correct", "task": {"op": "softmax"}, "hardware": {"target": "t"}},
+    {"natural_key": "k2", "stage": "sideways", "verdict": "correct"}]})";
+  auto r = t.store->import_json(bad, {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::config);
+  EXPECT_EQ(t.store->stats()->cases, 0);
+}
+
+TEST(Exchange, DotExportRendersWithGraphviz) {
+  auto t = temp_store();
+  populate(*t.store, "run-a");
+  ASSERT_TRUE(t.store->verify_case(1, true, "").error().kind == ErrorKind::usage);  // not quarantined
+  std::ostringstream out;
+  ASSERT_TRUE(t.store->export_dot(out, {}));
+  std::string dot = out.str();
+  EXPECT_NE(dot.find("digraph kope_memory"), std::string::npos);
+  EXPECT_NE(dot.find("c1 -> c2"), std::string::npos);
+  EXPECT_NE(dot.find("shape=note"), std::string::npos);
+  auto dot_exe = util::find_executable("dot");
+  if (!dot_exe) GTEST_SKIP() << "graphviz `dot` not installed";
+  auto file = t.dir.path() / "m.dot";
+  ASSERT_TRUE(util::write_file_atomic(file, dot));
+  util::RunOptions o;
+  o.spawn.argv = {dot_exe->string(), "-Tsvg", file.string()};
+  o.timeout = std::chrono::seconds(30);
+  auto r = util::run(o);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->status.success()) << r->err;
+  EXPECT_NE(r->out.find("<svg"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kope::memory

@@ -1,0 +1,757 @@
+// Retrieval: bounded candidate generation per signal, then one scoring pass.
+//
+// Every signal is an index lookup with a LIMIT, so the cost does not grow with the number of
+// cases: fix lessons and error->fix links by error signature, lessons by FTS5 and by scope, the
+// op's cases by d(v) (case_derived_graph index), best kernels from the per-task summaries (of
+// this op and of the most similar ops, found by scanning the small task table in memory),
+// lineage around the incumbent, and the most recent journals that match the query text
+// (FTS5, newest first, bm25 computed only for those rows). Candidates are then loaded in one
+// query, scored, and the best `limit` returned.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "memory/codec.h"
+#include "memory/sqlite_store.h"
+#include "memory/text.h"
+
+namespace kope::memory {
+
+namespace {
+
+constexpr int k_fix_lessons_limit = 20;
+constexpr size_t k_lexical_lessons = 20;
+constexpr int k_scope_lessons_limit = 20;  // per scope (this category, general)
+constexpr int k_fix_links_limit = 12;
+constexpr int k_graph_limit = 15;
+constexpr int k_similar_tasks = 5;
+constexpr size_t k_lexical_journals = 12;  // best overall, plus as many again from the op's category
+constexpr size_t k_query_terms = 16;
+// Lexical search reads only the postings of the query's rarer terms, at most this many in all
+// (very common terms carry almost no BM25 weight), and scores the newest k_lexical_*_rows documents
+// that match them: both bound the cost however large the memory grows.
+constexpr int64_t k_posting_budget = 20000;
+constexpr int k_lexical_journal_rows = 200;
+constexpr int k_lexical_lesson_rows = 100;
+constexpr double k_lexical_half = 5.0;  // a BM25 score of 5 counts as a lexical signal of 0.5
+constexpr int k_lineage_ancestors = 6;
+constexpr int k_lineage_children = 10;
+constexpr size_t k_journal_excerpt = 600;
+constexpr size_t k_max_kernel_code = 8000;
+
+double closeness(double a, double b, double scale) { return std::exp(-std::abs(a - b) / scale); }
+
+std::string short_line(std::string_view s, size_t max) {
+  std::string_view first = s.substr(0, s.find('\n'));
+  return clip_text(first, max);
+}
+
+// The loaded facts of a candidate case.
+struct CaseFacts {
+  int64_t id = 0;
+  int64_t task_id = 0;
+  std::string op, category, target, toolchain;
+  std::optional<int64_t> parent_id;
+  Stage stage = Stage::draft;
+  std::string optimisation, verdict, signature, message, journal;
+  std::optional<double> speedup_ref;
+  double ratio = 0;
+  Outcome outcome = Outcome::negative;
+  double downstream = 0;
+  int64_t quarantine = 0;
+  bool foreign_origin = false;
+  std::optional<int64_t> code_id;
+};
+
+struct LessonFacts {
+  int64_t seq = 0;
+  Lesson lesson;
+};
+
+struct Candidate {
+  RetrievedItem::Kind kind = RetrievedItem::Kind::case_summary;
+  int64_t case_id = 0;
+  int64_t lesson_seq = 0;
+  std::map<std::string, double> parts;  // raw signal strengths in [0, 1] (value in [-1.5, 1.5])
+  std::optional<int64_t> failed_case;    // fix links: the failed case the item fixed
+  std::string lineage_note;
+  bool similar_op = false;
+
+  void raise(const std::string& part, double v) {
+    auto& slot = parts[part];
+    slot = std::max(slot, v);
+  }
+};
+
+struct Weights {
+  std::map<std::string, double> w;
+  double operator()(const std::string& k) const {
+    auto it = w.find(k);
+    return it == w.end() ? 1.0 : it->second;
+  }
+};
+
+Weights weights_for(Stage stage) {
+  switch (stage) {
+    case Stage::draft:
+      return {{{"exact", 1.0}, {"similarity", 1.2}, {"lexical", 0.8}, {"graph", 0.8}, {"speed", 1.0},
+               {"fix", 0.5}, {"lineage", 0.5}, {"feasibility", 0.6}, {"value", 0.8}}};
+    case Stage::repair:
+      return {{{"exact", 0.8}, {"similarity", 0.5}, {"lexical", 1.5}, {"graph", 0.3}, {"speed", 0.2},
+               {"fix", 3.0}, {"lineage", 0.8}, {"feasibility", 1.0}, {"value", 0.8}}};
+    case Stage::refine:
+      return {{{"exact", 1.0}, {"similarity", 0.8}, {"lexical", 1.0}, {"graph", 1.5}, {"speed", 1.5},
+               {"fix", 0.3}, {"lineage", 1.0}, {"feasibility", 0.3}, {"value", 0.8}}};
+  }
+  return {};
+}
+
+std::string json_ids(const std::vector<int64_t>& ids) {
+  nlohmann::json arr = ids;
+  return arr.dump();
+}
+
+std::string json_strings(const std::vector<std::string>& ids) {
+  nlohmann::json arr = ids;
+  return arr.dump();
+}
+
+double squash(double x) { return x <= 0 ? 0.0 : x / (1.0 + x); }
+
+struct LexicalHit {
+  int64_t rowid = 0;
+  double bm25 = 0;
+  int64_t task_id = 0;  // journals only
+};
+
+}  // namespace
+
+SignatureShape signature_shape(std::string_view sig) {
+  SignatureShape s;
+  size_t open = sig.find('(');
+  size_t close = sig.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close <= open) return s;
+  std::string_view params = sig.substr(open + 1, close - open - 1);
+  size_t start = 0;
+  while (start <= params.size()) {
+    size_t comma = params.find(',', start);
+    if (comma == std::string_view::npos) comma = params.size();
+    std::string_view p = params.substr(start, comma - start);
+    bool ptr = p.find('*') != std::string_view::npos;
+    bool is_const = p.find("const") != std::string_view::npos;
+    for (std::string_view t : {"float", "double", "int32_t", "int64_t", "half", "bfloat16"}) {
+      if (p.find(t) != std::string_view::npos && ptr) s.dtypes.insert(std::string(t));
+    }
+    if (ptr) {
+      (is_const ? s.inputs : s.outputs)++;
+    } else if (p.find("int64_t") != std::string_view::npos) {
+      s.dims++;
+    } else if (p.find_first_not_of(" \t") != std::string_view::npos) {
+      s.scalars++;
+    }
+    start = comma + 1;
+  }
+  return s;
+}
+
+
+double task_similarity(const TaskInfo& a, const TaskInfo& b) {
+  return task_similarity(a, signature_shape(a.signature), b, signature_shape(b.signature));
+}
+
+double task_similarity(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb) {
+  double category = (!a.category.empty() && a.category == b.category) ? 1.0 : 0.0;
+  double level = 1.0 - std::min(3, std::abs(a.level - b.level)) / 3.0;
+  double ai = closeness(std::log2(a.arithmetic_intensity + 1e-3), std::log2(b.arithmetic_intensity + 1e-3), 2.0);
+  double size = 0.5 * closeness(a.log2_flops, b.log2_flops, 4.0) + 0.5 * closeness(a.log2_bytes, b.log2_bytes, 4.0);
+  double shape = 0.25 * (sa.inputs == sb.inputs) + 0.25 * (sa.outputs == sb.outputs) +
+                 0.25 * closeness(sa.dims + sa.scalars, sb.dims + sb.scalars, 2.0) +
+                 0.25 * jaccard(sa.dtypes, sb.dtypes);
+  return 0.35 * category + 0.15 * level + 0.2 * ai + 0.15 * size + 0.15 * shape;
+}
+
+Status SqliteStore::refresh_tasks_locked() {
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, op, spec_hash, category, level, signature, timed_dims, "
+                                     "arithmetic_intensity, log2_flops, log2_bytes FROM task WHERE id > ? ORDER BY id"));
+  st.bind(1, m_tasks_max_id);
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) break;
+    TaskRow t;
+    t.id = st.int64(0);
+    t.info.op = st.text(1);
+    t.info.spec_hash = st.text(2);
+    t.info.category = st.text(3);
+    t.info.level = static_cast<int>(st.int64(4));
+    t.info.signature = st.text(5);
+    t.info.timed_dims = st.text(6);
+    t.info.arithmetic_intensity = st.real(7);
+    t.info.log2_flops = st.real(8);
+    t.info.log2_bytes = st.real(9);
+    t.shape = signature_shape(t.info.signature);
+    m_tasks_max_id = std::max(m_tasks_max_id, t.id);
+    m_tasks.push_back(std::move(t));
+  }
+  return {};
+}
+
+// BM25 matches of `text` in a corpus (0: journals, 1: lessons) over the query's rarer terms
+// (document frequencies from term_df, postings within k_posting_budget), best first.
+static Result<std::vector<LexicalHit>> lexical_search(Db& db, int corpus, std::string_view text) {
+  std::vector<std::pair<int64_t, std::string>> terms;  // df, term
+  {
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT df FROM term_df WHERE corpus = ? AND term = ?"));
+    std::set<std::string> seen;
+    for (const auto& t : text_tokens(text)) {
+      if (seen.size() >= k_query_terms) break;
+      if (!seen.insert(t).second) continue;
+      st.reset().bind(1, corpus).bind(2, t);
+      KOPE_ASSIGN(bool row, st.step());
+      if (row && st.int64(0) > 0) terms.emplace_back(st.int64(0), t);
+    }
+  }
+  std::sort(terms.begin(), terms.end());
+  std::string match;
+  std::vector<SqlValue> params{SqlValue{std::string()}};
+  int64_t postings = 0;
+  for (const auto& [df, term] : terms) {
+    if (postings + df > k_posting_budget) break;
+    postings += df;
+    match += (match.empty() ? "\"" : " OR \"") + term + "\"";
+    params.emplace_back(df);
+  }
+  std::vector<LexicalHit> hits;
+  if (match.empty()) return hits;
+  params[0] = match;
+  std::string args;
+  for (size_t i = 1; i < params.size(); ++i) args += fmt::format(", ?{}", i + 1);
+  std::string sql =
+      corpus == 0 ? fmt::format("SELECT journal_fts.rowid, kope_bm25(journal_fts{}), d.task_id FROM journal_fts "
+                                "CROSS JOIN case_derived d ON d.case_id = journal_fts.rowid WHERE journal_fts MATCH ?1 "
+                                "ORDER BY journal_fts.rowid DESC LIMIT {}",
+                                args, k_lexical_journal_rows)
+                  : fmt::format("SELECT rowid, kope_bm25(lesson_fts{}), 0 FROM lesson_fts WHERE lesson_fts MATCH ?1 "
+                                "ORDER BY rowid DESC LIMIT {}",
+                                args, k_lexical_lesson_rows);
+  KOPE_ASSIGN(Stmt st, db.prepare(sql));
+  st.bind_all(params);
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) break;
+    hits.push_back({st.int64(0), st.real(1), st.int64(2)});
+  }
+  std::sort(hits.begin(), hits.end(), [](const LexicalHit& a, const LexicalHit& b) {
+    return a.bm25 != b.bm25 ? a.bm25 > b.bm25 : a.rowid > b.rowid;
+  });
+  return hits;
+}
+
+Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q) {
+  std::lock_guard lock(m_mutex);
+  static const bool trace = std::getenv("KOPE_TRACE_RETRIEVE") != nullptr;
+  auto t_prev = std::chrono::steady_clock::now();
+  auto mark = [&](const char* what) {
+    if (!trace) return;
+    auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "%-12s %8.3f ms\n", what, std::chrono::duration<double, std::milli>(now - t_prev).count());
+    t_prev = now;
+  };
+  KOPE_TRY(refresh_tasks_locked());
+  const Weights weights = weights_for(q.stage);
+  std::unordered_map<std::string, Candidate> cands;  // keyed by item id
+  auto case_cand = [&](int64_t id, RetrievedItem::Kind kind = RetrievedItem::Kind::case_summary) -> Candidate& {
+    std::string key = (kind == RetrievedItem::Kind::best_kernel ? "kernel:" : "case:") + std::to_string(id);
+    Candidate& c = cands[key];
+    c.kind = kind;
+    c.case_id = id;
+    return c;
+  };
+  auto lesson_cand = [&](int64_t seq) -> Candidate& {
+    Candidate& c = cands["lseq:" + std::to_string(seq)];
+    c.kind = RetrievedItem::Kind::lesson;
+    c.lesson_seq = seq;
+    return c;
+  };
+
+  // Tasks of this op, and the most similar other ops.
+  const SignatureShape q_shape = signature_shape(q.task.signature);
+  std::vector<int64_t> op_tasks;
+  std::vector<std::pair<double, int64_t>> similar;
+  std::unordered_map<int64_t, const TaskRow*> task_by_id;
+  for (const auto& t : m_tasks) {
+    task_by_id[t.id] = &t;
+    if (t.info.op == q.task.op) {
+      op_tasks.push_back(t.id);
+    } else {
+      similar.emplace_back(task_similarity(q.task, q_shape, t.info, t.shape), t.id);
+    }
+  }
+  std::partial_sort(similar.begin(), similar.begin() + std::min<size_t>(similar.size(), k_similar_tasks * 3),
+                    similar.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+
+  mark("tasks");
+  // --- Lessons: fixes for the error, lexical matches, and lessons of this scope.
+  if (!q.last_error_signature.empty()) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq FROM lessons WHERE error_signature = ? AND error_signature <> '' "
+                                       "AND status = 0 ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
+    st.bind(1, q.last_error_signature).bind(2, k_fix_lessons_limit);
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      lesson_cand(st.int64(0)).raise("fix", 1.0);
+    }
+  }
+  mark("fixlessons");
+  std::string lexical_text = q.text + " " + q.last_error_signature + " " + q.bottleneck;
+  {
+    KOPE_ASSIGN(auto hits, lexical_search(*m_db, 1, lexical_text));
+    for (size_t i = 0; i < hits.size() && i < k_lexical_lessons; ++i) {
+      lesson_cand(hits[i].rowid).raise("lexical", hits[i].bm25 / (hits[i].bm25 + k_lexical_half));
+    }
+  }
+  mark("lessonfts");
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq FROM lessons WHERE status = 0 AND category = ? "
+                                       "ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
+    for (const std::string& category : {q.task.category, std::string()}) {
+      st.reset().bind(1, category).bind(2, k_scope_lessons_limit);
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        lesson_cand(st.int64(0));
+      }
+    }
+  }
+  mark("scopelessons");
+  // --- Cases: error->fix links (any hardware: fixes transfer).
+  if (!q.last_error_signature.empty()) {
+    // The newest fixes of this error for this op, on this hardware, and anywhere.
+    std::vector<int64_t> hardware_ids;
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM hardware WHERE target = ?"));
+      st.bind(1, q.target);
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        hardware_ids.push_back(st.int64(0));
+      }
+    }
+    auto take = [&](Stmt& st) -> Status {
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) return {};
+        Candidate& c = case_cand(st.int64(0));
+        c.raise("fix", 1.0);
+        c.failed_case = st.int64(1);
+      }
+    };
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
+                                         "AND task_id = ? ORDER BY fix_case DESC LIMIT ?"));
+      for (int64_t tid : op_tasks) {
+        st.reset().bind(1, q.last_error_signature).bind(2, tid).bind(3, k_fix_links_limit);
+        KOPE_TRY(take(st));
+      }
+    }
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
+                                         "AND hardware_id = ? ORDER BY fix_case DESC LIMIT ?"));
+      for (int64_t hid : hardware_ids) {
+        st.reset().bind(1, q.last_error_signature).bind(2, hid).bind(3, k_fix_links_limit);
+        KOPE_TRY(take(st));
+      }
+    }
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
+                                       "ORDER BY fix_case DESC LIMIT ?"));
+    st.bind(1, q.last_error_signature).bind(2, k_fix_links_limit);
+    KOPE_TRY(take(st));
+  }
+  mark("fixlinks");
+  // The op's cases with the highest downstream scores.
+  for (int64_t tid : op_tasks) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT case_id FROM case_derived WHERE task_id = ? "
+                                       "ORDER BY downstream DESC LIMIT ?"));
+    st.bind(1, tid).bind(2, k_graph_limit);
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      case_cand(st.int64(0));
+    }
+  }
+  mark("graph");
+  // Best kernels from the per-task summaries: this op and the most similar ops (native only),
+  // and the first correct case of this op elsewhere (what compiles and passes there).
+  {
+    std::vector<std::pair<int64_t, double>> tasks;  // task id, similarity
+    for (int64_t tid : op_tasks) tasks.emplace_back(tid, 1.0);
+    for (size_t i = 0; i < similar.size() && i < static_cast<size_t>(k_similar_tasks); ++i) {
+      tasks.emplace_back(similar[i].second, similar[i].first);
+    }
+    KOPE_ASSIGN(Stmt st, m_db->prepare(
+                             "SELECT s.best_case, s.first_correct, h.target = ?2 AS native FROM task_summary s "
+                             "JOIN hardware h ON h.id = s.hardware_id JOIN toolchain tc ON tc.id = s.toolchain_id "
+                             "WHERE s.task_id = ?1 AND s.foreign_origin = 0 "
+                             "ORDER BY native DESC, tc.name = ?3 DESC, s.best_speedup DESC LIMIT 6"));
+    for (const auto& [tid, sim] : tasks) {
+      st.reset().bind(1, tid).bind(2, q.target).bind(3, q.toolchain);
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        bool native = st.int64(2) != 0;
+        bool same_op = sim >= 1.0 && task_by_id.count(tid) && task_by_id[tid]->info.op == q.task.op;
+        if (native && !st.is_null(0)) {
+          Candidate& c = case_cand(st.int64(0), RetrievedItem::Kind::best_kernel);
+          if (!same_op) {
+            c.raise("similarity", sim);
+            c.similar_op = true;
+          }
+        } else if (!native && same_op && !st.is_null(1)) {
+          case_cand(st.int64(1)).raise("feasibility", 1.0);
+        }
+      }
+    }
+  }
+  mark("summaries");
+  // Lineage around the incumbent: its ancestors, what was already tried from it and from its
+  // parent (alternative branches and their outcomes).
+  if (q.incumbent_case) {
+    std::optional<int64_t> cur = *q.incumbent_case;
+    std::optional<int64_t> parent;
+    for (int depth = 0; cur && depth <= k_lineage_ancestors; ++depth) {
+      Candidate& c = case_cand(*cur);
+      c.raise("lineage", depth == 0 ? 1.0 : 0.8 - 0.05 * depth);
+      if (c.lineage_note.empty()) c.lineage_note = depth == 0 ? "the incumbent" : fmt::format("ancestor {} of the incumbent", depth);
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT parent_id FROM cases WHERE id = ?"));
+      st.bind(1, *cur);
+      KOPE_ASSIGN(bool row, st.step());
+      cur = row ? st.opt_int64(0) : std::nullopt;
+      if (depth == 0) parent = cur;
+    }
+    for (auto [from, note, strength] : {std::tuple{q.incumbent_case, "tried from the incumbent", 0.9},
+                                        std::tuple{parent, "a sibling branch of the incumbent", 0.5}}) {
+      if (!from) continue;
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM cases WHERE parent_id = ? ORDER BY id DESC LIMIT ?"));
+      st.bind(1, *from).bind(2, k_lineage_children);
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        if (st.int64(0) == *q.incumbent_case) continue;
+        Candidate& c = case_cand(st.int64(0));
+        c.raise("lineage", strength);
+        if (c.lineage_note.empty()) c.lineage_note = note;
+      }
+    }
+  }
+  mark("lineage");
+  // Recent journals matching the query text, restricted to this op or category.
+  {
+    KOPE_ASSIGN(auto hits, lexical_search(*m_db, 0, lexical_text));
+    size_t overall = 0, in_category = 0;
+    for (const auto& h : hits) {
+      auto t = task_by_id.find(h.task_id);
+      bool near = t != task_by_id.end() && t->second->info.category == q.task.category;
+      if (overall < k_lexical_journals) {
+        ++overall;
+      } else if (near && in_category < k_lexical_journals) {
+        ++in_category;
+      } else {
+        continue;
+      }
+      case_cand(h.rowid).raise("lexical", h.bm25 / (h.bm25 + k_lexical_half));
+    }
+  }
+  mark("journalfts");
+  // --- Load the candidates' facts in two queries.
+  std::vector<int64_t> case_ids, lesson_seqs;
+  for (const auto& [key, c] : cands) {
+    if (c.kind == RetrievedItem::Kind::lesson) {
+      lesson_seqs.push_back(c.lesson_seq);
+    } else {
+      case_ids.push_back(c.case_id);
+      if (c.failed_case) case_ids.push_back(*c.failed_case);
+    }
+  }
+  std::unordered_map<int64_t, CaseFacts> facts;
+  if (!case_ids.empty()) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare(
+                             "SELECT c.id, c.task_id, t.op, t.category, h.target, tc.name, c.parent_id, c.stage, "
+                             "c.optimisation, c.verdict, c.error_signature, c.message, c.speedup_ref, c.ratio, "
+                             "c.outcome, d.downstream, d.quarantine, c.foreign_origin, c.code_id "
+                             "FROM cases c JOIN task t ON t.id = c.task_id JOIN hardware h ON h.id = c.hardware_id "
+                             "JOIN toolchain tc ON tc.id = c.toolchain_id JOIN case_derived d ON d.case_id = c.id "
+                             "WHERE c.id IN (SELECT value FROM json_each(?))"));
+    st.bind(1, json_ids(case_ids));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      CaseFacts f;
+      f.id = st.int64(0);
+      f.task_id = st.int64(1);
+      f.op = st.text(2);
+      f.category = st.text(3);
+      f.target = st.text(4);
+      f.toolchain = st.text(5);
+      f.parent_id = st.opt_int64(6);
+      f.stage = static_cast<Stage>(std::clamp<int64_t>(st.int64(7), 0, 2));
+      f.optimisation = st.text(8);
+      f.verdict = st.text(9);
+      f.signature = st.text(10);
+      f.message = st.text(11);
+      f.speedup_ref = st.opt_real(12);
+      f.ratio = st.real(13);
+      f.outcome = static_cast<Outcome>(std::clamp<int64_t>(st.int64(14), 0, 3));
+      f.downstream = st.real(15);
+      f.quarantine = st.int64(16);
+      f.foreign_origin = st.int64(17) != 0;
+      f.code_id = st.opt_int64(18);
+      facts[f.id] = std::move(f);
+    }
+  }
+  std::unordered_map<int64_t, LessonFacts> lessons_by_seq;
+  if (!lesson_seqs.empty()) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq, id, kind, title, text, error_signature, category, backend, target, "
+                                       "toolchain, status, helpful, harmful, foreign_origin FROM lessons "
+                                       "WHERE seq IN (SELECT value FROM json_each(?))"));
+    st.bind(1, json_ids(lesson_seqs));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      LessonFacts lf;
+      lf.seq = st.int64(0);
+      Lesson& l = lf.lesson;
+      l.id = st.text(1);
+      l.kind = static_cast<LessonKind>(std::clamp<int64_t>(st.int64(2), 0, 3));
+      l.title = st.text(3);
+      l.text = st.text(4);
+      l.error_signature = st.text(5);
+      l.scope = {st.text(6), st.text(7), st.text(8), st.text(9)};
+      l.status = static_cast<LessonStatus>(std::clamp<int64_t>(st.int64(10), 0, 3));
+      l.helpful = static_cast<int>(st.int64(11));
+      l.harmful = static_cast<int>(st.int64(12));
+      l.foreign_origin = st.int64(13) != 0;
+      lessons_by_seq[lf.seq] = std::move(lf);
+    }
+  }
+
+  mark("load");
+  // --- Learned values for the stage.
+  auto item_id_of = [&](const std::string& key, const Candidate& c) -> std::string {
+    if (c.kind == RetrievedItem::Kind::lesson) {
+      auto it = lessons_by_seq.find(c.lesson_seq);
+      return it == lessons_by_seq.end() ? std::string() : "lesson:" + it->second.lesson.id;
+    }
+    return key;
+  };
+  std::unordered_map<std::string, std::pair<double, int64_t>> values;  // value, n
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> stats;  // helpful, harmful
+  {
+    std::vector<std::string> ids;
+    for (const auto& [key, c] : cands) {
+      std::string id = item_id_of(key, c);
+      if (!id.empty()) ids.push_back(id);
+    }
+    if (!ids.empty()) {
+      std::string arr = json_strings(ids);
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT item_id, value, n FROM item_value WHERE stage = ? AND item_id IN "
+                                         "(SELECT value FROM json_each(?))"));
+      st.bind(1, static_cast<int>(q.stage)).bind(2, arr);
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        values[st.text(0)] = {st.real(1), st.int64(2)};
+      }
+      KOPE_ASSIGN(Stmt s2, m_db->prepare("SELECT item_id, helpful, harmful FROM item_stats WHERE item_id IN "
+                                         "(SELECT value FROM json_each(?))"));
+      s2.bind(1, arr);
+      for (;;) {
+        KOPE_ASSIGN(bool row, s2.step());
+        if (!row) break;
+        stats[s2.text(0)] = {s2.int64(1), s2.int64(2)};
+      }
+    }
+  }
+  auto value_part = [&](const std::string& item_id, int64_t helpful, int64_t harmful) {
+    double v = stage_prior(q.stage);
+    int64_t n = 0;
+    if (auto it = values.find(item_id); it != values.end()) std::tie(v, n) = it->second;
+    double v_norm = q.stage == Stage::refine ? v : 2.0 * v - 1.0;  // both in [-1, 1]
+    double confidence = static_cast<double>(n) / (static_cast<double>(n) + 3.0);
+    double helpfulness = (static_cast<double>(helpful) + 1.0) / (static_cast<double>(helpful + harmful) + 2.0);
+    return v_norm * confidence + (helpfulness - 0.5);
+  };
+
+  mark("values");
+  // --- Score and render.
+  std::vector<RetrievedItem> items;
+  std::vector<std::pair<size_t, std::optional<int64_t>>> kernels_to_load;  // item index, code id
+  std::unordered_map<size_t, int64_t> journal_of;                          // item index, case id
+  // A case offered as a best kernel is not offered again as a summary: its signals move over.
+  std::unordered_set<int64_t> kernel_cases;
+  for (auto& [key, c] : cands) {
+    if (c.kind != RetrievedItem::Kind::case_summary) continue;
+    auto k = cands.find("kernel:" + std::to_string(c.case_id));
+    if (k == cands.end()) continue;
+    for (const auto& [part, v] : c.parts) k->second.raise(part, v);
+    if (k->second.lineage_note.empty()) k->second.lineage_note = c.lineage_note;
+    kernel_cases.insert(c.case_id);
+  }
+  for (auto& [key, cand] : cands) {
+    Candidate c = cand;
+    RetrievedItem item;
+    item.kind = c.kind;
+    if (c.kind == RetrievedItem::Kind::lesson) {
+      auto it = lessons_by_seq.find(c.lesson_seq);
+      if (it == lessons_by_seq.end()) continue;
+      const Lesson& l = it->second.lesson;
+      if (l.status != LessonStatus::active) continue;
+      if (!l.scope.backend.empty() && !q.backend.empty() && l.scope.backend != q.backend) continue;
+      item.id = "lesson:" + l.id;
+      item.target = l.scope.target;
+      item.foreign = (!l.scope.target.empty() && l.scope.target != q.target) ||
+                     (!l.scope.toolchain.empty() && !q.toolchain.empty() && l.scope.toolchain != q.toolchain) ||
+                     l.foreign_origin;
+      c.raise("exact", l.scope.category == q.task.category && !l.scope.category.empty() ? 1.0
+                       : l.scope.category.empty()                                        ? 0.6
+                                                                                         : 0.0);
+      if (l.kind == LessonKind::fix && !q.last_error_signature.empty() && l.error_signature == q.last_error_signature) {
+        c.raise("fix", 1.0);
+      }
+      if (l.kind == LessonKind::pitfall || l.kind == LessonKind::fix) c.raise("feasibility", 0.5);
+      c.parts["value"] = value_part(item.id, l.helpful, l.harmful);
+      std::string scope = l.scope.category.empty() ? "any op" : l.scope.category;
+      if (!l.scope.backend.empty()) scope += "/" + l.scope.backend;
+      if (!l.scope.target.empty()) scope += " on " + l.scope.target;
+      item.text = fmt::format("[lesson {} · {} · {}{}] {}{}{}", l.id, lesson_kind_name(l.kind), scope,
+                              item.foreign ? " · from other hardware: feasibility only" : "", l.title,
+                              l.text.empty() ? "" : ": ", l.text);
+      if (l.kind == LessonKind::fix && !l.error_signature.empty()) item.text += fmt::format(" (fixes: {})", l.error_signature);
+    } else {
+      auto it = facts.find(c.case_id);
+      if (it == facts.end()) continue;
+      const CaseFacts& f = it->second;
+      if (f.quarantine == 3) continue;  // refuted: never offered
+      if (c.kind == RetrievedItem::Kind::case_summary && kernel_cases.count(f.id)) continue;  // shown as kernel
+      const bool foreign = f.target != q.target || (!q.toolchain.empty() && f.toolchain != q.toolchain) || f.foreign_origin;
+      const bool evidence = !foreign && (f.quarantine == 0 || f.quarantine == 2) && f.verdict == "correct";
+      if (c.kind == RetrievedItem::Kind::best_kernel && (foreign || !evidence)) continue;
+      item.id = key;
+      item.foreign = foreign;
+      item.target = f.target;
+      item.op = f.op;
+      c.raise("exact", f.op == q.task.op ? 1.0 : f.category == q.task.category ? 0.5 : 0.0);
+      if (f.op == q.task.op) {
+        c.raise("similarity", 1.0);
+      } else if (auto t = task_by_id.find(f.task_id); t != task_by_id.end()) {
+        c.raise("similarity", task_similarity(q.task, q_shape, t->second->info, t->second->shape));
+      }
+      if (evidence) {
+        c.raise("graph", squash(f.downstream));
+        if (f.speedup_ref && *f.speedup_ref > 0) c.raise("speed", squash(std::log2(1.0 + *f.speedup_ref)));
+      }
+      if (f.verdict == "correct") c.raise("feasibility", 1.0);  // it compiled and passed
+      if (!q.last_error_signature.empty() && f.signature == q.last_error_signature) c.raise("feasibility", 0.3);
+      auto st = stats.find(key);
+      c.parts["value"] = value_part(key, st == stats.end() ? 0 : st->second.first, st == stats.end() ? 0 : st->second.second);
+
+      std::string where = foreign ? fmt::format("{} (other hardware or toolchain: shows what compiles and passes "
+                                                "there, not what is fast here)", f.target)
+                                  : f.target;
+      if (c.kind == RetrievedItem::Kind::best_kernel) {
+        item.text = fmt::format("[best kernel · {} ({}{}) on {} · {:.2f}x vs reference · case {}]\nchange: {}\n", f.op,
+                                f.category, c.similar_op ? ", a similar op" : "", f.target,
+                                f.speedup_ref.value_or(0), f.id, short_line(f.optimisation, 300));
+        if (!c.lineage_note.empty()) item.text += "lineage: " + c.lineage_note + "\n";
+        kernels_to_load.emplace_back(items.size(), f.code_id);
+      } else if (c.failed_case) {
+        auto failed = facts.find(*c.failed_case);
+        std::string failed_msg = failed == facts.end() ? std::string() : short_line(failed->second.message, 200);
+        item.text = fmt::format("[fix · case {} -> case {} · {} on {}]\nerror: {}\n{}fixed by: {}\n", *c.failed_case, f.id,
+                                f.op, where, failed == facts.end() ? std::string("?") : failed->second.signature,
+                                failed_msg.empty() ? "" : "message: " + failed_msg + "\n", short_line(f.optimisation, 300));
+        journal_of[items.size()] = f.id;
+      } else {
+        std::string result = f.verdict;
+        if (f.verdict == "correct" && !foreign) {
+          result += fmt::format(" · {} r={:.2f}", outcome_name(f.outcome), f.ratio);
+          if (f.speedup_ref) result += fmt::format(" · {:.2f}x vs reference", *f.speedup_ref);
+          if (f.quarantine == 1) result += " · QUARANTINED: awaiting re-verification, not evidence";
+        }
+        item.text = fmt::format("[case {} · {} on {} · {} · {}]\n", f.id, f.op, where, stage_name(f.stage), result);
+        if (!c.lineage_note.empty()) item.text += "lineage: " + c.lineage_note + "\n";
+        if (f.parent_id) item.text += fmt::format("began from: case {}\n", *f.parent_id);
+        if (!f.optimisation.empty()) item.text += "change: " + short_line(f.optimisation, 300) + "\n";
+        if (f.verdict != "correct" && !f.signature.empty()) item.text += "error: " + f.signature + "\n";
+        journal_of[items.size()] = f.id;
+      }
+    }
+    double score = 0;
+    for (const auto& [part, v] : c.parts) {
+      double w = weights(part) * v;
+      item.score_parts[part] = w;
+      score += w;
+    }
+    item.score = score;
+    item.tokens = estimate_tokens(item.text);
+    items.push_back(std::move(item));
+  }
+  mark("score");
+  // Best first; ties by id for determinism.
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (items[a].score != items[b].score) return items[a].score > items[b].score;
+    return items[a].id < items[b].id;
+  });
+  size_t limit = q.limit > 0 ? static_cast<size_t>(q.limit) : order.size();
+  if (order.size() > limit) order.resize(limit);
+  std::unordered_map<size_t, std::optional<int64_t>> code_of(kernels_to_load.begin(), kernels_to_load.end());
+  // Journals are read only for the items that made the cut.
+  std::unordered_map<int64_t, std::string> journals;
+  {
+    std::vector<int64_t> ids;
+    for (size_t i : order) {
+      if (auto j = journal_of.find(i); j != journal_of.end()) ids.push_back(j->second);
+    }
+    if (!ids.empty()) {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT case_id, text FROM journal WHERE case_id IN (SELECT value FROM json_each(?))"));
+      st.bind(1, json_ids(ids));
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        journals[st.int64(0)] = st.text(1);
+      }
+    }
+  }
+  std::vector<RetrievedItem> out;
+  out.reserve(order.size());
+  for (size_t i : order) {
+    RetrievedItem item = std::move(items[i]);
+    if (auto j = journal_of.find(i); j != journal_of.end()) {
+      auto text = journals.find(j->second);
+      if (text != journals.end() && !text->second.empty()) {
+        item.text += "journal: " + clip_text(text->second, k_journal_excerpt) + "\n";
+      }
+    }
+    if (auto k = code_of.find(i); k != code_of.end() && k->second) {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT raw_size, data FROM blob WHERE id = ?"));
+      st.bind(1, *k->second);
+      KOPE_ASSIGN(bool row, st.step());
+      if (row) {
+        KOPE_ASSIGN(std::string code, decompress(st.blob(1), static_cast<size_t>(st.int64(0))));
+        item.text += "```\n" + clip_text(code, k_max_kernel_code) + "\n```\n";
+      }
+    }
+    item.tokens = estimate_tokens(item.text);
+    out.push_back(std::move(item));
+  }
+  mark("kernels");
+  return out;
+}
+
+}  // namespace kope::memory

@@ -1,0 +1,269 @@
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "memory/test_util.h"
+
+namespace kope::memory {
+namespace {
+
+using namespace testing;
+
+constexpr const char* k_undeclared = "compile_error: error: 'X' was not declared in this scope";
+
+const RetrievedItem* find_item(const std::vector<RetrievedItem>& items, const std::string& id) {
+  for (const auto& it : items) {
+    if (it.id == id) return &it;
+  }
+  return nullptr;
+}
+
+size_t rank_of(const std::vector<RetrievedItem>& items, const std::string& id) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].id == id) return i;
+  }
+  return items.size();
+}
+
+RetrievalQuery query(Stage stage, const std::string& op = "softmax") {
+  RetrievalQuery q;
+  q.task = task(op);
+  q.target = k_native;
+  q.toolchain = "g++-12 -O3 -march=native";
+  q.backend = "cpu";
+  q.stage = stage;
+  return q;
+}
+
+TEST(Retrieve, NativeSpeedEvidenceBeatsForeignAndForeignFixesStillAppear) {
+  auto t = temp_store();
+  Store& s = *t.store;
+  int64_t native_fast = *s.record_case(make_case("n/fast", "softmax", 3.0));
+  ASSERT_TRUE(s.record_case(make_case("n/slow", "softmax", 1.2)));
+  // The foreign kernel is much faster on its own hardware: that says nothing about speed here.
+  int64_t foreign_fast = *s.record_case(make_case("f/fast", "softmax", 30.0, k_foreign));
+  // On the foreign target, an undeclared-identifier error was fixed by a child.
+  int64_t foreign_failed = *s.record_case(make_case("f/failed", "softmax", 0, k_foreign));
+  CaseRecord fix = make_case("f/fix", "softmax", 4.0, k_foreign, foreign_failed);
+  fix.stage = Stage::repair;
+  fix.optimisation = "declared the helper before kope_kernel";
+  int64_t foreign_fix = *s.record_case(fix);
+
+  auto refine = s.retrieve(query(Stage::refine));
+  ASSERT_TRUE(refine) << refine.error().message;
+  const RetrievedItem* kernel = find_item(*refine, "kernel:" + std::to_string(native_fast));
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(kernel->kind, RetrievedItem::Kind::best_kernel);
+  EXPECT_FALSE(kernel->foreign);
+  EXPECT_NE(kernel->text.find("3.00x vs reference"), std::string::npos);
+  EXPECT_NE(kernel->text.find("kope_kernel"), std::string::npos);  // the code is in the item
+  EXPECT_GT(kernel->score_parts.at("speed"), 0);
+  // The foreign kernel is never offered as a best kernel nor as speed evidence.
+  EXPECT_EQ(find_item(*refine, "kernel:" + std::to_string(foreign_fast)), nullptr);
+  const RetrievedItem* foreign = find_item(*refine, "case:" + std::to_string(foreign_fast));
+  ASSERT_NE(foreign, nullptr);  // offered for feasibility: it compiled and passed there
+  EXPECT_TRUE(foreign->foreign);
+  EXPECT_EQ(foreign->target, k_foreign);
+  EXPECT_EQ(foreign->score_parts.count("speed"), 0u);
+  EXPECT_EQ(foreign->score_parts.count("graph"), 0u);
+  EXPECT_GT(foreign->score_parts.at("feasibility"), 0);
+  EXPECT_EQ(foreign->text.find("vs reference"), std::string::npos);
+  EXPECT_NE(foreign->text.find("not what is fast here"), std::string::npos);
+  EXPECT_LT(rank_of(*refine, kernel->id), rank_of(*refine, foreign->id));
+  for (const auto& it : *refine) {
+    if (it.kind == RetrievedItem::Kind::best_kernel) {
+      EXPECT_FALSE(it.foreign) << it.id;
+    }
+  }
+
+  RetrievalQuery rq = query(Stage::repair);
+  rq.last_error_signature = k_undeclared;
+  auto repair = s.retrieve(rq);
+  ASSERT_TRUE(repair);
+  const RetrievedItem* f = find_item(*repair, "case:" + std::to_string(foreign_fix));
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->foreign);
+  EXPECT_GT(f->score_parts.at("fix"), 0);
+  EXPECT_NE(f->text.find("declared the helper"), std::string::npos);
+  EXPECT_NE(f->text.find(k_undeclared), std::string::npos);
+  EXPECT_EQ(rank_of(*repair, f->id), 0u);  // in repair, the fix for this error comes first
+  for (const auto& it : *repair) EXPECT_EQ(it.tokens, estimate_tokens(it.text));
+}
+
+TEST(Retrieve, AFixForThisOpHereOutranksManyNewerFixesElsewhere) {
+  auto t = temp_store();
+  int64_t failed = *t.store->record_case(make_case("n/failed", "softmax", 0));
+  CaseRecord fix = make_case("n/fix", "softmax", 1.3, k_native, failed);
+  fix.stage = Stage::repair;
+  int64_t native_fix = *t.store->record_case(fix);
+  std::vector<CaseRecord> batch;
+  for (int i = 0; i < 30; ++i) {  // newer fixes of the same error, on other hardware and ops
+    CaseRecord f = make_case(fmt::format("f/failed{}", i), fmt::format("op{}", i), 0, k_foreign);
+    CaseRecord r = make_case(fmt::format("f/fix{}", i), fmt::format("op{}", i), 2.0, k_foreign);
+    r.parent_key = f.natural_key;
+    batch.push_back(f);
+    batch.push_back(r);
+  }
+  ASSERT_TRUE(t.store->record_cases(batch));
+  RetrievalQuery q = query(Stage::repair);
+  q.last_error_signature = k_undeclared;
+  auto items = t.store->retrieve(q);
+  ASSERT_TRUE(items);
+  ASSERT_FALSE(items->empty());
+  EXPECT_EQ((*items)[0].id, "kernel:" + std::to_string(native_fix));  // it is also the op's best kernel
+  EXPECT_GT((*items)[0].score_parts.at("fix"), 0);
+  EXPECT_FALSE((*items)[0].foreign);
+  size_t foreign_fixes = 0;
+  for (const auto& it : *items) foreign_fixes += it.foreign && it.score_parts.count("fix");
+  EXPECT_GT(foreign_fixes, 0u);  // fixes transfer across hardware
+}
+
+TEST(Retrieve, QuarantinedWinsAreNotOfferedAsKernels) {
+  auto t = temp_store();
+  int64_t root = *t.store->record_case(make_case("root", "softmax", 2.0));
+  int64_t jump = *t.store->record_case(make_case("jump", "softmax", 60.0, k_native, root));
+  auto items = t.store->retrieve(query(Stage::refine));
+  ASSERT_TRUE(items);
+  EXPECT_EQ(find_item(*items, "kernel:" + std::to_string(jump)), nullptr);
+  EXPECT_NE(find_item(*items, "kernel:" + std::to_string(root)), nullptr);
+  const RetrievedItem* q = find_item(*items, "case:" + std::to_string(jump));
+  if (q) {
+    EXPECT_NE(q->text.find("QUARANTINED"), std::string::npos);
+  }
+}
+
+TEST(Retrieve, LexicalSearchOverJournalsAndLessons) {
+  auto t = temp_store();
+  CaseRecord a = make_case("a", "softmax", 1.3);
+  a.journal = "strategy: software prefetch of the next row; reading: bandwidth bound, prefetch hid latency";
+  CaseRecord b = make_case("b", "softmax", 1.3);
+  b.journal = "strategy: unrolled the exp loop by four; reading: compute bound";
+  int64_t ia = *t.store->record_case(a);
+  int64_t ib = *t.store->record_case(b);
+  LessonDelta d;
+  d.lesson.kind = LessonKind::strategy;
+  d.lesson.title = "Prefetch helps streaming rows";
+  d.lesson.text = "When bandwidth bound, software prefetch two rows ahead";
+  d.lesson.scope.category = "reduction";  // another category: found lexically, not by scope
+  auto lid = t.store->apply(d);
+  ASSERT_TRUE(lid);
+  RetrievalQuery q = query(Stage::refine);
+  q.text = "prefetch latency";
+  q.bottleneck = "memory";
+  auto items = t.store->retrieve(q);
+  ASSERT_TRUE(items);
+  // `a` is also this op's best kernel, so it comes as that item, carrying the lexical signal.
+  const RetrievedItem* ja = find_item(*items, "kernel:" + std::to_string(ia));
+  ASSERT_NE(ja, nullptr);
+  ASSERT_TRUE(ja->score_parts.count("lexical"));
+  EXPECT_GT(ja->score_parts.at("lexical"), 0);
+  const RetrievedItem* jb = find_item(*items, "case:" + std::to_string(ib));
+  if (jb) {
+    EXPECT_EQ(jb->score_parts.count("lexical"), 0u);
+  }
+  const RetrievedItem* l = find_item(*items, "lesson:" + *lid);
+  ASSERT_NE(l, nullptr);
+  EXPECT_GT(l->score_parts.at("lexical"), 0);
+  EXPECT_NE(l->text.find("two rows ahead"), std::string::npos);
+}
+
+TEST(Retrieve, BestKernelsOfSimilarOps) {
+  auto t = temp_store();
+  CaseRecord ln = make_case("ln", "layernorm", 2.5);
+  int64_t id = *t.store->record_case(ln);
+  CaseRecord mm = make_case("mm", "matmul", 8.0);
+  mm.task.category = "matmul";
+  mm.task.level = 3;
+  mm.task.arithmetic_intensity = 300;
+  mm.task.log2_flops = 36;
+  mm.task.signature = "extern \"C\" void kope_kernel(const float* a, const float* b, float* c, int64_t M, int64_t N, int64_t K)";
+  ASSERT_TRUE(t.store->record_case(mm));
+  auto items = t.store->retrieve(query(Stage::draft));
+  ASSERT_TRUE(items);
+  const RetrievedItem* k = find_item(*items, "kernel:" + std::to_string(id));
+  ASSERT_NE(k, nullptr);
+  EXPECT_GT(k->score_parts.at("similarity"), 0.8);
+  EXPECT_NE(k->text.find("a similar op"), std::string::npos);
+  ASSERT_GE(items->size(), 2u);
+  EXPECT_EQ((*items)[0].id, k->id);  // the same-category op outranks the matmul
+  EXPECT_GT(task_similarity(task("softmax"), task("layernorm")), task_similarity(task("softmax"), mm.task));
+}
+
+TEST(Retrieve, LearnedValuesChangeTheRanking) {
+  auto t = temp_store();
+  std::vector<std::string> ids;
+  for (const char* title : {"Keep rows in L1", "Avoid denormals in exp"}) {
+    LessonDelta d;
+    d.lesson.kind = LessonKind::strategy;
+    d.lesson.title = title;
+    d.lesson.text = "advice";
+    d.lesson.scope.category = "normalization";
+    ids.push_back(*t.store->apply(d));
+  }
+  auto before = t.store->retrieve(query(Stage::draft));
+  ASSERT_TRUE(before);
+  ASSERT_EQ(before->size(), 2u);
+  EXPECT_DOUBLE_EQ((*before)[0].score, (*before)[1].score);
+  std::string loser = (*before)[0].id;  // make the first-ranked one hurt, the other help
+  std::string winner = (*before)[1].id;
+  for (int i = 0; i < 3; ++i) {
+    RetrievalLogEntry e;
+    e.prompt_id = "p" + std::to_string(i);
+    e.stage = Stage::draft;
+    e.items = {{winner, 1.0}};
+    ASSERT_TRUE(t.store->log_retrieval(e));
+    ASSERT_TRUE(t.store->credit(e.prompt_id, 1.0));
+    e.prompt_id = "q" + std::to_string(i);
+    e.items = {{loser, 1.0}};
+    ASSERT_TRUE(t.store->log_retrieval(e));
+    ASSERT_TRUE(t.store->credit(e.prompt_id, 0.0));
+  }
+  auto after = t.store->retrieve(query(Stage::draft));
+  ASSERT_TRUE(after && after->size() == 2);
+  EXPECT_EQ((*after)[0].id, winner);
+  EXPECT_GT((*after)[0].score_parts.at("value"), 0);
+  EXPECT_LT((*after)[1].score_parts.at("value"), 0);
+}
+
+TEST(Retrieve, LineageAroundTheIncumbent) {
+  auto t = temp_store();
+  int64_t root = *t.store->record_case(make_case("root", "softmax", 2.0));
+  int64_t inc = *t.store->record_case(make_case("inc", "softmax", 3.0, k_native, root));
+  CaseRecord tried = make_case("tried", "softmax", 2.4, k_native, inc);
+  tried.optimisation = "blocked the rows by 16";
+  int64_t tried_id = *t.store->record_case(tried);
+  int64_t sibling = *t.store->record_case(make_case("sib", "softmax", 0, k_native, root));
+  RetrievalQuery q = query(Stage::refine);
+  q.incumbent_case = inc;
+  auto items = t.store->retrieve(q);
+  ASSERT_TRUE(items);
+  const RetrievedItem* tr = find_item(*items, "case:" + std::to_string(tried_id));
+  ASSERT_NE(tr, nullptr);
+  EXPECT_GT(tr->score_parts.at("lineage"), 0);
+  EXPECT_NE(tr->text.find("tried from the incumbent"), std::string::npos);
+  EXPECT_NE(tr->text.find("negative"), std::string::npos);  // 2.4 / 3.0 = 0.8: it made things worse
+  const RetrievedItem* sib = find_item(*items, "case:" + std::to_string(sibling));
+  ASSERT_NE(sib, nullptr);
+  EXPECT_GT(sib->score_parts.at("lineage"), 0);
+}
+
+TEST(Retrieve, RespectsTheLimitAndOrdersByScore) {
+  auto t = temp_store();
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(t.store->record_case(make_case("c" + std::to_string(i), "softmax", 1.0 + 0.1 * i)));
+  }
+  RetrievalQuery q = query(Stage::refine);
+  q.limit = 7;
+  auto items = t.store->retrieve(q);
+  ASSERT_TRUE(items);
+  ASSERT_EQ(items->size(), 7u);
+  for (size_t i = 1; i < items->size(); ++i) EXPECT_GE((*items)[i - 1].score, (*items)[i].score);
+  for (const auto& it : *items) {
+    double sum = 0;
+    for (const auto& [k, v] : it.score_parts) sum += v;
+    EXPECT_NEAR(sum, it.score, 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace kope::memory

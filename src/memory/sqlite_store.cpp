@@ -1,0 +1,949 @@
+#include "memory/sqlite_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "memory/codec.h"
+#include "memory/schema.h"
+#include "memory/text.h"
+#include "util/fs.h"
+#include "util/hash.h"
+
+namespace kope::memory {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t k_max_message_bytes = 2048;
+constexpr size_t k_max_diagnostics_bytes = 8192;
+constexpr size_t k_max_journal_bytes = 16384;
+constexpr size_t k_max_optimisation_bytes = 1024;
+constexpr double k_downstream_epsilon = 1e-13;  // stop propagating smaller changes
+
+// Quarantine states kept in case_derived.quarantine.
+enum QuarantineState { q_none = 0, q_quarantined = 1, q_verified = 2, q_refuted = 3 };
+
+std::string_view quarantine_state_name(int64_t q) {
+  switch (q) {
+    case q_quarantined: return "quarantined";
+    case q_verified: return "verified";
+    case q_refuted: return "refuted";
+    default: return "";
+  }
+}
+
+bool counts_as_evidence(int64_t q) { return q == q_none || q == q_verified; }
+
+bool known_verdict(std::string_view v) {
+  for (std::string_view k : {"correct", "wrong_result", "compile_error", "runtime_error", "timeout",
+                             "resource_limit", "rejected"}) {
+    if (v == k) return true;
+  }
+  return false;
+}
+
+std::string bin_to_hex(std::string_view bin) {
+  static constexpr char k_digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bin.size() * 2);
+  for (unsigned char c : bin) {
+    out += k_digits[c >> 4];
+    out += k_digits[c & 15];
+  }
+  return out;
+}
+
+std::string timings_to_json(const std::vector<CaseTimingRecord>& ts) {
+  json arr = json::array();
+  for (const auto& t : ts) {
+    json row = json::array({t.case_index, t.median_us, t.ci95_us, t.reference_us});
+    row.push_back(t.library_us ? json(*t.library_us) : json(nullptr));
+    arr.push_back(std::move(row));
+  }
+  return arr.dump();
+}
+
+std::vector<CaseTimingRecord> timings_from_json(const std::string& text) {
+  std::vector<CaseTimingRecord> out;
+  json arr = json::parse(text, nullptr, false);
+  if (!arr.is_array()) return out;
+  for (const auto& row : arr) {
+    if (!row.is_array() || row.size() < 5) continue;
+    CaseTimingRecord t;
+    t.case_index = row[0].get<int>();
+    t.median_us = row[1].get<double>();
+    t.ci95_us = row[2].get<double>();
+    t.reference_us = row[3].get<double>();
+    if (!row[4].is_null()) t.library_us = row[4].get<double>();
+    out.push_back(t);
+  }
+  return out;
+}
+
+bool finite_positive(std::optional<double> v) { return v && std::isfinite(*v) && *v > 0; }
+
+// The column list shared by every case query; indices below.
+std::string case_select_sql(bool with_code) {
+  return std::string(
+             "SELECT c.id, c.natural_key, c.run_id, t.op, t.spec_hash, t.category, t.level, t.signature, "
+             "t.timed_dims, t.arithmetic_intensity, t.log2_flops, t.log2_bytes, h.target, h.cpu_model, h.cores, "
+             "h.peak_gflops, h.peak_gbps, tc.name, tc.backend, c.parent_id, c.stage, c.optimisation, "
+             "c.verdict, c.message, c.diagnostics, c.error_signature, c.timings, c.speedup_parent, "
+             "c.speedup_ref, c.speedup_lib, c.roofline, c.ratio, c.outcome, c.tokens_prompt, "
+             "c.tokens_completion, c.wall_seconds, c.created_at, c.quarantine_reason, d.downstream, "
+             "d.quarantine, o.instance, c.foreign_origin, j.text, b.hash, b.raw_size, ") +
+         (with_code ? "b.data" : "NULL") +
+         " FROM cases c JOIN task t ON t.id = c.task_id JOIN hardware h ON h.id = c.hardware_id "
+         "JOIN toolchain tc ON tc.id = c.toolchain_id JOIN case_derived d ON d.case_id = c.id "
+         "JOIN origin o ON o.id = c.origin_id LEFT JOIN journal j ON j.case_id = c.id "
+         "LEFT JOIN blob b ON b.id = c.code_id ";
+}
+
+Result<CaseRecord> case_from_row(const Stmt& st, bool with_code) {
+  CaseRecord c;
+  int i = 0;
+  c.id = st.int64(i++);
+  c.natural_key = st.text(i++);
+  c.run_id = st.text(i++);
+  c.task.op = st.text(i++);
+  c.task.spec_hash = st.text(i++);
+  c.task.category = st.text(i++);
+  c.task.level = static_cast<int>(st.int64(i++));
+  c.task.signature = st.text(i++);
+  c.task.timed_dims = st.text(i++);
+  c.task.arithmetic_intensity = st.real(i++);
+  c.task.log2_flops = st.real(i++);
+  c.task.log2_bytes = st.real(i++);
+  c.hardware.target = st.text(i++);
+  c.hardware.cpu_model = st.text(i++);
+  c.hardware.cores = static_cast<int>(st.int64(i++));
+  c.hardware.peak_gflops = st.real(i++);
+  c.hardware.peak_gbps = st.real(i++);
+  c.toolchain.id = st.text(i++);
+  c.toolchain.backend = st.text(i++);
+  c.parent_id = st.opt_int64(i++);
+  c.stage = static_cast<Stage>(std::clamp<int64_t>(st.int64(i++), 0, 2));
+  c.optimisation = st.text(i++);
+  c.verdict = st.text(i++);
+  c.message = st.text(i++);
+  c.diagnostics = st.text(i++);
+  c.error_signature = st.text(i++);
+  c.timings = timings_from_json(st.text(i++));
+  c.speedup_vs_parent = st.opt_real(i++);
+  c.speedup_vs_reference = st.opt_real(i++);
+  c.speedup_vs_library = st.opt_real(i++);
+  c.fraction_of_roofline = st.opt_real(i++);
+  c.ratio = st.real(i++);
+  c.outcome = static_cast<Outcome>(std::clamp<int64_t>(st.int64(i++), 0, 3));
+  c.tokens_prompt = st.int64(i++);
+  c.tokens_completion = st.int64(i++);
+  c.wall_seconds = st.real(i++);
+  c.created_at = st.text(i++);
+  c.quarantine_reason = st.text(i++);
+  c.downstream = st.real(i++);
+  int64_t q = st.int64(i++);
+  c.quarantine_status = std::string(quarantine_state_name(q));
+  c.quarantined = q == q_quarantined || q == q_refuted;
+  c.origin = st.text(i++);
+  c.foreign_origin = st.int64(i++) != 0;
+  c.journal = st.text(i++);
+  std::string hash = st.blob(i++);
+  int64_t raw_size = st.int64(i++);
+  c.code_hash = bin_to_hex(hash);
+  if (with_code && !st.is_null(i)) {
+    auto code = decompress(st.blob(i), static_cast<size_t>(raw_size));
+    if (!code) {
+      return fail(ErrorKind::corrupt, "case {}: code blob {}: {}", c.id, c.code_hash, code.error().message);
+    }
+    c.code = std::move(*code);
+  }
+  return c;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------------------------
+// Opening
+
+Result<std::unique_ptr<Store>> open_store(const std::filesystem::path& path) {
+  KOPE_ASSIGN(auto store, SqliteStore::open(path));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+std::filesystem::path default_store_path() {
+  if (auto v = util::get_env("KOPE_MEMORY")) return std::filesystem::path(*v);
+  return util::data_dir() / "memory.db";
+}
+
+int store_schema_version() { return k_schema_version; }
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::path& path) {
+  bool in_memory = path == ":memory:";
+  if (!in_memory) {
+    if (path.has_parent_path()) {
+      KOPE_TRY(util::make_dirs(path.parent_path()));
+    }
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return fail(ErrorKind::io, "memory database {}: is a directory", path.string());
+    }
+    KOPE_TRY(check_file_header(path));
+  }
+  KOPE_ASSIGN(auto db, Db::open(path));
+  KOPE_TRY(register_functions(*db));
+  KOPE_TRY(configure_connection(*db, in_memory));
+  KOPE_TRY(migrate(*db));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db), path));
+  {
+    KOPE_ASSIGN(Stmt st, store->m_db->prepare("SELECT value FROM meta WHERE key = 'instance'"));
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) return fail(ErrorKind::corrupt, "memory database {}: no instance id in meta", path.string());
+    store->m_instance = st.text(0);
+  }
+  KOPE_ASSIGN(auto origin, store->m_db->query_int(
+                               fmt::format("SELECT id FROM origin WHERE instance = '{}'", store->m_instance)));
+  if (!origin) return fail(ErrorKind::corrupt, "memory database {}: its own origin row is missing", path.string());
+  store->m_origin_id = *origin;
+  return store;
+}
+
+Result<Transaction> SqliteStore::begin_locked() {
+  for (auto& m : m_pending_terms) m.clear();
+  m_pending_counters.clear();
+  return Transaction::begin(*m_db, [this] { reset_caches(); });
+}
+
+Status SqliteStore::commit_locked(Transaction& tx) {
+  KOPE_TRY(flush_terms_locked());
+  return tx.commit();
+}
+
+void SqliteStore::note_terms_locked(int corpus, std::string_view text, int delta) {
+  std::vector<std::string> tokens = text_tokens(text);
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  note_terms_locked(corpus, tokens, delta);
+}
+
+void SqliteStore::note_terms_locked(int corpus, const std::vector<std::string>& distinct_terms, int delta) {
+  auto& pending = m_pending_terms[static_cast<size_t>(corpus)];
+  for (const auto& t : distinct_terms) pending[t] += delta;
+}
+
+Status SqliteStore::flush_terms_locked() {
+  if (!m_pending_counters.empty()) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO counters(name, value) VALUES (?1, ?2) "
+                                       "ON CONFLICT DO UPDATE SET value = value + ?2"));
+    for (const auto& [name, delta] : m_pending_counters) KOPE_TRY(st.reset().bind(1, name).bind(2, delta).run());
+    m_pending_counters.clear();
+  }
+  for (int corpus = 0; corpus < 2; ++corpus) {
+    auto& pending = m_pending_terms[static_cast<size_t>(corpus)];
+    if (pending.empty()) continue;
+    // In key order, so the upserts walk the index once.
+    std::vector<std::pair<std::string, int64_t>> rows(pending.begin(), pending.end());
+    std::sort(rows.begin(), rows.end());
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, max(?3, 0)) "
+                                       "ON CONFLICT DO UPDATE SET df = max(df + ?3, 0)"));
+    for (const auto& [term, delta] : rows) {
+      if (delta == 0) continue;
+      KOPE_TRY(st.reset().bind(1, corpus).bind(2, term).bind(3, delta).run());
+    }
+    pending.clear();
+  }
+  return {};
+}
+
+void SqliteStore::reset_caches() {
+  for (auto& m : m_pending_terms) m.clear();
+  m_pending_counters.clear();
+  m_parent_of.clear();
+  m_task_ids.clear();
+  m_hardware_ids.clear();
+  m_toolchain_ids.clear();
+  m_origin_ids.clear();
+  m_tasks.clear();
+  m_tasks_max_id = 0;
+  m_hardware_targets.clear();
+}
+
+// ----------------------------------------------------------------------------------------------
+// Entities
+
+Result<int64_t> SqliteStore::ensure_task_locked(const TaskInfo& t) {
+  std::string key = t.op + '\n' + t.spec_hash;
+  if (auto it = m_task_ids.find(key); it != m_task_ids.end()) return it->second;
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM task WHERE op = ? AND spec_hash = ?"));
+    st.bind(1, t.op).bind(2, t.spec_hash);
+    KOPE_ASSIGN(bool row, st.step());
+    if (row) return m_task_ids[key] = st.int64(0);
+  }
+  KOPE_ASSIGN(Stmt ins, m_db->prepare(
+                            "INSERT INTO task(op, spec_hash, category, level, signature, timed_dims, "
+                            "arithmetic_intensity, log2_flops, log2_bytes) VALUES (?,?,?,?,?,?,?,?,?)"));
+  ins.bind(1, t.op).bind(2, t.spec_hash).bind(3, t.category).bind(4, t.level).bind(5, t.signature);
+  ins.bind(6, t.timed_dims).bind(7, t.arithmetic_intensity).bind(8, t.log2_flops).bind(9, t.log2_bytes);
+  KOPE_TRY(ins.run());
+  return m_task_ids[key] = m_db->last_insert_rowid();
+}
+
+Result<int64_t> SqliteStore::ensure_hardware_locked(const HardwareInfo& h) {
+  std::string key = h.target + '\n' + h.cpu_model;
+  if (auto it = m_hardware_ids.find(key); it != m_hardware_ids.end()) return it->second;
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM hardware WHERE target = ? AND cpu_model = ?"));
+    st.bind(1, h.target).bind(2, h.cpu_model);
+    KOPE_ASSIGN(bool row, st.step());
+    if (row) return m_hardware_ids[key] = st.int64(0);
+  }
+  KOPE_ASSIGN(Stmt ins, m_db->prepare("INSERT INTO hardware(target, cpu_model, cores, peak_gflops, peak_gbps) "
+                                      "VALUES (?,?,?,?,?)"));
+  ins.bind(1, h.target).bind(2, h.cpu_model).bind(3, h.cores).bind(4, h.peak_gflops).bind(5, h.peak_gbps);
+  KOPE_TRY(ins.run());
+  return m_hardware_ids[key] = m_db->last_insert_rowid();
+}
+
+Result<int64_t> SqliteStore::ensure_toolchain_locked(const ToolchainInfo& t) {
+  if (auto it = m_toolchain_ids.find(t.id); it != m_toolchain_ids.end()) return it->second;
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM toolchain WHERE name = ?"));
+    st.bind(1, t.id);
+    KOPE_ASSIGN(bool row, st.step());
+    if (row) return m_toolchain_ids[t.id] = st.int64(0);
+  }
+  KOPE_ASSIGN(Stmt ins, m_db->prepare("INSERT INTO toolchain(name, backend) VALUES (?, ?)"));
+  KOPE_TRY(ins.bind(1, t.id).bind(2, t.backend).run());
+  return m_toolchain_ids[t.id] = m_db->last_insert_rowid();
+}
+
+Result<int64_t> SqliteStore::ensure_origin_locked(const std::string& instance) {
+  if (auto it = m_origin_ids.find(instance); it != m_origin_ids.end()) return it->second;
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM origin WHERE instance = ?"));
+    st.bind(1, instance);
+    KOPE_ASSIGN(bool row, st.step());
+    if (row) return m_origin_ids[instance] = st.int64(0);
+  }
+  KOPE_ASSIGN(Stmt ins, m_db->prepare("INSERT INTO origin(instance) VALUES (?)"));
+  KOPE_TRY(ins.bind(1, instance).run());
+  return m_origin_ids[instance] = m_db->last_insert_rowid();
+}
+
+Result<std::optional<int64_t>> SqliteStore::ensure_blob_locked(const PreparedCase& p, size_t raw_size) {
+  if (p.code_hash.empty()) return std::optional<int64_t>{};
+  if (!p.error.empty()) return fail(ErrorKind::internal, "{}", p.error);
+  {
+    KOPE_ASSIGN(Stmt ins, m_db->prepare("INSERT INTO blob(hash, raw_size, data) VALUES (?, ?, ?) "
+                                        "ON CONFLICT(hash) DO NOTHING"));
+    ins.bind_blob(1, p.code_hash).bind(2, static_cast<int64_t>(raw_size)).bind_blob(3, p.code_frame);
+    KOPE_TRY(ins.run());
+    if (m_db->changes() > 0) {
+      m_pending_counters["blobs"] += 1;
+      m_pending_counters["code_bytes_raw"] += static_cast<int64_t>(raw_size);
+      m_pending_counters["code_bytes_stored"] += static_cast<int64_t>(p.code_frame.size());
+      return std::optional<int64_t>{m_db->last_insert_rowid()};
+    }
+  }
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM blob WHERE hash = ?"));
+  st.bind_blob(1, p.code_hash);
+  KOPE_ASSIGN(bool row, st.step());
+  if (!row) return fail(ErrorKind::internal, "code blob vanished during insert");
+  return std::optional<int64_t>{st.int64(0)};
+}
+
+SqliteStore::PreparedCase SqliteStore::prepare_case(const CaseRecord& c) {
+  PreparedCase p;
+  if (!c.code.empty()) {
+    p.code_hash = content_hash(c.code);
+    auto frame = compress(c.code);
+    if (frame) {
+      p.code_frame = std::move(*frame);
+    } else {
+      p.error = frame.error().message;
+    }
+  }
+  p.signature = c.error_signature.empty() ? error_signature(c.verdict, c.message, c.diagnostics) : c.error_signature;
+  p.optimisation = clip_text(c.optimisation, k_max_optimisation_bytes);
+  p.journal = clip_text(c.journal, k_max_journal_bytes);
+  p.body = p.optimisation + " " + p.signature + " " + p.journal;
+  p.terms = text_tokens(p.body);
+  std::sort(p.terms.begin(), p.terms.end());
+  p.terms.erase(std::unique(p.terms.begin(), p.terms.end()), p.terms.end());
+  return p;
+}
+
+std::vector<SqliteStore::PreparedCase> SqliteStore::prepare_cases(const std::vector<CaseRecord>& cs) {
+  std::vector<PreparedCase> out(cs.size());
+  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 8);
+  if (cs.size() < 64 || threads < 2) {
+    for (size_t i = 0; i < cs.size(); ++i) out[i] = prepare_case(cs[i]);
+    return out;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < cs.size(); i = next++) out[i] = prepare_case(cs[i]);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  return out;
+}
+
+Result<std::optional<int64_t>> SqliteStore::case_id_by_key_locked(const std::string& key) {
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM cases WHERE natural_key = ?"));
+  st.bind(1, key);
+  KOPE_ASSIGN(bool row, st.step());
+  if (!row) return std::optional<int64_t>{};
+  return std::optional<int64_t>{st.int64(0)};
+}
+
+// ----------------------------------------------------------------------------------------------
+// Recording cases
+
+Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const InsertSource& src,
+                                                const PreparedCase* prepared) {
+  if (c.natural_key.empty()) return fail(ErrorKind::usage, "case has no natural key");
+  KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
+  if (existing) return *existing;  // idempotent: a retried write changes nothing
+  PreparedCase local;
+  if (!prepared) {
+    local = prepare_case(c);
+    prepared = &local;
+  }
+  const PreparedCase& p = *prepared;
+
+  if (c.task.op.empty()) return fail(ErrorKind::usage, "case {}: no op", c.natural_key);
+  if (c.hardware.target.empty()) return fail(ErrorKind::usage, "case {}: no hardware target", c.natural_key);
+  if (!known_verdict(c.verdict)) {
+    return fail(ErrorKind::usage, "case {}: unknown verdict '{}' (expected one of correct, wrong_result, "
+                "compile_error, runtime_error, timeout, resource_limit, rejected)", c.natural_key, c.verdict);
+  }
+  for (auto v : {c.speedup_vs_reference, c.speedup_vs_parent, c.speedup_vs_library, c.fraction_of_roofline}) {
+    if (v && (!std::isfinite(*v) || *v < 0)) {
+      return fail(ErrorKind::usage, "case {}: speedups and roofline fractions must be finite and >= 0",
+                  c.natural_key);
+    }
+  }
+
+  std::optional<int64_t> parent_id = c.parent_id;
+  if (!parent_id && !c.parent_key.empty()) {
+    KOPE_ASSIGN(auto pid, case_id_by_key_locked(c.parent_key));
+    if (!pid) return fail(ErrorKind::not_found, "case {}: parent case '{}' does not exist", c.natural_key, c.parent_key);
+    parent_id = pid;
+  }
+
+  // The parent's facts, for r, plausibility and error->fix links.
+  bool parent_correct_timed = false;
+  double parent_speed = 1.0;  // the reference
+  std::string parent_verdict, parent_signature;
+  if (parent_id) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.verdict, c.speedup_ref, c.error_signature, d.quarantine "
+                                       "FROM cases c JOIN case_derived d ON d.case_id = c.id WHERE c.id = ?"));
+    st.bind(1, *parent_id);
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) return fail(ErrorKind::not_found, "case {}: parent case {} does not exist", c.natural_key, *parent_id);
+    parent_verdict = st.text(0);
+    auto ps = st.opt_real(1);
+    parent_signature = st.text(2);
+    if (parent_verdict == "correct" && finite_positive(ps)) {
+      parent_correct_timed = true;
+      parent_speed = *ps;
+    }
+  }
+
+  const bool correct = c.verdict == "correct";
+  double r = 0;
+  std::optional<double> speedup_parent = c.speedup_vs_parent;
+  if (correct) {
+    if (finite_positive(c.speedup_vs_reference)) {
+      r = *c.speedup_vs_reference / parent_speed;
+      if (!speedup_parent && parent_id) speedup_parent = r;
+    } else if (finite_positive(c.speedup_vs_parent)) {
+      r = *c.speedup_vs_parent;
+    } else {
+      r = 1.0;
+    }
+  }
+  Outcome outcome = outcome_for_ratio(r);
+
+  std::string quarantine_reason;
+  if (correct) {
+    if (c.fraction_of_roofline && *c.fraction_of_roofline > k_quarantine_roofline_fraction) {
+      quarantine_reason = fmt::format("faster than the roofline allows (fraction {:.3g} > {:.3g})",
+                                      *c.fraction_of_roofline, k_quarantine_roofline_fraction);
+    } else if (parent_correct_timed && r > k_quarantine_jump) {
+      quarantine_reason = fmt::format("{:.3g}x over its parent (more than {:.3g}x)", r, k_quarantine_jump);
+    } else if (!parent_correct_timed && finite_positive(c.speedup_vs_reference) &&
+               *c.speedup_vs_reference > k_quarantine_root_speedup) {
+      quarantine_reason = fmt::format("{:.3g}x over the reference (more than {:.3g}x)", *c.speedup_vs_reference,
+                                      k_quarantine_root_speedup);
+    } else if (c.quarantined) {
+      quarantine_reason = "quarantined by the caller";
+    }
+  }
+  int quarantine = quarantine_reason.empty() ? q_none : q_quarantined;
+  if (src.quarantine_state) quarantine = *src.quarantine_state;
+  if (quarantine != q_none && quarantine_reason.empty()) quarantine_reason = "quarantined in the source database";
+
+  KOPE_ASSIGN(int64_t task_id, ensure_task_locked(c.task));
+  KOPE_ASSIGN(int64_t hw_id, ensure_hardware_locked(c.hardware));
+  KOPE_ASSIGN(int64_t tc_id, ensure_toolchain_locked(c.toolchain));
+  KOPE_ASSIGN(auto code_id, ensure_blob_locked(p, c.code.size()));
+
+  const std::string& signature = p.signature;
+  std::string created = src.created_at.empty() ? now_iso8601() : src.created_at;
+  const std::string& optimisation = p.optimisation;
+  {
+    KOPE_ASSIGN(Stmt ins, m_db->prepare(
+                              "INSERT INTO cases(natural_key, run_id, task_id, hardware_id, toolchain_id, "
+                              "parent_id, origin_id, foreign_origin, stage, optimisation, code_id, verdict, message, "
+                              "diagnostics, error_signature, timings, speedup_parent, speedup_ref, speedup_lib, "
+                              "roofline, ratio, outcome, quarantine_reason, tokens_prompt, tokens_completion, "
+                              "wall_seconds, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+    ins.bind(1, c.natural_key).bind(2, c.run_id).bind(3, task_id).bind(4, hw_id).bind(5, tc_id);
+    ins.bind(6, parent_id).bind(7, src.origin_id).bind(8, static_cast<int64_t>(src.foreign));
+    ins.bind(9, static_cast<int>(c.stage)).bind(10, optimisation).bind(11, code_id).bind(12, c.verdict);
+    ins.bind(13, clip_text(c.message, k_max_message_bytes)).bind(14, clip_text(c.diagnostics, k_max_diagnostics_bytes));
+    ins.bind(15, signature).bind(16, timings_to_json(c.timings)).bind(17, speedup_parent);
+    ins.bind(18, correct ? c.speedup_vs_reference : std::nullopt).bind(19, correct ? c.speedup_vs_library : std::nullopt);
+    ins.bind(20, c.fraction_of_roofline).bind(21, r).bind(22, static_cast<int>(outcome)).bind(23, quarantine_reason);
+    ins.bind(24, c.tokens_prompt).bind(25, c.tokens_completion).bind(26, c.wall_seconds).bind(27, created);
+    KOPE_TRY(ins.run());
+  }
+  int64_t id = m_db->last_insert_rowid();
+  if (m_parent_of.size() > 1'000'000) m_parent_of.clear();
+  m_parent_of.emplace(id, parent_id);
+
+  const std::string& journal = p.journal;
+  if (!journal.empty()) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO journal(case_id, text) VALUES (?, ?)"));
+    KOPE_TRY(st.bind(1, id).bind(2, journal).run());
+  }
+  {
+    note_terms_locked(0, p.terms, +1);
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO journal_fts(rowid, body, tags) VALUES (?, ?, ?)"));
+    st.bind(1, id).bind(2, p.body);
+    st.bind(3, case_search_tags(c.task.op, c.task.category, c.hardware.target, static_cast<int>(c.stage),
+                                c.verdict, static_cast<int>(outcome)));
+    KOPE_TRY(st.run());
+  }
+  double d = k_downstream_self * (counts_as_evidence(quarantine) ? r : 0.0);
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO case_derived(case_id, task_id, downstream, quarantine, "
+                                       "review_note) VALUES (?, ?, ?, ?, ?)"));
+    KOPE_TRY(st.bind(1, id).bind(2, task_id).bind(3, d).bind(4, quarantine).bind(5, src.review_note).run());
+  }
+  KOPE_TRY(propagate_downstream_locked(parent_id, k_downstream_self * k_downstream_decay * d));
+  if (correct && parent_id && parent_verdict != "correct" && !parent_signature.empty()) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO fix_link(error_signature, fix_case, failed_case, "
+                                       "task_id, hardware_id) VALUES (?, ?, ?, ?, ?)"));
+    KOPE_TRY(st.bind(1, parent_signature).bind(2, id).bind(3, *parent_id).bind(4, task_id).bind(5, hw_id).run());
+  }
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO runs(run_id, cases, first_case, last_case) VALUES (?1, 1, ?2, ?2) "
+                                       "ON CONFLICT DO UPDATE SET cases = cases + 1, last_case = ?2"));
+    KOPE_TRY(st.bind(1, c.run_id).bind(2, id).run());
+  }
+  // Per-task summary: counts always; best and first correct only from evidence.
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare(
+                             "INSERT INTO task_summary(task_id, hardware_id, toolchain_id, foreign_origin, n_cases, "
+                             "n_correct, best_case, best_speedup, first_correct) VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8) "
+                             "ON CONFLICT DO UPDATE SET n_cases = n_cases + 1, n_correct = n_correct + ?5, "
+                             "best_case = CASE WHEN ?7 IS NOT NULL AND (best_speedup IS NULL OR ?7 > best_speedup) "
+                             "THEN ?6 ELSE best_case END, "
+                             "best_speedup = CASE WHEN ?7 IS NOT NULL AND (best_speedup IS NULL OR ?7 > best_speedup) "
+                             "THEN ?7 ELSE best_speedup END, "
+                             "first_correct = coalesce(first_correct, ?8)"));
+    bool evidence = correct && counts_as_evidence(quarantine) && finite_positive(c.speedup_vs_reference);
+    st.bind(1, task_id).bind(2, hw_id).bind(3, tc_id).bind(4, static_cast<int64_t>(src.foreign));
+    st.bind(5, static_cast<int64_t>(correct));
+    if (evidence) {
+      st.bind(6, id).bind(7, *c.speedup_vs_reference);
+    } else {
+      st.bind_null(6).bind_null(7);
+    }
+    if (correct) {
+      st.bind(8, id);
+    } else {
+      st.bind_null(8);
+    }
+    KOPE_TRY(st.run());
+  }
+  return id;
+}
+
+Status SqliteStore::propagate_downstream_locked(std::optional<int64_t> start, double delta) {
+  // d(v) = 0.5·r_v + 0.35·Σ d(children): a change Δ of d(u) changes d(parent(u)) by 0.35·Δ, and so
+  // on up the chain, so only the ancestors are touched.
+  std::optional<int64_t> cur = start;
+  while (cur && std::abs(delta) > k_downstream_epsilon) {
+    {
+      KOPE_ASSIGN(Stmt up, m_db->prepare("UPDATE case_derived SET downstream = downstream + ? WHERE case_id = ?"));
+      KOPE_TRY(up.bind(1, delta).bind(2, *cur).run());
+    }
+    if (auto it = m_parent_of.find(*cur); it != m_parent_of.end()) {
+      cur = it->second;
+    } else {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT parent_id FROM cases WHERE id = ?"));
+      st.bind(1, *cur);
+      KOPE_ASSIGN(bool row, st.step());
+      std::optional<int64_t> parent = row ? st.opt_int64(0) : std::nullopt;
+      if (m_parent_of.size() > 1'000'000) m_parent_of.clear();
+      m_parent_of.emplace(*cur, parent);
+      cur = parent;
+    }
+    delta *= k_downstream_self * k_downstream_decay;
+  }
+  return {};
+}
+
+Result<int64_t> SqliteStore::record_case(const CaseRecord& c) {
+  PreparedCase prepared = prepare_case(c);  // pure work, outside the lock
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));  // a retry needs no write
+  if (existing) return *existing;
+  KOPE_ASSIGN(Transaction tx, begin_locked());  // a rollback resets the caches
+  KOPE_ASSIGN(int64_t id, insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared));
+  KOPE_TRY(commit_locked(tx));
+  return id;
+}
+
+Result<std::vector<int64_t>> SqliteStore::record_cases(const std::vector<CaseRecord>& cs) {
+  std::vector<PreparedCase> prepared = prepare_cases(cs);  // pure work, outside the lock
+  std::lock_guard lock(m_mutex);
+  std::vector<int64_t> ids;
+  ids.reserve(cs.size());
+  KOPE_ASSIGN(Transaction tx, begin_locked());
+  for (size_t i = 0; i < cs.size(); ++i) {
+    KOPE_ASSIGN(int64_t id, insert_case_locked(cs[i], InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared[i]));
+    ids.push_back(id);
+  }
+  KOPE_TRY(commit_locked(tx));
+  return ids;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Reading cases
+
+Result<std::vector<CaseRecord>> SqliteStore::select_cases_locked(const std::string& where_sql,
+                                                                 const std::vector<SqlValue>& params,
+                                                                 bool with_code, const std::string& order_limit) {
+  std::string sql = case_select_sql(with_code) + where_sql + " " + order_limit;
+  KOPE_ASSIGN(Stmt st, m_db->prepare(sql));
+  st.bind_all(params);
+  std::vector<CaseRecord> out;
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) break;
+    KOPE_ASSIGN(CaseRecord c, case_from_row(st, with_code));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Result<std::optional<CaseRecord>> SqliteStore::get_case_locked(int64_t id, bool with_code) {
+  KOPE_ASSIGN(auto rows, select_cases_locked("WHERE c.id = ?1", {SqlValue{id}}, with_code, ""));
+  if (rows.empty()) return std::optional<CaseRecord>{};
+  return std::optional<CaseRecord>{std::move(rows.front())};
+}
+
+Result<std::optional<CaseRecord>> SqliteStore::get_case(int64_t id) {
+  std::lock_guard lock(m_mutex);
+  return get_case_locked(id, true);
+}
+
+Result<std::optional<CaseRecord>> SqliteStore::find_case(const std::string& natural_key) {
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(auto id, case_id_by_key_locked(natural_key));
+  if (!id) return std::optional<CaseRecord>{};
+  return get_case_locked(*id, true);
+}
+
+Result<std::vector<CaseRecord>> SqliteStore::best_cases(const std::string& op, const std::string& target, int limit) {
+  std::lock_guard lock(m_mutex);
+  std::string where =
+      "WHERE c.task_id IN (SELECT id FROM task WHERE op = ?1) AND c.verdict = 'correct' "
+      "AND c.speedup_ref IS NOT NULL AND d.quarantine IN (0, 2) AND c.foreign_origin = 0 "
+      "AND (?2 = '' OR h.target = ?2)";
+  return select_cases_locked(where, {SqlValue{op}, SqlValue{target}}, true,
+                             fmt::format("ORDER BY c.speedup_ref DESC, c.id LIMIT {}", std::max(limit, 0)));
+}
+
+Result<std::vector<CaseRecord>> SqliteStore::cases(const CaseFilter& f) {
+  std::lock_guard lock(m_mutex);
+  std::vector<std::string> where;
+  std::vector<SqlValue> params;
+  auto add = [&](const std::string& clause, SqlValue value) {
+    params.push_back(std::move(value));
+    where.push_back(fmt::format(fmt::runtime(clause), params.size()));
+  };
+  if (!f.op.empty()) add("t.op = ?{}", f.op);
+  if (!f.target.empty()) add("h.target = ?{}", f.target);
+  if (!f.toolchain.empty()) add("tc.name = ?{}", f.toolchain);
+  if (!f.run_id.empty()) add("c.run_id = ?{}", f.run_id);
+  if (f.stage) add("c.stage = ?{}", int64_t{static_cast<int>(*f.stage)});
+  if (!f.verdict.empty()) add("c.verdict = ?{}", f.verdict);
+  if (f.outcome) add("c.outcome = ?{}", int64_t{static_cast<int>(*f.outcome)});
+  if (!f.error_signature.empty()) add("c.error_signature = ?{}", f.error_signature);
+  if (f.before_id > 0) add("c.id < ?{}", f.before_id);
+  if (f.quarantined) where.push_back(*f.quarantined ? "d.quarantine IN (1, 3)" : "d.quarantine IN (0, 2)");
+  if (f.foreign_origin) where.push_back(*f.foreign_origin ? "c.foreign_origin = 1" : "c.foreign_origin = 0");
+  std::string w;
+  for (const auto& clause : where) w += (w.empty() ? "WHERE " : " AND ") + clause;
+  return select_cases_locked(w, params, f.with_code,
+                             fmt::format("ORDER BY c.id DESC LIMIT {}", f.limit > 0 ? f.limit : -1));
+}
+
+Result<std::vector<LineageNode>> SqliteStore::lineage(const std::string& op, const std::string& target) {
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(Stmt st, m_db->prepare(
+                           "SELECT c.id, c.parent_id, h.target, c.run_id, c.stage, c.verdict, c.outcome, c.ratio, "
+                           "c.speedup_ref, d.downstream, c.optimisation, d.quarantine FROM cases c "
+                           "JOIN task t ON t.id = c.task_id JOIN hardware h ON h.id = c.hardware_id "
+                           "JOIN case_derived d ON d.case_id = c.id "
+                           "WHERE t.op = ?1 AND (?2 = '' OR h.target = ?2) ORDER BY c.id"));
+  st.bind(1, op).bind(2, target);
+  std::vector<LineageNode> nodes;
+  std::unordered_map<int64_t, size_t> index;
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) break;
+    LineageNode n;
+    n.id = st.int64(0);
+    n.parent_id = st.opt_int64(1);
+    n.target = st.text(2);
+    n.run_id = st.text(3);
+    n.stage = static_cast<Stage>(std::clamp<int64_t>(st.int64(4), 0, 2));
+    n.verdict = st.text(5);
+    n.outcome = static_cast<Outcome>(std::clamp<int64_t>(st.int64(6), 0, 3));
+    n.ratio = st.real(7);
+    n.speedup_vs_reference = st.opt_real(8);
+    n.downstream = st.real(9);
+    n.optimisation = st.text(10);
+    n.quarantine_status = std::string(quarantine_state_name(st.int64(11)));
+    index[n.id] = nodes.size();
+    nodes.push_back(std::move(n));
+  }
+  // Depth-first order: roots (or cases whose parent is outside the selection) in id order, each
+  // followed by its subtree, children in id order.
+  std::unordered_map<int64_t, std::vector<size_t>> children;
+  std::vector<size_t> roots;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto p = nodes[i].parent_id;
+    if (p && index.count(*p)) {
+      children[*p].push_back(i);
+    } else {
+      roots.push_back(i);
+    }
+  }
+  std::vector<LineageNode> out;
+  out.reserve(nodes.size());
+  std::vector<std::pair<size_t, int>> stack;
+  for (auto it = roots.rbegin(); it != roots.rend(); ++it) stack.emplace_back(*it, 0);
+  while (!stack.empty()) {
+    auto [i, depth] = stack.back();
+    stack.pop_back();
+    nodes[i].depth = depth;
+    out.push_back(nodes[i]);
+    auto ch = children.find(nodes[i].id);
+    if (ch == children.end()) continue;
+    for (auto it = ch->second.rbegin(); it != ch->second.rend(); ++it) stack.emplace_back(*it, depth + 1);
+  }
+  return out;
+}
+
+Status SqliteStore::verify_case(int64_t id, bool confirmed, const std::string& note) {
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(Transaction tx, begin_locked());
+  int64_t q = 0, task_id = 0, hw_id = 0, tc_id = 0, foreign = 0;
+  double ratio = 0;
+  std::optional<int64_t> parent;
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT d.quarantine, c.ratio, c.parent_id, c.task_id, c.hardware_id, "
+                                       "c.toolchain_id, c.foreign_origin FROM cases c JOIN case_derived d "
+                                       "ON d.case_id = c.id WHERE c.id = ?"));
+    st.bind(1, id);
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) return fail(ErrorKind::not_found, "case {} does not exist", id);
+    q = st.int64(0);
+    ratio = st.real(1);
+    parent = st.opt_int64(2);
+    task_id = st.int64(3);
+    hw_id = st.int64(4);
+    tc_id = st.int64(5);
+    foreign = st.int64(6);
+  }
+  if (q == q_none || q == q_verified) {
+    return fail(ErrorKind::usage, "case {} is not quarantined ({})", id, q == q_none ? "never was" : "already verified");
+  }
+  if (q == q_refuted && confirmed) {
+    return fail(ErrorKind::usage, "case {} was refuted by an earlier re-verification; record a new case instead", id);
+  }
+  int64_t next = confirmed ? q_verified : q_refuted;
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE case_derived SET quarantine = ?, review_note = ?, reviewed_at = ? "
+                                       "WHERE case_id = ?"));
+    KOPE_TRY(st.bind(1, next).bind(2, note).bind(3, now_iso8601()).bind(4, id).run());
+  }
+  if (confirmed) {
+    double delta = k_downstream_self * ratio;
+    {
+      KOPE_ASSIGN(Stmt up, m_db->prepare("UPDATE case_derived SET downstream = downstream + ? WHERE case_id = ?"));
+      KOPE_TRY(up.bind(1, delta).bind(2, id).run());
+    }
+    KOPE_TRY(propagate_downstream_locked(parent, k_downstream_self * k_downstream_decay * delta));
+    KOPE_TRY(update_summary_locked(task_id, hw_id, tc_id, foreign != 0));
+    // Lessons drawn from this case leave quarantine (logged).
+    std::vector<std::string> ids;
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT l.id FROM lessons l JOIN lesson_source s ON s.lesson_id = l.id "
+                                         "WHERE s.case_id = ? AND l.status = ?"));
+      st.bind(1, id).bind(2, static_cast<int>(LessonStatus::quarantined));
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        ids.push_back(st.text(0));
+      }
+    }
+    for (const auto& lid : ids) {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE lessons SET status = ? WHERE id = ?"));
+      KOPE_TRY(st.bind(1, static_cast<int>(LessonStatus::active)).bind(2, lid).run());
+      json payload{{"status", "active"}, {"verified_case", id}};
+      KOPE_TRY(log_delta_locked(lid, "edit", fmt::format("source case {} verified: {}", id, note), id, payload.dump()));
+    }
+  }
+  return commit_locked(tx);
+}
+
+Status SqliteStore::update_summary_locked(int64_t task_id, int64_t hardware_id, int64_t toolchain_id, bool foreign) {
+  KOPE_ASSIGN(Stmt st, m_db->prepare(
+                           "UPDATE task_summary SET (best_case, best_speedup) = ("
+                           "SELECT c.id, c.speedup_ref FROM cases c JOIN case_derived d ON d.case_id = c.id "
+                           "WHERE c.task_id = ?1 AND c.hardware_id = ?2 AND c.toolchain_id = ?3 AND c.foreign_origin = ?4 "
+                           "AND c.verdict = 'correct' AND c.speedup_ref IS NOT NULL AND d.quarantine IN (0, 2) "
+                           "ORDER BY c.speedup_ref DESC, c.id LIMIT 1) "
+                           "WHERE task_id = ?1 AND hardware_id = ?2 AND toolchain_id = ?3 AND foreign_origin = ?4"));
+  st.bind(1, task_id).bind(2, hardware_id).bind(3, toolchain_id).bind(4, static_cast<int64_t>(foreign));
+  return st.run();
+}
+
+// ----------------------------------------------------------------------------------------------
+// Stats
+
+Result<Stats> SqliteStore::stats() {
+  std::lock_guard lock(m_mutex);
+  Stats s;
+  auto count = [&](const char* sql) -> Result<int64_t> {
+    KOPE_ASSIGN(auto v, m_db->query_int(sql));
+    return v.value_or(0);
+  };
+  KOPE_ASSIGN(s.tasks, count("SELECT count(*) FROM task"));
+  KOPE_ASSIGN(s.cases, count("SELECT count(*) FROM cases"));
+  KOPE_ASSIGN(s.lessons, count("SELECT count(*) FROM lessons"));
+  KOPE_ASSIGN(s.targets, count("SELECT count(DISTINCT target) FROM hardware"));
+  KOPE_ASSIGN(s.toolchains, count("SELECT count(*) FROM toolchain"));
+  KOPE_ASSIGN(s.runs, count("SELECT count(*) FROM runs"));
+  KOPE_ASSIGN(s.quarantined, count("SELECT count(*) FROM case_derived WHERE quarantine = 1"));
+  KOPE_ASSIGN(s.foreign_cases, count("SELECT count(*) FROM cases WHERE foreign_origin = 1"));
+  KOPE_ASSIGN(s.lessons_active, count("SELECT count(*) FROM lessons WHERE status = 0"));
+  KOPE_ASSIGN(s.lesson_deltas, count("SELECT count(*) FROM lesson_delta"));
+  KOPE_ASSIGN(s.prompts, count("SELECT count(*) FROM prompt"));
+  KOPE_ASSIGN(s.prompts_credited, count("SELECT count(*) FROM prompt WHERE credited_at IS NOT NULL"));
+  // Kept as counters: summing a million blobs would read the whole blob table.
+  KOPE_ASSIGN(s.code_blobs, count("SELECT coalesce(max(value), 0) FROM counters WHERE name = 'blobs'"));
+  KOPE_ASSIGN(s.code_bytes_raw, count("SELECT coalesce(max(value), 0) FROM counters WHERE name = 'code_bytes_raw'"));
+  KOPE_ASSIGN(s.code_bytes_stored, count("SELECT coalesce(max(value), 0) FROM counters WHERE name = 'code_bytes_stored'"));
+  KOPE_ASSIGN(auto ver, m_db->query_int("PRAGMA user_version"));
+  s.schema_version = static_cast<int>(ver.value_or(0));
+  s.instance = m_instance;
+  auto group = [&](const char* sql, std::map<std::string, int64_t>& into, auto name_of) -> Status {
+    KOPE_ASSIGN(Stmt st, m_db->prepare(sql));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      into[name_of(st)] = st.int64(1);
+    }
+    return {};
+  };
+  KOPE_TRY(group("SELECT verdict, count(*) FROM cases GROUP BY verdict", s.by_verdict,
+                 [](const Stmt& st) { return st.text(0); }));
+  KOPE_TRY(group("SELECT outcome, count(*) FROM cases GROUP BY outcome", s.by_outcome, [](const Stmt& st) {
+    return std::string(outcome_name(static_cast<Outcome>(std::clamp<int64_t>(st.int64(0), 0, 3))));
+  }));
+  KOPE_TRY(group("SELECT stage, count(*) FROM cases GROUP BY stage", s.by_stage, [](const Stmt& st) {
+    return std::string(stage_name(static_cast<Stage>(std::clamp<int64_t>(st.int64(0), 0, 2))));
+  }));
+  KOPE_TRY(group("SELECT status, count(*) FROM lessons GROUP BY status", s.lessons_by_status, [](const Stmt& st) {
+    return std::string(lesson_status_name(static_cast<LessonStatus>(std::clamp<int64_t>(st.int64(0), 0, 3))));
+  }));
+  if (m_path != ":memory:") {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal"}) {
+      auto size = std::filesystem::file_size(m_path.string() + suffix, ec);
+      if (!ec) s.bytes += static_cast<int64_t>(size);
+    }
+  } else {
+    KOPE_ASSIGN(auto pages, m_db->query_int("PRAGMA page_count"));
+    KOPE_ASSIGN(auto page_size, m_db->query_int("PRAGMA page_size"));
+    s.bytes = pages.value_or(0) * page_size.value_or(0);
+  }
+  return s;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Defaults of the Store extensions, for implementations that do not provide them.
+
+namespace {
+template <class T>
+Result<T> not_supported(std::string_view what) {
+  return fail(ErrorKind::unavailable, "this memory store does not support {}", what);
+}
+}  // namespace
+
+Result<std::vector<int64_t>> Store::record_cases(const std::vector<CaseRecord>& cs) {
+  std::vector<int64_t> ids;
+  for (const auto& c : cs) {
+    KOPE_ASSIGN(int64_t id, record_case(c));
+    ids.push_back(id);
+  }
+  return ids;
+}
+Result<std::vector<std::string>> Store::apply_all(const std::vector<LessonDelta>& deltas) {
+  std::vector<std::string> ids;
+  for (const auto& d : deltas) {
+    KOPE_ASSIGN(std::string id, apply(d));
+    ids.push_back(std::move(id));
+  }
+  return ids;
+}
+Result<std::vector<CaseRecord>> Store::cases(const CaseFilter&) { return not_supported<std::vector<CaseRecord>>("case listings"); }
+Result<std::vector<LineageNode>> Store::lineage(const std::string&, const std::string&) {
+  return not_supported<std::vector<LineageNode>>("lineage");
+}
+Status Store::verify_case(int64_t, bool, const std::string&) { return not_supported<void>("re-verification"); }
+Result<std::optional<Lesson>> Store::get_lesson(const std::string&) { return not_supported<std::optional<Lesson>>("get_lesson"); }
+Result<std::vector<Lesson>> Store::find_lessons(const LessonFilter&) { return not_supported<std::vector<Lesson>>("find_lessons"); }
+Result<std::vector<LessonLogEntry>> Store::lesson_history(const std::string&) {
+  return not_supported<std::vector<LessonLogEntry>>("lesson history");
+}
+Result<std::optional<RetrievalLogEntry>> Store::retrieval_entry(const std::string&) {
+  return not_supported<std::optional<RetrievalLogEntry>>("retrieval log reads");
+}
+Status Store::export_json(std::ostream&, const ExportOptions&) { return not_supported<void>("export"); }
+Status Store::export_dot(std::ostream&, const ExportOptions&) { return not_supported<void>("export"); }
+Result<ImportReport> Store::import_json(std::string_view, const ImportOptions&) { return not_supported<ImportReport>("import"); }
+Result<ImportReport> Store::merge_from(const std::filesystem::path&, const ImportOptions&) {
+  return not_supported<ImportReport>("merge");
+}
+Result<CheckReport> Store::check() { return not_supported<CheckReport>("check"); }
+
+}  // namespace kope::memory

@@ -1,0 +1,181 @@
+// memory/sqlite_store.h — the SQLite implementation of kope::memory::Store (internal).
+//
+// One connection per store, guarded by a mutex (the Store is thread-safe); every write runs in
+// one BEGIN IMMEDIATE transaction, so a crash leaves either all of a write or none of it.
+// The implementation is split by concern: sqlite_store.cpp (open, cases, lineage, stats),
+// lessons.cpp (lesson deltas, values, retrieval log, credit), retrieve.cpp, exchange.cpp
+// (export/import/merge, dot), check.cpp.
+#pragma once
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kope/memory.h"
+#include "memory/db.h"
+
+namespace kope::memory {
+
+// The parameter shape of a kernel signature, for operator similarity.
+struct SignatureShape {
+  int inputs = 0;   // const pointers
+  int outputs = 0;  // other pointers
+  int dims = 0;     // int64_t scalars
+  int scalars = 0;  // other scalars (attrs)
+  std::set<std::string> dtypes;
+};
+SignatureShape signature_shape(std::string_view signature);
+
+class SqliteStore final : public Store {
+ public:
+  static Result<std::unique_ptr<SqliteStore>> open(const std::filesystem::path& path);
+
+  Result<int64_t> record_case(const CaseRecord& c) override;
+  Result<std::optional<CaseRecord>> get_case(int64_t id) override;
+  Result<std::optional<CaseRecord>> find_case(const std::string& natural_key) override;
+  Result<std::vector<CaseRecord>> best_cases(const std::string& op, const std::string& target, int limit) override;
+  Result<std::string> apply(const LessonDelta& delta) override;
+  Result<std::vector<Lesson>> lessons(const LessonScope& filter) override;
+  Result<std::vector<RetrievedItem>> retrieve(const RetrievalQuery& q) override;
+  Status log_retrieval(const RetrievalLogEntry& entry) override;
+  Status credit(const std::string& prompt_id, double reward) override;
+  Result<Stats> stats() override;
+
+  Result<std::vector<int64_t>> record_cases(const std::vector<CaseRecord>& cs) override;
+  Result<std::vector<std::string>> apply_all(const std::vector<LessonDelta>& deltas) override;
+  Result<std::vector<CaseRecord>> cases(const CaseFilter& filter) override;
+  Result<std::vector<LineageNode>> lineage(const std::string& op, const std::string& target) override;
+  Status verify_case(int64_t id, bool confirmed, const std::string& note) override;
+  Result<std::optional<Lesson>> get_lesson(const std::string& id) override;
+  Result<std::vector<Lesson>> find_lessons(const LessonFilter& filter) override;
+  Result<std::vector<LessonLogEntry>> lesson_history(const std::string& id) override;
+  Result<std::optional<RetrievalLogEntry>> retrieval_entry(const std::string& prompt_id) override;
+  Status export_json(std::ostream& out, const ExportOptions& options) override;
+  Status export_dot(std::ostream& out, const ExportOptions& options) override;
+  Result<ImportReport> import_json(std::string_view json, const ImportOptions& options) override;
+  Result<ImportReport> merge_from(const std::filesystem::path& other, const ImportOptions& options) override;
+  Result<CheckReport> check() override;
+  std::filesystem::path path() const override { return m_path; }
+
+  // Internal, for tests: the connection (callers must not hold it across store calls).
+  Db& db() { return *m_db; }
+
+  // A task's features, cached for similarity scoring.
+  struct TaskRow {
+    int64_t id = 0;
+    TaskInfo info;
+    SignatureShape shape;
+  };
+
+ private:
+  SqliteStore(std::unique_ptr<Db> db, std::filesystem::path path) : m_db(std::move(db)), m_path(std::move(path)) {}
+
+  // The pure, CPU-heavy part of recording a case (hashing and compressing the code, the error
+  // signature, the search text and its terms), computed before the write transaction, in
+  // parallel for batches.
+  struct PreparedCase {
+    std::string code_hash;  // raw SHA-256, empty without code
+    std::string code_frame; // compress() output
+    std::string error;      // a compression failure
+    std::string signature;
+    std::string optimisation;
+    std::string journal;
+    std::string body;       // indexed text: optimisation, signature, journal
+    std::vector<std::string> terms;  // distinct tokens of body
+  };
+  static PreparedCase prepare_case(const CaseRecord& c);
+  static std::vector<PreparedCase> prepare_cases(const std::vector<CaseRecord>& cs);
+
+  // Where an inserted case came from (local or imported).
+  struct InsertSource {
+    int64_t origin_id = 0;
+    bool foreign = false;
+    std::string created_at;               // empty: now
+    std::optional<int> quarantine_state;  // imported review state (0..3)
+    std::string review_note;
+  };
+
+  // --- cases (sqlite_store.cpp); all *_locked functions expect m_mutex held and a transaction
+  // open where they write.
+  Result<int64_t> insert_case_locked(const CaseRecord& c, const InsertSource& src,
+                                     const PreparedCase* prepared = nullptr);
+  Result<std::optional<int64_t>> case_id_by_key_locked(const std::string& key);
+  Result<int64_t> ensure_task_locked(const TaskInfo& t);
+  Result<int64_t> ensure_hardware_locked(const HardwareInfo& h);
+  Result<int64_t> ensure_toolchain_locked(const ToolchainInfo& t);
+  Result<int64_t> ensure_origin_locked(const std::string& instance);
+  Result<std::optional<int64_t>> ensure_blob_locked(const PreparedCase& p, size_t raw_size);
+  Status propagate_downstream_locked(std::optional<int64_t> start, double delta);
+  Status update_summary_locked(int64_t task_id, int64_t hardware_id, int64_t toolchain_id, bool foreign);
+  Result<std::vector<CaseRecord>> select_cases_locked(const std::string& where_sql,
+                                                      const std::vector<SqlValue>& params, bool with_code,
+                                                      const std::string& order_limit);
+  Result<std::optional<CaseRecord>> get_case_locked(int64_t id, bool with_code);
+  void reset_caches();
+  // Every write: begin (pending term counts cleared; caches reset if it rolls back) and commit
+  // (pending term counts flushed first).
+  Result<Transaction> begin_locked();
+  Status commit_locked(Transaction& tx);
+  // Counts the distinct search terms of a document of `corpus` (0 journals, 1 lessons) into the
+  // term statistics used to weight lexical matches (added or removed by `delta`).
+  void note_terms_locked(int corpus, std::string_view text, int delta);
+  void note_terms_locked(int corpus, const std::vector<std::string>& distinct_terms, int delta);
+  Status flush_terms_locked();
+
+  // --- lessons (lessons.cpp)
+  Result<std::string> apply_locked(const LessonDelta& delta);
+  Result<std::optional<std::string>> resolve_lesson_locked(const std::string& id);
+  Result<std::optional<Lesson>> get_lesson_locked(const std::string& id);
+  Result<std::vector<Lesson>> select_lessons_locked(const std::string& where_sql,
+                                                    const std::vector<SqlValue>& params,
+                                                    const std::string& order_limit);
+  Status log_delta_locked(const std::string& lesson_id, std::string_view op, const std::string& reason,
+                          std::optional<int64_t> source_case, const std::string& payload);
+  Result<std::map<std::string, double>> item_values_locked(const std::string& item_id);
+  Result<std::pair<double, double>> update_value_locked(const std::string& item_id, Stage stage, double reward);
+  Status index_lesson_locked(int64_t seq, bool remove, const Lesson& l);
+  Status add_lesson_sources_locked(const std::string& lesson_id, const std::vector<int64_t>& case_ids);
+  // The best active/quarantined lesson of the same kind, scope and error signature whose text is
+  // equal or near (Jaccard >= k_lesson_near_duplicate), with its similarity.
+  Result<std::optional<std::pair<std::string, double>>> find_duplicate_locked(const Lesson& l);
+  // Inserts a lesson row as given (status, counts, values), indexes it and logs its `add`.
+  // A proposed id that is already known returns that lesson's id unchanged.
+  Result<std::string> insert_lesson_locked(const Lesson& l, const std::string& proposed_id, int64_t origin_id,
+                                           bool foreign, const std::string& reason,
+                                           std::optional<int64_t> source_case, const std::string& payload);
+  Status maybe_deprecate_locked(const std::string& id);
+
+  // --- retrieval helpers (retrieve.cpp)
+  Status refresh_tasks_locked();
+
+  std::unique_ptr<Db> m_db;
+  std::filesystem::path m_path;
+  std::mutex m_mutex;
+  std::string m_instance;
+  int64_t m_origin_id = 0;
+
+  std::unordered_map<std::string, int64_t> m_task_ids;      // op + '\n' + spec_hash
+  std::unordered_map<std::string, int64_t> m_hardware_ids;  // target + '\n' + cpu_model
+  std::unordered_map<std::string, int64_t> m_toolchain_ids;
+  std::unordered_map<std::string, int64_t> m_origin_ids;
+  std::vector<TaskRow> m_tasks;                             // for similarity
+  int64_t m_tasks_max_id = 0;
+  std::unordered_map<int64_t, std::string> m_hardware_targets;
+  std::array<std::unordered_map<std::string, int64_t>, 2> m_pending_terms;  // per corpus
+  std::unordered_map<int64_t, std::optional<int64_t>> m_parent_of;          // lineage never changes
+  std::map<std::string, int64_t> m_pending_counters;                        // flushed with the terms
+
+  friend class RetrievalEngine;
+  friend class Exchange;
+};
+
+// Similarity of two operators' features in [0, 1] (category, level, arithmetic intensity,
+// problem size, signature shape).
+double task_similarity(const TaskInfo& a, const TaskInfo& b);
+double task_similarity(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb);
+
+}  // namespace kope::memory

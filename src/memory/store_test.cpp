@@ -1,0 +1,451 @@
+#include <gtest/gtest.h>
+
+#include <sqlite3.h>
+
+#include <atomic>
+#include <thread>
+
+#include "memory/schema.h"
+#include "memory/test_util.h"
+
+namespace kope::memory {
+namespace {
+
+using namespace testing;
+
+int64_t record(Store& s, const CaseRecord& c) {
+  auto id = s.record_case(c);
+  EXPECT_TRUE(id.has_value()) << (id ? "" : id.error().message);
+  return id ? *id : 0;
+}
+
+CaseRecord get(Store& s, int64_t id) {
+  auto c = s.get_case(id);
+  EXPECT_TRUE(c.has_value() && c->has_value());
+  return c && *c ? **c : CaseRecord{};
+}
+
+TEST(Store, RecordsAndReadsBackEveryField) {
+  auto t = temp_store();
+  CaseRecord c = make_case("run-1/softmax/0", "softmax", 2.5);
+  c.speedup_vs_library = 0.8;
+  c.tokens_prompt = 1200;
+  c.tokens_completion = 340;
+  c.wall_seconds = 12.5;
+  c.timings.push_back({4, 55.0, 0.5, 130.0, 60.0});
+  int64_t id = record(*t.store, c);
+  ASSERT_GT(id, 0);
+  CaseRecord r = get(*t.store, id);
+  EXPECT_EQ(r.id, id);
+  EXPECT_EQ(r.natural_key, c.natural_key);
+  EXPECT_EQ(r.task.op, "softmax");
+  EXPECT_EQ(r.task.category, "normalization");
+  EXPECT_EQ(r.task.signature, c.task.signature);
+  EXPECT_DOUBLE_EQ(r.task.arithmetic_intensity, 0.6);
+  EXPECT_EQ(r.hardware.target, k_native);
+  EXPECT_EQ(r.hardware.cpu_model, "Test CPU");
+  EXPECT_EQ(r.toolchain.id, c.toolchain.id);
+  EXPECT_EQ(r.code, c.code);
+  EXPECT_EQ(r.code_hash.size(), 64u);
+  EXPECT_EQ(r.verdict, "correct");
+  EXPECT_EQ(r.journal, c.journal);
+  ASSERT_EQ(r.timings.size(), 2u);
+  EXPECT_EQ(r.timings[1].case_index, 4);
+  EXPECT_EQ(r.timings[1].library_us, 60.0);
+  EXPECT_FALSE(r.timings[0].library_us);
+  EXPECT_EQ(r.speedup_vs_reference, 2.5);
+  EXPECT_EQ(r.speedup_vs_library, 0.8);
+  EXPECT_FALSE(r.speedup_vs_parent);  // a root has no parent speedup
+  EXPECT_DOUBLE_EQ(r.ratio, 2.5);
+  EXPECT_EQ(r.outcome, Outcome::effective);
+  EXPECT_EQ(r.tokens_prompt, 1200);
+  EXPECT_EQ(r.wall_seconds, 12.5);
+  EXPECT_FALSE(r.created_at.empty());
+  EXPECT_FALSE(r.quarantined);
+  EXPECT_EQ(r.quarantine_status, "");
+  EXPECT_FALSE(r.origin.empty());
+  auto by_key = t.store->find_case(c.natural_key);
+  ASSERT_TRUE(by_key && *by_key);
+  EXPECT_EQ((*by_key)->id, id);
+  auto missing = t.store->get_case(id + 100);
+  ASSERT_TRUE(missing);
+  EXPECT_FALSE(*missing);
+}
+
+TEST(Store, ComputesTheErrorSignatureWhenEmpty) {
+  auto t = temp_store();
+  int64_t a = record(*t.store, make_case("a", "softmax", 0));
+  CaseRecord b = make_case("b", "softmax", 0);
+  b.diagnostics = "/tmp/x/candidate.cpp:40:9: error: 'bar' was not declared in this scope";
+  int64_t bid = record(*t.store, b);
+  EXPECT_EQ(get(*t.store, a).error_signature, "compile_error: error: 'X' was not declared in this scope");
+  EXPECT_EQ(get(*t.store, a).error_signature, get(*t.store, bid).error_signature);
+}
+
+TEST(Store, RetriedWritesAreIdempotent) {
+  auto t = temp_store();
+  CaseRecord c = make_case("run-1/softmax/7", "softmax", 1.5);
+  int64_t id = record(*t.store, c);
+  c.speedup_vs_reference = 9.0;  // a retry never changes what was recorded
+  c.code = "different";
+  EXPECT_EQ(record(*t.store, c), id);
+  auto ids = t.store->record_cases({c, c});
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(*ids, (std::vector<int64_t>{id, id}));
+  auto stats = t.store->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->cases, 1);
+  EXPECT_EQ(stats->code_blobs, 1);
+  EXPECT_EQ(get(*t.store, id).speedup_vs_reference, 1.5);
+}
+
+TEST(Store, CodeIsContentAddressedAndCompressed) {
+  auto t = temp_store();
+  CaseRecord a = make_case("a", "softmax", 1.5);
+  a.code = std::string(20000, ' ') + "extern \"C\" void kope_kernel() {}";
+  CaseRecord b = make_case("b", "softmax", 1.6);
+  b.code = a.code;
+  record(*t.store, a);
+  record(*t.store, b);
+  auto stats = t.store->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->code_blobs, 1);
+  EXPECT_EQ(stats->code_bytes_raw, static_cast<int64_t>(a.code.size()));
+  EXPECT_LT(stats->code_bytes_stored, 1000);
+}
+
+TEST(Store, DownstreamScoresMatchAHandComputedTree) {
+  auto t = temp_store();
+  // A (2.0x) -> B (3.0x, r=1.5) -> D (3.3x, r=1.1); A -> C (failed, r=0).
+  int64_t a = record(*t.store, make_case("A", "softmax", 2.0));
+  int64_t b = record(*t.store, make_case("B", "softmax", 3.0, k_native, a));
+  int64_t c = record(*t.store, make_case("C", "softmax", 0, k_native, a));
+  int64_t d = record(*t.store, make_case("D", "softmax", 3.3, k_native, b));
+  EXPECT_NEAR(get(*t.store, d).downstream, 0.5 * 1.1, 1e-12);
+  EXPECT_NEAR(get(*t.store, c).downstream, 0.0, 1e-12);
+  EXPECT_NEAR(get(*t.store, b).downstream, 0.5 * 1.5 + 0.35 * 0.55, 1e-12);
+  EXPECT_NEAR(get(*t.store, a).downstream, 0.5 * 2.0 + 0.35 * (0.9425 + 0.0), 1e-12);
+  EXPECT_NEAR(get(*t.store, a).downstream, 1.329875, 1e-12);
+  EXPECT_NEAR(get(*t.store, b).speedup_vs_parent.value_or(0), 1.5, 1e-12);
+  auto check = t.store->check();
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
+TEST(Store, OutcomeLabelsFromTheRatioToTheParent) {
+  auto t = temp_store();
+  int64_t root = record(*t.store, make_case("root", "softmax", 2.0));  // r = 2 vs the reference
+  EXPECT_EQ(get(*t.store, root).outcome, Outcome::effective);
+  struct Row {
+    const char* key;
+    double speedup;
+    Outcome expected;
+  };
+  for (const Row& row : {Row{"eff", 2.1, Outcome::effective}, Row{"part", 2.0, Outcome::partial},
+                         Row{"part2", 2.09, Outcome::partial}, Row{"inef", 1.7, Outcome::ineffective},
+                         Row{"neg", 1.69, Outcome::negative}, Row{"fail", 0, Outcome::negative}}) {
+    int64_t id = record(*t.store, make_case(row.key, "softmax", row.speedup, k_native, root));
+    EXPECT_EQ(get(*t.store, id).outcome, row.expected) << row.key;
+  }
+  EXPECT_DOUBLE_EQ(get(*t.store, record(*t.store, make_case("exact", "softmax", 2.1, k_native, root))).ratio, 1.05);
+  // Roots are measured against the reference: exactly 1.05x is effective, 1.0x partial.
+  EXPECT_EQ(get(*t.store, record(*t.store, make_case("r105", "softmax", 1.05))).outcome, Outcome::effective);
+  EXPECT_EQ(get(*t.store, record(*t.store, make_case("r100", "softmax", 1.0))).outcome, Outcome::partial);
+  EXPECT_EQ(get(*t.store, record(*t.store, make_case("r085", "softmax", 0.85))).outcome, Outcome::ineffective);
+  // A repair of a broken parent is measured against the reference too.
+  int64_t broken = record(*t.store, make_case("broken", "softmax", 0, k_native, root));
+  int64_t fixed = record(*t.store, make_case("fixed", "softmax", 1.2, k_native, broken));
+  EXPECT_DOUBLE_EQ(get(*t.store, fixed).ratio, 1.2);
+}
+
+TEST(Store, ImplausibleWinsAreQuarantinedUntilVerified) {
+  auto t = temp_store();
+  int64_t root = record(*t.store, make_case("root", "softmax", 2.0));
+  CaseRecord beyond = make_case("beyond-roofline", "softmax", 2.2, k_native, root);
+  beyond.fraction_of_roofline = 1.4;
+  int64_t q1 = record(*t.store, beyond);
+  int64_t q2 = record(*t.store, make_case("jump", "softmax", 40.0, k_native, root));  // 20x over its parent
+  int64_t fine = record(*t.store, make_case("fine", "softmax", 3.0, k_native, root));
+  EXPECT_TRUE(get(*t.store, q1).quarantined);
+  EXPECT_EQ(get(*t.store, q1).quarantine_status, "quarantined");
+  EXPECT_NE(get(*t.store, q1).quarantine_reason.find("roofline"), std::string::npos);
+  EXPECT_TRUE(get(*t.store, q2).quarantined);
+  EXPECT_FALSE(get(*t.store, fine).quarantined);
+  EXPECT_DOUBLE_EQ(get(*t.store, q2).downstream, 0.0);  // no speed evidence yet
+
+  auto best = t.store->best_cases("softmax", k_native, 10);
+  ASSERT_TRUE(best);
+  ASSERT_EQ(best->size(), 2u);
+  EXPECT_EQ((*best)[0].id, fine);
+  EXPECT_EQ((*best)[1].id, root);
+
+  // A lesson drawn from a quarantined case waits in quarantine too.
+  LessonDelta add;
+  add.lesson.kind = LessonKind::strategy;
+  add.lesson.title = "Tile rows into registers";
+  add.lesson.text = "Keeping a row tile in registers gave the jump";
+  add.source_case = q2;
+  auto lid = t.store->apply(add);
+  ASSERT_TRUE(lid);
+  EXPECT_EQ((*t.store->get_lesson(*lid))->status, LessonStatus::quarantined);
+
+  double root_d_before = get(*t.store, root).downstream;
+  ASSERT_TRUE(t.store->verify_case(q2, true, "re-timed on an idle machine"));
+  EXPECT_EQ(get(*t.store, q2).quarantine_status, "verified");
+  EXPECT_FALSE(get(*t.store, q2).quarantined);
+  EXPECT_NEAR(get(*t.store, q2).downstream, 0.5 * 20.0, 1e-12);
+  EXPECT_NEAR(get(*t.store, root).downstream - root_d_before, 0.35 * 10.0, 1e-9);
+  best = t.store->best_cases("softmax", k_native, 1);
+  ASSERT_TRUE(best && best->size() == 1);
+  EXPECT_EQ((*best)[0].id, q2);
+  EXPECT_EQ((*t.store->get_lesson(*lid))->status, LessonStatus::active);
+
+  ASSERT_TRUE(t.store->verify_case(q1, false, "timing artefact"));
+  EXPECT_EQ(get(*t.store, q1).quarantine_status, "refuted");
+  EXPECT_TRUE(get(*t.store, q1).quarantined);
+  auto again = t.store->verify_case(q1, true, "");
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().kind, ErrorKind::usage);
+  EXPECT_FALSE(t.store->verify_case(fine, true, ""));
+  auto check = t.store->check();
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
+TEST(Store, BestCasesFilterByTargetAndSkipFailures) {
+  auto t = temp_store();
+  record(*t.store, make_case("n1", "softmax", 2.0));
+  record(*t.store, make_case("n2", "softmax", 0));
+  record(*t.store, make_case("f1", "softmax", 9.0, k_foreign));
+  record(*t.store, make_case("other-op", "layernorm", 7.0));
+  auto native = t.store->best_cases("softmax", k_native, 10);
+  ASSERT_TRUE(native);
+  ASSERT_EQ(native->size(), 1u);
+  EXPECT_EQ((*native)[0].natural_key, "n1");
+  EXPECT_FALSE((*native)[0].code.empty());
+  auto any = t.store->best_cases("softmax", "", 10);
+  ASSERT_TRUE(any && any->size() == 2);
+  EXPECT_EQ((*any)[0].natural_key, "f1");
+}
+
+TEST(Store, BatchesLinkByParentKeyAndAreAllOrNothing) {
+  auto t = temp_store();
+  CaseRecord root = make_case("b/root", "softmax", 1.5);
+  CaseRecord child = make_case("b/child", "softmax", 3.0);
+  child.parent_key = "b/root";
+  auto ids = t.store->record_cases({root, child});
+  ASSERT_TRUE(ids) << ids.error().message;
+  EXPECT_EQ(get(*t.store, (*ids)[1]).parent_id, (*ids)[0]);
+  EXPECT_DOUBLE_EQ(get(*t.store, (*ids)[1]).ratio, 2.0);
+
+  CaseRecord ok = make_case("b/ok", "softmax", 1.1);
+  CaseRecord bad = make_case("b/bad", "softmax", 1.1);
+  bad.verdict = "mostly_correct";
+  auto failed = t.store->record_cases({ok, bad});
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().kind, ErrorKind::usage);
+  EXPECT_FALSE(*t.store->find_case("b/ok"));
+  // The store still works after the rolled-back batch (caches were reset).
+  CaseRecord again = make_case("b/again", "newop", 1.1);
+  EXPECT_GT(record(*t.store, again), 0);
+}
+
+TEST(Store, RejectsBadCases) {
+  auto t = temp_store();
+  CaseRecord orphan = make_case("orphan", "softmax", 1.5, k_native, 999);
+  auto r = t.store->record_case(orphan);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::not_found);
+  CaseRecord nokey = make_case("", "softmax", 1.5);
+  EXPECT_EQ(t.store->record_case(nokey).error().kind, ErrorKind::usage);
+  CaseRecord nan = make_case("nan", "softmax", 1.5);
+  nan.speedup_vs_reference = std::nan("");
+  EXPECT_EQ(t.store->record_case(nan).error().kind, ErrorKind::usage);
+  EXPECT_EQ(t.store->stats()->cases, 0);
+}
+
+TEST(Store, ListsCasesWithFiltersAndLineageInDepthFirstOrder) {
+  auto t = temp_store();
+  int64_t a = record(*t.store, make_case("A", "softmax", 2.0));
+  int64_t b = record(*t.store, make_case("B", "softmax", 3.0, k_native, a));
+  int64_t x = record(*t.store, make_case("X", "softmax", 1.0));
+  int64_t c = record(*t.store, make_case("C", "softmax", 0, k_native, a));
+  int64_t d = record(*t.store, make_case("D", "softmax", 3.3, k_native, b));
+  record(*t.store, make_case("F", "softmax", 5.0, k_foreign));
+  auto lin = t.store->lineage("softmax", k_native);
+  ASSERT_TRUE(lin);
+  std::vector<int64_t> order;
+  std::vector<int> depth;
+  for (const auto& n : *lin) {
+    order.push_back(n.id);
+    depth.push_back(n.depth);
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{a, b, d, c, x}));
+  EXPECT_EQ(depth, (std::vector<int>{0, 1, 2, 1, 0}));
+
+  CaseFilter f;
+  f.op = "softmax";
+  f.verdict = "compile_error";
+  auto failed = t.store->cases(f);
+  ASSERT_TRUE(failed && failed->size() == 1);
+  EXPECT_EQ((*failed)[0].id, c);
+  EXPECT_TRUE((*failed)[0].code.empty());  // not loaded unless asked
+  CaseFilter g;
+  g.target = k_foreign;
+  EXPECT_EQ(t.store->cases(g)->size(), 1u);
+  CaseFilter h;
+  h.stage = Stage::refine;
+  h.outcome = Outcome::effective;
+  auto eff = t.store->cases(h);
+  ASSERT_TRUE(eff);
+  EXPECT_EQ(eff->size(), 2u);  // B and D, newest first
+  EXPECT_EQ((*eff)[0].id, d);
+  CaseFilter page;
+  page.limit = 2;
+  page.before_id = d;
+  auto p = t.store->cases(page);
+  ASSERT_TRUE(p && p->size() == 2);
+  EXPECT_EQ((*p)[0].id, c);
+
+  auto s = t.store->stats();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->cases, 6);
+  EXPECT_EQ(s->tasks, 1);
+  EXPECT_EQ(s->targets, 2);
+  EXPECT_EQ(s->by_verdict["compile_error"], 1);
+  EXPECT_EQ(s->by_stage["refine"], 3);
+  EXPECT_EQ(s->schema_version, store_schema_version());
+  EXPECT_GT(s->bytes, 0);
+}
+
+TEST(Store, InMemoryStoreWorksForTests) {
+  auto s = open_store(":memory:");
+  ASSERT_TRUE(s) << s.error().message;
+  auto id = (*s)->record_case(make_case("m", "softmax", 1.2));
+  ASSERT_TRUE(id);
+  EXPECT_EQ((*(*s)->get_case(*id))->natural_key, "m");
+}
+
+TEST(Store, DefaultPathHonoursKopeMemory) {
+  ::setenv("KOPE_MEMORY", "/tmp/somewhere/mem.db", 1);
+  EXPECT_EQ(default_store_path(), std::filesystem::path("/tmp/somewhere/mem.db"));
+  ::unsetenv("KOPE_MEMORY");
+  EXPECT_EQ(default_store_path().filename(), "memory.db");
+}
+
+TEST(Store, TwoStoresOnOneFileSeeEachOthersWrites) {
+  auto t = temp_store();
+  auto second = open_store(t.path);
+  ASSERT_TRUE(second);
+  int64_t id = record(*t.store, make_case("shared", "softmax", 1.3));
+  auto seen = (*second)->find_case("shared");
+  ASSERT_TRUE(seen && *seen);
+  EXPECT_EQ((*seen)->id, id);
+  EXPECT_EQ(record(**second, make_case("shared", "softmax", 1.3)), id);
+}
+
+TEST(Store, ConcurrentWritersThreadsAndConnections) {
+  auto t = temp_store();
+  auto second = open_store(t.path);
+  ASSERT_TRUE(second);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w) {
+    Store* s = w % 2 == 0 ? t.store.get() : second->get();
+    threads.emplace_back([s, w, &failures] {
+      std::optional<int64_t> parent;
+      for (int i = 0; i < 25; ++i) {
+        auto id = s->record_case(make_case(fmt::format("w{}/{}", w, i), "softmax", 1.0 + 0.01 * i, k_native, parent));
+        if (!id) {
+          ++failures;
+          continue;
+        }
+        parent = *id;
+        RetrievalQuery q;
+        q.task = task("softmax");
+        q.target = k_native;
+        if (!s->retrieve(q)) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(t.store->stats()->cases, 100);
+  auto check = t.store->check();
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
+// An old database: schema version 1 only (no summaries, fix links or FTS indexes yet).
+TEST(Migration, FromVersionOneBackfillsTheRetrievalStructures) {
+  auto dir = util::TempDir::create("kope-migrate");
+  ASSERT_TRUE(dir);
+  auto path = dir->path() / "old.db";
+  {
+    auto store = open_store(path);
+    ASSERT_TRUE(store);
+    int64_t failed = record(**store, make_case("old/0", "softmax", 0));
+    int64_t fix = record(**store, make_case("old/1", "softmax", 1.4, k_native, failed));
+    record(**store, make_case("old/2", "softmax", 2.0, k_native, fix));
+    LessonDelta add;
+    add.lesson.kind = LessonKind::fix;
+    add.lesson.title = "Declare helpers before use";
+    add.lesson.text = "An undeclared helper fails to compile; define it above kope_kernel";
+    add.lesson.error_signature = "compile_error: error: 'X' was not declared in this scope";
+    ASSERT_TRUE((*store)->apply(add));
+  }
+  {
+    // Turn it into what version 1 wrote.
+    auto db = Db::open(path);
+    ASSERT_TRUE(db);
+    ASSERT_TRUE((*db)->exec("DROP TABLE fix_link; DROP TABLE task_summary; DROP TABLE journal_fts; "
+                            "DROP TABLE lesson_fts; DROP TABLE term_df; DROP TABLE runs; DROP TABLE counters; "
+                            "PRAGMA user_version = 1;"));
+  }
+  auto store = open_store(path);
+  ASSERT_TRUE(store) << store.error().message;
+  auto s = (*store)->stats();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->schema_version, 2);
+  EXPECT_EQ(s->cases, 3);
+  auto check = (*store)->check();
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+  RetrievalQuery q;
+  q.task = task("softmax");
+  q.target = k_native;
+  q.stage = Stage::repair;
+  q.last_error_signature = "compile_error: error: 'X' was not declared in this scope";
+  q.text = "helper declared";
+  auto items = (*store)->retrieve(q);
+  ASSERT_TRUE(items);
+  bool fix_case = false, fix_lesson = false;
+  for (const auto& it : *items) {
+    if (it.score_parts.count("fix") && it.kind == RetrievedItem::Kind::case_summary) fix_case = true;
+    if (it.score_parts.count("fix") && it.kind == RetrievedItem::Kind::lesson) fix_lesson = true;
+  }
+  EXPECT_TRUE(fix_case);
+  EXPECT_TRUE(fix_lesson);
+  // The term statistics were backfilled from the FTS index: lexical matches work at once.
+  bool lexical = false;
+  for (const auto& it : *items) lexical = lexical || (it.score_parts.count("lexical") && it.score_parts.at("lexical") > 0);
+  EXPECT_TRUE(lexical);
+  // New writes keep the backfilled structures current.
+  EXPECT_TRUE((*store)->record_case(make_case("new/0", "softmax", 2.5)));
+  EXPECT_TRUE((*store)->check()->ok());
+}
+
+TEST(Migration, MigratesAnEmptyDatabaseStepByStep) {
+  auto db = Db::open(":memory:");
+  ASSERT_TRUE(db);
+  ASSERT_TRUE(register_functions(**db));
+  ASSERT_TRUE(migrate(**db, 1));
+  EXPECT_EQ(*(*db)->query_int("PRAGMA user_version"), 1);
+  EXPECT_FALSE(*(*db)->query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'fix_link'") != 0);
+  ASSERT_TRUE(migrate(**db, 2));
+  EXPECT_EQ(*(*db)->query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(*(*db)->query_int("PRAGMA application_id"), k_application_id);
+}
+
+}  // namespace
+}  // namespace kope::memory

@@ -1,0 +1,31 @@
+// memory/text.h — text normalisation for the memory: tokens, near-duplicate similarity, FTS5
+// query building, search tags and ISO timestamps. Pure functions, thread-safe.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kope::memory {
+
+// Lower-case word tokens ([a-z0-9_]+, at least 2 characters, common English stop words
+// dropped), in order of appearance.
+std::vector<std::string> text_tokens(std::string_view text);
+std::set<std::string> token_set(std::string_view text);
+// |a ∩ b| / |a ∪ b|; 1 for two empty sets.
+double jaccard(const std::set<std::string>& a, const std::set<std::string>& b);
+// The tokens joined by single spaces: equal for texts that differ in case, punctuation or
+// spacing only (exact-duplicate key of lessons).
+std::string normalised_text(std::string_view text);
+// An FTS5 MATCH expression ORing up to `max_terms` distinct quoted tokens of `text`; empty when
+// the text has no usable token.
+std::string fts_or_query(std::string_view text, size_t max_terms = 12);
+// A search tag "prefix_value" with everything outside [a-z0-9_] mapped to '_'.
+std::string search_tag(std::string_view prefix, std::string_view value);
+// Current UTC time as ISO 8601 with milliseconds ("2024-05-01T12:00:00.123Z").
+std::string now_iso8601();
+// Shortens `text` to at most `max_bytes` bytes at a UTF-8 boundary, appending "…" when cut.
+std::string clip_text(std::string_view text, size_t max_bytes);
+
+}  // namespace kope::memory
