@@ -253,6 +253,10 @@ memory::RetrievalQuery Loop::query(const Plan& plan) const {
   } else {
     q.text = m_op.summary;
   }
+  if (const Attempt* inc = m_state.incumbent()) {
+    auto id = m_state.case_ids.find(inc->iteration);
+    if (id != m_state.case_ids.end()) q.incumbent_case = id->second;  // lineage signals
+  }
   return q;
 }
 
@@ -1051,11 +1055,7 @@ memory::TaskInfo task_info(const spec::OpSpec& op) {
 }
 
 double reward_for(const Attempt& a) {
-  bool ran = a.verdict == "wrong_result" || a.verdict == "runtime_error" || a.verdict == "timeout" ||
-             a.verdict == "resource_limit";
-  if (a.stage != memory::Stage::refine) return a.correct() ? 1.0 : ran ? 0.25 : 0.0;
-  if (!a.correct()) return -1.0;
-  return std::clamp(std::log(std::max(a.speedup_vs_parent.value_or(1.0), 1e-12)), -1.0, 1.0);
+  return memory::stage_reward(a.stage, a.verdict, a.correct() ? a.speedup_vs_parent.value_or(1.0) : 0.0);
 }
 
 json delta_to_json(const memory::LessonDelta& d) {
