@@ -292,7 +292,9 @@ TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
 
   // Prompts never exceed the window minus the generation allowance.
   for (const auto& p : events(run_dir, "prompt")) {
-    if (p.contains("limit")) EXPECT_LE(p["total_tokens"].get<int64_t>(), p["limit"].get<int64_t>());
+    if (p.contains("limit")) {
+      EXPECT_LE(p["total_tokens"].get<int64_t>(), p["limit"].get<int64_t>());
+    }
   }
   // Every candidate and transcript is in the run directory.
   EXPECT_TRUE(fs::exists(run_dir / "candidates/e2e_scale/5.cpp"));
@@ -323,7 +325,9 @@ TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
       } else {
         EXPECT_GT(warm, 0) << mode;
       }
-      if (mode == "active") EXPECT_LE(warm + cold, p["knowledge_budget"].get<int64_t>());
+      if (mode == "active") {
+        EXPECT_LE(warm + cold, p["knowledge_budget"].get<int64_t>());
+      }
     }
   }
   // Same hot tier in every mode (compute-matched); passive fills the window with what retrieval
