@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   kope::cli::register_llm(app, action);
   kope::cli::register_memory(app, action);
   kope::cli::register_eval(app, action);
+  kope::cli::register_run(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
