@@ -7,7 +7,9 @@
 // run concurrently, timing is exclusive machine-wide (a lock that also holds across processes).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "kope/error.h"
+#include "kope/hw.h"
 #include "kope/spec.h"
 #include "kope/target.h"
 
@@ -57,6 +60,18 @@ struct CaseTiming {
   std::optional<double> library_us;        // the vendor-library baseline, when the op has one
   double roofline_us = 0;                  // DRAM roofline: max(flops/peak, bytes/bandwidth)
   double fraction_of_roofline = 0;         // roofline_us / median_us
+  // Extensions (eval backend v1): the baselines' own 95% CI half-widths, so a speedup's
+  // interval can be formed; the floor a time may not undercut; the time on never-seen inputs.
+  double reference_ci95_us = 0;
+  std::optional<double> library_ci95_us;
+  double floor_us = 0;     // HardwareProfile::floor_seconds for the case (lowered to a faster
+                           // baseline's time), in microseconds; below floor_margin x this: rejected
+  double fresh_us = 0;     // one call on fresh inputs, CPU time of the kernel's threads
+                           // (content-keyed caching shows here)
+  // Median share of the kernel's runnable time spent waiting for a CPU during the batches
+  // (other load on the machine). When enough batches were undisturbed (< 2%), the median and
+  // CI come from those alone; samples_us always holds every batch.
+  double contention = 0;
 };
 
 struct EvalResult {
@@ -90,6 +105,7 @@ struct EvalOptions {
   double target_ci = 0.02;        // stop timing when the CI half-width is within ±2% of the median
   double max_seconds_per_case = 10;  // timing cap per timed case
   std::vector<std::string> extra_flags;  // appended to the backend's compile flags
+                                         // (only -O, -f, -m, -D, -U, -W, -g; others are a usage error)
 };
 
 // The evaluator interface. The agent loop is tested against a fake implementation.
@@ -103,5 +119,69 @@ class Evaluator {
   virtual std::string toolchain_id() const = 0;
   virtual std::string backend() const = 0;  // "cpu", "opencl", "cuda", "ascend"
 };
+
+// --- The CPU C++ backend ------------------------------------------------------------------------
+
+// Knobs of the CPU evaluator. The defaults are what `kope eval` uses; tests shrink the limits.
+// The evaluator returned by make_cpu_evaluator is thread-safe: evaluate() may run on several
+// threads at once (each evaluation has its own sandboxes; timings take turns on the lock).
+struct CpuEvaluatorOptions {
+  int threads = 0;                         // OpenMP threads per kernel; 0: the profile's cores
+  // Object inspection (rejecting forbidden symbols, constructors, raw syscalls) before loading.
+  // Tests turn it off to prove the runtime sandbox catches the same kernels on its own.
+  bool inspect = true;
+  // A call may take max(min_call_timeout, call_timeout_factor x the reference's time) before it
+  // is a timeout.
+  std::chrono::milliseconds min_call_timeout{10000};
+  double call_timeout_factor = 20;
+  uint64_t memory_bytes = 0;               // a kernel's memory beyond its buffers; 0: automatic
+  std::chrono::seconds compile_timeout{120};
+  uint64_t compile_memory_bytes = 4ull << 30;
+  double min_batch_seconds = 0.002;        // a timed batch is at least this long ...
+  double target_batch_seconds = 0.005;     // ... and aims at this
+  int min_samples = 10;                    // batches before the CI may stop the timing
+  // A kernel is rejected when its median is below floor_margin x the hardware floor of the case.
+  double floor_margin = 0.5;
+  // ... or when a call on never-seen inputs costs more than fresh_factor x a call on seen
+  // inputs + fresh_slack (single calls, interleaved, CPU time of the kernel's threads): results
+  // cached by content.
+  double fresh_factor = 3;
+  double fresh_slack_seconds = 0.0005;
+  bool refresh_baselines = false;          // re-time references/library baselines (no cache)
+};
+
+// A reference or library time for one timed case, measured like a candidate's.
+struct BaselineTiming {
+  double median_us = 0;
+  double ci95_us = 0;
+  std::vector<double> samples_us;
+  int64_t calls_per_batch = 0;
+  bool cached = false;        // read from the baseline cache instead of measured now
+  std::string measured_at;    // ISO 8601 UTC
+};
+
+struct CaseBaselines {
+  int case_index = 0;
+  std::string label;
+  BaselineTiming reference;
+  std::optional<BaselineTiming> library;
+  std::string library_problem;  // why there is no library time although library.cpp exists
+  double roofline_us = 0;
+  double flops = 0;
+  double bytes = 0;
+};
+
+// The CPU evaluator: sandboxed g++ build, object inspection, kope-runner in bubblewrap with
+// seccomp, verification on every case, timing under the machine-wide timing lock. Fails with
+// unavailable when the sandbox (bwrap, user namespaces) or the runner is missing.
+Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw,
+                                                      const CpuEvaluatorOptions& options = {});
+
+// Times the reference and (when the op has one) the library baseline of every timed case
+// through the evaluator's path, reusing cached times (cache_dir()/eval/baselines) unless
+// options.refresh_baselines. `progress` (may be null) receives one line per measurement.
+Result<std::vector<CaseBaselines>> measure_cpu_baselines(
+    const HardwareProfile& hw, const spec::OpSpec& op, const CpuEvaluatorOptions& options,
+    const EvalOptions& timing, const std::function<void(std::string_view)>& progress = {});
 
 }  // namespace kope::eval

@@ -154,7 +154,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   for (const auto& c : r.cases) {
     if (c.ok) {
       ++a.cases_passed;
-    } else if (a.first_mismatch.empty() && !c.first_mismatch.empty()) {
+    } else if (r.verdict == eval::Verdict::wrong_result && a.first_mismatch.empty() && !c.first_mismatch.empty()) {
       a.first_mismatch = "case " + c.label + ": " + c.first_mismatch;
     }
   }

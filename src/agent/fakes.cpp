@@ -328,7 +328,7 @@ Result<memory::Stats> InMemoryStore::stats() {
   return s;
 }
 
-std::vector<memory::CaseRecord> InMemoryStore::cases() const {
+std::vector<memory::CaseRecord> InMemoryStore::all_cases() const {
   std::lock_guard lock(m_mutex);
   return m_cases;
 }

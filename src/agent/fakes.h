@@ -65,7 +65,7 @@ class InMemoryStore : public memory::Store {
   Result<memory::Stats> stats() override;
 
   // Test access.
-  std::vector<memory::CaseRecord> cases() const;
+  std::vector<memory::CaseRecord> all_cases() const;
   std::vector<memory::LessonDelta> deltas() const;
   std::vector<memory::RetrievalLogEntry> retrieval_log() const;
   std::map<std::string, double> credited() const;  // prompt id -> reward

@@ -34,7 +34,7 @@ std::string safe_name(std::string_view s) {
   return out.empty() ? "op" : out;
 }
 
-std::string role_name(llm::Message::Role r) {
+std::string role_label(llm::Message::Role r) {
   switch (r) {
     case llm::Message::Role::system: return "system";
     case llm::Message::Role::user: return "user";
@@ -63,7 +63,7 @@ class Loop {
   Result<OpEnd> run();
 
  private:
-  bool cancelled() const { return m_env.cancel && m_env.cancel->load(); }
+  bool cancelled() const { return (m_env.cancel && m_env.cancel->load()) || (m_env.abort && m_env.abort->load()); }
   std::string key(int k) const { return fmt::format("{}/{}/{}", m_env.run_id, m_op.name, k); }
   uint64_t derived_seed(int k, std::string_view salt) const {
     return util::fnv1a64(fmt::format("{}/{}/{}/{}", *m_cfg.seed, m_op.name, k, salt));
@@ -230,6 +230,10 @@ memory::RetrievalQuery Loop::query(const Plan& plan) const {
   } else {
     q.text = m_op.summary;
   }
+  if (const Attempt* inc = m_state.incumbent()) {
+    auto id = m_state.case_ids.find(inc->iteration);
+    if (id != m_state.case_ids.end()) q.incumbent_case = id->second;  // lineage signals
+  }
   return q;
 }
 
@@ -255,12 +259,16 @@ Result<std::optional<json>> Loop::call_model(int k, const Plan& plan) {
     KOPE_ASSIGN(auto broad_items, m_env.store->retrieve(broad));
     std::map<std::string, std::string> categories;
     for (const auto* o : m_env.known_ops) categories[o->name] = o->category;
+    // This task's own attempts are in the hot tier already (incumbent, tried-table).
+    std::set<std::string> own;
+    for (const auto& [iter, id] : m_state.case_ids) own.insert(fmt::format("case:{}", id));
     knowledge = classify_knowledge(state_items, broad_items, m_op, plan.stage, *m_env.prompts, *m_env.estimator,
                                    [&](std::string_view name) -> std::optional<std::string> {
                                      auto it = categories.find(std::string(name));
                                      if (it == categories.end()) return std::nullopt;
                                      return it->second;
-                                   });
+                                   },
+                                   own);
   } else {
     // `none` admits no memory, so nothing is read from it; the notes are offered and dropped
     // by the same selection as in the other modes.
@@ -360,7 +368,7 @@ Result<std::optional<json>> Loop::call_model(int k, const Plan& plan) {
     std::string answer_rel = fmt::format("candidates/{}/{}.answer.md", m_op_dir, k);
     KOPE_TRY(write_run_file(answer_rel, text));
     std::string transcript;
-    for (const auto& m : prompt.messages) transcript += "## " + role_name(m.role) + "\n\n" + m.content + "\n\n";
+    for (const auto& m : prompt.messages) transcript += "## " + role_label(m.role) + "\n\n" + m.content + "\n\n";
     transcript += "## assistant\n\n" + (text.empty() ? "(" + provider_problem + ")" : text) + "\n";
     KOPE_TRY(write_transcript(fmt::format("transcripts/{}/{}-{}.md", m_op_dir, k, memory::stage_name(plan.stage)), transcript));
     json answer{{"type", "answer"},
@@ -424,7 +432,7 @@ Result<Attempt> Loop::attempt_from_answer(const json& ans) {
     if (why.empty()) why = parsed.problem;
     if (ans.value("finish_reason", "") == "length") why += " (the answer hit the output-token limit)";
     a.verdict = std::string(eval::verdict_name(eval::Verdict::compile_error));
-    a.message = std::string(k_no_code_message) + ": " + why;
+    a.message = why == k_no_code_message ? why : std::string(k_no_code_message) + ": " + why;
     a.diagnostics = text.empty() ? "" : "The answer began:\n" + util::truncate_text(text, 600, 12);
   }
   return a;
@@ -693,7 +701,7 @@ Status Loop::reflect(const std::string& rkey, const std::string& trigger, const 
     }
     if (!r->usage.estimated && r->usage.prompt_tokens > 0) m_env.estimator->calibrate(estimated, r->usage.prompt_tokens);
     std::string transcript;
-    for (const auto& m : messages) transcript += "## " + role_name(m.role) + "\n\n" + m.content + "\n\n";
+    for (const auto& m : messages) transcript += "## " + role_label(m.role) + "\n\n" + m.content + "\n\n";
     transcript += "## assistant\n\n" + r->text + "\n";
     KOPE_TRY(write_transcript(fmt::format("transcripts/{}/reflect-{}.md", m_op_dir, rkey), transcript));
     ParsedLessons parsed = parse_lessons(r->text, ctx);
@@ -1024,11 +1032,7 @@ memory::TaskInfo task_info(const spec::OpSpec& op) {
 }
 
 double reward_for(const Attempt& a) {
-  bool ran = a.verdict == "wrong_result" || a.verdict == "runtime_error" || a.verdict == "timeout" ||
-             a.verdict == "resource_limit";
-  if (a.stage != memory::Stage::refine) return a.correct() ? 1.0 : ran ? 0.25 : 0.0;
-  if (!a.correct()) return -1.0;
-  return std::clamp(std::log(std::max(a.speedup_vs_parent.value_or(1.0), 1e-12)), -1.0, 1.0);
+  return memory::stage_reward(a.stage, a.verdict, a.correct() ? a.speedup_vs_parent.value_or(1.0) : 0.0);
 }
 
 json delta_to_json(const memory::LessonDelta& d) {

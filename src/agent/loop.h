@@ -105,7 +105,8 @@ struct OpEnvironment {
   std::filesystem::path run_dir;
   std::string run_id;
   const LoopConfig* config = nullptr;
-  const std::atomic<bool>* cancel = nullptr;
+  const std::atomic<bool>* cancel = nullptr;  // the user's stop request (Ctrl-C); may be null
+  const std::atomic<bool>* abort = nullptr;   // another op hit an error the run cannot go on from
   ProgressSink* progress = nullptr;        // may be null
   // Other ops the run knows (the suite and the selection): categories for tiering, and
   // identical kernel signatures for replay.

@@ -9,6 +9,14 @@ namespace kope::agent {
 namespace {
 
 using testing::Harness;
+
+llm::LlmError llm_error(llm::FailureClass cls, std::string message, int http_status) {
+  llm::LlmError e;
+  e.cls = cls;
+  e.message = std::move(message);
+  e.http_status = http_status;
+  return e;
+}
 using testing::kernel_answer;
 using memory::Stage;
 
@@ -52,7 +60,7 @@ TEST(Loop, StagesLineageIncumbentAndLabels) {
   EXPECT_TRUE(st.done);
 
   // Memory holds every attempt with the same lineage, by natural key.
-  auto cases = h.store.cases();
+  auto cases = h.store.all_cases();
   ASSERT_EQ(cases.size(), 5u);
   EXPECT_FALSE(cases[0].parent_id);
   EXPECT_EQ(cases[1].parent_id, cases[0].id);
@@ -141,8 +149,8 @@ TEST(Loop, AnswerWithoutCodeIsARecordedAttempt) {
   EXPECT_EQ(a.verdict, "compile_error");
   EXPECT_TRUE(a.message.starts_with("no code in answer")) << a.message;
   EXPECT_EQ(h.evaluator.calls(), 1);  // only the second answer was evaluated
-  EXPECT_EQ(h.store.cases().size(), 2u);
-  EXPECT_EQ(h.store.cases()[0].code, "");
+  EXPECT_EQ(h.store.all_cases().size(), 2u);
+  EXPECT_EQ(h.store.all_cases()[0].code, "");
   EXPECT_EQ(st.attempts[1].stage, Stage::repair);
 }
 
@@ -237,7 +245,7 @@ TEST(Loop, ValuesAreCreditedAfterOutcomes) {
   EXPECT_DOUBLE_EQ(credited["run-test/softmax/2"], 1.0);   // repair: correct
   auto log = h.store.retrieval_log();
   ASSERT_EQ(log.size(), 2u);
-  EXPECT_EQ(log[0].case_id, h.store.cases()[0].id);
+  EXPECT_EQ(log[0].case_id, h.store.all_cases()[0].id);
   EXPECT_GT(log[0].tier_tokens.at("hot"), 0);
   bool used = false;
   for (const auto& [item, score] : log[0].items) used = used || item == "lesson:" + id;
@@ -263,7 +271,7 @@ TEST(Loop, ContextLengthShrinksTheKnowledgeAndRetries) {
   h.failure = [&](const std::vector<llm::Message>& m, const llm::ChatParams&) -> std::optional<llm::LlmError> {
     if (m[1].content.find("Lessons learned") != std::string::npos && refusals < 5) {
       ++refusals;
-      return llm::LlmError{llm::FailureClass::context_length, "too long", 400, 1};
+      return llm_error(llm::FailureClass::context_length, "too long", 400);
     }
     return std::nullopt;
   };
@@ -283,7 +291,7 @@ TEST(Loop, TransientFailuresBackOffThenGiveUpWithoutAnAttempt) {
   Harness h;
   int failures = 0;
   h.failure = [&](const std::vector<llm::Message>&, const llm::ChatParams&) -> std::optional<llm::LlmError> {
-    if (failures++ < 2) return llm::LlmError{llm::FailureClass::rate_limited, "slow down", 429, 6};
+    if (failures++ < 2) return llm_error(llm::FailureClass::rate_limited, "slow down", 429);
     return std::nullopt;
   };
   h.config.max_iterations = 1;
@@ -293,7 +301,7 @@ TEST(Loop, TransientFailuresBackOffThenGiveUpWithoutAnAttempt) {
 
   Harness down;
   down.failure = [](const std::vector<llm::Message>&, const llm::ChatParams&) -> std::optional<llm::LlmError> {
-    return llm::LlmError{llm::FailureClass::server_error, "503", 503, 6};
+    return llm_error(llm::FailureClass::server_error, "503", 503);
   };
   OpState st2;
   auto end = down.run(st2);
@@ -301,12 +309,12 @@ TEST(Loop, TransientFailuresBackOffThenGiveUpWithoutAnAttempt) {
   EXPECT_EQ(*end, OpEnd::llm_unavailable);
   EXPECT_TRUE(st2.attempts.empty());
   EXPECT_FALSE(st2.done);
-  EXPECT_TRUE(down.store.cases().empty());
+  EXPECT_TRUE(down.store.all_cases().empty());
   EXPECT_EQ(down.events_of("op_stopped").size(), 1u);
 
   Harness denied;
   denied.failure = [](const std::vector<llm::Message>&, const llm::ChatParams&) -> std::optional<llm::LlmError> {
-    return llm::LlmError{llm::FailureClass::unauthorized, "bad key", 401, 1};
+    return llm_error(llm::FailureClass::unauthorized, "bad key", 401);
   };
   OpState st3;
   auto err = denied.run(st3);
@@ -319,7 +327,7 @@ TEST(Loop, ContentFilteredCountsAsAnAnswerWithoutCode) {
   h.config.max_iterations = 1;
   h.failure = [](const std::vector<llm::Message>&, const llm::ChatParams& p) -> std::optional<llm::LlmError> {
     if (p.purpose == "reflect") return std::nullopt;
-    return llm::LlmError{llm::FailureClass::content_filtered, "refused", 200, 1};
+    return llm_error(llm::FailureClass::content_filtered, "refused", 200);
   };
   OpState st;
   ASSERT_TRUE(h.run(st));
@@ -418,7 +426,7 @@ TEST(Loop, ReplayReverifiesKernelsFromMemory) {
   EXPECT_EQ(st.attempts[0].source_case_id, related);
   EXPECT_EQ(st.attempts[1].source_case_id, own);
   EXPECT_TRUE(st.attempts[1].improved);  // 250 us beats 400 us
-  auto cases = h.store.cases();
+  auto cases = h.store.all_cases();
   ASSERT_EQ(cases.size(), 4u);
   EXPECT_EQ(cases[2].parent_id, related);
   EXPECT_EQ(cases[3].parent_id, own);
@@ -462,7 +470,7 @@ TEST(Loop, ResumeFromAnyCutPointMatchesTheStraightRun) {
     // between record_case and the "recorded" event).
     auto states = restore_states(*events);
     ASSERT_TRUE(states);
-    for (const auto& c : straight.store.cases()) {
+    for (const auto& c : straight.store.all_cases()) {
       int k = std::stoi(c.natural_key.substr(c.natural_key.rfind('/') + 1));
       if ((*states)["softmax"].attempts.size() >= static_cast<size_t>(k)) {
         memory::CaseRecord copy = c;
@@ -496,9 +504,9 @@ TEST(Loop, ResumeFromAnyCutPointMatchesTheStraightRun) {
       EXPECT_EQ(st.attempts[i].tokens_completion, ref.attempts[i].tokens_completion);
     }
     EXPECT_EQ(st.tokens_completion(), ref.tokens_completion());
-    EXPECT_EQ(h.store.cases().size(), straight.store.cases().size());
-    auto cases = h.store.cases();
-    for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(cases[i].parent_id, straight.store.cases()[i].parent_id);
+    EXPECT_EQ(h.store.all_cases().size(), straight.store.all_cases().size());
+    auto cases = h.store.all_cases();
+    for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(cases[i].parent_id, straight.store.all_cases()[i].parent_id);
     EXPECT_EQ(h.store.lessons({})->size(), straight.store.lessons({})->size());
     // Answers already in the log were not asked for again.
     int answered_before = 0;

@@ -133,9 +133,10 @@ double SharedEstimator::ratio() const {
 KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>& state_items,
                                        const std::vector<memory::RetrievedItem>& broad_items, const spec::OpSpec& op,
                                        memory::Stage stage, const PromptLibrary& lib, const SharedEstimator& estimator,
-                                       const std::function<std::optional<std::string>(std::string_view)>& category_of) {
+                                       const std::function<std::optional<std::string>(std::string_view)>& category_of,
+                                       const std::set<std::string>& exclude) {
   KnowledgeCandidates out;
-  std::set<std::string> seen;
+  std::set<std::string> seen = exclude;
   double max_score = 1e-9;
   for (const auto* list : {&state_items, &broad_items}) {
     for (const auto& it : *list) max_score = std::max(max_score, it.score);
@@ -206,7 +207,7 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     it.section = "notes";
     it.text = title + ": " + util::replace_all(body, "\n", " ");
     it.tokens = estimator.estimate(item_text(it));
-    it.value = 0.05 + 0.1 * std::min(hits, 5);
+    it.value = 0.1 * std::min(hits, 5);
     out.cold.push_back(std::move(it));
   }
   return out;

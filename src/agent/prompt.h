@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,11 +85,14 @@ struct KnowledgeCandidates {
 //   cold — items only the broad query found, other-category cases, and the library's notes.
 // Section: native best kernels "kernels", native case summaries "cases", native lessons
 // "lessons", anything foreign "feasibility", cold "notes". Values are scores scaled to [0, 1].
-// `category_of` maps an op name to its category when known.
+// Notes are valued by how many words of the task they mention (0 when none: left out in active
+// mode). `category_of` maps an op name to its category when known; items whose id is in
+// `exclude` (this task's own attempts, already in the hot tier) are left out.
 KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>& state_items,
                                        const std::vector<memory::RetrievedItem>& broad_items, const spec::OpSpec& op,
                                        memory::Stage stage, const PromptLibrary& lib, const SharedEstimator& estimator,
-                                       const std::function<std::optional<std::string>(std::string_view)>& category_of);
+                                       const std::function<std::optional<std::string>(std::string_view)>& category_of,
+                                       const std::set<std::string>& exclude = {});
 
 struct AssembledPrompt {
   std::vector<llm::Message> messages;  // system, user

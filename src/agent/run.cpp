@@ -269,8 +269,6 @@ Result<RunReport> Run::execute(RunServices& services) {
   std::atomic<bool> abort{false};
   std::atomic<bool> never{false};
   std::atomic<bool>* user_cancel = services.cancel ? services.cancel : &never;
-  // Ops stop on the user's Ctrl-C or when another op hit an error kope cannot go on from.
-  std::atomic<bool> stop{false};
   std::vector<const spec::OpSpec*> known;
   for (const auto& op : services.known_ops) known.push_back(&op);
   for (const auto& op : m_ops) known.push_back(&op);
@@ -286,7 +284,8 @@ Result<RunReport> Run::execute(RunServices& services) {
   env.run_dir = m_dir;
   env.run_id = m_config.run_id;
   env.config = &m_config.loop;
-  env.cancel = &stop;
+  env.cancel = user_cancel;
+  env.abort = &abort;
   env.progress = services.progress;
   env.known_ops = known;
 
@@ -305,18 +304,10 @@ Result<RunReport> Run::execute(RunServices& services) {
   std::atomic<size_t> next{0};
   std::mutex report_mutex;
   RunReport report;
-  // Watches the user's cancel flag and forwards it to the ops' stop flag.
-  std::atomic<bool> finished{false};
-  std::thread watcher([&] {
-    while (!finished.load()) {
-      if (user_cancel->load() || abort.load()) stop.store(true);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
   auto worker = [&] {
     for (;;) {
       size_t i = next.fetch_add(1);
-      if (i >= todo.size() || stop.load()) return;
+      if (i >= todo.size() || user_cancel->load() || abort.load()) return;
       const spec::OpSpec& op = m_ops[todo[i]];
       OpState* st;
       {
@@ -347,8 +338,6 @@ Result<RunReport> Run::execute(RunServices& services) {
   for (int t = 1; t < n; ++t) threads.emplace_back(worker);
   worker();
   for (auto& t : threads) t.join();
-  finished = true;
-  watcher.join();
 
   bool complete = true;
   for (const auto& op : m_ops) complete = complete && m_states[op.name].done;

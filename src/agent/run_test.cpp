@@ -95,7 +95,7 @@ TEST(Run, TwoOpsInParallelWriteResultsAndConfig) {
   EXPECT_EQ(cfg["run_id"], "r1");
   EXPECT_EQ(cfg["ops"].size(), 2u);
   EXPECT_EQ(cfg["loop"]["max_iterations"], 3);
-  EXPECT_EQ(f.h.store.cases().size(), 6u);
+  EXPECT_EQ(f.h.store.all_cases().size(), 6u);
   // A second create in the same directory is refused.
   auto again = Run::create(f.config(), f.ops, f.tmp->path() / "run");
   ASSERT_FALSE(again);
@@ -139,7 +139,7 @@ TEST(Run, CancelThenResumeGivesTheSameFigures) {
   EXPECT_TRUE(rest->complete);
   EXPECT_GT(f.h.kernel_calls(), calls_before);
   EXPECT_EQ(f.h.kernel_calls(), straight.h.kernel_calls());  // nothing asked twice
-  EXPECT_EQ(f.h.store.cases().size(), straight.h.store.cases().size());
+  EXPECT_EQ(f.h.store.all_cases().size(), straight.h.store.all_cases().size());
   const json& a = full->results;
   const json& b = rest->results;
   for (size_t i = 0; i < 2; ++i) {

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <mutex>
 
 #include "util/fs.h"
@@ -78,9 +79,39 @@ Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, c
   return so;
 }
 
+std::optional<std::string> openblas_coretype_for_host() {
+  // Intel and AMD parts with AVX-512 run OpenBLAS's SkylakeX kernels; AVX2 parts (Zen
+  // included) its Haswell kernels, which is what a correct detection picks for them.
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    return "SkylakeX";
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return std::nullopt;
+}
+
+namespace {
+
+// OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than its tables (e.g. family 6 model
+// 207) and silently falls back to its SSE3 "Prescott" kernels, a 4-5x slower sgemm/dgemm than
+// the same library on a CPU it knows. OpenBLAS reads OPENBLAS_CORETYPE when it is loaded, so
+// it is set once, before the first trusted kernel (and with it libopenblas) is loaded, unless
+// the user chose a core type.
+void pin_openblas_coretype() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (util::get_env("OPENBLAS_CORETYPE")) return;
+    if (auto core = openblas_coretype_for_host()) ::setenv("OPENBLAS_CORETYPE", core->c_str(), 0);
+  });
+}
+
+}  // namespace
+
 Result<NativeKernel> NativeKernel::load(const fs::path& so_path) {
-  // RTLD_NODELETE: unloading a kernel built with -fopenmp can unload libgomp while its idle
-  // workers still exist, and the next parallel region in the process then crashes.
+  pin_openblas_coretype();
+  // RTLD_NODELETE: dlclose must never unmap a kernel or its dependencies. Unloading the last
+  // kernel that pulled in libgomp would unload libgomp under its parked worker threads and
+  // crash the process (native_test.cpp). Trusted kernels are few, so keeping them is cheap.
   void* h = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (h == nullptr) return fail(ErrorKind::io, "cannot load {}: {}", so_path.string(), ::dlerror());
   void* sym = ::dlsym(h, "kope_entry");

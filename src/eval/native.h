@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,14 @@ const std::vector<std::string>& library_link_flags();
 Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, const Toolchain& tc,
                                const std::vector<std::string>& extra_flags = {});
 
-// A loaded shared object with a kope_entry. Move-only; dlclose on destruction.
+// The OpenBLAS core type (OPENBLAS_CORETYPE) matching this CPU's ISA: "SkylakeX" with
+// AVX-512, "Haswell" with AVX2 + FMA, nullopt otherwise. NativeKernel::load() sets it before
+// the first kernel loads unless the user set it, because OpenBLAS 0.3.21 falls back to its
+// slowest kernels on CPUs newer than its tables. Thread-safe.
+std::optional<std::string> openblas_coretype_for_host();
+
+// A loaded shared object with a kope_entry. Move-only; dlclose on destruction, but the code
+// stays mapped (RTLD_NODELETE) so OpenMP runtimes it pulled in are never unloaded.
 class NativeKernel {
  public:
   static Result<NativeKernel> load(const fs::path& so_path);

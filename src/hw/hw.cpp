@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hw/probe_source.h"
+#include "util/file_lock.h"
 #include "util/fs.h"
 #include "util/strings.h"
 #include "util/subprocess.h"
@@ -81,6 +82,8 @@ Result<HardwareProfile> measure() {
   uint64_t max_ws = std::max<uint64_t>(uint64_t{256} << 20, 4 * p.l3_bytes);
   if (p.memory_bytes > 0) max_ws = std::min<uint64_t>(max_ws, p.memory_bytes / 8);
   max_ws = std::min<uint64_t>(max_ws, uint64_t{1536} << 20);
+  // Measuring is timing: never at the same time as an evaluator's timing (or another probe).
+  KOPE_ASSIGN(util::FileLock lock, util::FileLock::acquire(util::timing_lock_path()));
   util::RunOptions ro;
   ro.spawn.argv = {exe.string(), std::to_string(max_ws)};
   ro.timeout = std::chrono::seconds(300);

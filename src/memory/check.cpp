@@ -1,5 +1,6 @@
 // `check`: SQLite's integrity check plus kope's own invariants.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <unordered_map>
 
@@ -101,7 +102,19 @@ Result<CheckReport> SqliteStore::check() {
     }
   }
 
-  // 3. Code blobs: present, decompressing to their size and hash.
+  // Per-run counts.
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT g.run_id FROM (SELECT run_id, count(*) AS n, min(id) AS lo, max(id) AS hi "
+                                       "FROM cases GROUP BY run_id) g LEFT JOIN runs r ON r.run_id = g.run_id "
+                                       "WHERE r.run_id IS NULL OR r.cases <> g.n OR r.first_case <> g.lo OR r.last_case <> g.hi"));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      p.add("runs", fmt::format("run '{}': its counts disagree with its cases", st.text(0)));
+    }
+  }
+
+  // 3. Code blobs: present, decompressing to their size and hash; counters agree.
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.id, c.code_id FROM cases c LEFT JOIN blob b ON b.id = c.code_id "
                                        "WHERE c.code_id IS NOT NULL AND b.id IS NULL"));
@@ -112,17 +125,27 @@ Result<CheckReport> SqliteStore::check() {
     }
   }
   {
+    int64_t raw_total = 0, stored_total = 0;
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, hash, raw_size, data FROM blob"));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) break;
       ++report.blobs_checked;
+      raw_total += st.int64(2);
+      stored_total += static_cast<int64_t>(st.blob(3).size());
       std::string expected = bin_hex(st.blob(1));
       auto code = decompress(st.blob(3), static_cast<size_t>(st.int64(2)));
       if (!code) {
         p.add("blob", fmt::format("blob {}: {}", st.int64(0), code.error().message));
       } else if (util::sha256_hex(*code) != expected) {
         p.add("blob", fmt::format("blob {}: content does not match its hash {}", st.int64(0), expected));
+      }
+    }
+    for (auto [name, expected] : std::array<std::pair<const char*, int64_t>, 3>{
+             {{"blobs", report.blobs_checked}, {"code_bytes_raw", raw_total}, {"code_bytes_stored", stored_total}}}) {
+      KOPE_ASSIGN(auto v, m_db->query_int(fmt::format("SELECT value FROM counters WHERE name = '{}'", name)));
+      if (v.value_or(0) != expected) {
+        p.add("counters", fmt::format("counter {} is {}, the blobs say {}", name, v.value_or(0), expected));
       }
     }
   }

@@ -496,14 +496,10 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
     st.bind(4, report.cases_added).bind(5, report.lessons_added).bind(6, now_iso8601());
     return st.run();
   };
-  if (auto s = body(); !s) {
-    reset_caches();
+  if (auto s = body(); !s) {  // the transaction rolls back (and resets the caches)
     return std::unexpected(std::move(s).error().with_context(fmt::format("importing {}", source)));
   }
-  if (auto s = commit_locked(tx); !s) {
-    reset_caches();
-    return std::unexpected(s.error());
-  }
+  KOPE_TRY(commit_locked(tx));
   return report;
 }
 

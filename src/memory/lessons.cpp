@@ -1,6 +1,7 @@
 // Lessons (changed only through logged deltas), learned values, the retrieval log and credit.
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -152,14 +153,42 @@ Result<std::vector<Lesson>> SqliteStore::find_lessons(const LessonFilter& f) {
     params.emplace_back(int64_t{static_cast<int>(*f.status)});
     where += fmt::format(" AND l.status = ?{}", params.size());
   }
-  if (!f.text.empty()) {
-    std::string q = fts_or_query(f.text);
-    if (q.empty()) return std::vector<Lesson>{};
-    params.emplace_back(q);
-    where += fmt::format(" AND l.seq IN (SELECT rowid FROM lesson_fts WHERE lesson_fts MATCH ?{} ORDER BY rank LIMIT 1000)",
-                         params.size());
+  if (f.text.empty()) {
+    return select_lessons_locked(where, params, fmt::format("ORDER BY l.seq LIMIT {}", f.limit > 0 ? f.limit : -1));
   }
-  return select_lessons_locked(where, params, fmt::format("ORDER BY l.seq LIMIT {}", f.limit > 0 ? f.limit : -1));
+  // A text search: the FTS5 ranking (BM25) decides the order.
+  std::string q = fts_or_query(f.text);
+  if (q.empty()) return std::vector<Lesson>{};
+  std::unordered_map<int64_t, size_t> rank_of;
+  std::string ids = "[";
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT rowid FROM lesson_fts WHERE lesson_fts MATCH ? ORDER BY rank LIMIT 1000"));
+    st.bind(1, q);
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      ids += (rank_of.empty() ? "" : ",") + std::to_string(st.int64(0));
+      rank_of[st.int64(0)] = rank_of.size();
+    }
+  }
+  ids += "]";
+  params.emplace_back(ids);
+  where += fmt::format(" AND l.seq IN (SELECT value FROM json_each(?{}))", params.size());
+  KOPE_ASSIGN(auto found, select_lessons_locked(where, params, "ORDER BY l.seq"));
+  std::unordered_map<std::string, size_t> order;
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, seq FROM lessons WHERE seq IN (SELECT value FROM json_each(?))"));
+    st.bind(1, ids);
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      order[st.text(0)] = rank_of[st.int64(1)];
+    }
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [&](const Lesson& a, const Lesson& b) { return order[a.id] < order[b.id]; });
+  if (f.limit > 0 && found.size() > static_cast<size_t>(f.limit)) found.resize(static_cast<size_t>(f.limit));
+  return found;
 }
 
 Result<std::vector<LessonLogEntry>> SqliteStore::lesson_history(const std::string& id) {

@@ -174,6 +174,17 @@ TEST(Lessons, ScopeFilters) {
   f.kind.reset();
   f.status = LessonStatus::deprecated;
   EXPECT_TRUE(t.store->find_lessons(f)->empty());
+  // Text search ranks by BM25.
+  std::string weak = add_lesson(*t.store, "Many things", "Loop order, blocking, vector width, and a denormal note, "
+                                "alignment, prefetch distance, unroll factor, thread count");
+  std::string strong = add_lesson(*t.store, "Flush denormals", "Denormal inputs make exp slow: flush denormal values");
+  LessonFilter search;
+  search.text = "denormal";
+  auto found = t.store->find_lessons(search);
+  ASSERT_TRUE(found);
+  ASSERT_EQ(found->size(), 2u);
+  EXPECT_EQ((*found)[0].id, strong);
+  EXPECT_EQ((*found)[1].id, weak);
 }
 
 TEST(Values, CreditMovesValuesByTheStatedRateAndIsIdempotent) {

@@ -331,16 +331,46 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
   mark("scopelessons");
   // --- Cases: error->fix links (any hardware: fixes transfer).
   if (!q.last_error_signature.empty()) {
+    // The newest fixes of this error for this op, on this hardware, and anywhere.
+    std::vector<int64_t> hardware_ids;
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM hardware WHERE target = ?"));
+      st.bind(1, q.target);
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        hardware_ids.push_back(st.int64(0));
+      }
+    }
+    auto take = [&](Stmt& st) -> Status {
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) return {};
+        Candidate& c = case_cand(st.int64(0));
+        c.raise("fix", 1.0);
+        c.failed_case = st.int64(1);
+      }
+    };
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
+                                         "AND task_id = ? ORDER BY fix_case DESC LIMIT ?"));
+      for (int64_t tid : op_tasks) {
+        st.reset().bind(1, q.last_error_signature).bind(2, tid).bind(3, k_fix_links_limit);
+        KOPE_TRY(take(st));
+      }
+    }
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
+                                         "AND hardware_id = ? ORDER BY fix_case DESC LIMIT ?"));
+      for (int64_t hid : hardware_ids) {
+        st.reset().bind(1, q.last_error_signature).bind(2, hid).bind(3, k_fix_links_limit);
+        KOPE_TRY(take(st));
+      }
+    }
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
                                        "ORDER BY fix_case DESC LIMIT ?"));
     st.bind(1, q.last_error_signature).bind(2, k_fix_links_limit);
-    for (;;) {
-      KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
-      Candidate& c = case_cand(st.int64(0));
-      c.raise("fix", 1.0);
-      c.failed_case = st.int64(1);
-    }
+    KOPE_TRY(take(st));
   }
   mark("fixlinks");
   // The op's cases with the highest downstream scores.
@@ -615,14 +645,16 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       item.target = f.target;
       item.op = f.op;
       c.raise("exact", f.op == q.task.op ? 1.0 : f.category == q.task.category ? 0.5 : 0.0);
-      if (auto t = task_by_id.find(f.task_id); t != task_by_id.end() && f.op != q.task.op) {
+      if (f.op == q.task.op) {
+        c.raise("similarity", 1.0);
+      } else if (auto t = task_by_id.find(f.task_id); t != task_by_id.end()) {
         c.raise("similarity", task_similarity(q.task, q_shape, t->second->info, t->second->shape));
       }
       if (evidence) {
         c.raise("graph", squash(f.downstream));
         if (f.speedup_ref && *f.speedup_ref > 0) c.raise("speed", squash(std::log2(1.0 + *f.speedup_ref)));
       }
-      if (f.verdict == "correct") c.raise("feasibility", foreign ? 1.0 : 0.5);
+      if (f.verdict == "correct") c.raise("feasibility", 1.0);  // it compiled and passed
       if (!q.last_error_signature.empty() && f.signature == q.last_error_signature) c.raise("feasibility", 0.3);
       auto st = stats.find(key);
       c.parts["value"] = value_part(key, st == stats.end() ? 0 : st->second.first, st == stats.end() ? 0 : st->second.second);

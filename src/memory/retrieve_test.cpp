@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "memory/test_util.h"
 
 namespace kope::memory {
@@ -86,6 +88,34 @@ TEST(Retrieve, NativeSpeedEvidenceBeatsForeignAndForeignFixesStillAppear) {
   EXPECT_NE(f->text.find(k_undeclared), std::string::npos);
   EXPECT_EQ(rank_of(*repair, f->id), 0u);  // in repair, the fix for this error comes first
   for (const auto& it : *repair) EXPECT_EQ(it.tokens, estimate_tokens(it.text));
+}
+
+TEST(Retrieve, AFixForThisOpHereOutranksManyNewerFixesElsewhere) {
+  auto t = temp_store();
+  int64_t failed = *t.store->record_case(make_case("n/failed", "softmax", 0));
+  CaseRecord fix = make_case("n/fix", "softmax", 1.3, k_native, failed);
+  fix.stage = Stage::repair;
+  int64_t native_fix = *t.store->record_case(fix);
+  std::vector<CaseRecord> batch;
+  for (int i = 0; i < 30; ++i) {  // newer fixes of the same error, on other hardware and ops
+    CaseRecord f = make_case(fmt::format("f/failed{}", i), fmt::format("op{}", i), 0, k_foreign);
+    CaseRecord r = make_case(fmt::format("f/fix{}", i), fmt::format("op{}", i), 2.0, k_foreign);
+    r.parent_key = f.natural_key;
+    batch.push_back(f);
+    batch.push_back(r);
+  }
+  ASSERT_TRUE(t.store->record_cases(batch));
+  RetrievalQuery q = query(Stage::repair);
+  q.last_error_signature = k_undeclared;
+  auto items = t.store->retrieve(q);
+  ASSERT_TRUE(items);
+  ASSERT_FALSE(items->empty());
+  EXPECT_EQ((*items)[0].id, "kernel:" + std::to_string(native_fix));  // it is also the op's best kernel
+  EXPECT_GT((*items)[0].score_parts.at("fix"), 0);
+  EXPECT_FALSE((*items)[0].foreign);
+  size_t foreign_fixes = 0;
+  for (const auto& it : *items) foreign_fixes += it.foreign && it.score_parts.count("fix");
+  EXPECT_GT(foreign_fixes, 0u);  // fixes transfer across hardware
 }
 
 TEST(Retrieve, QuarantinedWinsAreNotOfferedAsKernels) {

@@ -99,8 +99,13 @@ CREATE TABLE import_log(id INTEGER PRIMARY KEY, origin TEXT NOT NULL, source TEX
 constexpr const char* k_schema_v2 = R"sql(
 CREATE TABLE fix_link(
   error_signature TEXT NOT NULL, fix_case INTEGER NOT NULL REFERENCES cases(id),
-  failed_case INTEGER NOT NULL REFERENCES cases(id), PRIMARY KEY(error_signature, fix_case))
-  WITHOUT ROWID;
+  failed_case INTEGER NOT NULL REFERENCES cases(id), task_id INTEGER NOT NULL,
+  hardware_id INTEGER NOT NULL, PRIMARY KEY(error_signature, fix_case)) WITHOUT ROWID;
+CREATE INDEX fix_link_task ON fix_link(error_signature, task_id, fix_case);
+CREATE INDEX fix_link_hardware ON fix_link(error_signature, hardware_id, fix_case);
+CREATE TABLE runs(run_id TEXT PRIMARY KEY, cases INTEGER NOT NULL, first_case INTEGER NOT NULL,
+                  last_case INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE task_summary(
   task_id INTEGER NOT NULL REFERENCES task(id), hardware_id INTEGER NOT NULL REFERENCES hardware(id),
   toolchain_id INTEGER NOT NULL REFERENCES toolchain(id), foreign_origin INTEGER NOT NULL,
@@ -112,9 +117,14 @@ CREATE VIRTUAL TABLE lesson_fts USING fts5(body, tags, content='', tokenize="uni
 CREATE TABLE term_df(corpus INTEGER NOT NULL, term TEXT NOT NULL, df INTEGER NOT NULL,
                      PRIMARY KEY(corpus, term)) WITHOUT ROWID;
 
-INSERT INTO fix_link(error_signature, fix_case, failed_case)
-  SELECT p.error_signature, c.id, p.id FROM cases c JOIN cases p ON p.id = c.parent_id
+INSERT INTO fix_link(error_signature, fix_case, failed_case, task_id, hardware_id)
+  SELECT p.error_signature, c.id, p.id, c.task_id, c.hardware_id FROM cases c JOIN cases p ON p.id = c.parent_id
   WHERE c.verdict = 'correct' AND p.verdict <> 'correct' AND p.error_signature <> '';
+INSERT INTO runs(run_id, cases, first_case, last_case)
+  SELECT run_id, count(*), min(id), max(id) FROM cases GROUP BY run_id;
+INSERT INTO counters(name, value) SELECT 'blobs', count(*) FROM blob;
+INSERT INTO counters(name, value) SELECT 'code_bytes_raw', coalesce(sum(raw_size), 0) FROM blob;
+INSERT INTO counters(name, value) SELECT 'code_bytes_stored', coalesce(sum(length(data)), 0) FROM blob;
 INSERT INTO task_summary(task_id, hardware_id, toolchain_id, foreign_origin, n_cases, n_correct,
                          first_correct)
   SELECT task_id, hardware_id, toolchain_id, foreign_origin, count(*), sum(verdict = 'correct'),
@@ -255,7 +265,11 @@ Status check_file_header(const std::filesystem::path& path) {
   uint32_t change_counter = be32(&h[24]);
   uint32_t page_count = be32(&h[28]);
   uint32_t valid_for = be32(&h[92]);
-  if (page_count > 0 && valid_for == change_counter &&
+  // With a WAL beside it, another process may be checkpointing (page 1 is copied before the
+  // file grows), so the size is only compared for a database at rest.
+  std::error_code wal_ec;
+  bool wal_present = std::filesystem::file_size(path.string() + "-wal", wal_ec) > 0 && !wal_ec;
+  if (!wal_present && page_count > 0 && valid_for == change_counter &&
       static_cast<uint64_t>(page_count) * page_size > size) {
     return fail(ErrorKind::corrupt,
                 "memory database {}: truncated: the header says {} pages of {} bytes ({} bytes) but the "

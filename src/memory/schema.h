@@ -7,7 +7,7 @@
 //      derived per-case state (d(v), quarantine)
 //   2  retrieval accelerators, backfilled from version 1 data: error->fix links, per-task
 //      summaries (counts, best and first correct case per hardware/toolchain), FTS5 indexes
-//      over journals and lessons
+//      over journals and lessons with their term statistics, per-run counts, code counters
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,8 @@ inline constexpr int k_schema_version = 2;
 inline constexpr int32_t k_application_id = 0x6B6F7065;  // "kope"
 
 // Checks the first bytes of an existing, non-empty file before SQLite sees it: the SQLite magic
-// and that the file holds as many pages as its header claims (a truncated copy fails here).
+// and, for a database at rest (no WAL beside it), that the file holds as many pages as its
+// header claims (a truncated copy fails here).
 // Fails with corrupt naming the file.
 Status check_file_header(const std::filesystem::path& path);
 

@@ -215,6 +215,7 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::pa
 
 Result<Transaction> SqliteStore::begin_locked() {
   for (auto& m : m_pending_terms) m.clear();
+  m_pending_counters.clear();
   return Transaction::begin(*m_db, [this] { reset_caches(); });
 }
 
@@ -236,6 +237,12 @@ void SqliteStore::note_terms_locked(int corpus, const std::vector<std::string>& 
 }
 
 Status SqliteStore::flush_terms_locked() {
+  if (!m_pending_counters.empty()) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO counters(name, value) VALUES (?1, ?2) "
+                                       "ON CONFLICT DO UPDATE SET value = value + ?2"));
+    for (const auto& [name, delta] : m_pending_counters) KOPE_TRY(st.reset().bind(1, name).bind(2, delta).run());
+    m_pending_counters.clear();
+  }
   for (int corpus = 0; corpus < 2; ++corpus) {
     auto& pending = m_pending_terms[static_cast<size_t>(corpus)];
     if (pending.empty()) continue;
@@ -255,6 +262,7 @@ Status SqliteStore::flush_terms_locked() {
 
 void SqliteStore::reset_caches() {
   for (auto& m : m_pending_terms) m.clear();
+  m_pending_counters.clear();
   m_parent_of.clear();
   m_task_ids.clear();
   m_hardware_ids.clear();
@@ -336,7 +344,12 @@ Result<std::optional<int64_t>> SqliteStore::ensure_blob_locked(const PreparedCas
                                         "ON CONFLICT(hash) DO NOTHING"));
     ins.bind_blob(1, p.code_hash).bind(2, static_cast<int64_t>(raw_size)).bind_blob(3, p.code_frame);
     KOPE_TRY(ins.run());
-    if (m_db->changes() > 0) return std::optional<int64_t>{m_db->last_insert_rowid()};
+    if (m_db->changes() > 0) {
+      m_pending_counters["blobs"] += 1;
+      m_pending_counters["code_bytes_raw"] += static_cast<int64_t>(raw_size);
+      m_pending_counters["code_bytes_stored"] += static_cast<int64_t>(p.code_frame.size());
+      return std::optional<int64_t>{m_db->last_insert_rowid()};
+    }
   }
   KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM blob WHERE hash = ?"));
   st.bind_blob(1, p.code_hash);
@@ -530,9 +543,14 @@ Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const Inser
   }
   KOPE_TRY(propagate_downstream_locked(parent_id, k_downstream_self * k_downstream_decay * d));
   if (correct && parent_id && parent_verdict != "correct" && !parent_signature.empty()) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO fix_link(error_signature, fix_case, failed_case) "
-                                       "VALUES (?, ?, ?)"));
-    KOPE_TRY(st.bind(1, parent_signature).bind(2, id).bind(3, *parent_id).run());
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO fix_link(error_signature, fix_case, failed_case, "
+                                       "task_id, hardware_id) VALUES (?, ?, ?, ?, ?)"));
+    KOPE_TRY(st.bind(1, parent_signature).bind(2, id).bind(3, *parent_id).bind(4, task_id).bind(5, hw_id).run());
+  }
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO runs(run_id, cases, first_case, last_case) VALUES (?1, 1, ?2, ?2) "
+                                       "ON CONFLICT DO UPDATE SET cases = cases + 1, last_case = ?2"));
+    KOPE_TRY(st.bind(1, c.run_id).bind(2, id).run());
   }
   // Per-task summary: counts always; best and first correct only from evidence.
   {
@@ -589,45 +607,27 @@ Status SqliteStore::propagate_downstream_locked(std::optional<int64_t> start, do
 }
 
 Result<int64_t> SqliteStore::record_case(const CaseRecord& c) {
+  PreparedCase prepared = prepare_case(c);  // pure work, outside the lock
   std::lock_guard lock(m_mutex);
-  {
-    // Fast path for retries: no write transaction needed.
-    KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
-    if (existing) return *existing;
-  }
-  PreparedCase prepared = prepare_case(c);
-  KOPE_ASSIGN(Transaction tx, begin_locked());
-  auto id = insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared);
-  if (!id) {
-    reset_caches();
-    return id;
-  }
-  if (auto s = commit_locked(tx); !s) {
-    reset_caches();
-    return std::unexpected(s.error());
-  }
+  KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));  // a retry needs no write
+  if (existing) return *existing;
+  KOPE_ASSIGN(Transaction tx, begin_locked());  // a rollback resets the caches
+  KOPE_ASSIGN(int64_t id, insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared));
+  KOPE_TRY(commit_locked(tx));
   return id;
 }
 
 Result<std::vector<int64_t>> SqliteStore::record_cases(const std::vector<CaseRecord>& cs) {
-  std::vector<PreparedCase> prepared = prepare_cases(cs);  // outside the lock: pure work
+  std::vector<PreparedCase> prepared = prepare_cases(cs);  // pure work, outside the lock
   std::lock_guard lock(m_mutex);
   std::vector<int64_t> ids;
   ids.reserve(cs.size());
   KOPE_ASSIGN(Transaction tx, begin_locked());
   for (size_t i = 0; i < cs.size(); ++i) {
-    const CaseRecord& c = cs[i];
-    auto id = insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared[i]);
-    if (!id) {
-      reset_caches();
-      return std::unexpected(std::move(id).error());
-    }
-    ids.push_back(*id);
+    KOPE_ASSIGN(int64_t id, insert_case_locked(cs[i], InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared[i]));
+    ids.push_back(id);
   }
-  if (auto s = commit_locked(tx); !s) {
-    reset_caches();
-    return std::unexpected(s.error());
-  }
+  KOPE_TRY(commit_locked(tx));
   return ids;
 }
 
@@ -821,11 +821,7 @@ Status SqliteStore::verify_case(int64_t id, bool confirmed, const std::string& n
       KOPE_TRY(log_delta_locked(lid, "edit", fmt::format("source case {} verified: {}", id, note), id, payload.dump()));
     }
   }
-  if (auto s = commit_locked(tx); !s) {
-    reset_caches();
-    return s;
-  }
-  return {};
+  return commit_locked(tx);
 }
 
 Status SqliteStore::update_summary_locked(int64_t task_id, int64_t hardware_id, int64_t toolchain_id, bool foreign) {
@@ -855,16 +851,17 @@ Result<Stats> SqliteStore::stats() {
   KOPE_ASSIGN(s.lessons, count("SELECT count(*) FROM lessons"));
   KOPE_ASSIGN(s.targets, count("SELECT count(DISTINCT target) FROM hardware"));
   KOPE_ASSIGN(s.toolchains, count("SELECT count(*) FROM toolchain"));
-  KOPE_ASSIGN(s.runs, count("SELECT count(DISTINCT run_id) FROM cases"));
+  KOPE_ASSIGN(s.runs, count("SELECT count(*) FROM runs"));
   KOPE_ASSIGN(s.quarantined, count("SELECT count(*) FROM case_derived WHERE quarantine = 1"));
   KOPE_ASSIGN(s.foreign_cases, count("SELECT count(*) FROM cases WHERE foreign_origin = 1"));
   KOPE_ASSIGN(s.lessons_active, count("SELECT count(*) FROM lessons WHERE status = 0"));
   KOPE_ASSIGN(s.lesson_deltas, count("SELECT count(*) FROM lesson_delta"));
   KOPE_ASSIGN(s.prompts, count("SELECT count(*) FROM prompt"));
   KOPE_ASSIGN(s.prompts_credited, count("SELECT count(*) FROM prompt WHERE credited_at IS NOT NULL"));
-  KOPE_ASSIGN(s.code_blobs, count("SELECT count(*) FROM blob"));
-  KOPE_ASSIGN(s.code_bytes_raw, count("SELECT coalesce(sum(raw_size), 0) FROM blob"));
-  KOPE_ASSIGN(s.code_bytes_stored, count("SELECT coalesce(sum(length(data)), 0) FROM blob"));
+  // Kept as counters: summing a million blobs would read the whole blob table.
+  KOPE_ASSIGN(s.code_blobs, count("SELECT coalesce(max(value), 0) FROM counters WHERE name = 'blobs'"));
+  KOPE_ASSIGN(s.code_bytes_raw, count("SELECT coalesce(max(value), 0) FROM counters WHERE name = 'code_bytes_raw'"));
+  KOPE_ASSIGN(s.code_bytes_stored, count("SELECT coalesce(max(value), 0) FROM counters WHERE name = 'code_bytes_stored'"));
   KOPE_ASSIGN(auto ver, m_db->query_int("PRAGMA user_version"));
   s.schema_version = static_cast<int>(ver.value_or(0));
   s.instance = m_instance;

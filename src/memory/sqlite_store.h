@@ -167,6 +167,7 @@ class SqliteStore final : public Store {
   std::unordered_map<int64_t, std::string> m_hardware_targets;
   std::array<std::unordered_map<std::string, int64_t>, 2> m_pending_terms;  // per corpus
   std::unordered_map<int64_t, std::optional<int64_t>> m_parent_of;          // lineage never changes
+  std::map<std::string, int64_t> m_pending_counters;                        // flushed with the terms
 
   friend class RetrievalEngine;
   friend class Exchange;

@@ -399,7 +399,8 @@ TEST(Migration, FromVersionOneBackfillsTheRetrievalStructures) {
     auto db = Db::open(path);
     ASSERT_TRUE(db);
     ASSERT_TRUE((*db)->exec("DROP TABLE fix_link; DROP TABLE task_summary; DROP TABLE journal_fts; "
-                            "DROP TABLE lesson_fts; DROP TABLE term_df; PRAGMA user_version = 1;"));
+                            "DROP TABLE lesson_fts; DROP TABLE term_df; DROP TABLE runs; DROP TABLE counters; "
+                            "PRAGMA user_version = 1;"));
   }
   auto store = open_store(path);
   ASSERT_TRUE(store) << store.error().message;

@@ -219,10 +219,10 @@ TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
   EXPECT_TRUE(scale["solved"].get<bool>());
   EXPECT_EQ(scale["attempts"], 6);
   EXPECT_EQ(scale["attempts_to_first_correct"], 3);
-  EXPECT_EQ(scale["attempts_to_best"], 5);  // the one-pass kernel beats the sixteen-pass one
+  EXPECT_EQ(scale["attempts_to_best"], 5);  // the one-pass kernel beats the 64-pass one
   EXPECT_EQ(scale["verdicts"]["compile_error"], 2);  // broken code, and the answer without code
   EXPECT_EQ(scale["verdicts"]["wrong_result"].get<int>() + scale["verdicts"].value("rejected", 0), 2);  // 3x, the cheat
-  EXPECT_GT(scale["best_speedup_vs_reference"].get<double>(), 0.3);
+  EXPECT_GT(scale["best_speedup_vs_reference"].get<double>(), 0);  // its size depends on the machine's load
   EXPECT_TRUE(scale["best_speedup_vs_library"].is_null());
   EXPECT_GT(scale["tokens_prompt"].get<int64_t>(), 0);
   EXPECT_GT(scale["tokens_completion"].get<int64_t>(), 0);
@@ -268,11 +268,12 @@ TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
     }
     EXPECT_FALSE(c.journal.empty());
   }
-  EXPECT_EQ(cases[4].optimisation, "one pass, OpenMP threads and SIMD over the vector");  // CRLF answer
+  EXPECT_EQ(cases[4].optimisation, "one pass with SIMD over the vector");  // a CRLF answer
   EXPECT_GT(*cases[4].speedup_vs_reference, 4 * *cases[2].speedup_vs_reference);
 
   // Lessons written by reflection, and values moved by outcomes.
-  auto lessons = (*store)->lessons({});
+  // (any status: a lesson whose prompts keep failing may already be deprecated by the memory)
+  auto lessons = (*store)->find_lessons({});
   ASSERT_TRUE(lessons);
   std::set<std::string> titles;
   bool moved = false;
@@ -284,14 +285,16 @@ TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
     }
     moved = moved || l.helpful + l.harmful > 0;
   }
-  EXPECT_TRUE(titles.contains("Do not cache outputs between calls"));
+  EXPECT_TRUE(titles.contains("Do not cache outputs between calls")) << util::join(std::vector<std::string>(titles.begin(), titles.end()), " | ");
   EXPECT_TRUE(titles.contains("Exponentiate once"));
   EXPECT_TRUE(moved) << "no lesson value moved after its outcomes";
   EXPECT_EQ(events(run_dir, "reflection").size(), events(run_dir, "reflection_applied").size());
 
   // Prompts never exceed the window minus the generation allowance.
   for (const auto& p : events(run_dir, "prompt")) {
-    if (p.contains("limit")) EXPECT_LE(p["total_tokens"].get<int64_t>(), p["limit"].get<int64_t>());
+    if (p.contains("limit")) {
+      EXPECT_LE(p["total_tokens"].get<int64_t>(), p["limit"].get<int64_t>());
+    }
   }
   // Every candidate and transcript is in the run directory.
   EXPECT_TRUE(fs::exists(run_dir / "candidates/e2e_scale/5.cpp"));
@@ -305,8 +308,11 @@ TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
   ASSERT_EQ(kope(run_args(project() / "seed", {k_scale.string()}, 5, {"--quiet"})).code, 0);
   std::map<std::string, std::vector<json>> prompts;
   for (std::string mode : {"none", "passive", "active"}) {
+    // Each mode starts from the same memory.
+    fs::path mem = project() / ("memory-" + mode + ".db");
+    fs::copy_file(memory_path(), mem);
     fs::path dir = project() / ("run-" + mode);
-    auto o = kope(run_args(dir, {k_scale.string()}, 2, {"--context", mode, "--no-reflect", "--quiet"}));
+    auto o = kope(run_args(dir, {k_scale.string()}, 2, {"--context", mode, "--no-reflect", "--quiet"}, mem));
     ASSERT_EQ(o.code, 0) << o.err;
     prompts[mode] = events(dir, "prompt");
     ASSERT_EQ(prompts[mode].size(), 2u);
@@ -319,12 +325,17 @@ TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
       } else {
         EXPECT_GT(warm, 0) << mode;
       }
-      if (mode == "active") EXPECT_LE(warm + cold, p["knowledge_budget"].get<int64_t>());
+      if (mode == "active") {
+        EXPECT_LE(warm + cold, p["knowledge_budget"].get<int64_t>());
+      }
     }
   }
-  // Same hot tier in every mode (compute-matched), and passive admits at least what active does.
+  // Same hot tier in every mode (compute-matched); passive fills the window with what retrieval
+  // found, active stays within B_k.
   EXPECT_EQ(prompts["none"][0]["tier_tokens"]["hot"], prompts["active"][0]["tier_tokens"]["hot"]);
-  EXPECT_GE(prompts["passive"][0]["admitted"].size(), prompts["active"][0]["admitted"].size());
+  EXPECT_EQ(prompts["passive"][0]["tier_tokens"]["hot"], prompts["active"][0]["tier_tokens"]["hot"]);
+  auto knowledge = [](const json& p) { return p["tier_tokens"]["warm"].get<int64_t>() + p["tier_tokens"]["cold"].get<int64_t>(); };
+  EXPECT_GE(knowledge(prompts["passive"][0]), knowledge(prompts["active"][0]));
   // What the model saw.
   std::map<std::string, int> sections;
   auto log = util::read_file(s_server.log());

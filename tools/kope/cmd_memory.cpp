@@ -136,15 +136,6 @@ std::string case_text(const mem::CaseRecord& c, bool code) {
   return out;
 }
 
-Result<int> write_out(const std::string& output, const std::string& text) {
-  if (output.empty() || output == "-") {
-    print(text);
-    return 0;
-  }
-  KOPE_TRY(util::write_file_atomic(output, text));
-  return 0;
-}
-
 template <class T>
 std::optional<T> parse_or(const std::string& s, std::optional<T> (*parse)(std::string_view)) {
   if (s.empty()) return std::nullopt;
@@ -430,13 +421,30 @@ void register_memory(CLI::App& app, Action& action) {
       action = [common, o]() -> Result<int> {
         KOPE_ASSIGN(auto store, open(*common));
         mem::ExportOptions eo{o->op, o->target, o->max_cases};
-        std::ostringstream buf;
-        if (o->format == "dot") {
-          KOPE_TRY(store->export_dot(buf, eo));
-        } else {
-          KOPE_TRY(store->export_json(buf, eo));
+        auto write = [&](std::ostream& out) -> Status {
+          return o->format == "dot" ? store->export_dot(out, eo) : store->export_json(out, eo);
+        };
+        if (o->output.empty() || o->output == "-") {
+          KOPE_TRY(write(std::cout));
+          return 0;
         }
-        return write_out(o->output, buf.str());
+        // Streamed to a temporary beside the target, renamed into place once complete.
+        std::filesystem::path target(o->output);
+        std::filesystem::path tmp = target;
+        tmp += ".partial";
+        {
+          std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+          if (!out) return fail(ErrorKind::io, "cannot write {}", tmp.string());
+          if (auto st = write(out); !st) {
+            std::error_code ec;
+            std::filesystem::remove(tmp, ec);
+            return std::unexpected(st.error());
+          }
+        }
+        std::error_code ec;
+        std::filesystem::rename(tmp, target, ec);
+        if (ec) return fail(ErrorKind::io, "cannot rename {} to {}: {}", tmp.string(), target.string(), ec.message());
+        return 0;
       };
     });
   }

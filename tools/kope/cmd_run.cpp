@@ -39,6 +39,7 @@ namespace fs = std::filesystem;
 
 std::atomic<bool> g_cancel{false};
 std::atomic<int> g_interrupts{0};
+llm::CancelToken* g_llm_cancel = nullptr;  // set before the handler is installed
 
 extern "C" void on_interrupt(int) {
   if (g_interrupts.fetch_add(1) >= 1) {
@@ -47,6 +48,7 @@ extern "C" void on_interrupt(int) {
     std::_Exit(130);
   }
   g_cancel.store(true);
+  if (g_llm_cancel) g_llm_cancel->cancel();  // calls in flight return `cancelled` at once
   const char msg[] = "\nkope: stopping after the current step of each operator (Ctrl-C again to exit now)\n";
   (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
 }
@@ -144,6 +146,8 @@ Result<agent::RunConfig> new_config(const RunOptions& o, const std::optional<llm
 }
 
 Result<int> run_command(const RunOptions& o, const std::vector<std::string>& given) {
+  static auto llm_cancel = std::make_shared<llm::CancelToken>();
+  g_llm_cancel = llm_cancel.get();
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   auto progress_style = o.quiet ? agent::ConsoleProgress::Style::quiet : agent::default_progress_style(STDERR_FILENO);
@@ -212,8 +216,13 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   KOPE_ASSIGN(auto evaluator, make_run_evaluator(cfg.backend, hw));
   KOPE_ASSIGN(auto store, memory::open_store(cfg.memory_path));
   std::unique_ptr<llm::LlmClient> client;
+  auto accounting = std::make_shared<llm::RunAccounting>();
   if (cfg.loop.policy == "llm") {
-    KOPE_ASSIGN(client, llm::make_client(*profile));
+    llm::ClientOptions co;
+    co.transcript = run->dir() / "llm-calls.jsonl";  // every request, retry and failure, keys redacted
+    co.accounting = accounting;
+    co.cancel = llm_cancel;
+    KOPE_ASSIGN(client, llm::make_client(*profile, co));
   }
   KOPE_ASSIGN(auto prompts, agent::PromptLibrary::load(agent::default_prompts_dir(), cfg.backend));
   agent::RunServices services;
@@ -250,6 +259,17 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   }
   KOPE_ASSIGN(agent::RunReport report, run->execute(services));
   progress.finish();
+  if (client) {
+    // Provider-side accounting (calls, retries, failures, cost), one segment per process.
+    fs::path usage = run->dir() / "llm-usage.json";
+    json doc = json::object({{"segments", json::array()}});
+    if (auto old = util::read_file(usage)) {
+      json prev = json::parse(*old, nullptr, false);
+      if (prev.is_object() && prev.contains("segments")) doc = prev;
+    }
+    doc["segments"].push_back(json::parse(accounting->to_json(), nullptr, false));
+    (void)util::write_file_atomic(usage, doc.dump(2) + "\n");
+  }
 
   if (o.json_out) {
     print(report.results.dump(2) + "\n");

@@ -24,7 +24,10 @@ int main(int argc, char** argv) {
   kope::cli::register_ops(app, action);
   kope::cli::register_hw(app, action);
   kope::cli::register_report(app, action);
+  kope::cli::register_llm(app, action);
   kope::cli::register_memory(app, action);
+  kope::cli::register_eval(app, action);
+  kope::cli::register_run(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

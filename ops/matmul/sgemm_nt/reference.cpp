@@ -1,0 +1,23 @@
+// Reference SGEMM with B transposed: C[i, j] = sum_k A[i, k] * B[j, k]. B is first transposed
+// into a K x N copy, then each row of C is accumulated in double, i-k-j order.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+extern "C" void kope_kernel(const float* A, const float* B, float* C, int64_t M, int64_t N,
+                            int64_t K) {
+  std::vector<float> bt(static_cast<std::size_t>(K * N));
+  for (int64_t j = 0; j < N; ++j) {
+    for (int64_t k = 0; k < K; ++k) bt[k * N + j] = B[j * K + k];
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < M; ++i) {
+    std::vector<double> acc(N, 0.0);
+    for (int64_t k = 0; k < K; ++k) {
+      const double a = A[i * K + k];
+      const float* b = bt.data() + k * N;
+      for (int64_t j = 0; j < N; ++j) acc[j] += a * b[j];
+    }
+    for (int64_t j = 0; j < N; ++j) C[i * N + j] = static_cast<float>(acc[j]);
+  }
+}

@@ -1,0 +1,216 @@
+#include "eval/arena.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace kope::eval {
+
+namespace {
+
+uint64_t round_up(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
+
+// The pattern word for position i (8-byte granularity) of a stream seeded by `seed`: a cheap
+// counter-based mix, so any range can be filled or checked without generating what precedes it.
+inline uint64_t pattern_word(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 31)) * 0x7fb5d329728ea185ULL;
+  z = (z ^ (z >> 27)) * 0x81dadef4bc2dd44dULL;
+  return z ^ (z >> 33);
+}
+
+Result<int> make_memfd(const char* name, uint64_t bytes) {
+  int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return fail(ErrorKind::io, "memfd_create: {}", std::strerror(errno));
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    ::close(fd);
+    return fail(ErrorKind::io, "cannot size a {}-byte memfd: {}", bytes, std::strerror(e));
+  }
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    int e = errno;
+    ::close(fd);
+    return fail(ErrorKind::io, "cannot seal a memfd: {}", std::strerror(e));
+  }
+  return fd;
+}
+
+Result<uint8_t*> map_rw(int fd, uint64_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return fail(ErrorKind::io, "cannot map a {}-byte memfd: {}", bytes, std::strerror(errno));
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+CaseLayout layout_case(const spec::OpSpec& op, const spec::Case& c, int in_slots, int out_slots, size_t page) {
+  CaseLayout l;
+  l.in_slots = in_slots;
+  l.out_slots = out_slots;
+  auto place = [&](uint64_t bytes, uint64_t* cursor) {
+    Placement p;
+    uint64_t rounded = round_up(bytes == 0 ? 1 : bytes, 64);
+    p.map_length = round_up(rounded, page);
+    p.data_offset = p.map_length - rounded;
+    p.data_bytes = bytes;
+    p.file_offset = *cursor;
+    *cursor += p.map_length;
+    return p;
+  };
+  for (int s = 0; s < in_slots; ++s) {
+    std::vector<Placement> v;
+    for (const auto& t : op.inputs) v.push_back(place(op.byte_size(t, c), &l.in_bytes));
+    l.inputs.push_back(std::move(v));
+  }
+  for (int s = 0; s < out_slots; ++s) {
+    std::vector<Placement> v;
+    for (const auto& t : op.outputs) v.push_back(place(op.byte_size(t, c), &l.out_bytes));
+    l.outputs.push_back(std::move(v));
+  }
+  return l;
+}
+
+void fill_pattern(void* dst, size_t bytes, uint64_t seed) {
+  auto* d = static_cast<uint8_t*>(dst);
+  size_t words = bytes / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w = pattern_word(seed, i);
+    std::memcpy(d + i * 8, &w, 8);
+  }
+  if (bytes % 8 != 0) {
+    uint64_t w = pattern_word(seed, words);
+    std::memcpy(d + words * 8, &w, bytes % 8);
+  }
+}
+
+bool matches_pattern(const void* src, size_t bytes, uint64_t seed) {
+  const auto* s = static_cast<const uint8_t*>(src);
+  size_t words = bytes / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w = pattern_word(seed, i);
+    if (std::memcmp(s + i * 8, &w, 8) != 0) return false;
+  }
+  if (bytes % 8 != 0) {
+    uint64_t w = pattern_word(seed, words);
+    if (std::memcmp(s + words * 8, &w, bytes % 8) != 0) return false;
+  }
+  return true;
+}
+
+bool matches_pattern_at(const void* src, size_t offset, size_t n, uint64_t seed) {
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (size_t i = offset; i < offset + n; ++i) {
+    uint64_t w = pattern_word(seed, i / 8);
+    uint8_t b;
+    std::memcpy(&b, reinterpret_cast<const uint8_t*>(&w) + (i % 8), 1);
+    if (s[i] != b) return false;
+  }
+  return true;
+}
+
+Result<Arena> Arena::create(uint64_t in_capacity, uint64_t out_capacity) {
+  auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  Arena a;
+  a.m_in_cap = round_up(in_capacity == 0 ? page : in_capacity, page);
+  a.m_out_cap = round_up(out_capacity == 0 ? page : out_capacity, page);
+  KOPE_ASSIGN(a.m_in_fd, make_memfd("kope-inputs", a.m_in_cap));
+  KOPE_ASSIGN(a.m_out_fd, make_memfd("kope-outputs", a.m_out_cap));
+  KOPE_ASSIGN(a.m_status_fd, make_memfd("kope-status", page));
+  // A second, read-only open file description of the inputs: a mapping made through it can
+  // never become writable (mprotect fails with EACCES).
+  std::string self = "/proc/self/fd/" + std::to_string(a.m_in_fd);
+  a.m_in_ro_fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+  if (a.m_in_ro_fd < 0) return fail(ErrorKind::io, "cannot reopen the input memfd read-only: {}", std::strerror(errno));
+  KOPE_ASSIGN(a.m_in, map_rw(a.m_in_fd, a.m_in_cap));
+  KOPE_ASSIGN(a.m_out, map_rw(a.m_out_fd, a.m_out_cap));
+  KOPE_ASSIGN(uint8_t* st, map_rw(a.m_status_fd, page));
+  a.m_status = new (st) proto::StatusPage();
+  return a;
+}
+
+Arena::Arena(Arena&& other) noexcept { *this = std::move(other); }
+
+Arena& Arena::operator=(Arena&& other) noexcept {
+  if (this != &other) {
+    close_all();
+    m_in_fd = other.m_in_fd;
+    m_in_ro_fd = other.m_in_ro_fd;
+    m_out_fd = other.m_out_fd;
+    m_status_fd = other.m_status_fd;
+    m_in = other.m_in;
+    m_out = other.m_out;
+    m_in_cap = other.m_in_cap;
+    m_out_cap = other.m_out_cap;
+    m_status = other.m_status;
+    other.m_in_fd = other.m_in_ro_fd = other.m_out_fd = other.m_status_fd = -1;
+    other.m_in = other.m_out = nullptr;
+    other.m_status = nullptr;
+  }
+  return *this;
+}
+
+Arena::~Arena() { close_all(); }
+
+void Arena::close_all() {
+  auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  if (m_in) ::munmap(m_in, m_in_cap);
+  if (m_out) ::munmap(m_out, m_out_cap);
+  if (m_status) ::munmap(m_status, page);
+  for (int fd : {m_in_fd, m_in_ro_fd, m_out_fd, m_status_fd}) {
+    if (fd >= 0) ::close(fd);
+  }
+  m_in = m_out = nullptr;
+  m_status = nullptr;
+  m_in_fd = m_in_ro_fd = m_out_fd = m_status_fd = -1;
+}
+
+void Arena::write_canary(bool output, const Placement& p, uint64_t seed) const {
+  uint8_t* base = (output ? m_out : m_in) + p.file_offset;
+  fill_pattern(base, p.data_offset, seed);
+  uint64_t tail = p.map_length - p.data_offset - p.data_bytes;
+  fill_pattern(base + p.data_offset + p.data_bytes, tail, seed ^ 0x5bd1e995ULL);
+}
+
+bool Arena::check_canary(bool output, const Placement& p, uint64_t seed, int64_t* offset) const {
+  const uint8_t* base = (output ? m_out : m_in) + p.file_offset;
+  uint64_t tail = p.map_length - p.data_offset - p.data_bytes;
+  // The tail (overflows) first: it is the likelier culprit and the smaller range.
+  if (!matches_pattern(base + p.data_offset + p.data_bytes, tail, seed ^ 0x5bd1e995ULL)) {
+    std::vector<uint8_t> want(tail);
+    fill_pattern(want.data(), tail, seed ^ 0x5bd1e995ULL);
+    for (uint64_t i = 0; i < tail; ++i) {
+      if (base[p.data_offset + p.data_bytes + i] != want[i]) {
+        if (offset) *offset = static_cast<int64_t>(p.data_bytes + i);
+        return false;
+      }
+    }
+  }
+  if (!matches_pattern(base, p.data_offset, seed)) {
+    std::vector<uint8_t> want(p.data_offset);
+    fill_pattern(want.data(), p.data_offset, seed);
+    for (uint64_t i = p.data_offset; i-- > 0;) {
+      if (base[i] != want[i]) {
+        if (offset) *offset = static_cast<int64_t>(i) - static_cast<int64_t>(p.data_offset);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void Arena::discard() {
+  for (auto [fd, cap] : {std::pair{m_in_fd, m_in_cap}, std::pair{m_out_fd, m_out_cap}}) {
+    if (fd >= 0) ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(cap));
+  }
+}
+
+void Arena::reset_status() const {
+  if (m_status) new (m_status) proto::StatusPage();
+}
+
+}  // namespace kope::eval

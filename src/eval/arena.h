@@ -1,0 +1,101 @@
+// eval/arena.h — the shared memory a runner's kernel reads and writes.
+//
+// An Arena is two memfds, one for inputs and one for outputs, plus a one-page status memfd.
+// The parent maps all of them read-write; the runner receives the inputs through a read-only
+// descriptor (so it can never map them writable) and the outputs read-write. The memfds are
+// sized once for the largest case and sealed against shrinking and growing, so a runner cannot
+// truncate them under the parent. Each tensor is placed so that its last byte ends at most 63
+// bytes before a page boundary (the runner puts a PROT_NONE guard page there and before the
+// first page); the slack bytes around the data are filled with a canary that the parent checks.
+// Not thread-safe: one Arena per session.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "eval/runner_protocol.h"
+#include "kope/error.h"
+#include "kope/spec.h"
+
+namespace kope::eval {
+
+// Where one tensor lives in its memfd. `map_length` is a page multiple; the data occupies
+// [data_offset, data_offset + data_bytes) of the mapping, 64-byte aligned.
+struct Placement {
+  uint64_t file_offset = 0;
+  uint64_t map_length = 0;
+  uint64_t data_offset = 0;
+  uint64_t data_bytes = 0;
+};
+
+// The tensors of one case: `in_slots` sets of inputs and `out_slots` sets of outputs.
+struct CaseLayout {
+  int in_slots = 0;
+  int out_slots = 0;
+  std::vector<std::vector<Placement>> inputs;   // [slot][input]
+  std::vector<std::vector<Placement>> outputs;  // [slot][output]
+  uint64_t in_bytes = 0;   // extent used in the input memfd
+  uint64_t out_bytes = 0;  // extent used in the output memfd
+};
+
+// Lays out a case's tensors. Deterministic; `page` is the page size.
+CaseLayout layout_case(const spec::OpSpec& op, const spec::Case& c, int in_slots, int out_slots, size_t page);
+
+// Fills `bytes` bytes with a pseudo-random pattern from `seed` (fast, for poisoning outputs).
+void fill_pattern(void* dst, size_t bytes, uint64_t seed);
+// True when `bytes` bytes equal fill_pattern(seed) of the same length.
+bool matches_pattern(const void* src, size_t bytes, uint64_t seed);
+// True when bytes [offset, offset + n) of a buffer filled by fill_pattern(seed) are unchanged;
+// `src` points at the buffer's first byte.
+bool matches_pattern_at(const void* src, size_t offset, size_t n, uint64_t seed);
+
+class Arena {
+ public:
+  // Creates the memfds with these capacities (rounded up to pages). Fails with io.
+  static Result<Arena> create(uint64_t in_capacity, uint64_t out_capacity);
+  Arena() = default;  // empty: no memfds
+  Arena(Arena&& other) noexcept;
+  Arena& operator=(Arena&& other) noexcept;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena();
+
+  uint8_t* in_base() const { return m_in; }
+  uint8_t* out_base() const { return m_out; }
+  uint64_t in_capacity() const { return m_in_cap; }
+  uint64_t out_capacity() const { return m_out_cap; }
+  int in_fd_readonly() const { return m_in_ro_fd; }
+  int out_fd() const { return m_out_fd; }
+  int status_fd() const { return m_status_fd; }
+  proto::StatusPage* status() const { return m_status; }
+
+  // Pointers to a placed tensor's data.
+  uint8_t* input(const Placement& p) const { return m_in + p.file_offset + p.data_offset; }
+  uint8_t* output(const Placement& p) const { return m_out + p.file_offset + p.data_offset; }
+
+  // Writes the canary (derived from `seed`) into the slack around a tensor's data.
+  void write_canary(bool output, const Placement& p, uint64_t seed) const;
+  // True when the slack still holds that canary; otherwise `offset` receives the first changed
+  // byte's position relative to the data's first byte (negative: before it).
+  bool check_canary(bool output, const Placement& p, uint64_t seed, int64_t* offset) const;
+
+  // Gives the pages of both memfds back to the system (contents become zero).
+  void discard();
+  // Clears the status page.
+  void reset_status() const;
+
+ private:
+  void close_all();
+  int m_in_fd = -1;
+  int m_in_ro_fd = -1;
+  int m_out_fd = -1;
+  int m_status_fd = -1;
+  uint8_t* m_in = nullptr;
+  uint8_t* m_out = nullptr;
+  uint64_t m_in_cap = 0;
+  uint64_t m_out_cap = 0;
+  proto::StatusPage* m_status = nullptr;
+};
+
+}  // namespace kope::eval

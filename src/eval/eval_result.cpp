@@ -1,0 +1,157 @@
+// Verdict names and the EvalResult JSON form (the `kope eval --json` object).
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "kope/eval.h"
+
+namespace kope::eval {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::pair<Verdict, std::string_view> k_names[] = {
+    {Verdict::correct, "correct"},           {Verdict::wrong_result, "wrong_result"},
+    {Verdict::compile_error, "compile_error"}, {Verdict::runtime_error, "runtime_error"},
+    {Verdict::timeout, "timeout"},           {Verdict::resource_limit, "resource_limit"},
+    {Verdict::rejected, "rejected"},
+};
+
+// JSON has no NaN or infinity: such values are written as null.
+json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json optional_number(const std::optional<double>& v) { return v ? number(*v) : json(nullptr); }
+
+double get_number(const json& j, const char* key, double fallback = 0) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->get<double>();
+}
+
+std::optional<double> get_optional(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return it->get<double>();
+}
+
+}  // namespace
+
+std::string_view verdict_name(Verdict v) {
+  for (const auto& [verdict, name] : k_names) {
+    if (verdict == v) return name;
+  }
+  return "rejected";
+}
+
+std::optional<Verdict> parse_verdict(std::string_view s) {
+  for (const auto& [verdict, name] : k_names) {
+    if (name == s) return verdict;
+  }
+  return std::nullopt;
+}
+
+std::string EvalResult::to_json() const {
+  json j;
+  j["verdict"] = std::string(verdict_name(verdict));
+  j["message"] = message;
+  j["diagnostics"] = diagnostics;
+  j["op"] = op;
+  j["target"] = target;
+  j["toolchain"] = toolchain;
+  j["code_hash"] = code_hash;
+  j["seed"] = seed;
+  json cs = json::array();
+  for (const auto& c : cases) {
+    cs.push_back({{"case", c.case_index},
+                  {"label", c.label},
+                  {"ok", c.ok},
+                  {"max_abs_err", number(c.max_abs_err)},
+                  {"first_mismatch", c.first_mismatch.empty() ? json(nullptr) : json(c.first_mismatch)}});
+  }
+  j["cases"] = cs;
+  json ts = json::array();
+  for (const auto& t : timing) {
+    json samples = json::array();
+    for (double s : t.samples_us) samples.push_back(number(s));
+    ts.push_back({{"case", t.case_index},
+                  {"label", t.label},
+                  {"median_us", number(t.median_us)},
+                  {"ci95_us", number(t.ci95_us)},
+                  {"samples", samples},
+                  {"calls_per_batch", t.calls_per_batch},
+                  {"reference_us", number(t.reference_us)},
+                  {"reference_ci95_us", number(t.reference_ci95_us)},
+                  {"library_us", optional_number(t.library_us)},
+                  {"library_ci95_us", optional_number(t.library_ci95_us)},
+                  {"roofline_us", number(t.roofline_us)},
+                  {"fraction_of_roofline", number(t.fraction_of_roofline)},
+                  {"floor_us", number(t.floor_us)},
+                  {"fresh_us", number(t.fresh_us)},
+                  {"contention", number(t.contention)}});
+  }
+  j["timing"] = ts;
+  j["speedup_vs_reference"] = optional_number(speedup_vs_reference);
+  j["speedup_vs_library"] = optional_number(speedup_vs_library);
+  j["fraction_of_roofline"] = optional_number(fraction_of_roofline);
+  j["compile_seconds"] = number(compile_seconds);
+  j["compile_cached"] = compile_cached;
+  j["wall_seconds"] = number(wall_seconds);
+  return j.dump(2);
+}
+
+Result<EvalResult> EvalResult::from_json(std::string_view text) {
+  try {
+    json j = json::parse(text);
+    EvalResult r;
+    auto v = parse_verdict(j.at("verdict").get<std::string>());
+    if (!v) return fail(ErrorKind::corrupt, "unknown verdict '{}'", j.at("verdict").get<std::string>());
+    r.verdict = *v;
+    r.message = j.value("message", "");
+    r.diagnostics = j.value("diagnostics", "");
+    r.op = j.value("op", "");
+    r.target = j.value("target", "");
+    r.toolchain = j.value("toolchain", "");
+    r.code_hash = j.value("code_hash", "");
+    r.seed = j.value("seed", uint64_t{0});
+    for (const auto& c : j.value("cases", json::array())) {
+      CaseCheck cc;
+      cc.case_index = c.at("case").get<int>();
+      cc.label = c.value("label", "");
+      cc.ok = c.at("ok").get<bool>();
+      cc.max_abs_err = get_number(c, "max_abs_err");
+      auto fm = c.find("first_mismatch");
+      if (fm != c.end() && fm->is_string()) cc.first_mismatch = fm->get<std::string>();
+      r.cases.push_back(std::move(cc));
+    }
+    for (const auto& t : j.value("timing", json::array())) {
+      CaseTiming ct;
+      ct.case_index = t.at("case").get<int>();
+      ct.label = t.value("label", "");
+      ct.median_us = get_number(t, "median_us");
+      ct.ci95_us = get_number(t, "ci95_us");
+      for (const auto& s : t.value("samples", json::array())) ct.samples_us.push_back(s.is_null() ? 0.0 : s.get<double>());
+      ct.calls_per_batch = t.value("calls_per_batch", int64_t{0});
+      ct.reference_us = get_number(t, "reference_us");
+      ct.reference_ci95_us = get_number(t, "reference_ci95_us");
+      ct.library_us = get_optional(t, "library_us");
+      ct.library_ci95_us = get_optional(t, "library_ci95_us");
+      ct.roofline_us = get_number(t, "roofline_us");
+      ct.fraction_of_roofline = get_number(t, "fraction_of_roofline");
+      ct.floor_us = get_number(t, "floor_us");
+      ct.fresh_us = get_number(t, "fresh_us");
+      ct.contention = get_number(t, "contention");
+      r.timing.push_back(std::move(ct));
+    }
+    r.speedup_vs_reference = get_optional(j, "speedup_vs_reference");
+    r.speedup_vs_library = get_optional(j, "speedup_vs_library");
+    r.fraction_of_roofline = get_optional(j, "fraction_of_roofline");
+    r.compile_seconds = get_number(j, "compile_seconds");
+    r.compile_cached = j.value("compile_cached", false);
+    r.wall_seconds = get_number(j, "wall_seconds");
+    return r;
+  } catch (const json::exception& e) {
+    return fail(ErrorKind::corrupt, "evaluation result JSON is unreadable: {}", e.what());
+  }
+}
+
+}  // namespace kope::eval

@@ -1,0 +1,698 @@
+// The sandboxed evaluator: build, verify on every case, time under the machine-wide lock.
+//
+// One evaluation runs two pipelines at once: the reference pipeline (its own thread: build the
+// trusted reference, start it in a runner, generate the evaluation's data sets case by case and
+// compute the expected outputs) and the candidate pipeline (sandboxed build and inspection, then
+// a runner that verifies each case as soon as its expected outputs exist). Timing starts only
+// after every case verified, holds the timing lock, and times the reference and library
+// baselines (or reads their cached times) through the same path as the candidate.
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cmath>
+#include <condition_variable>
+#include <ctime>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/backend.h"
+#include "eval/measure.h"
+#include "eval/stats.h"
+#include "util/file_lock.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/strings.h"
+
+namespace kope::eval {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Bumped when the timing procedure changes, so cached baseline times are measured again.
+constexpr const char* k_timing_recipe = "kope-timing-1";
+// A reference call slower than this gets one fresh data set instead of two (each costs a call).
+constexpr double k_expensive_reference_seconds = 0.5;
+
+// $KOPE_EVAL_TRACE=1 prints the evaluation's milestones with their times to stderr.
+class Trace {
+ public:
+  Trace() : m_on(util::get_env("KOPE_EVAL_TRACE").has_value()), m_t0(Clock::now()) {}
+  void operator()(std::string_view what) const {
+    if (m_on) std::fprintf(stderr, "[eval %8.3f s] %.*s\n", std::chrono::duration<double>(Clock::now() - m_t0).count(),
+                           static_cast<int>(what.size()), what.data());
+  }
+
+ private:
+  bool m_on;
+  Clock::time_point m_t0;
+};
+
+uint64_t random_u64() {
+  uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != sizeof v) v = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^ static_cast<uint64_t>(::getpid());
+  return v;
+}
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+uint64_t max_extent(const spec::OpSpec& op, bool inputs) {
+  uint64_t m = 0;
+  auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  for (const auto& c : op.cases) {
+    CaseLayout l = layout_case(op, c, k_rotating_sets, k_rotating_sets, page);
+    m = std::max(m, inputs ? l.in_bytes : l.out_bytes);
+  }
+  return m;
+}
+
+Status check_op_fits(const spec::OpSpec& op) {
+  if (op.cases.empty()) return fail(ErrorKind::config, "{}: the op has no cases", op.spec_path.string());
+  if (op.inputs.size() > proto::k_max_tensors || op.outputs.size() > proto::k_max_tensors) {
+    return fail(ErrorKind::config, "{}: more than {} inputs or outputs", op.spec_path.string(), proto::k_max_tensors);
+  }
+  if (op.dims.size() > proto::k_max_dims) return fail(ErrorKind::config, "{}: more than {} dims", op.spec_path.string(), proto::k_max_dims);
+  return {};
+}
+
+TimingPlan make_plan(const CpuEvaluatorOptions& o, const EvalOptions& e, bool candidate) {
+  TimingPlan p;
+  p.target_ci = e.target_ci;
+  p.max_seconds = e.max_seconds_per_case;
+  p.min_batch_seconds = o.min_batch_seconds;
+  p.target_batch_seconds = std::max(o.target_batch_seconds, o.min_batch_seconds);
+  p.min_samples = o.min_samples;
+  p.min_call_timeout = o.min_call_timeout;
+  p.fresh_check = candidate;
+  p.fresh_factor = o.fresh_factor;
+  p.fresh_slack_seconds = o.fresh_slack_seconds;
+  return p;
+}
+
+// --- reference pipeline ------------------------------------------------------------------------
+
+// Builds and runs the reference in its own thread, publishing each case's data as it is ready.
+class ReferencePipeline {
+ public:
+  ReferencePipeline(const Backend& backend, const spec::OpSpec& op, uint64_t seed, bool timed,
+                    const CpuEvaluatorOptions& options)
+      : m_backend(backend), m_op(op), m_seed(seed), m_timed(timed), m_options(options), m_data(op.cases.size()),
+        m_ready(op.cases.size(), false) {}
+
+  ~ReferencePipeline() { stop(); }
+
+  void start() {
+    m_thread = std::thread([this] { run(); });
+  }
+
+  // Stops early (between calls) and joins; the reference's runner goes with it.
+  void stop() {
+    {
+      std::lock_guard lock(m_mu);
+      m_cancel = true;
+      m_cv.notify_all();
+    }
+    if (m_thread.joinable()) m_thread.join();
+    m_session.reset();
+  }
+
+  // Waits for case i; an Error when the reference failed.
+  Result<CaseData*> wait(size_t i) {
+    std::unique_lock lock(m_mu);
+    m_cv.wait(lock, [&] { return m_ready[i] || m_error.has_value(); });
+    if (m_ready[i]) return &m_data[i];
+    return std::unexpected(*m_error);
+  }
+
+  // After every case: the reference's live session, for timing the reference. The pipeline's
+  // thread stays parked until stop(), because the runner dies with the thread that started it
+  // (PR_SET_PDEATHSIG is per thread).
+  Result<Session*> session() {
+    std::unique_lock lock(m_mu);
+    m_cv.wait(lock, [&] { return m_finished || m_error.has_value(); });
+    if (m_error) return std::unexpected(*m_error);
+    if (!m_session) return fail(ErrorKind::internal, "the reference session is gone");
+    return m_session.get();
+  }
+
+ private:
+  void publish_error(Error e) {
+    std::lock_guard lock(m_mu);
+    if (!m_error) m_error = std::move(e);
+    m_cv.notify_all();
+  }
+
+  void run() {
+    try {
+      produce();
+    } catch (const std::exception& e) {
+      publish_error(Error{ErrorKind::internal, fmt::format("the reference pipeline of {} failed: {}", m_op.name, e.what())});
+    }
+    std::unique_lock lock(m_mu);
+    m_finished = true;
+    m_cv.notify_all();
+    m_cv.wait(lock, [&] { return m_cancel.load(); });
+  }
+
+  void produce() {
+    auto so = m_backend.build_trusted(m_op, m_op.reference_path, false);
+    if (!so) return publish_error(std::move(so).error().with_context(fmt::format("building the reference of {}: ", m_op.name)));
+    uint64_t in = max_extent(m_op, true), out = max_extent(m_op, false);
+    auto s = Session::start(*so, m_backend.runner_options(proto::Mode::trusted, in + out), in, out);
+    if (!s) return publish_error(s.error());
+    m_session = std::move(*s);
+    if (m_session->failure()) {
+      return publish_error(Error{ErrorKind::config, fmt::format("the reference of {} cannot be started: {}", m_op.name, m_session->failure()->message)});
+    }
+    for (size_t i = 0; i < m_op.cases.size(); ++i) {
+      if (m_cancel) return publish_error(Error{ErrorKind::internal, "cancelled"});
+      const spec::Case& c = m_op.cases[i];
+      int sets = k_rotating_sets + (m_timed && c.timed ? 2 : 0);
+      CaseData d = generate_case_data(m_op, c, m_seed ^ (0x51ed27a1ULL * (static_cast<uint64_t>(i) + 1)), sets);
+      // The reference may take a while on big cases: generous but finite.
+      milliseconds timeout = std::max(milliseconds(600'000), m_options.min_call_timeout);
+      if (sets > k_rotating_sets + 1) {
+        // Compute the first set alone to learn the cost; drop one fresh set when it is expensive.
+        CaseData first;
+        first.case_index = d.case_index;
+        first.sets.push_back(std::move(d.sets[0]));
+        if (auto st = compute_expected(*m_session, m_op, c, first, timeout); !st) return publish_error(st.error());
+        d.sets[0] = std::move(first.sets[0]);
+        d.reference_call_seconds = first.reference_call_seconds;
+        if (first.reference_call_seconds > k_expensive_reference_seconds) d.sets.pop_back();
+        CaseData rest;
+        rest.case_index = d.case_index;
+        for (size_t k = 1; k < d.sets.size(); ++k) rest.sets.push_back(std::move(d.sets[k]));
+        if (auto st = compute_expected(*m_session, m_op, c, rest, timeout); !st) return publish_error(st.error());
+        for (size_t k = 1; k < d.sets.size(); ++k) d.sets[k] = std::move(rest.sets[k - 1]);
+        d.reference_call_seconds = std::max(d.reference_call_seconds, rest.reference_call_seconds);
+      } else if (auto st = compute_expected(*m_session, m_op, c, d, timeout); !st) {
+        return publish_error(st.error());
+      }
+      std::lock_guard lock(m_mu);
+      m_data[i] = std::move(d);
+      m_ready[i] = true;
+      m_cv.notify_all();
+    }
+  }
+
+  const Backend& m_backend;
+  const spec::OpSpec& m_op;
+  uint64_t m_seed;
+  bool m_timed;
+  CpuEvaluatorOptions m_options;
+  std::vector<CaseData> m_data;
+  std::vector<bool> m_ready;
+  std::optional<Error> m_error;
+  std::unique_ptr<Session> m_session;
+  std::mutex m_mu;
+  std::condition_variable m_cv;
+  std::atomic<bool> m_cancel{false};
+  bool m_finished = false;
+  std::thread m_thread;
+};
+
+// --- baselines ---------------------------------------------------------------------------------
+
+struct BaselineResult {
+  std::optional<BaselineTiming> timing;
+  std::string problem;  // why there is none
+};
+
+fs::path baseline_path(const Backend& b, const spec::OpSpec& op, const spec::Case& c, bool library) {
+  std::string lib_hash;
+  if (library && op.library_path) {
+    if (auto t = util::read_file(*op.library_path)) lib_hash = util::sha256_hex(*t);
+  }
+  std::vector<std::string> dims;
+  for (int64_t d : c.dims) dims.push_back(std::to_string(d));
+  std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", k_timing_recipe, library ? "library" : "reference",
+                                                 op.spec_hash, lib_hash, util::join(dims, ","), b.threads(), b.target().str(),
+                                                 b.toolchain_id()));
+  return util::cache_dir() / "eval" / "baselines" / (key.substr(0, 40) + ".json");
+}
+
+std::optional<BaselineResult> read_baseline(const fs::path& p) {
+  auto text = util::read_file(p);
+  if (!text) return std::nullopt;
+  try {
+    json j = json::parse(*text);
+    BaselineResult r;
+    if (j.contains("problem")) {
+      r.problem = j.at("problem").get<std::string>();
+      return r;
+    }
+    BaselineTiming t;
+    t.median_us = j.at("median_us").get<double>();
+    t.ci95_us = j.at("ci95_us").get<double>();
+    t.samples_us = j.at("samples_us").get<std::vector<double>>();
+    t.calls_per_batch = j.at("calls_per_batch").get<int64_t>();
+    t.measured_at = j.value("measured_at", "");
+    t.cached = true;
+    if (!(t.median_us > 0)) return std::nullopt;
+    r.timing = t;
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;  // a damaged entry is measured again
+  }
+}
+
+void write_baseline(const fs::path& p, const spec::OpSpec& op, const spec::Case& c, bool library, const BaselineResult& r) {
+  json j;
+  j["op"] = op.name;
+  j["case"] = op.case_label(c);
+  j["kind"] = library ? "library" : "reference";
+  if (r.timing) {
+    j["median_us"] = r.timing->median_us;
+    j["ci95_us"] = r.timing->ci95_us;
+    j["samples_us"] = r.timing->samples_us;
+    j["calls_per_batch"] = r.timing->calls_per_batch;
+    j["measured_at"] = r.timing->measured_at;
+  } else {
+    j["problem"] = r.problem;
+  }
+  if (util::make_dirs(p.parent_path())) (void)util::write_file_atomic(p, j.dump(2));
+}
+
+BaselineTiming to_baseline(const TimingOutcome& t) {
+  BaselineTiming bt;
+  bt.median_us = t.median_s * 1e6;
+  bt.ci95_us = t.ci95_s * 1e6;
+  for (double x : t.samples_s) bt.samples_us.push_back(x * 1e6);
+  bt.calls_per_batch = t.calls_per_batch;
+  bt.measured_at = now_iso();
+  return bt;
+}
+
+struct GroupResult {
+  std::optional<TimingOutcome> candidate;
+  BaselineResult reference;
+  std::optional<BaselineResult> library;  // set when the op has a library baseline
+};
+
+// Times one case: the candidate (when given) and whichever baselines are not cached, batch by
+// batch in alternation, so that their ratio is measured under the same machine conditions.
+// Baselines measured here are written to the cache. The caller holds the timing lock.
+Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
+                                    Session* candidate, Session* reference, std::unique_ptr<Session>* library_session,
+                                    const CpuEvaluatorOptions& options, const EvalOptions& eo, uint64_t seed) {
+  GroupResult g;
+  std::mt19937_64 rng(seed);
+  fs::path ref_path = baseline_path(b, op, c, false);
+  fs::path lib_path = op.library_path ? baseline_path(b, op, c, true) : fs::path();
+  std::optional<BaselineResult> ref_cached, lib_cached;
+  if (!options.refresh_baselines) {
+    ref_cached = read_baseline(ref_path);
+    if (ref_cached && !ref_cached->timing) ref_cached.reset();
+    if (op.library_path) lib_cached = read_baseline(lib_path);
+  }
+  TimingPlan cand_plan = make_plan(options, eo, true);
+  TimingPlan base_plan = make_plan(options, eo, false);
+  std::vector<CaseTimer*> group;
+  std::optional<CaseTimer> cand_t, ref_t, lib_t;
+  if (candidate != nullptr) {
+    cand_t.emplace(*candidate, op, c, data, cand_plan, rng());
+    KOPE_ASSIGN(bool ok, cand_t->prepare());
+    if (!ok) {
+      g.candidate = cand_t->outcome();
+      return g;
+    }
+    group.push_back(&*cand_t);
+  }
+  auto reference_broke = [&](const TimingOutcome& t) {
+    return fail(ErrorKind::config, "the reference of {} failed while being timed on {}: {}", op.name, op.case_label(c),
+                t.violation ? t.violation->message : std::string("?"));
+  };
+  if (ref_cached) {
+    g.reference = *ref_cached;
+  } else {
+    if (reference == nullptr || data.sets.size() < static_cast<size_t>(k_rotating_sets)) {
+      return fail(ErrorKind::internal, "no reference session to time {} on {}", op.name, op.case_label(c));
+    }
+    ref_t.emplace(*reference, op, c, data, base_plan, rng());
+    KOPE_ASSIGN(bool ok, ref_t->prepare());
+    if (!ok) return reference_broke(ref_t->outcome());
+    group.push_back(&*ref_t);
+  }
+  if (op.library_path) {
+    if (lib_cached) {
+      g.library = *lib_cached;
+    } else {
+      g.library = BaselineResult{};
+      if (!*library_session) {
+        auto so = b.build_trusted(op, *op.library_path, true);
+        if (so) {
+          uint64_t in = max_extent(op, true), out = max_extent(op, false);
+          KOPE_ASSIGN(*library_session, Session::start(*so, b.runner_options(proto::Mode::trusted, in + out), in, out));
+        } else {
+          // Not cached: a missing library may be installed later.
+          g.library->problem = fmt::format("the library baseline does not build: {}", util::truncate_text(so.error().message, 600, 8));
+        }
+      }
+      if (*library_session && (*library_session)->failure()) {
+        g.library->problem = "the library baseline cannot be loaded: " + (*library_session)->failure()->message;
+      } else if (*library_session) {
+        lib_t.emplace(**library_session, op, c, data, base_plan, rng());
+        KOPE_ASSIGN(bool ok, lib_t->prepare());
+        if (ok) {
+          group.push_back(&*lib_t);
+        } else {
+          g.library->problem = "the library baseline failed: " + lib_t->outcome().violation->message;
+          write_baseline(lib_path, op, c, true, *g.library);
+          lib_t.reset();
+        }
+      }
+    }
+  }
+  if (!group.empty()) KOPE_TRY(time_group(group, cand_plan));
+  if (cand_t) {
+    g.candidate = cand_t->outcome();
+    if (!g.candidate->violation && cand_plan.fresh_check) {
+      KOPE_TRY(cand_t->fresh_check());
+      g.candidate = cand_t->outcome();
+    }
+    // A failed candidate ends the evaluation: no partial baseline is kept.
+    if (g.candidate->violation) return g;
+  }
+  if (ref_t) {
+    // A candidate failure can end the group early; the reference's samples are then too few.
+    TimingOutcome t = ref_t->outcome();
+    if (t.violation) return reference_broke(t);
+    if (t.samples_s.size() < 3) {
+      KOPE_TRY(time_group({&*ref_t}, base_plan));
+      t = ref_t->outcome();
+      if (t.violation) return reference_broke(t);
+    }
+    g.reference.timing = to_baseline(t);
+    write_baseline(ref_path, op, c, false, g.reference);
+  }
+  if (lib_t) {
+    TimingOutcome t = lib_t->outcome();
+    if (!t.violation && t.samples_s.size() < 3) {
+      KOPE_TRY(time_group({&*lib_t}, base_plan));
+      t = lib_t->outcome();
+    }
+    if (t.violation) {
+      g.library->problem = "the library baseline failed: " + t.violation->message;
+    } else {
+      g.library->timing = to_baseline(t);
+    }
+    write_baseline(lib_path, op, c, true, *g.library);
+  }
+  return g;
+}
+
+// --- the evaluator -----------------------------------------------------------------------------
+
+class SandboxedEvaluator final : public Evaluator {
+ public:
+  SandboxedEvaluator(std::unique_ptr<Backend> backend, HardwareProfile hw, CpuEvaluatorOptions options)
+      : m_backend(std::move(backend)), m_hw(std::move(hw)), m_options(options) {}
+
+  Target target() const override { return m_backend->target(); }
+  std::string toolchain_id() const override { return m_backend->toolchain_id(); }
+  std::string backend() const override { return m_backend->name(); }
+
+  Result<EvalResult> evaluate(const spec::OpSpec& op, std::string_view source, const EvalOptions& options) override;
+
+ private:
+  milliseconds call_timeout(double reference_seconds) const {
+    auto scaled = milliseconds(static_cast<int64_t>(reference_seconds * m_options.call_timeout_factor * 1000));
+    return std::max(m_options.min_call_timeout, scaled);
+  }
+
+  std::unique_ptr<Backend> m_backend;
+  HardwareProfile m_hw;
+  CpuEvaluatorOptions m_options;
+};
+
+void mark_unchecked(EvalResult& r, const spec::OpSpec& op, size_t from, std::string_view why) {
+  for (size_t i = from; i < op.cases.size(); ++i) {
+    CaseCheck c;
+    c.case_index = static_cast<int>(i);
+    c.label = op.case_label(op.cases[i]);
+    c.ok = false;
+    c.first_mismatch = std::string(why);
+    if (i < r.cases.size()) {
+      r.cases[i] = c;
+    } else {
+      r.cases.push_back(c);
+    }
+  }
+}
+
+Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::string_view source, const EvalOptions& options) {
+  auto t0 = Clock::now();
+  EvalResult res;
+  res.op = op.name;
+  res.target = m_backend->target().str();
+  res.toolchain = m_backend->toolchain_id();
+  res.code_hash = util::sha256_hex(source);
+  res.seed = options.seed.value_or(random_u64());
+  KOPE_TRY(check_op_fits(op));
+  auto finish = [&](EvalResult& r) {
+    r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return r;
+  };
+  std::mt19937_64 rng(res.seed ^ 0x6b6f7065ULL);
+
+  Trace trace;
+  ReferencePipeline ref(*m_backend, op, res.seed, options.time, m_options);
+  ref.start();
+
+  KOPE_ASSIGN(BuildOutcome build, m_backend->build_candidate(op, source, options.extra_flags));
+  trace(fmt::format("built ({}{})", build.message, build.cached ? ", cached" : ""));
+  res.compile_seconds = build.seconds;
+  res.compile_cached = build.cached;
+  if (build.status != BuildOutcome::Status::ok) {
+    ref.stop();
+    res.verdict = build.status == BuildOutcome::Status::rejected ? Verdict::rejected : Verdict::compile_error;
+    res.message = build.message;
+    res.diagnostics = build.diagnostics;
+    mark_unchecked(res, op, 0, build.status == BuildOutcome::Status::rejected ? "not run: the kernel was rejected" : "not run: the kernel did not compile");
+    return finish(res);
+  }
+  std::string notes = build.diagnostics;
+
+  uint64_t in = max_extent(op, true), out = max_extent(op, false);
+  KOPE_ASSIGN(auto session, Session::start(build.shared_object, m_backend->runner_options(proto::Mode::candidate, in + out), in, out));
+  auto fail_verdict = [&](Verdict v, std::string message, size_t unchecked_from, std::string_view why) {
+    ref.stop();
+    res.verdict = v;
+    res.message = std::move(message);
+    std::string tail = session->output_tail();
+    res.diagnostics = notes.empty() ? tail : notes + (tail.empty() ? "" : "\n" + tail);
+    mark_unchecked(res, op, unchecked_from, why);
+    session.reset();
+    return finish(res);
+  };
+  trace("candidate runner started");
+  if (session->failure()) {
+    return fail_verdict(session->failure()->verdict, "cannot be loaded: " + session->failure()->message, 0, "not run: the kernel could not be loaded");
+  }
+
+  // Verification: every case, in order, as soon as its expected outputs exist.
+  std::optional<size_t> first_wrong;
+  size_t wrong = 0;
+  res.cases.clear();
+  for (size_t i = 0; i < op.cases.size(); ++i) {
+    const spec::Case& c = op.cases[i];
+    KOPE_ASSIGN(CaseData * data, ref.wait(i));
+    trace(fmt::format("case {}: reference outputs ready", i));
+    KOPE_ASSIGN(VerifyOutcome v, verify_case(*session, op, c, *data, call_timeout(data->reference_call_seconds), rng()));
+    trace(fmt::format("case {}: verified", i));
+    if (v.violation) {
+      res.cases.push_back(v.check);
+      res.cases.back().ok = false;
+      res.cases.back().first_mismatch = v.violation->message;
+      return fail_verdict(v.violation->verdict, fmt::format("case {} ({}): {}", i, op.case_label(c), v.violation->message), i + 1,
+                          "not checked: the kernel failed on an earlier case");
+    }
+    if (!v.check.ok) {
+      ++wrong;
+      if (!first_wrong) first_wrong = i;
+    }
+    res.cases.push_back(v.check);
+  }
+  if (first_wrong) {
+    const CaseCheck& w = res.cases[*first_wrong];
+    return fail_verdict(Verdict::wrong_result,
+                        fmt::format("case {} ({}): {}{}", *first_wrong, w.label, w.first_mismatch,
+                                    wrong > 1 ? fmt::format("; {} of {} cases wrong", wrong, op.cases.size()) : std::string()),
+                        op.cases.size(), "");
+  }
+
+  res.verdict = Verdict::correct;
+  auto timed = op.timed_cases();
+  if (!options.time || timed.empty()) {
+    session->close();
+    ref.stop();
+    res.message = fmt::format("matches the reference on all {} cases{}", op.cases.size(), options.time ? " (the op has no timed cases)" : " (not timed)");
+    res.diagnostics = notes;
+    return finish(res);
+  }
+
+  // Timing: exclusive on this machine.
+  KOPE_ASSIGN(Session * ref_session, ref.session());
+  KOPE_ASSIGN(util::FileLock lock, util::FileLock::acquire(util::timing_lock_path()));
+  trace("timing lock held");
+  std::unique_ptr<Session> library_session;
+  std::vector<double> vs_ref, vs_lib, fractions;
+  for (const spec::Case* c : timed) {
+    KOPE_ASSIGN(CaseData * data, ref.wait(static_cast<size_t>(c->index)));
+    KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
+                                               options, rng()));
+    const TimingOutcome& t = *g.candidate;
+    trace(fmt::format("case {}: timed", c->index));
+    if (t.violation) {
+      lock.release();
+      res.timing.clear();
+      return fail_verdict(t.violation->verdict, fmt::format("case {} ({}): {}", c->index, op.case_label(*c), t.violation->message),
+                          op.cases.size(), "");
+    }
+    const BaselineResult& rb = g.reference;
+    const std::optional<BaselineResult>& lb = g.library;
+    CaseTiming ct;
+    ct.case_index = c->index;
+    ct.label = op.case_label(*c);
+    ct.median_us = t.median_s * 1e6;
+    ct.ci95_us = t.ci95_s * 1e6;
+    for (double s : t.samples_s) ct.samples_us.push_back(s * 1e6);
+    ct.calls_per_batch = t.calls_per_batch;
+    ct.reference_us = rb.timing->median_us;
+    ct.reference_ci95_us = rb.timing->ci95_us;
+    if (lb && lb->timing) {
+      ct.library_us = lb->timing->median_us;
+      ct.library_ci95_us = lb->timing->ci95_us;
+    } else if (lb && !lb->problem.empty()) {
+      notes += (notes.empty() ? "" : "\n") + fmt::format("case {}: {}", c->index, lb->problem);
+    }
+    double flops = op.flops_for(*c), bytes = op.bytes_for(*c);
+    ct.roofline_us = m_hw.roofline_seconds(flops, bytes) * 1e6;
+    ct.floor_us = m_hw.floor_seconds(flops, bytes, op.case_buffer_bytes(*c)) * 1e6;
+    // A trusted baseline that beats the floor means the profile underestimates this machine
+    // (e.g. it was measured under load): the floor then drops to that baseline's time.
+    for (double trusted : {ct.reference_us, ct.library_us.value_or(0.0)}) {
+      if (trusted > 0 && trusted < ct.floor_us) {
+        notes += (notes.empty() ? "" : "\n") +
+                 fmt::format("case {}: a baseline ran in {:.3g} µs, below the hardware profile's floor of {:.3g} µs; the profile looks "
+                             "pessimistic (re-measure with `kope hw --refresh` on an idle machine)",
+                             c->index, trusted, ct.floor_us);
+        ct.floor_us = trusted;
+      }
+    }
+    ct.fresh_us = t.fresh_s * 1e6;
+    ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
+    if (ct.contention > 0.1) {
+      notes += (notes.empty() ? "" : "\n") +
+               fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "
+                           "undisturbed)",
+                           c->index, 100 * ct.contention, std::count_if(t.contention.begin(), t.contention.end(), [](double x) { return x < k_clean_contention; }),
+                           t.contention.size());
+    }
+    ct.fraction_of_roofline = ct.median_us > 0 ? ct.roofline_us / ct.median_us : 0;
+    if (ct.floor_us > 0 && ct.median_us < m_options.floor_margin * ct.floor_us) {
+      lock.release();
+      return fail_verdict(Verdict::rejected,
+                          fmt::format("case {} ({}): {:.3g} µs per call is below the hardware floor of {:.3g} µs for {:.3g} flop and "
+                                      "{} (x{} margin): not physically possible here, so the work is not being done",
+                                      c->index, ct.label, ct.median_us, ct.floor_us, flops, util::human_bytes(bytes), m_options.floor_margin),
+                          op.cases.size(), "");
+    }
+    vs_ref.push_back(ct.reference_us / ct.median_us);
+    if (ct.library_us) vs_lib.push_back(*ct.library_us / ct.median_us);
+    if (ct.fraction_of_roofline > 0) fractions.push_back(ct.fraction_of_roofline);
+    res.timing.push_back(std::move(ct));
+  }
+  lock.release();
+  session->close();
+  ref.stop();
+  res.speedup_vs_reference = geomean(vs_ref);
+  if (!vs_lib.empty()) res.speedup_vs_library = geomean(vs_lib);
+  if (!fractions.empty()) res.fraction_of_roofline = geomean(fractions);
+  res.message = fmt::format("matches the reference on all {} cases; {:.3g}x the reference's speed{} (geomean over {} timed case{})",
+                            op.cases.size(), *res.speedup_vs_reference,
+                            res.speedup_vs_library ? fmt::format(", {:.3g}x the library's", *res.speedup_vs_library) : std::string(),
+                            res.timing.size(), res.timing.size() == 1 ? "" : "s");
+  res.diagnostics = notes;
+  return finish(res);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw, const CpuEvaluatorOptions& options) {
+  KOPE_ASSIGN(auto backend, make_cpu_backend(hw, options));
+  return std::unique_ptr<Evaluator>(new SandboxedEvaluator(std::move(backend), hw, options));
+}
+
+Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& hw, const spec::OpSpec& op,
+                                                         const CpuEvaluatorOptions& options, const EvalOptions& timing,
+                                                         const std::function<void(std::string_view)>& progress) {
+  KOPE_TRY(check_op_fits(op));
+  KOPE_ASSIGN(auto backend, make_cpu_backend(hw, options));
+  std::vector<CaseBaselines> out;
+  auto timed = op.timed_cases();
+  if (timed.empty()) return out;
+  // Everything cached: no runner at all.
+  bool all_cached = !options.refresh_baselines;
+  for (const spec::Case* c : timed) {
+    all_cached = all_cached && read_baseline(baseline_path(*backend, op, *c, false)).has_value();
+    if (op.library_path) all_cached = all_cached && read_baseline(baseline_path(*backend, op, *c, true)).has_value();
+  }
+  std::unique_ptr<Session> ref_session;
+  std::unique_ptr<Session> library_session;
+  uint64_t seed = timing.seed.value_or(random_u64());
+  for (const spec::Case* c : timed) {
+    CaseBaselines cb;
+    cb.case_index = c->index;
+    cb.label = op.case_label(*c);
+    cb.flops = op.flops_for(*c);
+    cb.bytes = op.bytes_for(*c);
+    cb.roofline_us = hw.roofline_seconds(cb.flops, cb.bytes) * 1e6;
+    CaseData data;
+    if (!all_cached) {
+      if (!ref_session) {
+        KOPE_ASSIGN(fs::path so, backend->build_trusted(op, op.reference_path, false));
+        uint64_t in = max_extent(op, true), out_b = max_extent(op, false);
+        KOPE_ASSIGN(ref_session, Session::start(so, backend->runner_options(proto::Mode::trusted, in + out_b), in, out_b));
+        if (ref_session->failure()) return fail(ErrorKind::config, "the reference of {} cannot be started: {}", op.name, ref_session->failure()->message);
+      }
+      if (progress) progress(fmt::format("{} {}: computing reference outputs", op.name, cb.label));
+      data = generate_case_data(op, *c, seed ^ static_cast<uint64_t>(c->index), k_rotating_sets);
+      KOPE_TRY(compute_expected(*ref_session, op, *c, data, std::max(milliseconds(600'000), options.min_call_timeout)));
+    }
+    auto lock = util::FileLock::acquire(util::timing_lock_path());
+    if (!lock) return std::unexpected(lock.error());
+    if (progress && !all_cached) {
+      progress(fmt::format("{} {}: timing the reference{}", op.name, cb.label, op.library_path ? " and the library baseline" : ""));
+    }
+    KOPE_ASSIGN(GroupResult g, time_case_group(*backend, op, *c, data, nullptr, ref_session.get(), &library_session, options, timing, random_u64()));
+    if (!g.reference.timing) return fail(ErrorKind::config, "the reference of {} has no time for {}: {}", op.name, cb.label, g.reference.problem);
+    cb.reference = *g.reference.timing;
+    if (g.library) {
+      cb.library = g.library->timing;
+      cb.library_problem = g.library->problem;
+    }
+    out.push_back(std::move(cb));
+  }
+  if (ref_session) ref_session->close();
+  if (library_session) library_session->close();
+  return out;
+}
+
+}  // namespace kope::eval

@@ -1,0 +1,506 @@
+#include "eval/measure.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <random>
+
+#include "eval/compare.h"
+#include "eval/stats.h"
+#include "spec/generate.h"
+#include "util/strings.h"
+
+namespace kope::eval {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a + 0x9e3779b97f4a7c15ULL * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+size_t page_size() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
+
+std::string fmt_seconds(double s) {
+  if (s < 1e-3) return fmt::format("{:.3g} µs", s * 1e6);
+  if (s < 1) return fmt::format("{:.3g} ms", s * 1e3);
+  return fmt::format("{:.3g} s", s);
+}
+
+Violation from_failure(const Session& s) {
+  if (s.failure()) return Violation{s.failure()->verdict, s.failure()->message};
+  return Violation{Verdict::runtime_error, "the runner failed"};
+}
+
+void load_inputs(Arena& a, const CaseLayout& l, int slot, const DataSet& set, uint64_t canary) {
+  for (size_t t = 0; t < set.inputs.size(); ++t) {
+    const Placement& p = l.inputs[static_cast<size_t>(slot)][t];
+    if (p.data_bytes > 0) std::memcpy(a.input(p), set.inputs[t].data(), p.data_bytes);
+    a.write_canary(false, p, mix(canary, t));
+  }
+}
+
+// Fills every output of `slot` with a fresh pattern; returns the seed it used.
+uint64_t poison_outputs(Arena& a, const CaseLayout& l, int slot, uint64_t seed) {
+  const auto& outs = l.outputs[static_cast<size_t>(slot)];
+  for (size_t t = 0; t < outs.size(); ++t) {
+    fill_pattern(a.output(outs[t]), outs[t].data_bytes, mix(seed, t));
+    a.write_canary(true, outs[t], mix(seed, t + 1000));
+  }
+  return seed;
+}
+
+// Checks that the kernel left the inputs and every guard canary alone.
+std::optional<Violation> check_integrity(const Arena& a, const spec::OpSpec& op, const CaseLayout& l,
+                                         const std::vector<const DataSet*>& slot_data, uint64_t in_canary,
+                                         const std::vector<uint64_t>& out_seeds) {
+  for (int s = 0; s < l.in_slots; ++s) {
+    for (size_t t = 0; t < op.inputs.size(); ++t) {
+      const Placement& p = l.inputs[static_cast<size_t>(s)][t];
+      const DataSet* d = slot_data[static_cast<size_t>(s)];
+      if (d != nullptr && p.data_bytes > 0 && std::memcmp(a.input(p), d->inputs[t].data(), p.data_bytes) != 0) {
+        return Violation{Verdict::rejected, fmt::format("modified input {} (inputs are read-only)", op.inputs[t].name)};
+      }
+      int64_t off = 0;
+      if (!a.check_canary(false, p, mix(in_canary, t), &off)) {
+        return Violation{Verdict::rejected, fmt::format("wrote beside input {} (byte {})", op.inputs[t].name, off)};
+      }
+    }
+  }
+  for (int s = 0; s < l.out_slots; ++s) {
+    for (size_t t = 0; t < op.outputs.size(); ++t) {
+      const Placement& p = l.outputs[static_cast<size_t>(s)][t];
+      int64_t off = 0;
+      if (!a.check_canary(true, p, mix(out_seeds[static_cast<size_t>(s)], t + 1000), &off)) {
+        return Violation{Verdict::runtime_error,
+                         off < 0 ? fmt::format("wrote before the start of output {} (byte {})", op.outputs[t].name, off)
+                                 : fmt::format("wrote past the end of output {} (byte {} of a {}-byte buffer)", op.outputs[t].name, off, p.data_bytes)};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+struct OutputCheck {
+  bool ok = true;
+  double max_abs_err = 0;
+  std::string first_mismatch;
+};
+
+OutputCheck compare_outputs(const Arena& a, const spec::OpSpec& op, const spec::Case& c, const CaseLayout& l, int slot,
+                            const DataSet& expected, uint64_t poison_seed) {
+  OutputCheck oc;
+  for (size_t o = 0; o < op.outputs.size(); ++o) {
+    const Placement& p = l.outputs[static_cast<size_t>(slot)][o];
+    const auto& out = op.outputs[o];
+    size_t count = op.element_count(out, c);
+    CompareResult r = compare_tensor(out.dtype, a.output(p), expected.expected[o].data(), count, op.tolerance);
+    if (std::isfinite(r.max_abs_err)) oc.max_abs_err = std::max(oc.max_abs_err, r.max_abs_err);
+    if (!r.ok && oc.ok) {
+      oc.ok = false;
+      oc.first_mismatch = describe_mismatch(op, c, o, r);
+      size_t esize = spec::dtype_size(out.dtype);
+      if (r.first && matches_pattern_at(a.output(p), r.first->index * esize, esize, mix(poison_seed, o))) {
+        oc.first_mismatch += " (never written: it still holds the poison pattern)";
+      }
+    }
+  }
+  return oc;
+}
+
+}  // namespace
+
+AlignedBytes::AlignedBytes(size_t bytes) : m_size(bytes) {
+  size_t alloc = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  m_ptr.reset(static_cast<uint8_t*>(std::aligned_alloc(64, alloc)));
+  if (!m_ptr) throw std::bad_alloc();
+}
+
+const std::vector<std::pair<int, int>>& call_cycle() {
+  static const std::vector<std::pair<int, int>> k = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+  return k;
+}
+
+CaseData generate_case_data(const spec::OpSpec& op, const spec::Case& c, uint64_t evaluation_seed, int set_count) {
+  CaseData d;
+  d.case_index = c.index;
+  for (int s = 0; s < set_count; ++s) {
+    DataSet set;
+    set.seed = mix(evaluation_seed, static_cast<uint64_t>(s));
+    std::vector<void*> ptrs;
+    for (const auto& t : op.inputs) {
+      set.inputs.emplace_back(op.byte_size(t, c));
+      ptrs.push_back(set.inputs.back().data());
+    }
+    spec::generate_inputs(op, c, set.seed, ptrs.data());
+    for (const auto& t : op.outputs) set.expected.emplace_back(op.byte_size(t, c));
+    d.sets.push_back(std::move(set));
+  }
+  return d;
+}
+
+std::string describe_mismatch(const spec::OpSpec& op, const spec::Case& c, size_t o, const CompareResult& r) {
+  const auto& out = op.outputs[o];
+  if (!r.first) return fmt::format("{}: mismatch", out.name);
+  std::string s = fmt::format("{}{}: got {}, expected {}", out.name, format_index(r.first->index, op.shape_of(out, c)),
+                              r.first->got_text, r.first->expected_text);
+  if (r.mismatches > 1) s += fmt::format(" ({} of {} elements differ)", r.mismatches, op.element_count(out, c));
+  return s;
+}
+
+Status compute_expected(Session& ref, const spec::OpSpec& op, const spec::Case& c, CaseData& data, milliseconds timeout) {
+  CaseLayout l = layout_case(op, c, 1, 1, page_size());
+  auto broken = [&](std::string_view what) {
+    std::string msg = ref.failure() ? ref.failure()->message : std::string(what);
+    return fail(ErrorKind::config, "the reference of {} failed on case {} ({}): {}{}", op.name, c.index, op.case_label(c), msg,
+                ref.output_tail().empty() ? "" : "\n" + ref.output_tail());
+  };
+  KOPE_ASSIGN(bool mapped, ref.map(op, l, c.dims));
+  if (!mapped) return broken("cannot map buffers");
+  for (size_t s = 0; s < data.sets.size(); ++s) {
+    load_inputs(ref.arena(), l, 0, data.sets[s], 0x1234);
+    poison_outputs(ref.arena(), l, 0, mix(data.sets[s].seed, 77));
+    double secs = 0;
+    KOPE_ASSIGN(bool ok, ref.call(0, 0, timeout, &secs));
+    if (!ok) return broken("call failed");
+    data.reference_call_seconds = std::max(data.reference_call_seconds, secs);
+    for (size_t o = 0; o < op.outputs.size(); ++o) {
+      const Placement& p = l.outputs[0][o];
+      if (p.data_bytes > 0) std::memcpy(data.sets[s].expected[o].data(), ref.arena().output(p), p.data_bytes);
+    }
+  }
+  return {};
+}
+
+Result<VerifyOutcome> verify_case(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
+                                  milliseconds timeout, uint64_t poison_seed) {
+  VerifyOutcome v;
+  v.check.case_index = c.index;
+  v.check.label = op.case_label(c);
+  CaseLayout l = layout_case(op, c, k_rotating_sets, k_rotating_sets, page_size());
+  KOPE_ASSIGN(bool mapped, s.map(op, l, c.dims));
+  if (!mapped) {
+    v.violation = from_failure(s);
+    return v;
+  }
+  uint64_t in_canary = mix(poison_seed, 999);
+  std::vector<const DataSet*> slot_data = {&data.sets[0], &data.sets[1]};
+  load_inputs(s.arena(), l, 0, data.sets[0], in_canary);
+  load_inputs(s.arena(), l, 1, data.sets[1], in_canary);
+  std::vector<uint64_t> out_seeds(k_rotating_sets, 0);
+  for (int b = 0; b < k_rotating_sets; ++b) out_seeds[static_cast<size_t>(b)] = poison_outputs(s.arena(), l, b, mix(poison_seed, 500 + static_cast<uint64_t>(b)));
+  const auto& cycle = call_cycle();
+  for (size_t k = 0; k < cycle.size(); ++k) {
+    auto [a, b] = cycle[k];
+    out_seeds[static_cast<size_t>(b)] = poison_outputs(s.arena(), l, b, mix(poison_seed, k));
+    KOPE_ASSIGN(bool ok, s.call(a, b, timeout));
+    if (!ok) {
+      v.violation = from_failure(s);
+      return v;
+    }
+    if (auto bad = check_integrity(s.arena(), op, l, slot_data, in_canary, out_seeds)) {
+      v.violation = bad;
+      return v;
+    }
+    OutputCheck oc = compare_outputs(s.arena(), op, c, l, b, data.sets[static_cast<size_t>(a)], out_seeds[static_cast<size_t>(b)]);
+    v.check.max_abs_err = std::max(v.check.max_abs_err, oc.max_abs_err);
+    if (!oc.ok) {
+      v.check.ok = false;
+      v.check.first_mismatch = oc.first_mismatch;
+      return v;
+    }
+  }
+  v.check.ok = true;
+  return v;
+}
+
+struct CaseTimer::Impl {
+  Impl(Session& session, const spec::OpSpec& o, const spec::Case& cs, const CaseData& d, const TimingPlan& p, uint64_t seed)
+      : s(session), op(o), c(cs), data(d), plan(p), rng(seed) {}
+
+  Session& s;
+  const spec::OpSpec& op;
+  const spec::Case& c;
+  const CaseData& data;
+  TimingPlan plan;
+  std::mt19937_64 rng;
+  CaseLayout l;
+  uint64_t in_canary = 0;
+  std::vector<const DataSet*> slot_data;
+  std::vector<uint64_t> out_seeds = std::vector<uint64_t>(k_rotating_sets, 0);
+  double per_call_estimate = 0;
+  uint64_t n0 = 1;
+  bool first_sample = true;
+  TimingOutcome out;
+
+  void reload() {
+    for (int sl = 0; sl < k_rotating_sets; ++sl) load_inputs(s.arena(), l, sl, *slot_data[static_cast<size_t>(sl)], in_canary);
+  }
+
+  // Runs one batch of n calls on freshly poisoned outputs and verifies what it left behind.
+  Result<bool> run_batch(uint64_t n, double* seconds) {
+    const auto& cycle = call_cycle();
+    for (int b = 0; b < k_rotating_sets; ++b) out_seeds[static_cast<size_t>(b)] = poison_outputs(s.arena(), l, b, rng());
+    auto phase = static_cast<uint32_t>(rng() % cycle.size());
+    double expect = per_call_estimate * static_cast<double>(n);
+    auto timeout = std::max(plan.min_call_timeout, milliseconds(static_cast<int64_t>(expect * 10 * 1000) + 1000));
+    KOPE_ASSIGN(bool ok, s.batch(n, phase, cycle, timeout, seconds));
+    if (!ok) {
+      out.violation = from_failure(s);
+      return false;
+    }
+    if (auto bad = check_integrity(s.arena(), op, l, slot_data, in_canary, out_seeds)) {
+      out.violation = bad;
+      return false;
+    }
+    for (int b = 0; b < k_rotating_sets; ++b) {
+      // The last call of the batch that wrote output slot b, and the input slot it read.
+      int last_in = -1;
+      for (uint64_t j = n; j-- > 0;) {
+        const auto& combo = cycle[(j + phase) % cycle.size()];
+        if (combo.second == b) {
+          last_in = combo.first;
+          break;
+        }
+      }
+      if (last_in < 0) {
+        for (size_t o = 0; o < op.outputs.size(); ++o) {
+          const Placement& p = l.outputs[static_cast<size_t>(b)][o];
+          if (!matches_pattern(s.arena().output(p), p.data_bytes, mix(out_seeds[static_cast<size_t>(b)], o))) {
+            out.violation = Violation{Verdict::rejected, fmt::format("wrote to output {} of a buffer set it was not given in that call", op.outputs[o].name)};
+            return false;
+          }
+        }
+        continue;
+      }
+      OutputCheck oc = compare_outputs(s.arena(), op, c, l, b, *slot_data[static_cast<size_t>(last_in)], out_seeds[static_cast<size_t>(b)]);
+      if (!oc.ok) {
+        out.violation = Violation{Verdict::rejected,
+                                  fmt::format("gave wrong results when called repeatedly with changing inputs (timed batch of {} calls): {}; "
+                                              "results may not depend on earlier calls",
+                                              n, oc.first_mismatch)};
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+CaseTimer::CaseTimer(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data, const TimingPlan& plan,
+                     uint64_t rng_seed)
+    : m(std::make_unique<Impl>(s, op, c, data, plan, rng_seed)) {}
+
+CaseTimer::~CaseTimer() = default;
+
+Result<bool> CaseTimer::prepare() {
+  Impl& t = *m;
+  if (t.data.sets.size() < static_cast<size_t>(k_rotating_sets)) return fail(ErrorKind::internal, "timing needs {} data sets", k_rotating_sets);
+  t.l = layout_case(t.op, t.c, k_rotating_sets, k_rotating_sets, page_size());
+  KOPE_ASSIGN(bool mapped, t.s.map(t.op, t.l, t.c.dims));
+  if (!mapped) {
+    t.out.violation = from_failure(t.s);
+    return false;
+  }
+  t.in_canary = t.rng();
+  t.slot_data = {&t.data.sets[0], &t.data.sets[1]};
+  t.reload();
+  // The round trip of an empty command, subtracted from every batch.
+  std::vector<double> pings;
+  for (int i = 0; i < 15; ++i) {
+    double secs = 0;
+    KOPE_ASSIGN(bool ok, t.s.ping(&secs));
+    if (!ok) {
+      t.out.violation = from_failure(t.s);
+      return false;
+    }
+    pings.push_back(secs);
+  }
+  t.out.overhead_s = median(pings);
+  // Warm-up and calibration: grow the batch until it lasts at least min_batch_seconds, then run
+  // one more batch of that size (unless a single call is already long).
+  uint64_t n = 1;
+  int settled = 0;
+  for (;;) {
+    double secs = 0;
+    KOPE_ASSIGN(bool ok, t.run_batch(n, &secs));
+    if (!ok) return false;
+    t.per_call_estimate = std::max((secs - t.out.overhead_s) / static_cast<double>(n), 1e-9);
+    if (secs >= t.plan.min_batch_seconds) {
+      if (settled >= 1 || secs > 0.25) break;
+      ++settled;
+      continue;
+    }
+    auto want = static_cast<uint64_t>(std::ceil(t.plan.target_batch_seconds / t.per_call_estimate));
+    n = std::clamp<uint64_t>(want, n * 2, n * 16);
+  }
+  t.n0 = std::max<uint64_t>(n, static_cast<uint64_t>(std::ceil(t.plan.target_batch_seconds / t.per_call_estimate)));
+  if (t.per_call_estimate * static_cast<double>(t.n0) > 2 * t.plan.target_batch_seconds) t.n0 = n;
+  t.out.calls_per_batch = static_cast<int64_t>(t.n0);
+  return true;
+}
+
+Result<bool> CaseTimer::sample() {
+  Impl& t = *m;
+  if (t.out.violation) return false;
+  // The data changes places between batches (always before the first), so a result cached by
+  // buffer address goes stale.
+  bool swap = t.first_sample || (t.rng() & 1) != 0;
+  t.first_sample = false;
+  if (swap) {
+    std::swap(t.slot_data[0], t.slot_data[1]);
+    t.reload();
+  }
+  // A random length: a kernel cannot know which call of a batch is the last (the verified one).
+  uint64_t nb = t.n0 + (t.n0 >= 4 ? t.rng() % (t.n0 / 4 + 1) : 0);
+  double secs = 0;
+  Session::CpuTimes before = t.s.cpu_times();
+  KOPE_ASSIGN(bool ok, t.run_batch(nb, &secs));
+  if (!ok) return false;
+  Session::CpuTimes after = t.s.cpu_times();
+  double per = (secs - t.out.overhead_s) / static_cast<double>(nb);
+  if (per <= 0) per = secs / static_cast<double>(nb);
+  t.out.samples_s.push_back(per);
+  if (t.s.runner_pid() > 0) {
+    double run = static_cast<double>(after.run_ns - before.run_ns);
+    double wait = static_cast<double>(after.wait_ns - before.wait_ns);
+    t.out.contention.push_back(run + wait > 0 ? wait / (run + wait) : 0.0);
+  }
+  // Batches that waited for a CPU measure the machine's other load, not the kernel: when there
+  // are enough clean ones, the statistics use only those.
+  std::vector<double> clean;
+  for (size_t i = 0; i < t.out.samples_s.size() && i < t.out.contention.size(); ++i) {
+    if (t.out.contention[i] < k_clean_contention) clean.push_back(t.out.samples_s[i]);
+  }
+  const std::vector<double>& used = clean.size() >= static_cast<size_t>(std::max(t.plan.min_samples, 6)) ? clean : t.out.samples_s;
+  MedianCi ci = median_ci(used);
+  t.out.samples_used = used.size();
+  t.out.median_s = ci.median;
+  t.out.ci95_s = ci.half_width;
+  return true;
+}
+
+bool CaseTimer::converged() const {
+  size_t k = m->out.samples_used;
+  if (k < static_cast<size_t>(std::max(m->plan.min_samples, 6))) return false;
+  return m->out.ci95_s <= m->plan.target_ci * m->out.median_s;
+}
+
+size_t CaseTimer::sample_count() const { return m->out.samples_s.size(); }
+
+TimingOutcome CaseTimer::outcome() const { return m->out; }
+
+Result<bool> CaseTimer::fresh_check() {
+  Impl& t = *m;
+  if (t.out.violation) return false;
+  if (t.data.sets.size() <= static_cast<size_t>(k_rotating_sets)) return true;
+  // Single calls, each verified: on seen data (the rotating sets) and, in between, the first
+  // call ever on each unseen set. Interleaving makes both see the same machine conditions and
+  // the same per-call costs (round trip, waking the thread pool); only results cached by
+  // content make the unseen ones slower. The cost compared is the CPU time the runner's threads
+  // spent in the call (scheduler statistics), which a loaded machine does not inflate the way
+  // it inflates the wall time of a single call; wall time is the fallback.
+  auto timeout = std::max(t.plan.min_call_timeout, milliseconds(static_cast<int64_t>(t.out.median_s * 100 * 1000) + 1000));
+  bool cpu = t.s.runner_pid() > 0;
+  auto one_call = [&](int slot, const DataSet& expected, double* cost) -> Result<bool> {
+    t.out_seeds[static_cast<size_t>(slot)] = poison_outputs(t.s.arena(), t.l, slot, t.rng());
+    Session::CpuTimes before = t.s.cpu_times();
+    double wall = 0;
+    KOPE_ASSIGN(bool ok, t.s.call(slot, slot, timeout, &wall));
+    if (!ok) {
+      t.out.violation = from_failure(t.s);
+      return false;
+    }
+    Session::CpuTimes after = t.s.cpu_times();
+    *cost = cpu ? static_cast<double>(after.run_ns - before.run_ns) * 1e-9 : std::max(0.0, wall - t.out.overhead_s);
+    if (auto bad = check_integrity(t.s.arena(), t.op, t.l, t.slot_data, t.in_canary, t.out_seeds)) {
+      t.out.violation = bad;
+      return false;
+    }
+    OutputCheck oc = compare_outputs(t.s.arena(), t.op, t.c, t.l, slot, expected, t.out_seeds[static_cast<size_t>(slot)]);
+    if (!oc.ok) {
+      t.out.violation = Violation{Verdict::rejected, fmt::format("gave wrong results on fresh inputs after being timed: {}", oc.first_mismatch)};
+      return false;
+    }
+    return true;
+  };
+  std::vector<double> seen;
+  double fresh = 0;
+  bool any = false;
+  auto seen_call = [&]() -> Result<bool> {
+    // The parent writes the (seen) inputs again just before, exactly as it writes a fresh set:
+    // both calls then start from the same cache state, and only novelty can tell them apart.
+    load_inputs(t.s.arena(), t.l, 0, *t.slot_data[0], t.in_canary);
+    double cost = 0;
+    KOPE_ASSIGN(bool ok, one_call(0, *t.slot_data[0], &cost));
+    if (ok) seen.push_back(cost);
+    return ok;
+  };
+  KOPE_ASSIGN(bool ok, seen_call());
+  if (!ok) return false;
+  for (size_t f = k_rotating_sets; f < t.data.sets.size() && f < static_cast<size_t>(k_rotating_sets) + 2; ++f) {
+    t.slot_data[1] = &t.data.sets[f];
+    load_inputs(t.s.arena(), t.l, 1, t.data.sets[f], t.in_canary);
+    double cost = 0;
+    KOPE_ASSIGN(bool fresh_ok, one_call(1, t.data.sets[f], &cost));
+    if (!fresh_ok) return false;
+    fresh = any ? std::min(fresh, cost) : cost;
+    any = true;
+    KOPE_ASSIGN(bool seen_ok, seen_call());
+    if (!seen_ok) return false;
+  }
+  double seen_cost = median(seen);
+  t.out.fresh_s = fresh;
+  if (any && fresh > t.plan.fresh_factor * seen_cost + t.plan.fresh_slack_seconds) {
+    t.out.violation = Violation{Verdict::rejected,
+                                fmt::format("needed {} of {} on never-seen inputs but {} on inputs it had seen before (single calls, "
+                                            "interleaved; {} per call in batches): results may not be cached between calls",
+                                            fmt_seconds(fresh), cpu ? "CPU time" : "time", fmt_seconds(seen_cost), fmt_seconds(t.out.median_s))};
+    return false;
+  }
+  return true;
+}
+
+Status time_group(const std::vector<CaseTimer*>& timers, const TimingPlan& plan) {
+  auto start = Clock::now();
+  double cap = plan.max_seconds * static_cast<double>(timers.size());
+  for (;;) {
+    bool all_done = true;
+    bool all_min = true;
+    for (CaseTimer* t : timers) {
+      if (t->outcome().violation) return {};
+      if (t->converged()) continue;
+      all_done = false;
+      if (t->sample_count() >= static_cast<size_t>(plan.max_samples)) continue;
+      KOPE_ASSIGN(bool ok, t->sample());
+      if (!ok) return {};
+    }
+    for (CaseTimer* t : timers) all_min = all_min && t->sample_count() >= 3;
+    if (all_done) return {};
+    double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (elapsed >= cap && all_min) return {};
+    bool all_full = true;
+    for (CaseTimer* t : timers) all_full = all_full && (t->converged() || t->sample_count() >= static_cast<size_t>(plan.max_samples));
+    if (all_full) return {};
+  }
+}
+
+Result<TimingOutcome> time_case(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
+                                const TimingPlan& plan, uint64_t rng_seed) {
+  CaseTimer t(s, op, c, data, plan, rng_seed);
+  KOPE_ASSIGN(bool ok, t.prepare());
+  if (ok) {
+    KOPE_TRY(time_group({&t}, plan));
+    if (plan.fresh_check && !t.outcome().violation) KOPE_TRY(t.fresh_check());
+  }
+  return t.outcome();
+}
+
+}  // namespace kope::eval

@@ -1,0 +1,164 @@
+// eval/measure.h — verification and timing of one case in a runner session.
+//
+// These are the evaluator's steps, shared by candidates, references and library baselines so
+// all of them are judged and timed through the same path:
+//   - compute_expected: the (trusted) reference fills the expected outputs of a case's data sets;
+//   - verify_case: every (input slot, output slot) combination is called once, each call on
+//     freshly poisoned outputs, and checked: inputs unchanged, guard canaries intact, outputs
+//     equal to the reference's (NaN/Inf positions exact, zero mismatches);
+//   - time_case: warm-up and batch calibration, then batches of a random length rotating over
+//     the combinations (each output is always written from a different input than last time),
+//     with the data permuted between the input slots before each batch and the outputs poisoned
+//     and verified after each; stops when the 95% CI of the median is within the target or at
+//     the time cap; then one call each on never-seen data sets (content-keyed caching shows).
+// Not thread-safe per session.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eval/compare.h"
+#include "eval/session.h"
+#include "kope/error.h"
+#include "kope/eval.h"
+#include "kope/spec.h"
+
+namespace kope::eval {
+
+// 64-byte aligned bytes.
+class AlignedBytes {
+ public:
+  AlignedBytes() = default;
+  explicit AlignedBytes(size_t bytes);
+  uint8_t* data() const { return m_ptr.get(); }
+  size_t size() const { return m_size; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> m_ptr;
+  size_t m_size = 0;
+};
+
+// One set of inputs and the reference's outputs for them.
+struct DataSet {
+  uint64_t seed = 0;
+  std::vector<AlignedBytes> inputs;
+  std::vector<AlignedBytes> expected;
+};
+
+// The data of one case for one evaluation: sets 0 and 1 rotate through the slots; sets 2.. are
+// kept unseen until the fresh-data check of a timed case.
+struct CaseData {
+  int case_index = 0;
+  std::vector<DataSet> sets;
+  double reference_call_seconds = 0;  // wall time of one reference call (round trip included)
+};
+
+constexpr int k_rotating_sets = 2;
+
+// The (input slot, output slot) cycle every verification and timing batch follows: consecutive
+// calls on one output slot always read different input slots.
+const std::vector<std::pair<int, int>>& call_cycle();
+
+// Generates the inputs of `set_count` data sets for case `c` from the evaluation seed.
+CaseData generate_case_data(const spec::OpSpec& op, const spec::Case& c, uint64_t evaluation_seed, int set_count);
+
+// A failure of the kernel under test, as its verdict would read ("case N=64: ...").
+struct Violation {
+  Verdict verdict = Verdict::runtime_error;
+  std::string message;
+};
+
+// Fills the expected outputs of every set of `data` by calling the reference in `ref`.
+// A reference that fails is kope's problem (the op's reference is broken): an Error.
+Status compute_expected(Session& ref, const spec::OpSpec& op, const spec::Case& c, CaseData& data,
+                        std::chrono::milliseconds call_timeout);
+
+struct VerifyOutcome {
+  CaseCheck check;
+  std::optional<Violation> violation;  // set when the kernel broke a rule or the runner died
+};
+
+Result<VerifyOutcome> verify_case(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
+                                  std::chrono::milliseconds call_timeout, uint64_t poison_seed);
+
+struct TimingPlan {
+  double target_ci = 0.02;
+  double max_seconds = 10;
+  double min_batch_seconds = 0.002;
+  double target_batch_seconds = 0.005;
+  int min_samples = 10;
+  int max_samples = 400;
+  std::chrono::milliseconds min_call_timeout{10000};
+  bool fresh_check = true;  // candidates: time one call per unseen set
+  double fresh_factor = 3;  // ... and reject when it exceeds fresh_factor x median + slack
+  double fresh_slack_seconds = 0.0005;
+};
+
+struct TimingOutcome {
+  double median_s = 0;
+  double ci95_s = 0;
+  std::vector<double> samples_s;  // per call, one per batch
+  int64_t calls_per_batch = 0;
+  double overhead_s = 0;          // median round trip of an empty command (subtracted)
+  double fresh_s = 0;             // cheapest call on an unseen set: CPU time of the runner's
+                                  // threads when known, else wall time (0 without the check)
+  // Per batch: the share of the runner's runnable time spent waiting for a CPU (other load on
+  // the machine), from the scheduler's statistics; empty when unavailable.
+  std::vector<double> contention;
+  // The median and CI use the batches with contention below k_clean_contention when there
+  // are enough of them (samples_used of samples_s), all batches otherwise.
+  size_t samples_used = 0;
+  std::optional<Violation> violation;
+};
+
+// A batch that waited for a CPU less than this share of its runnable time counts as clean.
+constexpr double k_clean_contention = 0.02;
+
+// Times one kernel on one case, batch by batch, so several kernels can be timed in alternation
+// (time_group) and see the same machine conditions. Not thread-safe.
+class CaseTimer {
+ public:
+  CaseTimer(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data, const TimingPlan& plan,
+            uint64_t rng_seed);
+  ~CaseTimer();
+  CaseTimer(const CaseTimer&) = delete;
+  CaseTimer& operator=(const CaseTimer&) = delete;
+
+  // Maps the case, measures the round-trip overhead, warms up and sizes the batch. Each step
+  // returns false when the kernel failed (see outcome().violation).
+  Result<bool> prepare();
+  // Runs one batch and records one sample.
+  Result<bool> sample();
+  // Enough samples, and the CI of the median within the target.
+  bool converged() const;
+  size_t sample_count() const;
+  // One verified call on each never-seen data set; a violation when it is far slower.
+  Result<bool> fresh_check();
+  // The median, CI and samples so far.
+  TimingOutcome outcome() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m;
+};
+
+// Times the kernels of `timers` (already prepared) in alternation, one batch each in turn,
+// until every one has converged, or the time cap (plan.max_seconds per timer) has passed and
+// each has at least 3 samples. Stops early when one fails.
+Status time_group(const std::vector<CaseTimer*>& timers, const TimingPlan& plan);
+
+// prepare + time_group of one + fresh_check (when plan.fresh_check).
+Result<TimingOutcome> time_case(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
+                                const TimingPlan& plan, uint64_t rng_seed);
+
+// "y[3, 17]: got 0.25, expected 0.5" for the first mismatching element of output `o`.
+std::string describe_mismatch(const spec::OpSpec& op, const spec::Case& c, size_t o, const CompareResult& r);
+
+}  // namespace kope::eval

@@ -1,0 +1,256 @@
+// Small pieces of kope/llm.h: names, token estimates, prices, endpoint URLs, accounting.
+#include "kope/llm.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "util/strings.h"
+
+namespace kope::llm {
+
+std::string_view role_name(Message::Role role) {
+  switch (role) {
+    case Message::Role::system:
+      return "system";
+    case Message::Role::user:
+      return "user";
+    case Message::Role::assistant:
+      return "assistant";
+  }
+  return "user";
+}
+
+std::string_view failure_class_name(FailureClass c) {
+  switch (c) {
+    case FailureClass::transport:
+      return "transport";
+    case FailureClass::timeout:
+      return "timeout";
+    case FailureClass::http_status:
+      return "http_status";
+    case FailureClass::rate_limited:
+      return "rate_limited";
+    case FailureClass::server_error:
+      return "server_error";
+    case FailureClass::unauthorized:
+      return "unauthorized";
+    case FailureClass::not_found:
+      return "not_found";
+    case FailureClass::bad_request:
+      return "bad_request";
+    case FailureClass::provider_error:
+      return "provider_error";
+    case FailureClass::context_length:
+      return "context_length";
+    case FailureClass::content_filtered:
+      return "content_filtered";
+    case FailureClass::malformed:
+      return "malformed";
+    case FailureClass::cancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+bool LlmError::retryable() const {
+  switch (cls) {
+    case FailureClass::transport:
+    case FailureClass::timeout:
+    case FailureClass::rate_limited:
+    case FailureClass::server_error:
+    case FailureClass::malformed:
+      return true;
+    case FailureClass::http_status:
+      return http_status == 408 || http_status == 409;
+    default:
+      return false;
+  }
+}
+
+// A heuristic after BPE tokenizers (cl100k/o200k-like): a letter run costs one token plus one
+// per further 5 letters (a leading space merges into it), digits group by three, punctuation is
+// mostly one token per character with common pairs merged, runs of spaces (indentation) one token
+// per 4, newlines one token each, and a non-ASCII code point about one token (CJK) — bytes of a
+// multi-byte character are counted once.
+int64_t estimate_tokens(std::string_view text) {
+  int64_t tokens = 0;
+  size_t i = 0;
+  const size_t n = text.size();
+  auto is_alpha = [](unsigned char c) { return std::isalpha(c) != 0 || c == '_'; };
+  while (i < n) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      // One code point: skip its continuation bytes.
+      ++i;
+      while (i < n && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) ++i;
+      ++tokens;
+    } else if (is_alpha(c)) {
+      size_t start = i;
+      while (i < n && is_alpha(static_cast<unsigned char>(text[i]))) ++i;
+      tokens += 1 + static_cast<int64_t>((i - start - 1) / 5);
+    } else if (std::isdigit(c) != 0) {
+      size_t start = i;
+      while (i < n && std::isdigit(static_cast<unsigned char>(text[i])) != 0) ++i;
+      tokens += static_cast<int64_t>((i - start + 2) / 3);
+    } else if (c == ' ') {
+      size_t start = i;
+      while (i < n && text[i] == ' ') ++i;
+      size_t run = i - start;
+      // One space before a word merges into it; longer runs are indentation tokens.
+      if (run > 1) tokens += static_cast<int64_t>((run - 1 + 3) / 4);
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      ++tokens;
+      ++i;
+      while (i < n && (text[i] == '\n' || text[i] == '\r')) ++i;
+    } else {
+      // Punctuation: pairs such as "==", "->", "::", "//", "();" often merge.
+      size_t start = i;
+      while (i < n && std::ispunct(static_cast<unsigned char>(text[i])) != 0) ++i;
+      tokens += static_cast<int64_t>((i - start + 1) / 2);
+    }
+  }
+  return tokens;
+}
+
+int64_t estimate_tokens(const std::vector<Message>& messages) {
+  // Chat templates add about 4 tokens per message and 3 to prime the answer.
+  int64_t tokens = 3;
+  for (const auto& m : messages) tokens += 4 + estimate_tokens(m.content);
+  return tokens;
+}
+
+double cost_usd(const Profile& profile, const Usage& usage) {
+  const double cached_price =
+      profile.price_cached_input_per_mtok.value_or(profile.price_input_per_mtok);
+  const int64_t cached = std::clamp<int64_t>(usage.cached_tokens, 0, usage.prompt_tokens);
+  const double uncached = static_cast<double>(usage.prompt_tokens - cached);
+  return (uncached * profile.price_input_per_mtok + static_cast<double>(cached) * cached_price +
+          static_cast<double>(usage.completion_tokens) * profile.price_output_per_mtok) /
+         1e6;
+}
+
+namespace {
+
+// The path part of an URL ("" for "http://host:8080").
+std::string_view url_path(std::string_view url) {
+  size_t scheme = url.find("://");
+  size_t from = scheme == std::string_view::npos ? 0 : scheme + 3;
+  size_t slash = url.find('/', from);
+  if (slash == std::string_view::npos) return {};
+  std::string_view path = url.substr(slash);
+  size_t q = path.find_first_of("?#");
+  return q == std::string_view::npos ? path : path.substr(0, q);
+}
+
+}  // namespace
+
+std::string endpoint_url(const Profile& profile) {
+  std::string base = profile.base_url;
+  std::string query;
+  if (size_t q = base.find('?'); q != std::string::npos) {
+    query = base.substr(q);
+    base.resize(q);
+  }
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  const bool anthropic = profile.provider == "anthropic";
+  const std::string_view leaf = anthropic ? "/messages" : "/chat/completions";
+  if (util::ends_with(base, leaf)) return base + query;
+  if (url_path(base).empty()) return base + "/v1" + std::string(leaf) + query;
+  return base + std::string(leaf) + query;
+}
+
+// ---- Accounting --------------------------------------------------------------------------------
+
+void UsageTotals::add(const UsageTotals& o) {
+  calls += o.calls;
+  failed_calls += o.failed_calls;
+  attempts += o.attempts;
+  prompt_tokens += o.prompt_tokens;
+  completion_tokens += o.completion_tokens;
+  cached_tokens += o.cached_tokens;
+  estimated_calls += o.estimated_calls;
+  estimated_tokens += o.estimated_tokens;
+  cost_usd += o.cost_usd;
+  latency_seconds += o.latency_seconds;
+  for (const auto& [k, v] : o.failures) failures[k] += v;
+}
+
+void RunAccounting::record(const Profile& profile, std::string_view purpose,
+                           const ChatResponse& r) {
+  UsageTotals t;
+  t.calls = 1;
+  t.attempts = r.attempts;
+  t.prompt_tokens = r.usage.prompt_tokens;
+  t.completion_tokens = r.usage.completion_tokens;
+  t.cached_tokens = r.usage.cached_tokens;
+  if (r.usage.estimated) {
+    t.estimated_calls = 1;
+    t.estimated_tokens = r.usage.total_tokens();
+  }
+  t.cost_usd = r.cost_usd;
+  t.latency_seconds = r.latency_seconds;
+  std::lock_guard lock(m_mutex);
+  m_total.add(t);
+  m_by_profile[profile.name].add(t);
+  m_by_purpose[std::string(purpose)].add(t);
+}
+
+void RunAccounting::record_failure(const Profile& profile, std::string_view purpose,
+                                   const LlmError& e) {
+  UsageTotals t;
+  t.failed_calls = 1;
+  t.attempts = e.attempts;
+  t.failures[std::string(failure_class_name(e.cls))] = 1;
+  std::lock_guard lock(m_mutex);
+  m_total.add(t);
+  m_by_profile[profile.name].add(t);
+  m_by_purpose[std::string(purpose)].add(t);
+}
+
+UsageTotals RunAccounting::total() const {
+  std::lock_guard lock(m_mutex);
+  return m_total;
+}
+
+std::map<std::string, UsageTotals> RunAccounting::by_profile() const {
+  std::lock_guard lock(m_mutex);
+  return m_by_profile;
+}
+
+std::map<std::string, UsageTotals> RunAccounting::by_purpose() const {
+  std::lock_guard lock(m_mutex);
+  return m_by_purpose;
+}
+
+namespace {
+
+nlohmann::json totals_json(const UsageTotals& t) {
+  return {{"calls", t.calls},
+          {"failed_calls", t.failed_calls},
+          {"attempts", t.attempts},
+          {"prompt_tokens", t.prompt_tokens},
+          {"completion_tokens", t.completion_tokens},
+          {"cached_tokens", t.cached_tokens},
+          {"estimated_calls", t.estimated_calls},
+          {"estimated_tokens", t.estimated_tokens},
+          {"cost_usd", t.cost_usd},
+          {"latency_seconds", t.latency_seconds},
+          {"failures", t.failures}};
+}
+
+}  // namespace
+
+std::string RunAccounting::to_json() const {
+  std::lock_guard lock(m_mutex);
+  nlohmann::json j;
+  j["total"] = totals_json(m_total);
+  j["by_profile"] = nlohmann::json::object();
+  for (const auto& [k, v] : m_by_profile) j["by_profile"][k] = totals_json(v);
+  j["by_purpose"] = nlohmann::json::object();
+  for (const auto& [k, v] : m_by_purpose) j["by_purpose"][k] = totals_json(v);
+  return j.dump();
+}
+
+}  // namespace kope::llm

@@ -1,0 +1,122 @@
+// The `kope eval` / `kope bench` command-line contract: exit codes and JSON fields.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness.h"
+#include "util/fs.h"
+#include "util/subprocess.h"
+
+namespace kope::testing {
+namespace {
+
+using nlohmann::json;
+
+// The CLI gets its own cache with a hardware profile already in it (no probe during tests).
+fs::path cli_cache() {
+  static fs::path dir = [] {
+    fs::path d = fs::path(KOPE_BINARY_DIR) / "adversarial-cli-cache";
+    fs::create_directories(d);
+    HardwareProfile p = test_profile();
+    p.cores = describe_host().cores;
+    EXPECT_TRUE(util::write_file_atomic(d / "hw.json", p.to_json()));
+    return d;
+  }();
+  return dir;
+}
+
+struct Cli {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+Cli kope(std::vector<std::string> args) {
+  (void)world();
+  util::RunOptions ro;
+  ro.spawn.argv = {KOPE_EXE};
+  for (auto& a : args) ro.spawn.argv.push_back(std::move(a));
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!std::string_view(*e).starts_with("KOPE_CACHE_DIR=")) env.emplace_back(*e);
+  }
+  env.push_back("KOPE_CACHE_DIR=" + cli_cache().string());
+  ro.spawn.env = env;
+  ro.timeout = std::chrono::seconds(300);
+  auto r = util::run(ro);
+  EXPECT_TRUE(r) << r.error().message;
+  return {r->status.exited ? r->status.code : 128 + r->status.signal, r->out, r->err};
+}
+
+std::string corpus(const char* name) { return (fs::path(KOPE_SOURCE_DIR) / "tests/adversarial/corpus" / name).string(); }
+std::string op_dir(const char* rel) { return (fs::path(KOPE_SOURCE_DIR) / "tests/ops" / rel).string(); }
+
+TEST(EvalCli, CorrectKernelExitsZeroWithTheJsonContract) {
+  Cli c = kope({"eval", corpus("honest_vadd_naive.cpp"), "--op", op_dir("elementwise/vadd"), "--json", "--max-seconds", "1", "--target-ci", "0.05"});
+  ASSERT_EQ(c.code, 0) << c.out << c.err;
+  json j = json::parse(c.out);
+  EXPECT_EQ(j["verdict"], "correct");
+  EXPECT_EQ(j["op"], "vadd");
+  EXPECT_FALSE(j["target"].get<std::string>().empty());
+  EXPECT_FALSE(j["message"].get<std::string>().empty());
+  ASSERT_EQ(j["cases"].size(), 6u);
+  for (const auto& cs : j["cases"]) {
+    EXPECT_TRUE(cs["ok"].get<bool>());
+    EXPECT_TRUE(cs.contains("case") && cs.contains("max_abs_err") && cs.contains("first_mismatch"));
+  }
+  ASSERT_EQ(j["timing"].size(), 1u);
+  const json& t = j["timing"][0];
+  EXPECT_EQ(t["case"], 5);
+  EXPECT_GT(t["median_us"].get<double>(), 0);
+  EXPECT_GE(t["ci95_us"].get<double>(), 0);
+  EXPECT_FALSE(t["samples"].empty());
+  EXPECT_GT(t["reference_us"].get<double>(), 0);
+  EXPECT_TRUE(t["library_us"].is_null());  // vadd has no library baseline
+  EXPECT_GT(t["roofline_us"].get<double>(), 0);
+  EXPECT_GT(j["speedup_vs_reference"].get<double>(), 0);
+  EXPECT_TRUE(j["speedup_vs_library"].is_null());
+}
+
+TEST(EvalCli, OtherVerdictsExitOne) {
+  Cli c = kope({"eval", corpus("noop.cpp"), "--op", op_dir("elementwise/vadd"), "--json", "--no-time"});
+  EXPECT_EQ(c.code, 1) << c.out << c.err;
+  json j = json::parse(c.out);
+  EXPECT_EQ(j["verdict"], "wrong_result");
+  EXPECT_TRUE(j["speedup_vs_reference"].is_null());
+  EXPECT_TRUE(j["speedup_vs_library"].is_null());
+  EXPECT_FALSE(j["cases"][0]["ok"].get<bool>());
+  EXPECT_TRUE(j["cases"][0]["first_mismatch"].is_string());
+
+  Cli human = kope({"eval", corpus("fork_bomb.cpp"), "--op", op_dir("elementwise/vadd"), "--no-time"});
+  EXPECT_EQ(human.code, 1);
+  EXPECT_NE(human.out.find("verdict: rejected"), std::string::npos) << human.out;
+}
+
+TEST(EvalCli, UsageAndConfigurationErrorsExitTwo) {
+  EXPECT_EQ(kope({"eval", "/nonexistent/kernel.cpp", "--op", op_dir("elementwise/vadd")}).code, 2);
+  EXPECT_EQ(kope({"eval", corpus("noop.cpp"), "--op", "no_such_op_anywhere"}).code, 2);
+  EXPECT_EQ(kope({"eval", corpus("noop.cpp")}).code, 2);  // --op is required
+  EXPECT_EQ(kope({"eval", corpus("honest_vadd_naive.cpp"), "--op", op_dir("elementwise/vadd"), "--flag", "-Wl,-rpath,/tmp"}).code, 2);
+  EXPECT_EQ(kope({"bench"}).code, 2);  // nothing selected
+}
+
+TEST(BenchCli, TimesBaselinesAgainstTheRoofline) {
+  Cli c = kope({"bench", op_dir("matmul/matmul_small"), "--json", "--max-seconds", "1", "--target-ci", "0.05"});
+  ASSERT_EQ(c.code, 0) << c.out << c.err;
+  json j = json::parse(c.out);
+  ASSERT_EQ(j["rows"].size(), 1u);
+  const json& row = j["rows"][0];
+  EXPECT_EQ(row["op"], "matmul_small");
+  EXPECT_GT(row["reference_us"].get<double>(), 0);
+  EXPECT_GT(row["library_us"].get<double>(), 0) << row.dump();  // OpenBLAS, verified against the reference
+  EXPECT_GT(row["roofline_us"].get<double>(), 0);
+  EXPECT_GT(row["reference_fraction_of_roofline"].get<double>(), 0);
+  // The second run reads the cache.
+  Cli again = kope({"bench", op_dir("matmul/matmul_small"), "--json"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_TRUE(json::parse(again.out)["rows"][0]["reference_cached"].get<bool>());
+  Cli table = kope({"bench", op_dir("matmul/matmul_small")});
+  EXPECT_NE(table.out.find("matmul_small"), std::string::npos) << table.out;
+}
+
+}  // namespace
+}  // namespace kope::testing

@@ -1,0 +1,281 @@
+// The evaluator's guarantees beyond single kernels: timing against itself, the roofline floor,
+// the compile cache, concurrency, the timing lock, and what a sandbox can see of the machine.
+#include <future>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "eval/native.h"
+#include "eval/session.h"
+#include "harness.h"
+#include "util/file_lock.h"
+#include "util/fs.h"
+#include "util/strings.h"
+
+namespace kope::testing {
+namespace {
+
+std::string unique_comment() {
+  static std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("// run {:016x}\n", rng());
+}
+
+const char* k_vadd = R"(
+#include <cstdint>
+extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N) {
+  for (int64_t i = 0; i < N; ++i) z[i] = x[i] + y[i];
+}
+)";
+
+// The reference timed as a candidate against itself, in alternating batches: its speedup's
+// confidence interval must contain 1. Compared as ratios only. A 95% interval misses 1 by
+// chance one time in twenty (more on a loaded machine), so up to three measurements are made;
+// a systematic bias between the candidate path and the reference path fails all three.
+TEST(Evaluator, ReferenceAgainstItselfIsOne) {
+  spec::OpSpec op = test_op("matmul_small");
+  auto source = util::read_file(op.reference_path);
+  ASSERT_TRUE(source);
+  auto options = test_options();
+  options.refresh_baselines = true;  // measure the reference now, interleaved with the candidate
+  auto ev = eval::make_cpu_evaluator(test_profile(), options);
+  ASSERT_TRUE(ev) << ev.error().message;
+  auto eo = test_eval_options(true);
+  eo.max_seconds_per_case = 3;
+  eo.target_ci = 0.02;
+  std::string log;
+  bool contains_one = false;
+  for (int attempt = 0; attempt < 3 && !contains_one; ++attempt) {
+    auto r = (*ev)->evaluate(op, *source, eo);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(r->verdict, eval::Verdict::correct) << r->message;
+    ASSERT_EQ(r->timing.size(), 1u);
+    const auto& t = r->timing[0];
+    double lo = (t.reference_us - t.reference_ci95_us) / (t.median_us + t.ci95_us);
+    double hi = (t.reference_us + t.reference_ci95_us) / std::max(1e-9, t.median_us - t.ci95_us);
+    log += fmt::format("reference {:.1f} ± {:.1f} µs, itself {:.1f} ± {:.1f} µs: speedup in [{:.3f}, {:.3f}]\n", t.reference_us,
+                       t.reference_ci95_us, t.median_us, t.ci95_us, lo, hi);
+    contains_one = lo <= 1.0 && hi >= 1.0;
+  }
+  EXPECT_TRUE(contains_one) << log;
+  EXPECT_TRUE(machine_damage().empty()) << machine_damage();
+}
+
+// A time below the hardware's floor is rejected, not celebrated. Here the profile claims a
+// machine so slow that any real time undercuts it; the floor then falls to the fastest trusted
+// baseline (the profile must be pessimistic: baselines only ever lower the floor), and a kernel
+// under half of that is rejected: the op's reference is deliberately ~30x slower than a plain
+// loop.
+TEST(Evaluator, TimesBelowTheFloorAreRejected) {
+  HardwareProfile slow = test_profile();
+  slow.peak_gflops = 1e-6;
+  slow.peak_gbps = 1e-6;
+  auto ev = eval::make_cpu_evaluator(slow, test_options());
+  ASSERT_TRUE(ev) << ev.error().message;
+  auto r = (*ev)->evaluate(test_op("vadd_slow_ref"), k_vadd, test_eval_options(true));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->verdict, eval::Verdict::rejected) << r->message;
+  EXPECT_NE(r->message.find("below the hardware floor"), std::string::npos) << r->message;
+  EXPECT_FALSE(r->speedup_vs_reference);
+  // The baseline beat the profile's floor: the report says the profile looks pessimistic.
+  EXPECT_NE(r->diagnostics.find("pessimistic"), std::string::npos) << r->diagnostics;
+}
+
+// A second evaluation of the same source skips the compiler, never the verdict.
+TEST(Evaluator, CompileCacheHitKeepsTheVerdict) {
+  spec::OpSpec op = test_op("vadd");
+  std::string honest = unique_comment() + k_vadd;
+  std::string hostile = unique_comment() + "#include <cstdint>\n#include <unistd.h>\nextern \"C\" void kope_kernel(const float* x, const float* y, float* z, int64_t N) { fork(); }\n";
+  for (const auto& [source, verdict] : {std::pair{honest, eval::Verdict::correct}, std::pair{hostile, eval::Verdict::rejected}}) {
+    auto first = evaluator().evaluate(op, source, test_eval_options(false));
+    auto second = evaluator().evaluate(op, source, test_eval_options(false));
+    ASSERT_TRUE(first && second);
+    EXPECT_FALSE(first->compile_cached);
+    EXPECT_TRUE(second->compile_cached);
+    EXPECT_EQ(first->verdict, verdict) << first->message;
+    EXPECT_EQ(second->verdict, verdict) << second->message;
+    EXPECT_EQ(first->message, second->message);
+  }
+  // A fresh seed per evaluation, recorded; an explicit one is honoured.
+  auto a = evaluator().evaluate(op, honest, test_eval_options(false));
+  auto eo = test_eval_options(false);
+  eo.seed = 42;
+  auto b = evaluator().evaluate(op, honest, eo);
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->seed, 42u);
+  EXPECT_EQ(b->seed, 42u);
+}
+
+// Several evaluations at once (the agent loop does this): each gets its own sandboxes; their
+// timings take turns on the machine-wide lock.
+TEST(Evaluator, ConcurrentEvaluations) {
+  spec::OpSpec vadd = test_op("vadd");
+  spec::OpSpec mm = test_op("matmul_small");
+  auto mm_source = util::read_file(fs::path(KOPE_SOURCE_DIR) / "tests/adversarial/corpus/honest_matmul_tiled_omp.cpp");
+  ASSERT_TRUE(mm_source);
+  auto f1 = std::async(std::launch::async, [&] { return evaluator().evaluate(vadd, unique_comment() + k_vadd, test_eval_options(true)); });
+  auto f2 = std::async(std::launch::async, [&] { return evaluator().evaluate(mm, *mm_source, test_eval_options(true)); });
+  auto f3 = std::async(std::launch::async, [&] { return evaluator().evaluate(vadd, "int broken(", test_eval_options(true)); });
+  auto r1 = f1.get(), r2 = f2.get(), r3 = f3.get();
+  ASSERT_TRUE(r1 && r2 && r3);
+  EXPECT_EQ(r1->verdict, eval::Verdict::correct) << r1->message;
+  EXPECT_EQ(r2->verdict, eval::Verdict::correct) << r2->message;
+  EXPECT_EQ(r3->verdict, eval::Verdict::compile_error) << r3->message;
+  EXPECT_TRUE(machine_damage().empty()) << machine_damage();
+}
+
+// While another process (here: another open file description) holds the timing lock, an
+// evaluation verifies but does not time.
+TEST(Evaluator, TimingWaitsForTheLock) {
+  auto lock = util::FileLock::acquire(util::timing_lock_path());
+  ASSERT_TRUE(lock) << lock.error().message;
+  spec::OpSpec op = test_op("vadd");
+  auto f = std::async(std::launch::async, [&] { return evaluator().evaluate(op, unique_comment() + k_vadd, test_eval_options(true)); });
+  EXPECT_EQ(f.wait_for(std::chrono::seconds(8)), std::future_status::timeout) << "timed while the lock was held";
+  lock->release();
+  auto r = f.get();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->verdict, eval::Verdict::correct) << r->message;
+  EXPECT_FALSE(r->timing.empty());
+}
+
+// What a kernel can see and do from inside the runner's sandbox, measured with a *trusted*
+// kernel (no seccomp, no inspection): only bubblewrap and the rlimits stand in its way.
+TEST(Sandbox, HidesTheMachine) {
+  const AdversarialWorld& w = world();
+  spec::OpSpec op = test_op("vadd");
+  std::string probe = fmt::format(R"(
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cstdint>
+#include <cstdio>
+static float can_open(const char* p) {{ int fd = open(p, O_RDONLY); if (fd < 0) return 0; close(fd); return 1; }}
+extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N) {{
+  for (int64_t i = 0; i < N; ++i) z[i] = -1;
+  z[0] = can_open("/etc/passwd");
+  z[1] = can_open("{}");
+  z[2] = can_open("{}");
+  z[3] = can_open("/root") + can_open("/home") + can_open("/work");
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{{}}; a.sin_family = AF_INET; a.sin_port = htons({}); a.sin_addr.s_addr = htonl(0x7f000001);
+  z[4] = (s >= 0 && connect(s, (sockaddr*)&a, sizeof a) == 0) ? 1 : 0;
+  FILE* f = fopen("/tmp/kope-adversarial-pwned", "w");
+  z[5] = f != nullptr ? 1 : 0;
+  if (f) fclose(f);
+  int forks = 0;
+  for (int i = 0; i < 300; ++i) {{ pid_t p = fork(); if (p == 0) {{ pause(); _exit(0); }} if (p > 0) ++forks; }}
+  z[6] = (float)forks;
+  z[7] = (float)geteuid();
+}}
+)",
+                                  w.secret_path.string(), (fs::path(KOPE_SOURCE_DIR) / "CMakeLists.txt").string(), w.port);
+  auto dir = util::TempDir::create("kope-probe-", fs::path(KOPE_BINARY_DIR));
+  ASSERT_TRUE(dir);
+  ASSERT_TRUE(util::write_file_atomic(dir->path() / "probe.cpp", probe));
+  auto tc = eval::cpu_toolchain();
+  ASSERT_TRUE(tc);
+  auto so = eval::build_trusted(op, dir->path() / "probe.cpp", *tc);
+  ASSERT_TRUE(so) << so.error().message;
+  auto runner = eval::find_runner();
+  ASSERT_TRUE(runner) << runner.error().message;
+  eval::RunnerOptions ro;
+  ro.runner = *runner;
+  ro.mode = eval::proto::Mode::trusted;
+  ro.threads = 2;
+  ro.memory_bytes = 2ull << 30;
+  ro.processes = 34;
+  const spec::Case& c = op.cases[2];  // N = 64
+  auto layout = eval::layout_case(op, c, 1, 1, 4096);
+  auto s = eval::Session::start(*so, ro, layout.in_bytes, layout.out_bytes);
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_FALSE((*s)->failure()) << (*s)->failure()->message;
+  auto mapped = (*s)->map(op, layout, c.dims);
+  ASSERT_TRUE(mapped && *mapped);
+  auto called = (*s)->call(0, 0, std::chrono::seconds(30));
+  ASSERT_TRUE(called && *called) << ((*s)->failure() ? (*s)->failure()->message : "");
+  const float* z = reinterpret_cast<const float*>((*s)->arena().output(layout.outputs[0][0]));
+  EXPECT_EQ(z[0], 0) << "/etc/passwd is visible";
+  EXPECT_EQ(z[1], 0) << "the memory database is visible";
+  EXPECT_EQ(z[2], 0) << "the source tree is visible";
+  EXPECT_EQ(z[3], 0) << "/root, /home or /work is visible";
+  EXPECT_EQ(z[4], 0) << "the host network is reachable";
+  EXPECT_EQ(z[5], 1) << "the private /tmp is not writable";
+  if (::geteuid() == 0 && util::find_executable("setpriv")) {
+    EXPECT_LT(z[6], 64) << "RLIMIT_NPROC did not stop a fork bomb";
+    EXPECT_NE(z[7], 0) << "the sandbox runs as root";
+  }
+  (*s)->close();
+  s->reset();
+  EXPECT_TRUE(machine_damage().empty()) << machine_damage();
+}
+
+// The runner's guard regions name the buffer and the byte a kernel touched outside its data.
+// The kernel (trusted, so no inspection or seccomp is involved) picks its misdeed from x[0].
+TEST(Sandbox, GuardRegionsNameTheBuffer) {
+  spec::OpSpec op = test_op("vadd");
+  const char* source = R"(
+#include <cstdint>
+extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N) {
+  volatile float sink = 0;
+  switch (static_cast<int>(x[0])) {
+    case 2: z[N + 16] = 1; break;                      // 76 bytes into a 12-byte buffer
+    case 3: z[-2000] = 1; break;                       // 8000 bytes before it
+    case 4: const_cast<float*>(x)[1] = 1; break;       // an input
+    case 5: sink = y[N + 2000]; break;                 // reading past an input
+    default: for (int64_t i = 0; i < N; ++i) z[i] = x[i] + y[i];
+  }
+  (void)sink;
+}
+)";
+  auto dir = util::TempDir::create("kope-guard-", fs::path(KOPE_BINARY_DIR));
+  ASSERT_TRUE(dir);
+  ASSERT_TRUE(util::write_file_atomic(dir->path() / "k.cpp", source));
+  auto tc = eval::cpu_toolchain();
+  ASSERT_TRUE(tc);
+  auto so = eval::build_trusted(op, dir->path() / "k.cpp", *tc);
+  ASSERT_TRUE(so) << so.error().message;
+  auto runner = eval::find_runner();
+  ASSERT_TRUE(runner);
+  eval::RunnerOptions ro;
+  ro.runner = *runner;
+  ro.mode = eval::proto::Mode::trusted;
+  ro.threads = 1;
+  const spec::Case& c = op.cases[1];  // N = 3
+  auto layout = eval::layout_case(op, c, 1, 1, 4096);
+  struct Expect {
+    float mode;
+    eval::Verdict verdict;
+    std::string message;
+  };
+  for (const Expect& e : std::initializer_list<Expect>{
+           {0, eval::Verdict::correct, ""},
+           {2, eval::Verdict::runtime_error, "wrote past the end of output z (byte 76 of a 12-byte buffer; guard page hit, SIGSEGV)"},
+           {3, eval::Verdict::runtime_error, "wrote before the start of output z (byte -8000; guard page hit, SIGSEGV)"},
+           {4, eval::Verdict::rejected, "wrote to input x (inputs are read-only; byte 4)"},
+           {5, eval::Verdict::runtime_error, "read past the end of input y (byte 8012 of a 12-byte buffer; guard page hit, SIGSEGV)"}}) {
+    auto s = eval::Session::start(*so, ro, layout.in_bytes, layout.out_bytes);
+    ASSERT_TRUE(s) << s.error().message;
+    auto mapped = (*s)->map(op, layout, c.dims);
+    ASSERT_TRUE(mapped && *mapped);
+    auto* x = reinterpret_cast<float*>((*s)->arena().input(layout.inputs[0][0]));
+    x[0] = e.mode;
+    auto called = (*s)->call(0, 0, std::chrono::seconds(30));
+    ASSERT_TRUE(called);
+    if (e.verdict == eval::Verdict::correct) {
+      EXPECT_TRUE(*called) << (*s)->failure()->message;
+      continue;
+    }
+    ASSERT_FALSE(*called) << "mode " << e.mode;
+    ASSERT_TRUE((*s)->failure());
+    EXPECT_EQ((*s)->failure()->verdict, e.verdict) << (*s)->failure()->message;
+    EXPECT_EQ((*s)->failure()->message, e.message);
+  }
+  EXPECT_TRUE(machine_damage().empty()) << machine_damage();
+}
+
+}  // namespace
+}  // namespace kope::testing

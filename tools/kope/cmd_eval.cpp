@@ -1,0 +1,222 @@
+// `kope eval` (judge one kernel) and `kope bench` (time the references and library baselines).
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "kope/eval.h"
+#include "kope/hw.h"
+#include "kope/spec.h"
+#include "util/fs.h"
+#include "util/strings.h"
+
+namespace kope::cli {
+
+namespace {
+
+using nlohmann::json;
+
+void progress(std::string_view line) {
+  std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+  std::fflush(stderr);
+}
+
+Result<HardwareProfile> profile() {
+  if (!util::read_file(util::cache_dir() / "hw.json")) progress("kope: measuring this machine's roofline once (kope hw)...");
+  return load_hardware_profile();
+}
+
+std::string us(double v) {
+  if (v <= 0) return "-";
+  if (v >= 1e6) return fmt::format("{:.3g} s", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.4g} ms", v / 1e3);
+  return fmt::format("{:.4g} µs", v);
+}
+
+std::string with_ci(double median, double ci) {
+  if (median <= 0) return "-";
+  return fmt::format("{} ±{:.1f}%", us(median), 100.0 * ci / median);
+}
+
+std::string percent(double f) { return f > 0 ? fmt::format("{:.0f}%", 100 * f) : "-"; }
+
+// Pads to a display width, counting UTF-8 code points (µ, ±).
+std::string pad(std::string_view s, size_t width, bool right = false) {
+  size_t cps = 0;
+  for (unsigned char c : s) cps += (c & 0xC0) != 0x80;
+  std::string fill(cps < width ? width - cps : 0, ' ');
+  return right ? fill + std::string(s) : std::string(s) + fill;
+}
+
+std::string eval_text(const eval::EvalResult& r, const spec::OpSpec& op, int threads) {
+  std::string out;
+  out += fmt::format("kope eval: {} ({}) on {}, {} thread{}, seed {}\n", r.op, op.dir.string(), r.target, threads, threads == 1 ? "" : "s", r.seed);
+  out += fmt::format("verdict: {} — {}\n", eval::verdict_name(r.verdict), r.message);
+  if (!r.diagnostics.empty()) {
+    out += "\n";
+    for (auto& line : util::split(util::trim(r.diagnostics), '\n')) out += "  " + line + "\n";
+  }
+  if (!r.cases.empty()) {
+    out += fmt::format("\n{}{}{}{}\n", pad("case", 6), pad("shape", 28), pad("check", 8), "max abs err / first mismatch");
+    for (const auto& c : r.cases) {
+      std::string detail = c.ok ? fmt::format("{:.3g}", c.max_abs_err) : c.first_mismatch;
+      out += fmt::format("{}{}{}{}\n", pad(std::to_string(c.case_index), 6), pad(c.label, 28), pad(c.ok ? "ok" : "FAIL", 8), detail);
+    }
+  }
+  if (!r.timing.empty()) {
+    out += fmt::format("\ntiming per call (median ±95% CI half-width):\n{}{}{}{}{}{}{}{}\n", pad("case", 6), pad("shape", 24),
+                       pad("kernel", 20), pad("reference", 20), pad("library", 20), pad("roofline", 12), pad("of roofline", 13), "speedup");
+    for (const auto& t : r.timing) {
+      std::string lib = t.library_us ? with_ci(*t.library_us, t.library_ci95_us.value_or(0)) : "-";
+      std::string speed = fmt::format("{:.2f}x ref", t.reference_us / t.median_us);
+      if (t.library_us) speed += fmt::format(", {:.2f}x lib", *t.library_us / t.median_us);
+      out += fmt::format("{}{}{}{}{}{}{}{}\n", pad(std::to_string(t.case_index), 6), pad(t.label, 24), pad(with_ci(t.median_us, t.ci95_us), 20),
+                         pad(with_ci(t.reference_us, t.reference_ci95_us), 20), pad(lib, 20), pad(us(t.roofline_us), 12),
+                         pad(percent(t.fraction_of_roofline), 13), speed);
+    }
+  }
+  out += fmt::format("\ncompile {:.2f} s{}, total {:.2f} s\n", r.compile_seconds, r.compile_cached ? " (cached)" : "", r.wall_seconds);
+  return out;
+}
+
+void register_eval_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("eval", "Judge a kernel: sandboxed compile, verification on every case, timing");
+  struct Options {
+    std::string kernel;
+    std::string op;
+    bool json = false;
+    bool no_time = false;
+    std::optional<uint64_t> seed;
+    double max_seconds = 10;
+    double target_ci = 0.02;
+    std::vector<std::string> flags;
+    int threads = 0;
+    bool refresh = false;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("kernel", o->kernel, "The kernel's C++ source file")->required();
+  cmd->add_option("--op", o->op, "Operator name (from the suite) or path to an op folder")->required();
+  cmd->add_flag("--json", o->json, "Print the result as JSON");
+  cmd->add_flag("--no-time", o->no_time, "Verify only; do not time");
+  cmd->add_option("--seed", o->seed, "Data seed (default: fresh)");
+  cmd->add_option("--max-seconds", o->max_seconds, "Timing cap per timed case, seconds")->check(CLI::PositiveNumber);
+  cmd->add_option("--target-ci", o->target_ci, "Stop timing when the 95% CI is within this fraction of the median")->check(CLI::Range(0.001, 0.5));
+  cmd->add_option("--flag", o->flags, "Extra compile flag (-O, -f, -m, -D, -U, -W, -g); repeatable")->allow_extra_args(false);
+  cmd->add_option("--threads", o->threads, "OpenMP threads for the kernel (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--refresh-baselines", o->refresh, "Time the reference and library again instead of using cached times");
+  cmd->callback([&action, o] {
+    action = [o]() -> Result<int> {
+      KOPE_ASSIGN(std::string source, util::read_file(o->kernel));
+      KOPE_ASSIGN(spec::OpSpec op, spec::resolve_op(o->op));
+      KOPE_ASSIGN(HardwareProfile hw, profile());
+      eval::CpuEvaluatorOptions co;
+      co.threads = o->threads;
+      co.refresh_baselines = o->refresh;
+      KOPE_ASSIGN(auto evaluator, eval::make_cpu_evaluator(hw, co));
+      eval::EvalOptions eo;
+      eo.seed = o->seed;
+      eo.time = !o->no_time;
+      eo.max_seconds_per_case = o->max_seconds;
+      eo.target_ci = o->target_ci;
+      eo.extra_flags = o->flags;
+      KOPE_ASSIGN(eval::EvalResult r, evaluator->evaluate(op, source, eo));
+      if (o->json) {
+        print(r.to_json() + "\n");
+      } else {
+        print(eval_text(r, op, o->threads > 0 ? o->threads : hw.cores));
+      }
+      return r.verdict == eval::Verdict::correct ? 0 : 1;
+    };
+  });
+}
+
+void register_bench_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("bench", "Time the references and library baselines of ops against the roofline");
+  struct Options {
+    std::vector<std::string> selectors;
+    bool all = false;
+    bool json = false;
+    bool refresh = false;
+    double max_seconds = 3;
+    double target_ci = 0.02;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("ops", o->selectors, "Op names, globs, categories (category:x), levels (level:n) or op folders");
+  cmd->add_flag("--all", o->all, "The whole suite");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->add_flag("--refresh", o->refresh, "Measure again instead of using cached times");
+  cmd->add_option("--max-seconds", o->max_seconds, "Timing cap per case and kernel, seconds")->check(CLI::PositiveNumber);
+  cmd->add_option("--target-ci", o->target_ci, "Stop timing when the 95% CI is within this fraction of the median")->check(CLI::Range(0.001, 0.5));
+  cmd->callback([&action, o] {
+    action = [o]() -> Result<int> {
+      if (o->selectors.empty() && !o->all) return fail(ErrorKind::usage, "name the ops to bench, or pass --all for the whole suite");
+      std::vector<std::string> sel = o->all ? std::vector<std::string>{"all"} : o->selectors;
+      KOPE_ASSIGN(auto ops, spec::select_ops(sel));
+      KOPE_ASSIGN(HardwareProfile hw, profile());
+      eval::CpuEvaluatorOptions co;
+      co.refresh_baselines = o->refresh;
+      eval::EvalOptions eo;
+      eo.max_seconds_per_case = o->max_seconds;
+      eo.target_ci = o->target_ci;
+      json rows = json::array();
+      std::string table;
+      table += fmt::format("{}{}{}{}{}{}{}{}\n", pad("op", 24), pad("case", 26), pad("reference", 20), pad("library", 20), pad("roofline", 12),
+                           pad("ref/roof", 10), pad("lib/roof", 10), "lib vs ref");
+      int failures = 0;
+      size_t op_index = 0;
+      for (const auto& op : ops) {
+        ++op_index;
+        auto report = [&](std::string_view line) { progress(fmt::format("[{}/{}] {}", op_index, ops.size(), line)); };
+        auto r = eval::measure_cpu_baselines(hw, op, co, eo, report);
+        if (!r) {
+          ++failures;
+          progress(fmt::format("kope bench: {}: {}", op.name, r.error().message));
+          table += fmt::format("{}{}\n", pad(op.name, 24), "error: " + std::string(util::trim(util::split(r.error().message, '\n')[0])));
+          rows.push_back({{"op", op.name}, {"error", r.error().message}});
+          continue;
+        }
+        for (const auto& cb : *r) {
+          double ref_frac = cb.reference.median_us > 0 ? cb.roofline_us / cb.reference.median_us : 0;
+          double lib_frac = cb.library && cb.library->median_us > 0 ? cb.roofline_us / cb.library->median_us : 0;
+          std::string lib = cb.library ? with_ci(cb.library->median_us, cb.library->ci95_us)
+                                       : (op.library_path ? std::string("failed") : std::string("-"));
+          std::string vs = cb.library ? fmt::format("{:.2f}x", cb.reference.median_us / cb.library->median_us) : "-";
+          table += fmt::format("{}{}{}{}{}{}{}{}\n", pad(op.name, 24), pad(cb.label, 26), pad(with_ci(cb.reference.median_us, cb.reference.ci95_us), 20),
+                               pad(lib, 20), pad(us(cb.roofline_us), 12), pad(percent(ref_frac), 10), pad(percent(lib_frac), 10), vs);
+          json row{{"op", op.name},
+                   {"case", cb.case_index},
+                   {"label", cb.label},
+                   {"flops", cb.flops},
+                   {"bytes", cb.bytes},
+                   {"reference_us", cb.reference.median_us},
+                   {"reference_ci95_us", cb.reference.ci95_us},
+                   {"reference_cached", cb.reference.cached},
+                   {"library_us", cb.library ? json(cb.library->median_us) : json(nullptr)},
+                   {"library_ci95_us", cb.library ? json(cb.library->ci95_us) : json(nullptr)},
+                   {"library_problem", cb.library_problem.empty() ? json(nullptr) : json(cb.library_problem)},
+                   {"roofline_us", cb.roofline_us},
+                   {"reference_fraction_of_roofline", ref_frac},
+                   {"library_fraction_of_roofline", cb.library ? json(lib_frac) : json(nullptr)}};
+          rows.push_back(row);
+          if (!cb.library_problem.empty()) progress(fmt::format("kope bench: {} {}: {}", op.name, cb.label, cb.library_problem));
+        }
+      }
+      if (o->json) {
+        print(json{{"target", hw.target.str()}, {"cores", hw.cores}, {"rows", rows}}.dump(2) + "\n");
+      } else {
+        print(fmt::format("kope bench on {} ({} cores; roofline {:.1f} GFLOP/s, {:.1f} GB/s); times per call, median ±95% CI\n\n",
+                          hw.target.str(), hw.cores, hw.peak_gflops, hw.peak_gbps) + table);
+      }
+      return failures == 0 ? 0 : 1;
+    };
+  });
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app, Action& action) {
+  register_eval_command(app, action);
+  register_bench_command(app, action);
+}
+
+}  // namespace kope::cli
