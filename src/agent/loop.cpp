@@ -45,29 +45,6 @@ std::string role_label(llm::Message::Role r) {
 
 std::string fmt_x(std::optional<double> v) { return v ? fmt::format("{:.2f}x", *v) : std::string("-"); }
 
-std::string lesson_kind_text(memory::LessonKind k) {
-  switch (k) {
-    case memory::LessonKind::strategy: return "strategy";
-    case memory::LessonKind::pitfall: return "pitfall";
-    case memory::LessonKind::fix: return "fix";
-    case memory::LessonKind::recipe: return "recipe";
-  }
-  return "strategy";
-}
-
-std::string delta_op_text(memory::LessonDelta::Op op) {
-  using Op = memory::LessonDelta::Op;
-  switch (op) {
-    case Op::add: return "add";
-    case Op::edit: return "edit";
-    case Op::upvote: return "upvote";
-    case Op::downvote: return "downvote";
-    case Op::deprecate: return "deprecate";
-    case Op::merge: return "merge";
-  }
-  return "add";
-}
-
 struct Plan {
   memory::Stage stage = memory::Stage::draft;
   std::optional<int> parent_iteration;
@@ -1060,9 +1037,9 @@ double reward_for(const Attempt& a) {
 
 json delta_to_json(const memory::LessonDelta& d) {
   const memory::Lesson& l = d.lesson;
-  return json{{"op", delta_op_text(d.op)},
+  return json{{"op", std::string(memory::delta_op_name(d.op))},
               {"lesson_id", d.lesson_id},
-              {"kind", lesson_kind_text(l.kind)},
+              {"kind", std::string(memory::lesson_kind_name(l.kind))},
               {"title", l.title},
               {"text", l.text},
               {"error_signature", l.error_signature},

@@ -19,6 +19,7 @@ using Action = std::function<Result<int>()>;
 
 void register_ops(CLI::App& app, Action& action);
 void register_hw(CLI::App& app, Action& action);
+void register_report(CLI::App& app, Action& action);
 void register_llm(CLI::App& app, Action& action);
 void register_memory(CLI::App& app, Action& action);
 void register_eval(CLI::App& app, Action& action);  // `kope eval` and `kope bench`
