@@ -17,8 +17,8 @@ packages=(
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3
-  # reports
-  graphviz
+  # reports (graphviz renders memory graphs; chromium opens the HTML report in the browser test)
+  graphviz chromium
 )
 
 missing=()

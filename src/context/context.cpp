@@ -67,8 +67,12 @@ int64_t sum_tokens(const std::vector<Item>& items) {
   return t;
 }
 
+constexpr size_t k_shortlist = 2048;
+
 // Greedy selection by (value − λ·max similarity to what is chosen) per token, lazily
 // re-evaluated: a penalty only grows as more is chosen, so a stale bound is an upper bound.
+// Each candidate remembers its largest similarity so far and how many chosen items it has been
+// compared with, so a re-evaluation only compares it with the items chosen since.
 void greedy(const std::vector<Item>& candidates, int64_t budget, double lambda, std::vector<Item>& chosen,
             std::vector<std::vector<uint32_t>>& chosen_sketches, std::vector<std::string>& dropped, int64_t& used) {
   struct Entry {
@@ -78,19 +82,40 @@ void greedy(const std::vector<Item>& candidates, int64_t budget, double lambda, 
     bool operator<(const Entry& o) const { return bound < o.bound || (bound == o.bound && index > o.index); }
   };
   std::vector<std::vector<uint32_t>> sketches(candidates.size());
-  std::priority_queue<Entry> heap;
+  std::vector<double> max_sim(candidates.size(), 0.0);
+  std::vector<size_t> compared(candidates.size(), 0);
   std::vector<bool> taken(candidates.size(), false);
   auto gain = [&](size_t i) {
-    double penalty = 0;
-    for (const auto& s : chosen_sketches) penalty = std::max(penalty, jaccard(sketches[i], s));
-    double adjusted = candidates[i].value - lambda * penalty * std::max(candidates[i].value, 0.0);
+    if (lambda != 0) {
+      for (size_t j = compared[i]; j < chosen_sketches.size(); ++j) {
+        max_sim[i] = std::max(max_sim[i], jaccard(sketches[i], chosen_sketches[j]));
+      }
+    }
+    compared[i] = chosen_sketches.size();
+    double adjusted = candidates[i].value - lambda * max_sim[i] * std::max(candidates[i].value, 0.0);
     return adjusted / static_cast<double>(std::max<int64_t>(1, candidates[i].tokens));
   };
+  // Only the k_shortlist best by value per token compete: with thousands of candidates the
+  // penalty comparisons dominate, and items far down that ranking are not picked in practice.
+  std::vector<size_t> order;
+  order.reserve(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
-    sketches[i] = shingles(candidates[i].text);
-    heap.push({gain(i), i, chosen_sketches.size()});
+    if (candidates[i].tokens <= budget - used) order.push_back(i);  // others can never fit
   }
-  while (!heap.empty()) {
+  if (order.size() > k_shortlist) {
+    auto density = [&](size_t i) { return candidates[i].value / static_cast<double>(std::max<int64_t>(1, candidates[i].tokens)); };
+    std::nth_element(order.begin(), order.begin() + k_shortlist, order.end(),
+                     [&](size_t a, size_t b) { return density(a) > density(b) || (density(a) == density(b) && a < b); });
+    order.resize(k_shortlist);
+  }
+  std::vector<Entry> entries;
+  entries.reserve(order.size());
+  for (size_t i : order) {
+    sketches[i] = shingles(candidates[i].text);
+    entries.push_back({gain(i), i, chosen_sketches.size()});
+  }
+  std::priority_queue<Entry> heap(std::less<Entry>(), std::move(entries));
+  while (!heap.empty() && used < budget) {
     Entry top = heap.top();
     heap.pop();
     const Item& item = candidates[top.index];

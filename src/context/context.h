@@ -7,7 +7,8 @@
 // Memory items compete for the knowledge budget B_k = max(0, W − S − G − R) (window, system
 // prompt, generation allowance, recency reserve; the reserve is at least the hot tier's size).
 // In `active` mode warm then cold fill B_k, each under a cap, chosen greedily by value per token
-// with a redundancy penalty. `passive` admits every relevant item in retrieval order up to the
+// with a redundancy penalty (among the 2048 best candidates by value per token per tier, which
+// bounds the cost when retrieval returns tens of thousands of items). `passive` admits every relevant item in retrieval order up to the
 // window (the paper's baseline). `none` admits no memory at all. All functions are pure and
 // thread-safe.
 #pragma once

@@ -23,9 +23,11 @@ int main(int argc, char** argv) {
   kope::cli::Action action;
   kope::cli::register_ops(app, action);
   kope::cli::register_hw(app, action);
+  kope::cli::register_report(app, action);
   kope::cli::register_llm(app, action);
   kope::cli::register_memory(app, action);
   kope::cli::register_eval(app, action);
+  kope::cli::register_run(app, action);
   kope::cli::register_backends(app, action);
   try {
     app.parse(argc, argv);

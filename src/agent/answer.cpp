@@ -1,0 +1,300 @@
+#include "agent/answer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <vector>
+
+#include "util/strings.h"
+
+namespace kope::agent {
+
+namespace {
+
+struct Block {
+  std::string info;     // the language tag
+  std::string content;  // '\n'-terminated lines
+  bool closed = false;
+  size_t first_line = 0;
+  size_t last_line = 0;  // the closing fence (or the last line when unclosed)
+};
+
+std::string normalise_newlines(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\r') {
+      out += '\n';
+      if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+// A fence line: optional indentation (up to 3 spaces, as in CommonMark, but models indent more
+// inside lists, so any), then 3+ backticks or tildes. Returns the fence char and length.
+bool fence_of(std::string_view line, char& ch, size_t& len, size_t& indent, std::string_view& rest) {
+  size_t i = 0;
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  if (i >= line.size() || (line[i] != '`' && line[i] != '~')) return false;
+  char c = line[i];
+  size_t j = i;
+  while (j < line.size() && line[j] == c) ++j;
+  if (j - i < 3) return false;
+  ch = c;
+  len = j - i;
+  indent = i;
+  rest = line.substr(j);
+  return true;
+}
+
+// True when `code` contains `kope_kernel(...)` followed by a body, not just a declaration.
+bool defines_kernel(std::string_view code) {
+  size_t pos = 0;
+  while ((pos = code.find("kope_kernel", pos)) != std::string_view::npos) {
+    size_t i = pos + 11;
+    bool ident_before = pos > 0 && (std::isalnum(static_cast<unsigned char>(code[pos - 1])) || code[pos - 1] == '_');
+    pos = i;
+    if (ident_before) continue;
+    while (i < code.size() && std::isspace(static_cast<unsigned char>(code[i]))) ++i;
+    if (i >= code.size() || code[i] != '(') continue;
+    int depth = 0;
+    for (; i < code.size(); ++i) {
+      if (code[i] == '(') ++depth;
+      if (code[i] == ')' && --depth == 0) break;
+    }
+    if (i >= code.size()) return false;
+    ++i;
+    // Skip qualifiers such as `noexcept` or `__attribute__((...))` before the body.
+    while (i < code.size() && code[i] != '{' && code[i] != ';') ++i;
+    if (i < code.size() && code[i] == '{') return true;
+  }
+  return false;
+}
+
+// Brace balance ignoring comments, string and character literals.
+bool braces_balance(std::string_view code) {
+  int depth = 0;
+  for (size_t i = 0; i < code.size(); ++i) {
+    char c = code[i];
+    if (c == '/' && i + 1 < code.size() && code[i + 1] == '/') {
+      while (i < code.size() && code[i] != '\n') ++i;
+    } else if (c == '/' && i + 1 < code.size() && code[i + 1] == '*') {
+      size_t end = code.find("*/", i + 2);
+      if (end == std::string_view::npos) return false;
+      i = end + 1;
+    } else if (c == '"' || c == '\'') {
+      for (++i; i < code.size() && code[i] != c; ++i) {
+        if (code[i] == '\\') ++i;
+        if (code[i] == '\n') break;
+      }
+    } else if (c == '{') {
+      ++depth;
+    } else if (c == '}') {
+      if (--depth < 0) return false;
+    }
+  }
+  return depth == 0;
+}
+
+std::string strip_decoration(std::string_view s) {
+  s = util::trim(s);
+  // Markdown list/heading/quote markers and emphasis around a header.
+  while (!s.empty() && (s.front() == '#' || s.front() == '>' || s.front() == '-' || s.front() == '*' ||
+                        s.front() == '_' || s.front() == '`')) {
+    s.remove_prefix(1);
+    s = util::trim(s);
+  }
+  while (!s.empty() && (s.back() == '*' || s.back() == '_' || s.back() == '`')) {
+    s.remove_suffix(1);
+    s = util::trim(s);
+  }
+  return std::string(s);
+}
+
+std::string clean_value(std::string_view v) {
+  std::string s = strip_decoration(v);
+  while (!s.empty() && (s.front() == '"' || s.front() == '\'' || s.front() == ':')) s.erase(0, 1);
+  while (!s.empty() && (s.back() == '"' || s.back() == '\'' || s.back() == ',')) s.pop_back();
+  s = std::string(util::trim(s));
+  if (s.size() > 200) {
+    s.resize(197);
+    s += "...";
+  }
+  return s;
+}
+
+// "OPTIMISATION: x", "**Optimization:** x", "optimisation - x", "optimisation applied: x".
+std::optional<std::string> header_value(std::string_view line) {
+  std::string plain = strip_decoration(line);
+  std::string lower = util::to_lower(plain);
+  for (std::string_view key : {"optimisation", "optimization"}) {
+    if (!lower.starts_with(key)) continue;
+    size_t i = key.size();
+    // Allow a short qualifier such as " applied" or "s" before the separator.
+    size_t sep = lower.find_first_of(":-=", i);
+    if (sep == std::string::npos || sep > i + 12) continue;
+    std::string value = clean_value(std::string_view(plain).substr(sep + 1));
+    if (value.empty()) continue;
+    return value;
+  }
+  return std::nullopt;
+}
+
+// `"optimisation": "..."` anywhere (a JSON header).
+std::optional<std::string> json_header(std::string_view text) {
+  std::string lower = util::to_lower(text);
+  for (std::string_view key : {"\"optimisation\"", "\"optimization\""}) {
+    size_t pos = lower.find(key);
+    if (pos == std::string::npos) continue;
+    size_t i = pos + key.size();
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i >= text.size() || text[i] != ':') continue;
+    ++i;
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i >= text.size() || text[i] != '"') continue;
+    std::string value;
+    for (++i; i < text.size() && text[i] != '"'; ++i) {
+      if (text[i] == '\\' && i + 1 < text.size()) ++i;
+      value += text[i];
+    }
+    value = clean_value(value);
+    if (!value.empty()) return value;
+  }
+  return std::nullopt;
+}
+
+bool looks_like_code_start(std::string_view line) {
+  std::string_view t = util::trim(line);
+  for (std::string_view p : {"#include", "#pragma", "#define", "extern \"C\"", "extern\"C\"", "static ", "inline ",
+                             "template", "namespace", "typedef", "using ", "//", "/*"}) {
+    if (t.starts_with(p)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+ParsedAnswer parse_answer(std::string_view raw) {
+  ParsedAnswer out;
+  std::string text = normalise_newlines(raw);
+  std::vector<std::string> lines = util::split(text, '\n');
+
+  std::vector<Block> blocks;
+  std::vector<bool> in_block(lines.size(), false);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    char ch;
+    size_t len, indent;
+    std::string_view rest;
+    if (!fence_of(lines[i], ch, len, indent, rest)) continue;
+    Block b;
+    b.info = std::string(util::trim(rest));
+    b.first_line = i;
+    in_block[i] = true;
+    size_t j = i + 1;
+    for (; j < lines.size(); ++j) {
+      char ch2;
+      size_t len2, indent2;
+      std::string_view rest2;
+      in_block[j] = true;
+      if (fence_of(lines[j], ch2, len2, indent2, rest2) && ch2 == ch && len2 >= len && util::trim(rest2).empty()) {
+        b.closed = true;
+        break;
+      }
+      std::string_view l = lines[j];
+      size_t strip = 0;
+      while (strip < indent && strip < l.size() && l[strip] == ' ') ++strip;
+      b.content += l.substr(strip);
+      b.content += '\n';
+    }
+    b.last_line = std::min(j, lines.size() - 1);
+    blocks.push_back(std::move(b));
+    i = j;
+  }
+  out.code_blocks = static_cast<int>(blocks.size());
+
+  const Block* chosen = nullptr;
+  for (const auto& b : blocks) {
+    if (b.closed && defines_kernel(b.content)) chosen = &b;
+  }
+  if (!chosen && !blocks.empty() && !blocks.back().closed) {
+    const Block& last = blocks.back();
+    if (defines_kernel(last.content) && braces_balance(last.content)) {
+      chosen = &last;
+    } else if (last.content.find("kope_kernel") != std::string::npos) {
+      out.problem = "the answer was cut off inside the code block";
+    }
+  }
+  if (chosen) {
+    out.has_code = true;
+    out.code = chosen->content;
+  } else if (blocks.empty() && defines_kernel(text)) {
+    // No fences: accept the answer from its first line of code on.
+    size_t start = 0;
+    while (start < lines.size() && !looks_like_code_start(lines[start])) ++start;
+    if (start < lines.size()) {
+      std::string code;
+      for (size_t i = start; i < lines.size(); ++i) {
+        code += lines[i];
+        code += '\n';
+      }
+      if (defines_kernel(code) && braces_balance(code)) {
+        out.has_code = true;
+        out.code = std::move(code);
+        for (size_t i = start; i < lines.size(); ++i) in_block[i] = true;
+      }
+    }
+  }
+  if (!out.has_code && out.problem.empty()) {
+    out.problem = blocks.empty() ? "no code in answer" : "no code block in the answer defines kope_kernel";
+  }
+  // Trailing blank lines in the block are noise; keep exactly one final newline.
+  while (out.code.size() >= 2 && out.code[out.code.size() - 1] == '\n' && out.code[out.code.size() - 2] == '\n') {
+    out.code.pop_back();
+  }
+
+  // The header: an explicit line outside code blocks first, then a JSON field, then prose.
+  for (size_t i = 0; i < lines.size() && !out.header_found; ++i) {
+    if (in_block[i]) continue;
+    if (auto v = header_value(lines[i])) {
+      out.optimisation = *v;
+      out.header_found = true;
+    }
+  }
+  if (!out.header_found) {
+    if (auto v = json_header(text)) {
+      out.optimisation = *v;
+      out.header_found = true;
+    }
+  }
+  if (!out.header_found && chosen) {
+    // Some models put the header as a comment at the top of the code.
+    for (const auto& l : util::split(chosen->content, '\n')) {
+      std::string_view t = util::trim(l);
+      if (t.starts_with("//")) {
+        if (auto v = header_value(t.substr(2))) {
+          out.optimisation = *v;
+          out.header_found = true;
+          break;
+        }
+      }
+    }
+  }
+  if (!out.header_found) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (in_block[i]) continue;
+      std::string s = clean_value(lines[i]);
+      if (s.size() >= 3) {
+        if (s.size() > 120) s = s.substr(0, 117) + "...";
+        out.optimisation = s;
+        break;
+      }
+    }
+  }
+  if (out.optimisation.empty()) out.optimisation = "unspecified";
+  return out;
+}
+
+}  // namespace kope::agent

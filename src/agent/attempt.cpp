@@ -1,0 +1,188 @@
+#include "agent/attempt.h"
+
+#include <cmath>
+
+#include "util/strings.h"
+
+namespace kope::agent {
+
+using nlohmann::json;
+
+namespace {
+
+template <class T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+template <class T>
+std::optional<T> get_opt(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return it->get<T>();
+}
+
+json timing_json(const TimingSummary& t) {
+  return json{{"case", t.case_index},          {"label", t.label},
+              {"median_us", t.median_us},      {"ci95_us", t.ci95_us},
+              {"reference_us", t.reference_us}, {"library_us", opt(t.library_us)},
+              {"roofline_us", t.roofline_us},  {"fraction_of_roofline", t.fraction_of_roofline}};
+}
+
+TimingSummary timing_from(const json& j) {
+  TimingSummary t;
+  t.case_index = j.value("case", 0);
+  t.label = j.value("label", "");
+  t.median_us = j.value("median_us", 0.0);
+  t.ci95_us = j.value("ci95_us", 0.0);
+  t.reference_us = j.value("reference_us", 0.0);
+  t.library_us = get_opt<double>(j, "library_us");
+  t.roofline_us = j.value("roofline_us", 0.0);
+  t.fraction_of_roofline = j.value("fraction_of_roofline", 0.0);
+  return t;
+}
+
+}  // namespace
+
+json to_json(const Attempt& a) {
+  json timings = json::array();
+  for (const auto& t : a.timings) timings.push_back(timing_json(t));
+  json items = json::array();
+  for (const auto& [id, score] : a.memory_items) items.push_back(json::array({id, score}));
+  return json{{"iteration", a.iteration},
+              {"stage", std::string(memory::stage_name(a.stage))},
+              {"policy", a.policy},
+              {"parent_iteration", opt(a.parent_iteration)},
+              {"parent_case_id", opt(a.parent_case_id)},
+              {"source_case_id", opt(a.source_case_id)},
+              {"optimisation", a.optimisation},
+              {"header_found", a.header_found},
+              {"has_code", a.has_code},
+              {"code_file", a.code_file},
+              {"code_hash", a.code_hash},
+              {"verdict", a.verdict},
+              {"message", a.message},
+              {"diagnostics", a.diagnostics},
+              {"first_mismatch", a.first_mismatch},
+              {"cases_passed", a.cases_passed},
+              {"cases_total", a.cases_total},
+              {"timings", timings},
+              {"speedup_vs_reference", opt(a.speedup_vs_reference)},
+              {"speedup_vs_library", opt(a.speedup_vs_library)},
+              {"speedup_vs_parent", opt(a.speedup_vs_parent)},
+              {"speedup_vs_incumbent", opt(a.speedup_vs_incumbent)},
+              {"fraction_of_roofline", opt(a.fraction_of_roofline)},
+              {"improved", a.improved},
+              {"label", a.label},
+              {"tokens_prompt", a.tokens_prompt},
+              {"tokens_completion", a.tokens_completion},
+              {"cost_usd", a.cost_usd},
+              {"prompt_id", a.prompt_id},
+              {"prompt_tokens_estimated", a.prompt_tokens_estimated},
+              {"tier_tokens", a.tier_tokens},
+              {"knowledge_budget", a.knowledge_budget},
+              {"memory_items", items},
+              {"eval_seed", a.eval_seed},
+              {"llm_seconds", a.llm_seconds},
+              {"eval_seconds", a.eval_seconds},
+              {"wall_seconds", a.wall_seconds},
+              {"notable", a.notable},
+              {"notable_reason", a.notable_reason},
+              {"journal", a.journal}};
+}
+
+Result<Attempt> attempt_from_json(const json& j) {
+  try {
+    Attempt a;
+    a.iteration = j.at("iteration").get<int>();
+    auto stage = memory::parse_stage(j.at("stage").get<std::string>());
+    if (!stage) return fail(ErrorKind::corrupt, "attempt {}: unknown stage '{}'", a.iteration, j.at("stage").dump());
+    a.stage = *stage;
+    a.policy = j.value("policy", "llm");
+    a.parent_iteration = get_opt<int>(j, "parent_iteration");
+    a.parent_case_id = get_opt<int64_t>(j, "parent_case_id");
+    a.source_case_id = get_opt<int64_t>(j, "source_case_id");
+    a.optimisation = j.value("optimisation", "");
+    a.header_found = j.value("header_found", false);
+    a.has_code = j.value("has_code", false);
+    a.code_file = j.value("code_file", "");
+    a.code_hash = j.value("code_hash", "");
+    a.verdict = j.at("verdict").get<std::string>();
+    a.message = j.value("message", "");
+    a.diagnostics = j.value("diagnostics", "");
+    a.first_mismatch = j.value("first_mismatch", "");
+    a.cases_passed = j.value("cases_passed", 0);
+    a.cases_total = j.value("cases_total", 0);
+    for (const auto& t : j.value("timings", json::array())) a.timings.push_back(timing_from(t));
+    a.speedup_vs_reference = get_opt<double>(j, "speedup_vs_reference");
+    a.speedup_vs_library = get_opt<double>(j, "speedup_vs_library");
+    a.speedup_vs_parent = get_opt<double>(j, "speedup_vs_parent");
+    a.speedup_vs_incumbent = get_opt<double>(j, "speedup_vs_incumbent");
+    a.fraction_of_roofline = get_opt<double>(j, "fraction_of_roofline");
+    a.improved = j.value("improved", false);
+    a.label = j.value("label", "");
+    a.tokens_prompt = j.value("tokens_prompt", int64_t{0});
+    a.tokens_completion = j.value("tokens_completion", int64_t{0});
+    a.cost_usd = j.value("cost_usd", 0.0);
+    a.prompt_id = j.value("prompt_id", "");
+    a.prompt_tokens_estimated = j.value("prompt_tokens_estimated", int64_t{0});
+    a.tier_tokens = j.value("tier_tokens", std::map<std::string, int64_t>{});
+    a.knowledge_budget = j.value("knowledge_budget", int64_t{0});
+    for (const auto& it : j.value("memory_items", json::array())) {
+      a.memory_items.emplace_back(it.at(0).get<std::string>(), it.at(1).get<double>());
+    }
+    a.eval_seed = j.value("eval_seed", uint64_t{0});
+    a.llm_seconds = j.value("llm_seconds", 0.0);
+    a.eval_seconds = j.value("eval_seconds", 0.0);
+    a.wall_seconds = j.value("wall_seconds", 0.0);
+    a.notable = j.value("notable", false);
+    a.notable_reason = j.value("notable_reason", "");
+    a.journal = j.value("journal", "");
+    return a;
+  } catch (const json::exception& e) {
+    return fail(ErrorKind::corrupt, "malformed attempt record: {}", e.what());
+  }
+}
+
+void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
+  a.verdict = std::string(eval::verdict_name(r.verdict));
+  a.message = r.message;
+  a.diagnostics = util::truncate_text(r.diagnostics, 4000, 60);
+  a.cases_total = static_cast<int>(r.cases.size());
+  a.cases_passed = 0;
+  a.first_mismatch.clear();
+  for (const auto& c : r.cases) {
+    if (c.ok) {
+      ++a.cases_passed;
+    } else if (r.verdict == eval::Verdict::wrong_result && a.first_mismatch.empty() && !c.first_mismatch.empty()) {
+      a.first_mismatch = "case " + c.label + ": " + c.first_mismatch;
+    }
+  }
+  a.timings.clear();
+  for (const auto& t : r.timing) {
+    a.timings.push_back({t.case_index, t.label, t.median_us, t.ci95_us, t.reference_us, t.library_us, t.roofline_us,
+                         t.fraction_of_roofline});
+  }
+  a.speedup_vs_reference = r.speedup_vs_reference;
+  a.speedup_vs_library = r.speedup_vs_library;
+  a.fraction_of_roofline = r.fraction_of_roofline;
+  a.eval_seed = r.seed;
+  a.eval_seconds = r.wall_seconds;
+}
+
+std::optional<double> relative_speed(const std::vector<TimingSummary>& before, const std::vector<TimingSummary>& after) {
+  double log_sum = 0;
+  int n = 0;
+  for (const auto& b : before) {
+    for (const auto& a : after) {
+      if (a.case_index == b.case_index && a.median_us > 0 && b.median_us > 0) {
+        log_sum += std::log(b.median_us / a.median_us);
+        ++n;
+      }
+    }
+  }
+  if (n == 0) return std::nullopt;
+  return std::exp(log_sum / n);
+}
+
+}  // namespace kope::agent

@@ -1,0 +1,92 @@
+// agent/attempt.h — one iteration's record as the agent keeps it (event log, results, resume).
+//
+// An Attempt holds everything the loop decided and measured for one candidate: its stage and
+// lineage, what the model said it applied, the evaluator's verdict and timings, whether it
+// became the incumbent, the tokens its prompt used per tier. It round-trips through JSON so a
+// killed run can be rebuilt from its event log exactly as it was. Plain values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kope/eval.h"
+#include "kope/memory.h"
+
+namespace kope::agent {
+
+// Verdict recorded for an answer that held no usable code (never produced by the evaluator):
+// the attempt counts, the memory records it as `compile_error` with this message prefix.
+inline constexpr std::string_view k_no_code_message = "no code in answer";
+
+struct TimingSummary {
+  int case_index = 0;
+  std::string label;
+  double median_us = 0;
+  double ci95_us = 0;
+  double reference_us = 0;
+  std::optional<double> library_us;
+  double roofline_us = 0;
+  double fraction_of_roofline = 0;
+};
+
+struct Attempt {
+  int iteration = 0;                    // 1-based within the op's task
+  memory::Stage stage = memory::Stage::draft;
+  std::string policy = "llm";           // "llm" or "replay"
+  std::optional<int> parent_iteration;  // the attempt in this task it began from
+  std::optional<int64_t> parent_case_id;
+  std::optional<int64_t> source_case_id;  // replay: the memory case the kernel came from
+  std::string optimisation;
+  bool header_found = false;
+  bool has_code = false;
+  std::string code_file;                // relative to the run directory
+  std::string code_hash;                // SHA-256 of the source ("" without code)
+  std::string verdict;                  // eval::verdict_name
+  std::string message;
+  std::string diagnostics;              // trimmed
+  std::string first_mismatch;
+  int cases_passed = 0;
+  int cases_total = 0;
+  std::vector<TimingSummary> timings;
+  std::optional<double> speedup_vs_reference;
+  std::optional<double> speedup_vs_library;
+  std::optional<double> speedup_vs_parent;     // r: vs the parent kernel (or the baseline, see loop.h)
+  std::optional<double> speedup_vs_incumbent;  // vs the incumbent at the time
+  std::optional<double> fraction_of_roofline;
+  bool improved = false;                // became the incumbent
+  std::string label;                    // outcome label (effective/partial/ineffective/negative)
+  int64_t tokens_prompt = 0;            // reported by the provider (or estimated)
+  int64_t tokens_completion = 0;
+  double cost_usd = 0;
+  std::string prompt_id;
+  int64_t prompt_tokens_estimated = 0;
+  std::map<std::string, int64_t> tier_tokens;  // system, hot, warm, cold
+  int64_t knowledge_budget = 0;
+  std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items and scores
+  uint64_t eval_seed = 0;
+  double llm_seconds = 0;
+  double eval_seconds = 0;
+  double wall_seconds = 0;              // the whole iteration
+  bool notable = false;                 // triggers a reflection
+  std::string notable_reason;
+  std::string journal;
+
+  bool correct() const { return verdict == "correct"; }
+};
+
+nlohmann::json to_json(const Attempt& a);
+Result<Attempt> attempt_from_json(const nlohmann::json& j);
+
+// Fills verdict, message, diagnostics, checks and timings from an evaluation.
+void apply_eval_result(Attempt& a, const eval::EvalResult& r);
+
+// Geometric mean over the timed cases both have of before.median_us / after.median_us (how much
+// faster `after` is); nullopt when they share no timed case.
+std::optional<double> relative_speed(const std::vector<TimingSummary>& before, const std::vector<TimingSummary>& after);
+
+}  // namespace kope::agent

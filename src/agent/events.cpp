@@ -1,0 +1,77 @@
+#include "agent/events.h"
+
+#include <chrono>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "util/fs.h"
+#include "util/strings.h"
+
+namespace kope::agent {
+
+std::string now_iso8601() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, ms);
+}
+
+Result<std::unique_ptr<EventLog>> EventLog::open(const std::filesystem::path& path) {
+  std::unique_ptr<EventLog> log(new EventLog());
+  log->m_path = path;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    KOPE_ASSIGN(auto events, read_events(path));
+    for (const auto& e : events) log->m_next_seq = std::max<int64_t>(log->m_next_seq, e.value("seq", int64_t{0}) + 1);
+    // A torn last line (a crash mid-append) would otherwise sit in the middle of the log once
+    // new events follow it: rewrite the file with the complete events only.
+    KOPE_ASSIGN(std::string text, util::read_file(path));
+    std::string clean;
+    for (const auto& e : events) clean += e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    size_t complete_lines = 0;
+    for (const auto& line : util::split(text, '\n')) complete_lines += util::trim(line).empty() ? 0 : 1;
+    if (complete_lines != events.size() || (!text.empty() && text.back() != '\n')) {
+      KOPE_TRY(util::write_file_atomic(path, clean));
+    }
+  }
+  return log;
+}
+
+Status EventLog::append(nlohmann::json event) {
+  std::lock_guard lock(m_mutex);
+  event["seq"] = m_next_seq;
+  event["time"] = now_iso8601();
+  KOPE_TRY(util::append_line_durable(m_path, event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  ++m_next_seq;
+  return {};
+}
+
+Result<std::vector<nlohmann::json>> read_events(const std::filesystem::path& path) {
+  KOPE_ASSIGN(std::string text, util::read_file(path));
+  std::vector<nlohmann::json> out;
+  std::vector<std::string> lines = util::split(text, '\n');
+  // Index of the last non-empty line: the only one allowed to be torn.
+  size_t last = lines.size();
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (!util::trim(lines[i]).empty()) {
+      last = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (util::trim(lines[i]).empty()) continue;
+    auto j = nlohmann::json::parse(lines[i], nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      if (i == last) break;  // torn by a crash mid-append
+      return fail(ErrorKind::corrupt, "{}:{}: malformed event line (the run directory is damaged)", path.string(), i + 1);
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace kope::agent

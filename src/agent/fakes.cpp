@@ -1,0 +1,389 @@
+#include "agent/fakes.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "util/hash.h"
+#include "util/strings.h"
+
+namespace kope::agent {
+
+namespace {
+
+std::optional<std::string> directive(std::string_view source, std::string_view key) {
+  size_t pos = source.find(key);
+  if (pos == std::string_view::npos) return std::nullopt;
+  size_t start = pos + key.size();
+  size_t end = source.find('\n', start);
+  return std::string(util::trim(source.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start)));
+}
+
+int64_t tokens_of(std::string_view s) { return static_cast<int64_t>((s.size() + 3) / 4); }
+
+}  // namespace
+
+// --- FakeEvaluator ---------------------------------------------------------------------------
+
+Result<eval::EvalResult> FakeEvaluator::evaluate(const spec::OpSpec& op, std::string_view source,
+                                                 const eval::EvalOptions& options) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_sources.emplace_back(source);
+  }
+  eval::EvalResult r;
+  r.op = op.name;
+  r.target = m_config.target;
+  r.toolchain = m_config.toolchain;
+  r.code_hash = util::sha256_hex(source);
+  r.seed = options.seed.value_or(42);
+  r.wall_seconds = 0.001;
+  auto verdict_text = directive(source, "fake-verdict:");
+  eval::Verdict verdict = eval::Verdict::correct;
+  if (verdict_text) {
+    auto v = eval::parse_verdict(*verdict_text);
+    if (!v) return fail(ErrorKind::internal, "fake evaluator: unknown verdict '{}'", *verdict_text);
+    verdict = *v;
+  } else if (source.find("kope_kernel") == std::string_view::npos) {
+    verdict = eval::Verdict::compile_error;
+  }
+  r.verdict = verdict;
+  r.message = directive(source, "fake-message:").value_or(
+      verdict == eval::Verdict::correct ? "correct on every case" : std::string(eval::verdict_name(verdict)));
+  if (verdict == eval::Verdict::compile_error) r.diagnostics = "candidate.cpp:3:1: error: expected ';'";
+  for (const auto& c : op.cases) {
+    eval::CaseCheck check;
+    check.case_index = c.index;
+    check.label = op.case_label(c);
+    check.ok = verdict == eval::Verdict::correct;
+    if (verdict == eval::Verdict::wrong_result && c.index == 0) check.first_mismatch = "y[0]: got 1, expected 2";
+    if (verdict == eval::Verdict::wrong_result && c.index > 0) check.ok = true;
+    if (verdict == eval::Verdict::compile_error) break;
+    r.cases.push_back(check);
+  }
+  if (verdict != eval::Verdict::correct || !options.time) return r;
+  double t = m_config.reference_us;
+  if (auto s = directive(source, "fake-time-us:")) t = std::stod(*s);
+  double log_ref = 0, log_lib = 0;
+  int n = 0, n_lib = 0;
+  for (const auto* c : op.timed_cases()) {
+    eval::CaseTiming ct;
+    ct.case_index = c->index;
+    ct.label = op.case_label(*c);
+    ct.median_us = t;
+    ct.ci95_us = t * 0.01;
+    ct.samples_us = {t, t, t};
+    ct.calls_per_batch = 1;
+    ct.reference_us = m_config.reference_us;
+    ct.library_us = m_config.library_us;
+    ct.roofline_us = m_config.roofline_us;
+    ct.fraction_of_roofline = m_config.roofline_us / t;
+    log_ref += std::log(m_config.reference_us / t);
+    ++n;
+    if (m_config.library_us) {
+      log_lib += std::log(*m_config.library_us / t);
+      ++n_lib;
+    }
+    r.timing.push_back(ct);
+  }
+  if (n > 0) {
+    r.speedup_vs_reference = std::exp(log_ref / n);
+    r.fraction_of_roofline = m_config.roofline_us / t;
+  }
+  if (n_lib > 0) r.speedup_vs_library = std::exp(log_lib / n_lib);
+  return r;
+}
+
+Target FakeEvaluator::target() const {
+  auto t = Target::parse(m_config.target);
+  return t ? *t : Target{};
+}
+
+int FakeEvaluator::calls() const {
+  std::lock_guard lock(m_mutex);
+  return static_cast<int>(m_sources.size());
+}
+
+std::vector<std::string> FakeEvaluator::sources() const {
+  std::lock_guard lock(m_mutex);
+  return m_sources;
+}
+
+// --- InMemoryStore ---------------------------------------------------------------------------
+
+Result<int64_t> InMemoryStore::record_case(const memory::CaseRecord& c) {
+  std::lock_guard lock(m_mutex);
+  ++m_record_calls;
+  if (!c.natural_key.empty()) {
+    auto it = m_by_key.find(c.natural_key);
+    if (it != m_by_key.end()) return it->second;
+  }
+  if (c.parent_id && (*c.parent_id < 1 || *c.parent_id > static_cast<int64_t>(m_cases.size()))) {
+    return fail(ErrorKind::not_found, "record_case: parent case {} does not exist", *c.parent_id);
+  }
+  memory::CaseRecord rec = c;
+  rec.id = static_cast<int64_t>(m_cases.size()) + 1;
+  if (rec.verdict != "correct") {
+    rec.outcome = memory::Outcome::negative;
+  } else {
+    rec.outcome = memory::outcome_for_ratio(rec.speedup_vs_parent.value_or(rec.speedup_vs_reference.value_or(0)));
+  }
+  if (rec.error_signature.empty() && rec.verdict != "correct") rec.error_signature = rec.verdict + ": " + rec.message;
+  rec.created_at = "2026-01-01T00:00:00Z";
+  m_cases.push_back(rec);
+  if (!rec.natural_key.empty()) m_by_key[rec.natural_key] = rec.id;
+  return rec.id;
+}
+
+Result<std::optional<memory::CaseRecord>> InMemoryStore::get_case(int64_t id) {
+  std::lock_guard lock(m_mutex);
+  if (id < 1 || id > static_cast<int64_t>(m_cases.size())) return std::optional<memory::CaseRecord>{};
+  return std::optional<memory::CaseRecord>{m_cases[static_cast<size_t>(id - 1)]};
+}
+
+Result<std::optional<memory::CaseRecord>> InMemoryStore::find_case(const std::string& natural_key) {
+  std::lock_guard lock(m_mutex);
+  auto it = m_by_key.find(natural_key);
+  if (it == m_by_key.end()) return std::optional<memory::CaseRecord>{};
+  return std::optional<memory::CaseRecord>{m_cases[static_cast<size_t>(it->second - 1)]};
+}
+
+Result<std::vector<memory::CaseRecord>> InMemoryStore::best_cases(const std::string& op, const std::string& target, int limit) {
+  std::lock_guard lock(m_mutex);
+  std::vector<memory::CaseRecord> out;
+  for (const auto& c : m_cases) {
+    if (c.task.op == op && c.verdict == "correct" && !c.quarantined && (target.empty() || c.hardware.target == target)) {
+      out.push_back(c);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.speedup_vs_reference.value_or(0) > b.speedup_vs_reference.value_or(0);
+  });
+  if (limit >= 0 && out.size() > static_cast<size_t>(limit)) out.resize(static_cast<size_t>(limit));
+  return out;
+}
+
+Result<std::string> InMemoryStore::apply(const memory::LessonDelta& d) {
+  std::lock_guard lock(m_mutex);
+  using Op = memory::LessonDelta::Op;
+  auto find = [&](const std::string& id) -> memory::Lesson* {
+    for (auto& l : m_lessons) {
+      if (l.id == id) return &l;
+    }
+    return nullptr;
+  };
+  std::string id = d.lesson_id;
+  if (d.op == Op::add) {
+    if (d.lesson.title.empty() || d.lesson.text.empty()) return fail(ErrorKind::usage, "a lesson needs a title and a text");
+    memory::Lesson l = d.lesson;
+    l.id = fmt::format("L{:04x}{:04x}", m_lessons.size() + 1, util::fnv1a64(l.title) & 0xffff);
+    l.status = memory::LessonStatus::active;
+    if (d.source_case) l.source_cases.push_back(*d.source_case);
+    id = l.id;
+    m_lessons.push_back(std::move(l));
+  } else {
+    memory::Lesson* l = find(d.lesson_id);
+    if (!l) return fail(ErrorKind::not_found, "no lesson '{}'", d.lesson_id);
+    switch (d.op) {
+      case Op::edit:
+        if (!d.lesson.title.empty()) l->title = d.lesson.title;
+        if (!d.lesson.text.empty()) l->text = d.lesson.text;
+        break;
+      case Op::upvote: ++l->helpful; break;
+      case Op::downvote: ++l->harmful; break;
+      case Op::deprecate: l->status = memory::LessonStatus::deprecated; break;
+      case Op::merge: l->status = memory::LessonStatus::merged; break;
+      case Op::add: break;
+    }
+  }
+  m_deltas.push_back(d);
+  return id;
+}
+
+Result<std::vector<memory::Lesson>> InMemoryStore::lessons(const memory::LessonScope& f) {
+  std::lock_guard lock(m_mutex);
+  std::vector<memory::Lesson> out;
+  for (const auto& l : m_lessons) {
+    if (!f.category.empty() && l.scope.category != f.category) continue;
+    if (!f.backend.empty() && l.scope.backend != f.backend) continue;
+    if (!f.target.empty() && l.scope.target != f.target) continue;
+    out.push_back(l);
+  }
+  return out;
+}
+
+Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory::RetrievalQuery& q) {
+  std::lock_guard lock(m_mutex);
+  std::vector<memory::RetrievedItem> items;
+  std::string stage(memory::stage_name(q.stage));
+  for (const auto& l : m_lessons) {
+    if (l.status != memory::LessonStatus::active) continue;
+    memory::RetrievedItem it;
+    it.kind = memory::RetrievedItem::Kind::lesson;
+    it.id = "lesson:" + l.id;
+    it.text = fmt::format("[{}] {}: {}", l.id, l.title, l.text);
+    it.tokens = tokens_of(it.text);
+    double cat = l.scope.category.empty() ? 0.3 : (l.scope.category == q.task.category ? 1.0 : 0.1);
+    double sig = (!q.last_error_signature.empty() && l.error_signature == q.last_error_signature) ? 0.5 : 0.0;
+    auto v = l.value.find(stage);
+    double value = v == l.value.end() ? 0.0 : v->second;
+    it.score = cat + sig + 0.5 * value + 0.05 * (l.helpful - l.harmful);
+    it.score_parts = {{"similarity", cat}, {"signature", sig}, {"value", value}};
+    it.foreign = !l.scope.target.empty() && l.scope.target != q.target;
+    it.target = l.scope.target;
+    items.push_back(std::move(it));
+  }
+  // The best correct case per op, and recent failures of this op.
+  std::map<std::string, const memory::CaseRecord*> best;
+  for (const auto& c : m_cases) {
+    if (c.verdict != "correct" || c.quarantined) continue;
+    auto& b = best[c.task.op + "|" + c.hardware.target];
+    if (!b || c.speedup_vs_reference.value_or(0) > b->speedup_vs_reference.value_or(0)) b = &c;
+  }
+  for (const auto& [key, c] : best) {
+    double sim = c->task.op == q.task.op ? 1.0 : (c->task.category == q.task.category ? 0.6 : 0.1);
+    memory::RetrievedItem it;
+    it.kind = memory::RetrievedItem::Kind::best_kernel;
+    it.id = fmt::format("case:{}", c->id);
+    it.text = fmt::format("Best kernel for {} on {} ({:.2f}x vs reference): {}\n```cpp\n{}```", c->task.op,
+                          c->hardware.target, c->speedup_vs_reference.value_or(0), c->optimisation, c->code);
+    it.tokens = tokens_of(it.text);
+    it.foreign = c->hardware.target != q.target || c->toolchain.id != q.toolchain;
+    it.score = sim + 0.1 * m_case_values[c->id];
+    it.score_parts = {{"similarity", sim}};
+    it.target = c->hardware.target;
+    it.op = c->task.op;
+    items.push_back(std::move(it));
+  }
+  for (const auto& c : m_cases) {
+    if (c.verdict == "correct" || c.task.op != q.task.op) continue;
+    memory::RetrievedItem it;
+    it.kind = memory::RetrievedItem::Kind::case_summary;
+    it.id = fmt::format("case:{}", c.id);
+    it.text = fmt::format("Attempt on {} ({}): '{}' ended {}: {}", c.task.op, memory::stage_name(c.stage), c.optimisation,
+                          c.verdict, c.message);
+    it.tokens = tokens_of(it.text);
+    it.foreign = c.hardware.target != q.target;
+    it.score = 0.4;
+    it.target = c.hardware.target;
+    it.op = c.task.op;
+    items.push_back(std::move(it));
+  }
+  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.score > b.score; });
+  if (q.limit >= 0 && items.size() > static_cast<size_t>(q.limit)) items.resize(static_cast<size_t>(q.limit));
+  return items;
+}
+
+Status InMemoryStore::log_retrieval(const memory::RetrievalLogEntry& entry) {
+  std::lock_guard lock(m_mutex);
+  for (auto& e : m_log) {
+    if (e.prompt_id == entry.prompt_id) {
+      e = entry;
+      return {};
+    }
+  }
+  m_log.push_back(entry);
+  return {};
+}
+
+Status InMemoryStore::credit(const std::string& prompt_id, double reward) {
+  std::lock_guard lock(m_mutex);
+  if (m_credited.contains(prompt_id)) return {};  // one outcome per prompt
+  const memory::RetrievalLogEntry* entry = nullptr;
+  for (const auto& e : m_log) {
+    if (e.prompt_id == prompt_id) entry = &e;
+  }
+  if (!entry) return fail(ErrorKind::not_found, "credit: no retrieval logged for prompt '{}'", prompt_id);
+  m_credited[prompt_id] = reward;
+  std::string stage(memory::stage_name(entry->stage));
+  for (const auto& [id, score] : entry->items) {
+    if (id.starts_with("lesson:")) {
+      for (auto& l : m_lessons) {
+        if ("lesson:" + l.id == id) {
+          double& v = l.value[stage];
+          v += 0.3 * (reward - v);
+        }
+      }
+    } else if (id.starts_with("case:")) {
+      double& v = m_case_values[std::stoll(id.substr(5))];
+      v += 0.3 * (reward - v);
+    }
+  }
+  return {};
+}
+
+Result<memory::Stats> InMemoryStore::stats() {
+  std::lock_guard lock(m_mutex);
+  memory::Stats s;
+  std::set<std::string> tasks, targets;
+  for (const auto& c : m_cases) {
+    tasks.insert(c.task.op);
+    targets.insert(c.hardware.target);
+  }
+  s.tasks = static_cast<int64_t>(tasks.size());
+  s.cases = static_cast<int64_t>(m_cases.size());
+  s.lessons = static_cast<int64_t>(m_lessons.size());
+  s.targets = static_cast<int64_t>(targets.size());
+  return s;
+}
+
+std::vector<memory::CaseRecord> InMemoryStore::all_cases() const {
+  std::lock_guard lock(m_mutex);
+  return m_cases;
+}
+
+std::vector<memory::LessonDelta> InMemoryStore::deltas() const {
+  std::lock_guard lock(m_mutex);
+  return m_deltas;
+}
+
+std::vector<memory::RetrievalLogEntry> InMemoryStore::retrieval_log() const {
+  std::lock_guard lock(m_mutex);
+  return m_log;
+}
+
+std::map<std::string, double> InMemoryStore::credited() const {
+  std::lock_guard lock(m_mutex);
+  return m_credited;
+}
+
+double InMemoryStore::case_value(int64_t id) const {
+  std::lock_guard lock(m_mutex);
+  auto it = m_case_values.find(id);
+  return it == m_case_values.end() ? 0.0 : it->second;
+}
+
+int InMemoryStore::record_calls() const {
+  std::lock_guard lock(m_mutex);
+  return m_record_calls;
+}
+
+// --- ScriptedLlm -----------------------------------------------------------------------------
+
+llm::LlmResult<llm::ChatResponse> ScriptedLlm::chat(const std::vector<llm::Message>& messages, const llm::ChatParams& params) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_calls.push_back({messages, params});
+  }
+  return m_handler(messages, params);
+}
+
+std::vector<ScriptedLlm::Call> ScriptedLlm::calls() const {
+  std::lock_guard lock(m_mutex);
+  return m_calls;
+}
+
+llm::ChatResponse fake_response(const std::vector<llm::Message>& messages, std::string text) {
+  llm::ChatResponse r;
+  int64_t prompt = 0;
+  for (const auto& m : messages) prompt += tokens_of(m.content);
+  r.usage.prompt_tokens = prompt;
+  r.usage.completion_tokens = tokens_of(text);
+  r.text = std::move(text);
+  r.finish_reason = "stop";
+  r.model = "fake";
+  return r;
+}
+
+}  // namespace kope::agent

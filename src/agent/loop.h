@@ -1,0 +1,175 @@
+// agent/loop.h — the per-operator loop (DESIGN.md §1).
+//
+// For one operator, each iteration k: retrieve from memory for the current state → assemble
+// the prompt under the token budget (Active Context Management) → call the model → parse the
+// answer → evaluate → record the attempt in memory → credit the memory items the prompt used.
+//
+// Stages: `draft` while no correct kernel exists, `repair` after a failed attempt (at most
+// `max_consecutive_repairs` in a row, then a fresh draft or a refinement of the incumbent),
+// `refine` once there is an incumbent.
+// Lineage: a repair began from the failed attempt, a refinement from the incumbent, a draft from
+// nothing, a replayed kernel from the memory case it came from.
+// Incumbent: replaced only by a candidate correct on every case and faster on the timed cases:
+// the geometric mean over the timed cases of incumbent time / candidate time must exceed
+// 1 + min_improvement (so timing noise alone does not churn it).
+// r (speedup_vs_parent, which the outcome label is computed from, as the memory computes it):
+// against the parent kernel when the parent is correct and timed, else against the reference;
+// for a replay, the ratio of the speedups vs reference here and at the source case.
+// Stopping (checked before each iteration): iterations, per-op tokens (prompt + completion,
+// reflections included), per-op wall time, the incumbent reaching `roofline_target` of the
+// roofline, `patience` iterations without a new incumbent (once there is one), and for replay
+// no candidates left. An answer without usable code is recorded as verdict `compile_error`
+// with message "no code in answer: <why>" and counts as an attempt.
+// Reflection (unless switched off): after a fix that follows a failure, after an improvement of
+// at least `notable_speedup` over the parent, and when the op ends; at most three lesson deltas.
+// Rewards credited to the prompt's memory items (the memory's stage rewards): draft/repair 1 for
+// a correct kernel, 0.25 for one that compiled and ran but failed (wrong_result, runtime_error,
+// timeout, resource_limit), 0 otherwise (compile_error, no code, rejected); refine ln(r)
+// clipped to [−1, 1], −1 when not correct.
+//
+// Crash safety: every step is logged (events.h) before the next begins; run_op() continues from
+// an OpState rebuilt from the log without redoing a logged answer, attempt or reflection, and
+// memory writes are repeated idempotently (natural key "<run id>/<op>/<iteration>").
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/attempt.h"
+#include "agent/events.h"
+#include "agent/prompt.h"
+#include "context/context.h"
+#include "kope/eval.h"
+#include "kope/hw.h"
+#include "kope/llm.h"
+#include "kope/memory.h"
+#include "kope/spec.h"
+
+namespace kope::agent {
+
+struct LoopConfig {
+  std::string policy = "llm";        // "llm" or "replay"
+  int max_iterations = 8;
+  int64_t token_budget = 0;          // per op, prompt + completion; 0 = unlimited
+  double time_limit_seconds = 0;     // per op; 0 = unlimited
+  double roofline_target = 0.8;      // stop once the incumbent reaches this fraction; 0 = off
+  int patience = 4;                  // iterations without a new incumbent; 0 = off
+  double min_improvement = 0.01;
+  int max_consecutive_repairs = 2;
+  double notable_speedup = 1.5;
+  bool reflect = true;
+  context::Mode mode = context::Mode::active;
+  context::Budget budget;            // window, generation, reserve, caps (from the model profile)
+  int retrieval_limit = 40;          // items asked for in active mode (the broad query: half)
+  int passive_retrieval_limit = 400; // passive mode: every relevant item up to the window
+  int replay_limit = 3;              // kernels re-verified per op by the replay policy
+  std::optional<uint64_t> seed;      // derives the model's and the evaluator's seeds
+  eval::EvalOptions eval_options;
+  std::vector<double> backoff_seconds = {10, 60};  // waits after the client gave up (rate limit, 5xx)
+  int context_shrink_retries = 3;
+};
+
+// Live-progress hooks; every method may be called from several op threads at once.
+class ProgressSink {
+ public:
+  virtual ~ProgressSink() = default;
+  virtual void op_started(const std::string& op) { (void)op; }
+  virtual void phase(const std::string& op, int iteration, memory::Stage stage, std::string_view what) {
+    (void)op, (void)iteration, (void)stage, (void)what;
+  }
+  // After each attempt: the op's best speedup so far (0 when unsolved) and tokens used.
+  virtual void attempt_done(const std::string& op, const Attempt& a, double best_speedup, int64_t tokens) {
+    (void)op, (void)a, (void)best_speedup, (void)tokens;
+  }
+  virtual void op_finished(const std::string& op, const std::string& stop_reason) { (void)op, (void)stop_reason; }
+  virtual void note(const std::string& op, std::string_view line) { (void)op, (void)line; }
+};
+
+// The shared services one op's loop uses. Everything pointed to outlives run_op().
+struct OpEnvironment {
+  eval::Evaluator* evaluator = nullptr;
+  memory::Store* store = nullptr;
+  llm::LlmClient* llm = nullptr;           // null with the replay policy
+  const HardwareProfile* hw = nullptr;
+  const PromptLibrary* prompts = nullptr;
+  SharedEstimator* estimator = nullptr;
+  EventLog* events = nullptr;
+  std::filesystem::path run_dir;
+  std::string run_id;
+  const LoopConfig* config = nullptr;
+  const std::atomic<bool>* cancel = nullptr;  // the user's stop request (Ctrl-C); may be null
+  const std::atomic<bool>* abort = nullptr;   // another op hit an error the run cannot go on from
+  ProgressSink* progress = nullptr;        // may be null
+  // Other ops the run knows (the suite and the selection): categories for tiering, and
+  // identical kernel signatures for replay.
+  std::vector<const spec::OpSpec*> known_ops;
+};
+
+// A reflection's state in the log.
+struct ReflectionRecord {
+  std::string key;                 // "k<iteration>" or "end"
+  std::vector<memory::LessonDelta> deltas;
+  bool applied = false;
+  int64_t tokens_prompt = 0;
+  int64_t tokens_completion = 0;
+  double cost_usd = 0;
+  std::vector<std::string> lesson_ids;
+};
+
+// A model answer logged but whose attempt was not (the run died in between).
+struct PendingAnswer {
+  int iteration = 0;
+  nlohmann::json event;            // the "answer" event
+};
+
+// Everything the loop knows about one op, rebuilt from the event log on resume.
+struct OpState {
+  std::vector<Attempt> attempts;
+  std::map<int, int64_t> case_ids;          // iteration -> memory case id
+  std::optional<PendingAnswer> pending;
+  std::map<std::string, ReflectionRecord> reflections;
+  bool started = false;
+  bool done = false;
+  std::string stop_reason;
+  std::vector<std::string> errors;          // llm failures that stopped the op, for the report
+
+  const Attempt* incumbent() const;         // the latest attempt with improved == true
+  int64_t tokens_prompt() const;            // attempts + reflections
+  int64_t tokens_completion() const;
+  double cost_usd() const;
+  double wall_seconds() const;
+};
+
+// Rebuilds every op's state from a run's events (keyed by op name).
+Result<std::map<std::string, OpState>> restore_states(const std::vector<nlohmann::json>& events);
+
+enum class OpEnd { finished, cancelled, llm_unavailable };
+
+// Runs (or continues) the loop for `op` until a stopping rule ends it, the run is cancelled, or
+// the model stays unavailable. Fails only when kope itself cannot go on (the evaluator or the
+// memory store failed, the event log cannot be written, the model refuses the credentials or
+// the model name); failing kernels are attempts, never errors.
+Result<OpEnd> run_op(const OpEnvironment& env, const spec::OpSpec& op, OpState& state);
+
+// The kernel parameter types of a signature, names dropped ("const float*,float*,int64_t").
+std::string signature_types(std::string_view signature);
+
+// The TaskInfo memory records for an op.
+memory::TaskInfo task_info(const spec::OpSpec& op);
+
+// The reward credited for an attempt's outcome (see the header comment).
+double reward_for(const Attempt& a);
+
+// Serialising lesson deltas for the event log.
+nlohmann::json delta_to_json(const memory::LessonDelta& d);
+Result<memory::LessonDelta> delta_from_json(const nlohmann::json& j);
+
+}  // namespace kope::agent

@@ -1,0 +1,572 @@
+#include "agent/loop.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/test_support.h"
+#include "util/strings.h"
+
+namespace kope::agent {
+namespace {
+
+using testing::Harness;
+
+llm::LlmError llm_error(llm::FailureClass cls, std::string message, int http_status) {
+  llm::LlmError e;
+  e.cls = cls;
+  e.message = std::move(message);
+  e.http_status = http_status;
+  return e;
+}
+using testing::kernel_answer;
+using memory::Stage;
+
+std::vector<Stage> stages(const OpState& st) {
+  std::vector<Stage> out;
+  for (const auto& a : st.attempts) out.push_back(a.stage);
+  return out;
+}
+
+TEST(Loop, StagesLineageIncumbentAndLabels) {
+  Harness h;
+  h.answers = {{1, kernel_answer("naive", "compile_error")},
+               {2, kernel_answer("fixed syntax", "wrong_result")},
+               {3, kernel_answer("fixed indexing", "correct", 500)},
+               {4, kernel_answer("unrolled", "correct", 600)},
+               {5, kernel_answer("omp rows", "correct", 200)}};
+  OpState st;
+  auto end = h.run(st);
+  ASSERT_TRUE(end) << end.error().message;
+  EXPECT_EQ(*end, OpEnd::finished);
+  ASSERT_EQ(st.attempts.size(), 5u);
+  EXPECT_EQ(stages(st), (std::vector<Stage>{Stage::draft, Stage::repair, Stage::repair, Stage::refine, Stage::refine}));
+  EXPECT_FALSE(st.attempts[0].parent_iteration);
+  EXPECT_EQ(st.attempts[1].parent_iteration, 1);
+  EXPECT_EQ(st.attempts[2].parent_iteration, 2);
+  EXPECT_EQ(st.attempts[3].parent_iteration, 3);  // refines the incumbent
+  EXPECT_EQ(st.attempts[4].parent_iteration, 3);  // attempt 4 was slower: the incumbent is still 3
+  EXPECT_EQ(st.attempts[0].verdict, "compile_error");
+  EXPECT_FALSE(st.attempts[2].speedup_vs_incumbent);
+  EXPECT_TRUE(st.attempts[2].improved);
+  EXPECT_FALSE(st.attempts[3].improved);
+  EXPECT_TRUE(st.attempts[4].improved);
+  EXPECT_EQ(st.incumbent()->iteration, 5);
+  EXPECT_NEAR(*st.attempts[4].speedup_vs_parent, 2.5, 1e-9);  // 500 us -> 200 us
+  EXPECT_NEAR(*st.attempts[2].speedup_vs_parent, 2.0, 1e-9);  // first correct: vs the reference (1000 us)
+  EXPECT_EQ(st.attempts[0].label, "negative");
+  EXPECT_EQ(st.attempts[2].label, "effective");
+  EXPECT_EQ(st.attempts[3].label, "negative");  // 500/600 = 0.83 < 0.85
+  EXPECT_EQ(st.attempts[4].label, "effective");
+  EXPECT_EQ(st.stop_reason, "iterations");
+  EXPECT_TRUE(st.done);
+
+  // Memory holds every attempt with the same lineage, by natural key.
+  auto cases = h.store.all_cases();
+  ASSERT_EQ(cases.size(), 5u);
+  EXPECT_FALSE(cases[0].parent_id);
+  EXPECT_EQ(cases[1].parent_id, cases[0].id);
+  EXPECT_EQ(cases[2].parent_id, cases[1].id);
+  EXPECT_EQ(cases[3].parent_id, cases[2].id);
+  EXPECT_EQ(cases[4].parent_id, cases[2].id);
+  EXPECT_EQ(cases[4].natural_key, "run-test/softmax/5");
+  EXPECT_EQ(cases[4].stage, Stage::refine);
+  EXPECT_EQ(cases[4].optimisation, "omp rows");
+  EXPECT_EQ(cases[4].outcome, memory::Outcome::effective);
+  EXPECT_EQ(cases[3].outcome, memory::Outcome::negative);
+  EXPECT_NE(cases[4].code.find("kope_kernel"), std::string::npos);
+  EXPECT_NE(cases[4].journal.find("Strategy: refine"), std::string::npos);
+  EXPECT_NE(cases[4].journal.find("new incumbent"), std::string::npos);
+  EXPECT_GT(cases[4].tokens_prompt, 0);
+  EXPECT_EQ(cases[4].task.signature, spec::render_signature(h.op));
+  // Every candidate source is in the run directory.
+  for (int k = 1; k <= 5; ++k) {
+    EXPECT_TRUE(std::filesystem::exists(h.dir->path() / fmt::format("candidates/softmax/{}.cpp", k)));
+    EXPECT_TRUE(std::filesystem::exists(h.dir->path() / fmt::format("transcripts/softmax/{}-{}.md", k, memory::stage_name(st.attempts[k - 1].stage))));
+  }
+}
+
+TEST(Loop, PromptsCarryFeedbackAndTheTriedTable) {
+  Harness h;
+  h.answers = {{1, kernel_answer("naive", "compile_error")}, {2, kernel_answer("ok", "correct", 500)}};
+  h.config.max_iterations = 3;
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  auto calls = h.llm->calls();
+  ASSERT_GE(calls.size(), 3u);
+  const std::string& second = calls[1].messages[1].content;
+  EXPECT_NE(second.find("stage: repair"), std::string::npos);
+  EXPECT_NE(second.find("## Latest feedback"), std::string::npos);
+  EXPECT_NE(second.find("expected ';'"), std::string::npos);  // trimmed diagnostics
+  EXPECT_NE(second.find("## Already tried in this task"), std::string::npos);
+  EXPECT_NE(second.find("| 1 | draft | naive | compile_error"), std::string::npos);
+  EXPECT_NE(second.find("The failed attempt's code"), std::string::npos);
+  // The refine prompt shows the incumbent with its timings and roofline fraction.
+  std::string third;
+  for (const auto& c : calls) {
+    if (c.params.purpose == "refine") third = c.messages[1].content;
+  }
+  ASSERT_FALSE(third.empty());
+  EXPECT_NE(third.find("## Incumbent"), std::string::npos);
+  EXPECT_NE(third.find("2.00x"), std::string::npos);
+  EXPECT_NE(third.find("fraction of roofline"), std::string::npos);
+  EXPECT_NE(third.find(spec::render_signature(h.op)), std::string::npos);
+  EXPECT_NE(third.find("Test CPU"), std::string::npos);
+  // The system message states the kernel rules.
+  EXPECT_NE(calls[0].messages[0].content.find("OpenMP"), std::string::npos);
+  EXPECT_NE(calls[0].messages[0].content.find("No BLAS"), std::string::npos);
+}
+
+TEST(Loop, RepairsAreCappedThenDraftAgain) {
+  Harness h;
+  for (int k = 1; k <= 5; ++k) h.answers[k] = kernel_answer("broken", "compile_error");
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  EXPECT_EQ(stages(st), (std::vector<Stage>{Stage::draft, Stage::repair, Stage::repair, Stage::draft, Stage::repair}));
+  EXPECT_FALSE(st.attempts[3].parent_iteration);
+  EXPECT_FALSE(st.incumbent());
+}
+
+TEST(Loop, IncumbentNeedsToBeFasterByTheMargin) {
+  Harness h;
+  h.config.max_iterations = 3;
+  h.answers = {{1, kernel_answer("a", "correct", 500)}, {2, kernel_answer("b", "correct", 497)}, {3, kernel_answer("c", "correct", 400)}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  EXPECT_TRUE(st.attempts[0].improved);
+  EXPECT_FALSE(st.attempts[1].improved);  // 0.6% faster: noise, not an improvement
+  EXPECT_EQ(st.attempts[1].label, "partial");
+  EXPECT_TRUE(st.attempts[2].improved);
+}
+
+TEST(Loop, AnswerWithoutCodeIsARecordedAttempt) {
+  Harness h;
+  h.config.max_iterations = 2;
+  h.answers = {{1, "I would use AVX2 here, but I will not write the code."}, {2, kernel_answer("ok", "correct", 500)}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  ASSERT_EQ(st.attempts.size(), 2u);
+  const Attempt& a = st.attempts[0];
+  EXPECT_FALSE(a.has_code);
+  EXPECT_EQ(a.verdict, "compile_error");
+  EXPECT_TRUE(a.message.starts_with("no code in answer")) << a.message;
+  EXPECT_EQ(h.evaluator.calls(), 1);  // only the second answer was evaluated
+  EXPECT_EQ(h.store.all_cases().size(), 2u);
+  EXPECT_EQ(h.store.all_cases()[0].code, "");
+  EXPECT_EQ(st.attempts[1].stage, Stage::repair);
+}
+
+TEST(Loop, StopsAtTheRooflineTarget) {
+  Harness h;
+  h.config.roofline_target = 0.8;
+  h.answers = {{1, kernel_answer("slow", "correct", 500)}, {2, kernel_answer("near the roof", "correct", 110)}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  EXPECT_EQ(st.attempts.size(), 2u);  // 100/110 = 91% of the roofline
+  EXPECT_EQ(st.stop_reason, "roofline");
+}
+
+TEST(Loop, StopsWhenNothingImproves) {
+  Harness h;
+  h.config.patience = 2;
+  h.config.max_iterations = 10;
+  OpState st;  // every answer: correct at the reference's speed
+  ASSERT_TRUE(h.run(st));
+  EXPECT_EQ(st.attempts.size(), 3u);
+  EXPECT_EQ(st.stop_reason, "no_improvement");
+}
+
+TEST(Loop, StopsOnTokensAndTime) {
+  Harness h;
+  h.config.token_budget = 100;  // the first prompt alone is larger
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  EXPECT_EQ(st.attempts.size(), 1u);
+  EXPECT_EQ(st.stop_reason, "token_budget");
+
+  Harness t;
+  t.config.time_limit_seconds = 1e-9;
+  OpState st2;
+  ASSERT_TRUE(t.run(st2));
+  EXPECT_EQ(st2.attempts.size(), 1u);
+  EXPECT_EQ(st2.stop_reason, "time_limit");
+}
+
+TEST(Loop, ReflectionAfterAFixAndAtTheEnd) {
+  Harness h;
+  h.config.max_iterations = 3;
+  h.answers = {{1, kernel_answer("naive", "wrong_result")}, {2, kernel_answer("fixed", "correct", 500)}, {3, kernel_answer("same", "correct", 500)}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  EXPECT_TRUE(st.attempts[1].notable);
+  EXPECT_EQ(h.reflect_calls(), 2);  // after the fix, at the end
+  EXPECT_TRUE(st.reflections.contains("k2"));
+  EXPECT_TRUE(st.reflections.contains("end"));
+  auto deltas = h.store.deltas();
+  ASSERT_EQ(deltas.size(), 1u);  // the same lesson twice: applied once, the second found in memory
+  EXPECT_EQ(deltas[0].op, memory::LessonDelta::Op::add);
+  EXPECT_EQ(deltas[0].lesson.scope.category, "normalization");
+  EXPECT_TRUE(deltas[0].source_case.has_value());
+  auto lessons = h.store.lessons({});
+  ASSERT_EQ(lessons->size(), 1u);
+  // The reflection prompt shows what happened.
+  for (const auto& c : h.llm->calls()) {
+    if (c.params.purpose == "reflect") {
+      EXPECT_NE(c.messages[1].content.find("softmax"), std::string::npos);
+      EXPECT_NE(c.messages[0].content.find("JSON"), std::string::npos);
+    }
+  }
+  EXPECT_GT(st.tokens_prompt(), st.attempts[0].tokens_prompt + st.attempts[1].tokens_prompt + st.attempts[2].tokens_prompt);
+}
+
+TEST(Loop, ReflectionCanBeSwitchedOff) {
+  Harness h;
+  h.config.reflect = false;
+  h.answers = {{1, kernel_answer("naive", "wrong_result")}, {2, kernel_answer("fixed", "correct", 500)}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  EXPECT_EQ(h.reflect_calls(), 0);
+  EXPECT_TRUE(h.store.deltas().empty());
+}
+
+TEST(Loop, ValuesAreCreditedAfterOutcomes) {
+  Harness h;
+  memory::LessonDelta add;
+  add.lesson.title = "Subtract the row max";
+  add.lesson.text = "Softmax overflows without subtracting the row max first.";
+  add.lesson.scope.category = "normalization";
+  std::string id = *h.store.apply(add);
+  h.config.max_iterations = 2;
+  h.config.reflect = false;
+  h.answers = {{1, kernel_answer("a", "wrong_result")}, {2, kernel_answer("b", "correct", 500)}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  auto credited = h.store.credited();
+  ASSERT_EQ(credited.size(), 2u);
+  EXPECT_DOUBLE_EQ(credited["run-test/softmax/1"], 0.25);  // draft: compiled and ran, but wrong
+  EXPECT_DOUBLE_EQ(credited["run-test/softmax/2"], 1.0);   // repair: correct
+  auto log = h.store.retrieval_log();
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].case_id, h.store.all_cases()[0].id);
+  EXPECT_GT(log[0].tier_tokens.at("hot"), 0);
+  bool used = false;
+  for (const auto& [item, score] : log[0].items) used = used || item == "lesson:" + id;
+  EXPECT_TRUE(used);
+  auto lessons = *h.store.lessons({});
+  // Each stage's value moved toward its reward.
+  EXPECT_NEAR(lessons[0].value.at("draft"), 0.3 * 0.25, 1e-12);
+  EXPECT_NEAR(lessons[0].value.at("repair"), 0.3 * 1.0, 1e-12);
+}
+
+TEST(Loop, ContextLengthShrinksTheKnowledgeAndRetries) {
+  Harness h;
+  for (int i = 0; i < 20; ++i) {
+    memory::LessonDelta add;
+    add.lesson.title = fmt::format("lesson {}", i);
+    add.lesson.text = std::string(400, 'a' + i % 26);
+    add.lesson.scope.category = "normalization";
+    ASSERT_TRUE(h.store.apply(add));
+  }
+  h.config.max_iterations = 1;
+  h.config.reflect = false;
+  int refusals = 0;
+  h.failure = [&](const std::vector<llm::Message>& m, const llm::ChatParams&) -> std::optional<llm::LlmError> {
+    if (m[1].content.find("Lessons learned") != std::string::npos && refusals < 5) {
+      ++refusals;
+      return llm_error(llm::FailureClass::context_length, "too long", 400);
+    }
+    return std::nullopt;
+  };
+  OpState st;
+  auto end = h.run(st);
+  ASSERT_TRUE(end) << end.error().message;
+  EXPECT_EQ(st.attempts.size(), 1u);
+  auto prompts = h.events_of("prompt");
+  ASSERT_GE(prompts.size(), 2u);
+  EXPECT_GT(prompts[0]["tier_tokens"]["warm"].get<int64_t>(), 0);
+  EXPECT_LT(prompts.back()["shrink"].get<double>(), 1.0);
+  EXPECT_LT(prompts.back()["tier_tokens"]["warm"].get<int64_t>(), prompts[0]["tier_tokens"]["warm"].get<int64_t>());
+  EXPECT_FALSE(h.events_of("llm_error").empty());
+}
+
+TEST(Loop, TransientFailuresBackOffThenGiveUpWithoutAnAttempt) {
+  Harness h;
+  int failures = 0;
+  h.failure = [&](const std::vector<llm::Message>&, const llm::ChatParams&) -> std::optional<llm::LlmError> {
+    if (failures++ < 2) return llm_error(llm::FailureClass::rate_limited, "slow down", 429);
+    return std::nullopt;
+  };
+  h.config.max_iterations = 1;
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  EXPECT_EQ(st.attempts.size(), 1u);  // two back-offs, then it answered
+
+  Harness down;
+  down.failure = [](const std::vector<llm::Message>&, const llm::ChatParams&) -> std::optional<llm::LlmError> {
+    return llm_error(llm::FailureClass::server_error, "503", 503);
+  };
+  OpState st2;
+  auto end = down.run(st2);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(*end, OpEnd::llm_unavailable);
+  EXPECT_TRUE(st2.attempts.empty());
+  EXPECT_FALSE(st2.done);
+  EXPECT_TRUE(down.store.all_cases().empty());
+  EXPECT_EQ(down.events_of("op_stopped").size(), 1u);
+
+  Harness denied;
+  denied.failure = [](const std::vector<llm::Message>&, const llm::ChatParams&) -> std::optional<llm::LlmError> {
+    return llm_error(llm::FailureClass::unauthorized, "bad key", 401);
+  };
+  OpState st3;
+  auto err = denied.run(st3);
+  ASSERT_FALSE(err);
+  EXPECT_EQ(err.error().kind, ErrorKind::remote);
+}
+
+TEST(Loop, ContentFilteredCountsAsAnAnswerWithoutCode) {
+  Harness h;
+  h.config.max_iterations = 1;
+  h.failure = [](const std::vector<llm::Message>&, const llm::ChatParams& p) -> std::optional<llm::LlmError> {
+    if (p.purpose == "reflect") return std::nullopt;
+    return llm_error(llm::FailureClass::content_filtered, "refused", 200);
+  };
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  ASSERT_EQ(st.attempts.size(), 1u);
+  EXPECT_NE(st.attempts[0].message.find("content_filtered"), std::string::npos);
+}
+
+TEST(Loop, CancelStopsBeforeTheNextIteration) {
+  Harness h;
+  h.cancel = true;
+  OpState st;
+  auto end = h.run(st);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(*end, OpEnd::cancelled);
+  EXPECT_TRUE(st.attempts.empty());
+  EXPECT_FALSE(st.done);
+}
+
+TEST(Loop, PassiveAndNoneModes) {
+  for (auto mode : {context::Mode::none, context::Mode::passive, context::Mode::active}) {
+    Harness h;
+    for (int i = 0; i < 8; ++i) {
+      memory::LessonDelta add;
+      add.lesson.title = fmt::format("lesson {}", i);
+      add.lesson.text = fmt::format("Distinct advice number {} about {} kernels", i, i % 2 ? "row" : "column");
+      add.lesson.scope.category = i < 4 ? "normalization" : "";
+      ASSERT_TRUE(h.store.apply(add));
+    }
+    h.config.mode = mode;
+    h.config.max_iterations = 2;
+    h.config.reflect = false;
+    OpState st;
+    ASSERT_TRUE(h.run(st));
+    for (const auto& p : h.events_of("prompt")) {
+      int64_t warm = p["tier_tokens"]["warm"], cold = p["tier_tokens"]["cold"];
+      EXPECT_LE(p["total_tokens"].get<int64_t>(), p["limit"].get<int64_t>());
+      if (mode == context::Mode::none) {
+        EXPECT_EQ(warm, 0);
+        EXPECT_EQ(cold, 0);
+      } else {
+        EXPECT_GT(warm, 0) << context::mode_name(mode);
+        EXPECT_LE(warm + cold, p["knowledge_budget"].get<int64_t>() + (mode == context::Mode::passive ? 1000000 : 0));
+      }
+      if (mode == context::Mode::passive) {
+        // Everything relevant fits this window: every lesson is in.
+        int lessons = 0;
+        for (const auto& id : p["admitted"]) lessons += id.get<std::string>().starts_with("lesson:");
+        EXPECT_EQ(lessons, 8);
+      }
+    }
+    if (mode == context::Mode::none) {
+      EXPECT_TRUE(h.store.retrieval_log()[0].items.empty());
+    }
+  }
+}
+
+TEST(Loop, ReplayReverifiesKernelsFromMemory) {
+  Harness h;
+  auto twin_dir = util::TempDir::create("kope-twin");
+  spec::OpSpec twin = testing::make_twin(twin_dir->path(), "softmax_twin", "normalization");
+  h.known_ops = {&twin};
+  // Another machine recorded a kernel for the twin (same signature), and one for softmax itself.
+  auto record = [&](const std::string& op, const std::string& target, double time, const std::string& opt,
+                    const std::string& toolchain) {
+    memory::CaseRecord c;
+    c.natural_key = "other/" + op + "/" + opt;
+    c.run_id = "other";
+    c.task = task_info(op == "softmax" ? h.op : twin);
+    c.hardware.target = target;
+    c.toolchain.id = toolchain;
+    c.verdict = "correct";
+    c.speedup_vs_reference = 1000 / time;
+    c.optimisation = opt;
+    c.code = testing::kernel_answer(opt, "correct", time).substr(testing::kernel_answer(opt, "correct", time).find("// fake"));
+    c.code = c.code.substr(0, c.code.find("```"));
+    return *h.store.record_case(c);
+  };
+  int64_t own = record("softmax", "x86_64-avx512", 250, "from another machine", "g++ other");
+  int64_t related = record("softmax_twin", "x86_64-avx2-fma", 400, "twin kernel", h.evaluator.toolchain_id());
+  h.config.policy = "replay";
+  h.config.replay_limit = 3;
+  h.llm.reset();
+  OpState st;
+  OpEnvironment env = h.env();
+  auto end = run_op(env, h.op, st);
+  ASSERT_TRUE(end) << end.error().message;
+  ASSERT_EQ(st.attempts.size(), 2u);
+  EXPECT_EQ(st.stop_reason, "replay_exhausted");
+  EXPECT_EQ(h.evaluator.calls(), 2);
+  for (const auto& a : st.attempts) {
+    EXPECT_EQ(a.policy, "replay");
+    EXPECT_EQ(a.tokens_prompt + a.tokens_completion, 0);
+    EXPECT_TRUE(a.correct());
+  }
+  // The native kernel of the related op comes first (native before foreign).
+  EXPECT_EQ(st.attempts[0].source_case_id, related);
+  EXPECT_EQ(st.attempts[1].source_case_id, own);
+  EXPECT_TRUE(st.attempts[1].improved);  // 250 us beats 400 us
+  auto cases = h.store.all_cases();
+  ASSERT_EQ(cases.size(), 4u);
+  EXPECT_EQ(cases[2].parent_id, related);
+  EXPECT_EQ(cases[3].parent_id, own);
+  EXPECT_EQ(cases[3].task.op, "softmax");
+  EXPECT_EQ(cases[3].hardware.target, "x86_64-avx2-fma");
+  // r for a replay: speedup here / speedup at the source (4.0 / 4.0).
+  EXPECT_NEAR(*st.attempts[1].speedup_vs_parent, 1.0, 1e-9);
+}
+
+// Resuming from a log cut at every possible point gives the straight run's attempts, asks the
+// model only for what was not answered, and never duplicates a case in memory.
+TEST(Loop, ResumeFromAnyCutPointMatchesTheStraightRun) {
+  auto configure = [](Harness& h) {
+    h.answers = {{1, kernel_answer("naive", "compile_error")},
+                 {2, kernel_answer("fixed", "correct", 500)},
+                 {3, kernel_answer("faster", "correct", 200)},
+                 {4, kernel_answer("slower", "correct", 300)}};
+    h.config.max_iterations = 4;
+  };
+  Harness straight;
+  configure(straight);
+  OpState ref;
+  ASSERT_TRUE(straight.run(ref));
+  auto lines = util::split(*util::read_file(straight.dir->path() / "events.jsonl"), '\n');
+  size_t n = lines.size();
+  for (size_t cut = 0; cut < n; ++cut) {
+    SCOPED_TRACE(fmt::format("cut after {} events", cut));
+    Harness h;
+    configure(h);
+    // The killed run's files: the log up to the cut plus a torn line, and its answers/candidates.
+    std::string log;
+    for (size_t i = 0; i < cut; ++i) log += lines[i] + "\n";
+    if (cut + 1 < n) log += lines[cut].substr(0, lines[cut].size() / 2);
+    h.events.reset();
+    ASSERT_TRUE(util::write_file_atomic(h.dir->path() / "events.jsonl", log));
+    std::filesystem::copy(straight.dir->path() / "candidates", h.dir->path() / "candidates",
+                          std::filesystem::copy_options::recursive);
+    auto events = read_events(h.dir->path() / "events.jsonl");
+    ASSERT_TRUE(events);
+    // Memory as the killed run left it: every case whose attempt was logged (a kill may land
+    // between record_case and the "recorded" event).
+    auto states = restore_states(*events);
+    ASSERT_TRUE(states);
+    for (const auto& c : straight.store.all_cases()) {
+      int k = std::stoi(c.natural_key.substr(c.natural_key.rfind('/') + 1));
+      if ((*states)["softmax"].attempts.size() >= static_cast<size_t>(k)) {
+        memory::CaseRecord copy = c;
+        ASSERT_TRUE(h.store.record_case(copy));
+      }
+    }
+    // Lessons a logged reflection wrote (a kill may land between applying and logging that).
+    for (const auto& e : *events) {
+      if (e.value("type", "") != "reflection") continue;
+      for (const auto& d : e["deltas"]) {
+        auto delta = *delta_from_json(d);
+        bool present = false;
+        auto lessons = *h.store.lessons({});
+        for (const auto& l : lessons) present = present || (l.title == delta.lesson.title && l.text == delta.lesson.text);
+        if (!present) {
+          ASSERT_TRUE(h.store.apply(delta));
+        }
+      }
+    }
+    h.events = std::move(*EventLog::open(h.dir->path() / "events.jsonl"));
+    OpState st = (*states)["softmax"];
+    auto end = h.run(st);
+    ASSERT_TRUE(end) << end.error().message;
+    ASSERT_EQ(st.attempts.size(), ref.attempts.size());
+    for (size_t i = 0; i < ref.attempts.size(); ++i) {
+      EXPECT_EQ(st.attempts[i].verdict, ref.attempts[i].verdict);
+      EXPECT_EQ(st.attempts[i].stage, ref.attempts[i].stage);
+      EXPECT_EQ(st.attempts[i].parent_iteration, ref.attempts[i].parent_iteration);
+      EXPECT_EQ(st.attempts[i].improved, ref.attempts[i].improved);
+      EXPECT_EQ(st.attempts[i].label, ref.attempts[i].label);
+      EXPECT_EQ(st.attempts[i].tokens_completion, ref.attempts[i].tokens_completion);
+    }
+    EXPECT_EQ(st.tokens_completion(), ref.tokens_completion());
+    EXPECT_EQ(h.store.all_cases().size(), straight.store.all_cases().size());
+    auto cases = h.store.all_cases();
+    for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(cases[i].parent_id, straight.store.all_cases()[i].parent_id);
+    EXPECT_EQ(h.store.lessons({})->size(), straight.store.lessons({})->size());
+    // Answers already in the log were not asked for again.
+    int answered_before = 0;
+    for (const auto& e : *events) answered_before += e.value("type", "") == "answer";
+    EXPECT_EQ(h.kernel_calls(), straight.kernel_calls() - answered_before);
+    EXPECT_TRUE(st.done);
+  }
+}
+
+TEST(Loop, SignatureTypesIgnoreNames) {
+  EXPECT_EQ(signature_types("extern \"C\" void kope_kernel(const float* x, float* y, int64_t N, int64_t D);"),
+            "const float*,float*,int64_t,int64_t");
+  EXPECT_EQ(signature_types("extern \"C\" void kope_kernel(const float * a, float *b, int64_t M, int64_t K);"),
+            "const float*,float*,int64_t,int64_t");
+  EXPECT_NE(signature_types("void kope_kernel(const double* x, double* y, int64_t N);"),
+            signature_types("void kope_kernel(const float* x, float* y, int64_t N);"));
+}
+
+TEST(Loop, DeltaJsonRoundTrip) {
+  memory::LessonDelta d;
+  d.op = memory::LessonDelta::Op::add;
+  d.lesson.kind = memory::LessonKind::fix;
+  d.lesson.title = "t";
+  d.lesson.text = "x";
+  d.lesson.error_signature = "sig";
+  d.lesson.scope = {"normalization", "cpu", "x86_64", "g++"};
+  d.reason = "r";
+  d.source_case = 3;
+  auto back = delta_from_json(delta_to_json(d));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->lesson.kind, memory::LessonKind::fix);
+  EXPECT_EQ(back->lesson.scope.target, "x86_64");
+  EXPECT_EQ(back->source_case, 3);
+}
+
+}  // namespace
+}  // namespace kope::agent
+
+namespace kope::agent {
+namespace {
+
+TEST(Loop, RewardsFollowTheMemorysStageRewards) {
+  Attempt a;
+  a.stage = memory::Stage::draft;
+  a.verdict = "correct";
+  EXPECT_EQ(reward_for(a), 1.0);
+  a.verdict = "timeout";
+  EXPECT_EQ(reward_for(a), 0.25);
+  a.verdict = "compile_error";
+  EXPECT_EQ(reward_for(a), 0.0);
+  a.stage = memory::Stage::refine;
+  EXPECT_EQ(reward_for(a), -1.0);
+  a.verdict = "correct";
+  a.speedup_vs_parent = 2.0;
+  EXPECT_NEAR(reward_for(a), std::log(2.0), 1e-12);
+  a.speedup_vs_parent = 100.0;
+  EXPECT_EQ(reward_for(a), 1.0);
+  a.speedup_vs_parent = 0.5;
+  EXPECT_NEAR(reward_for(a), std::log(0.5), 1e-12);
+}
+
+}  // namespace
+}  // namespace kope::agent

@@ -1,0 +1,494 @@
+#include "agent/prompt.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "agent/template.h"
+#include "util/fs.h"
+#include "util/strings.h"
+
+namespace kope::agent {
+
+namespace {
+
+// Replaces `{{> file}}` with the file's content (from the same folder), recursively, depth 4.
+Result<std::string> expand_partials(const fs::path& dir, std::string text, std::string_view name, int depth = 0) {
+  size_t pos = 0;
+  while ((pos = text.find("{{>", pos)) != std::string::npos) {
+    size_t close = text.find("}}", pos);
+    if (close == std::string::npos) return fail(ErrorKind::config, "{}: unclosed '{{{{>' partial", name);
+    std::string file(util::trim(std::string_view(text).substr(pos + 3, close - pos - 3)));
+    if (depth >= 4) return fail(ErrorKind::config, "{}: partials nested too deep at '{}'", name, file);
+    if (file.empty() || file.find('/') != std::string::npos || file.starts_with(".")) {
+      return fail(ErrorKind::config, "{}: bad partial name '{}' (a file in the same folder)", name, file);
+    }
+    KOPE_ASSIGN(std::string content, util::read_file(dir / file));
+    KOPE_ASSIGN(std::string expanded, expand_partials(dir, std::move(content), file, depth + 1));
+    // A partial tag alone on its line takes its newline with it.
+    size_t end = close + 2;
+    if (end < text.size() && text[end] == '\n' && !expanded.empty() && expanded.back() == '\n') ++end;
+    text.replace(pos, end - pos, expanded);
+    pos += expanded.size();
+  }
+  return text;
+}
+
+Result<std::string> load_template(const fs::path& dir, const std::string& file) {
+  KOPE_ASSIGN(std::string text, util::read_file(dir / file));
+  std::string name = (dir / file).string();
+  KOPE_ASSIGN(std::string expanded, expand_partials(dir, std::move(text), name));
+  KOPE_TRY(check_template(expanded, name));
+  return expanded;
+}
+
+std::string fmt_us(double us) {
+  if (us >= 10000) return fmt::format("{:.1f} ms", us / 1000);
+  if (us >= 100) return fmt::format("{:.0f} us", us);
+  if (us >= 1) return fmt::format("{:.2f} us", us);
+  return fmt::format("{:.3f} us", us);
+}
+
+std::string one_line(std::string_view s, size_t max) {
+  std::string out;
+  for (char c : s) out += (c == '\n' || c == '\r' || c == '|') ? ' ' : c;
+  out = std::string(util::trim(out));
+  if (out.size() > max) out = out.substr(0, max - 3) + "...";
+  return out;
+}
+
+std::string item_text(const context::Item& it) { return "- " + it.text + "\n"; }
+
+}  // namespace
+
+// --- PromptLibrary ---------------------------------------------------------------------------
+
+Result<PromptLibrary> PromptLibrary::load(const fs::path& root, std::string_view backend) {
+  PromptLibrary lib;
+  lib.backend = std::string(backend);
+  lib.dir = root / backend;
+  std::error_code ec;
+  if (!fs::is_directory(lib.dir, ec)) {
+    return fail(ErrorKind::not_found, "no prompt templates for backend '{}' (expected folder {})", backend, lib.dir.string());
+  }
+  KOPE_ASSIGN(lib.system, load_template(lib.dir, "system.md"));
+  KOPE_ASSIGN(lib.draft, load_template(lib.dir, "draft.md"));
+  KOPE_ASSIGN(lib.repair, load_template(lib.dir, "repair.md"));
+  KOPE_ASSIGN(lib.refine, load_template(lib.dir, "refine.md"));
+  KOPE_ASSIGN(lib.reflect_system, load_template(lib.dir, "reflect_system.md"));
+  KOPE_ASSIGN(lib.reflect, load_template(lib.dir, "reflect.md"));
+  KOPE_ASSIGN(std::string notes, load_template(lib.dir, "notes.md"));
+  KOPE_ASSIGN(notes, render_template(notes, {}, (lib.dir / "notes.md").string()));
+  std::string title, body;
+  auto flush = [&] {
+    std::string b(util::trim(body));
+    if (!title.empty() && !b.empty()) lib.notes.emplace_back(title, b);
+    body.clear();
+  };
+  for (const auto& line : util::split(notes, '\n')) {
+    if (line.starts_with("## ")) {
+      flush();
+      title = std::string(util::trim(std::string_view(line).substr(3)));
+    } else {
+      body += line + "\n";
+    }
+  }
+  flush();
+  return lib;
+}
+
+const std::string& PromptLibrary::stage_template(memory::Stage s) const {
+  switch (s) {
+    case memory::Stage::draft: return draft;
+    case memory::Stage::repair: return repair;
+    case memory::Stage::refine: return refine;
+  }
+  return draft;
+}
+
+fs::path default_prompts_dir() { return util::share_dir() / "prompts"; }
+
+// --- SharedEstimator -------------------------------------------------------------------------
+
+int64_t SharedEstimator::estimate(std::string_view text) const {
+  std::lock_guard lock(m_mutex);
+  return m_estimator.estimate(text);
+}
+
+void SharedEstimator::calibrate(int64_t estimated, int64_t reported) {
+  std::lock_guard lock(m_mutex);
+  m_estimator.calibrate(estimated, reported);
+}
+
+double SharedEstimator::ratio() const {
+  std::lock_guard lock(m_mutex);
+  return m_estimator.ratio();
+}
+
+// --- knowledge -------------------------------------------------------------------------------
+
+KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>& state_items,
+                                       const std::vector<memory::RetrievedItem>& broad_items, const spec::OpSpec& op,
+                                       memory::Stage stage, const PromptLibrary& lib, const SharedEstimator& estimator,
+                                       const std::function<std::optional<std::string>(std::string_view)>& category_of,
+                                       const std::set<std::string>& exclude) {
+  KnowledgeCandidates out;
+  std::set<std::string> seen = exclude;
+  double max_score = 1e-9;
+  for (const auto* list : {&state_items, &broad_items}) {
+    for (const auto& it : *list) max_score = std::max(max_score, it.score);
+  }
+  auto make = [&](const memory::RetrievedItem& r, context::Tier tier, double scale) {
+    context::Item it;
+    it.id = r.id;
+    it.tier = tier;
+    it.foreign = r.foreign;
+    it.text = std::string(util::trim(r.text));
+    if (tier == context::Tier::cold) {
+      it.section = "notes";
+    } else if (r.foreign) {
+      it.section = "feasibility";
+    } else if (r.kind == memory::RetrievedItem::Kind::best_kernel) {
+      it.section = "kernels";
+    } else if (r.kind == memory::RetrievedItem::Kind::case_summary) {
+      it.section = "cases";
+    } else {
+      it.section = "lessons";
+    }
+    if (r.foreign && !r.target.empty()) it.text = "(from " + r.target + ") " + it.text;
+    it.tokens = estimator.estimate(item_text(it));
+    it.value = std::max(0.0, r.score) / max_score * scale;
+    out.scores[r.id] = r.score;
+    return it;
+  };
+  for (const auto& r : state_items) {
+    if (!seen.insert(r.id).second) continue;
+    bool other_category = false;
+    if (!r.op.empty() && r.op != op.name) {
+      auto cat = category_of(r.op);
+      other_category = cat && *cat != op.category;
+    }
+    if (other_category) {
+      out.cold.push_back(make(r, context::Tier::cold, 0.8));
+    } else {
+      out.warm.push_back(make(r, context::Tier::warm, 1.0));
+    }
+  }
+  for (const auto& r : broad_items) {
+    if (!seen.insert(r.id).second) continue;
+    out.cold.push_back(make(r, context::Tier::cold, 0.8));
+  }
+  // The library's general notes, valued by how many words of the task they mention.
+  std::set<std::string> words;
+  std::string query = op.name + " " + op.category + " " + op.summary + " " + std::string(memory::stage_name(stage));
+  for (auto& w : util::split(util::to_lower(query), ' ')) {
+    std::string clean;
+    for (char c : w) {
+      if (std::isalnum(static_cast<unsigned char>(c))) clean += c;
+    }
+    for (auto& part : util::split(clean, '_')) {
+      if (part.size() >= 4) words.insert(part);
+    }
+    if (clean.size() >= 4) words.insert(clean);
+  }
+  for (size_t i = 0; i < lib.notes.size(); ++i) {
+    const auto& [title, body] = lib.notes[i];
+    std::string lower = util::to_lower(title + " " + body);
+    int hits = 0;
+    for (const auto& w : words) {
+      if (lower.find(w.substr(0, std::min<size_t>(w.size(), 7))) != std::string::npos) ++hits;
+    }
+    context::Item it;
+    it.id = fmt::format("note:{}", i + 1);
+    it.tier = context::Tier::cold;
+    it.section = "notes";
+    it.text = title + ": " + util::replace_all(body, "\n", " ");
+    it.tokens = estimator.estimate(item_text(it));
+    it.value = 0.1 * std::min(hits, 5);
+    out.cold.push_back(std::move(it));
+  }
+  return out;
+}
+
+// --- assembly --------------------------------------------------------------------------------
+
+Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptInput& in, const KnowledgeCandidates& knowledge,
+                                        const context::Budget& budget, context::Mode mode, const SharedEstimator& estimator) {
+  AssembledPrompt out;
+  KOPE_ASSIGN(std::string system,
+              render_template(lib.system, {{"toolchain", in.toolchain}, {"backend", lib.backend}}, "system.md"));
+  int64_t system_tokens = estimator.estimate(system);
+  out.limit = budget.window - budget.generation;
+  const std::string& tmpl = lib.stage_template(in.stage);
+  std::string tmpl_name = std::string(memory::stage_name(in.stage)) + ".md";
+
+  TemplateVars vars{{"op_name", in.op->name},
+                    {"op_category", in.op->category},
+                    {"iteration", std::to_string(in.iteration)},
+                    {"max_iterations", std::to_string(in.max_iterations)},
+                    {"stage", std::string(memory::stage_name(in.stage))},
+                    {"hardware", in.hardware},
+                    {"op_spec", render_op_spec(*in.op)},
+                    {"signature", spec::render_signature(*in.op)},
+                    {"reference", in.reference_source},
+                    {"incumbent", in.incumbent},
+                    {"feedback", in.feedback},
+                    {"tried", in.tried},
+                    {"toolchain", in.toolchain},
+                    {"backend", lib.backend},
+                    {"exp_kernels", ""},
+                    {"exp_cases", ""},
+                    {"exp_lessons", ""},
+                    {"exp_feasibility", ""},
+                    {"notes", ""}};
+
+  // The hot tier alone; cut its largest blocks while it does not fit.
+  KOPE_ASSIGN(std::string hot_user, render_template(tmpl, vars, tmpl_name));
+  int64_t hot_tokens = estimator.estimate(hot_user);
+  for (int round = 0; system_tokens + hot_tokens > out.limit && round < 12; ++round) {
+    std::string* largest = nullptr;
+    for (const char* key : {"reference", "incumbent", "feedback", "tried", "op_spec", "hardware"}) {
+      std::string& v = vars[key];
+      if (v.size() > 400 && (!largest || v.size() > largest->size())) largest = &v;
+    }
+    if (!largest) break;
+    *largest = util::truncate_text(*largest, largest->size() / 2);
+    out.hot_truncated = true;
+    KOPE_ASSIGN(hot_user, render_template(tmpl, vars, tmpl_name));
+    hot_tokens = estimator.estimate(hot_user);
+  }
+  if (system_tokens + hot_tokens > out.limit) {
+    return fail(ErrorKind::config,
+                "the prompt for {} needs {} tokens even with its hot tier cut down, but the model's window leaves {} "
+                "(window {} − generation {}); use a model with a larger window",
+                in.op->name, system_tokens + hot_tokens, out.limit, budget.window, budget.generation);
+  }
+
+  // Section headings are part of what knowledge costs: reserve room for all of them, so the
+  // admitted items plus their headings stay within B_k.
+  TemplateVars all_sections = vars;
+  for (const char* key : {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "notes"}) all_sections[key] = "-";
+  KOPE_ASSIGN(std::string with_headings, render_template(tmpl, all_sections, tmpl_name));
+  int64_t headings = std::max<int64_t>(0, estimator.estimate(with_headings) - hot_tokens);
+  context::Budget b = budget;
+  b.system_prompt = system_tokens + headings;
+  context::Item hot_item;
+  hot_item.id = "hot";
+  hot_item.tier = context::Tier::hot;
+  hot_item.tokens = hot_tokens;
+  context::Selection sel = context::select({hot_item}, knowledge.warm, knowledge.cold, b, mode);
+  context::Budget formula = budget;
+  formula.system_prompt = system_tokens;
+  out.knowledge_budget = formula.knowledge(hot_tokens);
+  out.dropped = static_cast<int>(sel.dropped.size());
+  std::vector<context::Item> chosen;
+  for (auto& it : sel.chosen) {
+    if (it.tier != context::Tier::hot) chosen.push_back(std::move(it));
+  }
+
+  // Render with the chosen items; section headings cost a little, so drop the least valuable
+  // item per token until the whole prompt fits.
+  std::string user;
+  for (;;) {
+    for (const char* key : {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "notes"}) vars[key] = "";
+    for (const auto& it : chosen) {
+      std::string key = it.section == "notes" ? "notes" : "exp_" + it.section;
+      if (!vars.contains(key)) key = "notes";  // an unknown section still reaches the prompt
+      vars[key] += item_text(it);
+    }
+    KOPE_ASSIGN(user, render_template(tmpl, vars, tmpl_name));
+    int64_t total = system_tokens + estimator.estimate(user);
+    if (total <= out.limit || chosen.empty()) {
+      out.total_tokens = total;
+      break;
+    }
+    auto worst = std::min_element(chosen.begin(), chosen.end(), [](const auto& a, const auto& b2) {
+      return a.value / static_cast<double>(std::max<int64_t>(1, a.tokens)) <
+             b2.value / static_cast<double>(std::max<int64_t>(1, b2.tokens));
+    });
+    chosen.erase(worst);
+    ++out.dropped;
+  }
+
+  // Tier accounting: hot is the prompt rendered without knowledge (identical in every mode);
+  // warm is what the warm items and their headings add to it; cold is the rest.
+  bool any_warm = false, any_cold = false;
+  for (const auto& it : chosen) {
+    (it.tier == context::Tier::warm ? any_warm : any_cold) = true;
+    out.admitted.push_back(it.id);
+    auto s = knowledge.scores.find(it.id);
+    if (s != knowledge.scores.end()) out.memory_items.emplace_back(it.id, s->second);
+  }
+  int64_t user_tokens = out.total_tokens - system_tokens;
+  int64_t warm = 0, cold = 0;
+  if (any_warm && any_cold) {
+    TemplateVars warm_only = vars;
+    for (const char* key : {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "notes"}) warm_only[key] = "";
+    for (const auto& it : chosen) {
+      if (it.tier != context::Tier::warm) continue;
+      std::string k = "exp_" + it.section;
+      warm_only[warm_only.contains(k) ? k : "notes"] += item_text(it);
+    }
+    KOPE_ASSIGN(std::string w, render_template(tmpl, warm_only, tmpl_name));
+    warm = std::clamp<int64_t>(estimator.estimate(w) - hot_tokens, 0, user_tokens - hot_tokens);
+    cold = std::max<int64_t>(0, user_tokens - hot_tokens - warm);
+  } else if (any_warm) {
+    warm = std::max<int64_t>(0, user_tokens - hot_tokens);
+  } else if (any_cold) {
+    cold = std::max<int64_t>(0, user_tokens - hot_tokens);
+  }
+  out.tier_tokens = {{"system", system_tokens},
+                     {"hot", user_tokens - warm - cold},
+                     {"warm", warm},
+                     {"cold", cold}};
+  out.messages = {{llm::Message::Role::system, std::move(system)}, {llm::Message::Role::user, std::move(user)}};
+  return out;
+}
+
+// --- hot-tier blocks -------------------------------------------------------------------------
+
+std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain) {
+  std::string out;
+  out += fmt::format("- target: {} (ISA features: {})\n", hw.target.str(),
+                     hw.target.features.empty() ? "none beyond the base ISA" : util::join(hw.target.features, ", "));
+  if (!hw.cpu_model.empty()) out += fmt::format("- CPU: {}\n", hw.cpu_model);
+  out += fmt::format("- cores available to the kernel: {} (OpenMP uses all of them)\n", hw.cores);
+  if (hw.l1d_bytes || hw.l2_bytes || hw.l3_bytes) {
+    out += fmt::format("- caches: L1d {} per core, L2 {} per core, L3 {} shared\n",
+                       util::human_bytes(static_cast<double>(hw.l1d_bytes)), util::human_bytes(static_cast<double>(hw.l2_bytes)),
+                       util::human_bytes(static_cast<double>(hw.l3_bytes)));
+  }
+  if (hw.peak_gflops > 0) {
+    out += fmt::format("- measured peak: {:.0f} GFLOP/s FP32 FMA on all cores ({:.0f} per core)\n", hw.peak_gflops,
+                       hw.peak_gflops_core);
+  }
+  if (hw.peak_gbps > 0) out += fmt::format("- measured DRAM bandwidth: {:.1f} GB/s (triad, all cores)\n", hw.peak_gbps);
+  if (!hw.bandwidth.empty()) {
+    std::vector<std::string> pts;
+    for (const auto& p : hw.bandwidth) pts.push_back(fmt::format("{} {:.0f} GB/s", util::human_bytes(static_cast<double>(p.working_set_bytes)), p.gbps));
+    out += "- bandwidth by working set: " + util::join(pts, ", ") + "\n";
+  }
+  out += fmt::format("- compiler: {}\n", toolchain);
+  return out;
+}
+
+std::string render_op_spec(const spec::OpSpec& op) {
+  std::string out;
+  out += fmt::format("- name: {} (category {}, level {})\n", op.name, op.category, op.level);
+  if (!op.summary.empty()) out += fmt::format("- what it computes: {}\n", op.summary);
+  out += fmt::format("- dims: {}\n", util::join(op.dims, ", "));
+  auto tensor = [&](const spec::Tensor& t, bool input) {
+    std::vector<std::string> shape;
+    for (const auto& e : t.shape) shape.push_back(e.text());
+    std::string s = fmt::format("  - {} {}[{}]", t.name, spec::dtype_name(t.dtype), util::join(shape, ", "));
+    if (input && t.init) s += fmt::format(", filled with {}", t.init->text);
+    return s + "\n";
+  };
+  out += "- inputs (read-only):\n";
+  for (const auto& t : op.inputs) out += tensor(t, true);
+  out += "- outputs (garbage on entry; write every element):\n";
+  for (const auto& t : op.outputs) out += tensor(t, false);
+  if (!op.attrs.empty()) {
+    out += "- attributes (passed by value):\n";
+    for (const auto& a : op.attrs) {
+      out += spec::dtype_is_float(a.dtype) ? fmt::format("  - {} {} = {}\n", a.name, spec::dtype_name(a.dtype), a.value)
+                                           : fmt::format("  - {} {} = {}\n", a.name, spec::dtype_name(a.dtype), a.ivalue);
+    }
+  }
+  out += fmt::format("- tolerance: |got − expected| <= {} + {}·|expected| (NaN/Inf positions must match)\n",
+                     op.tolerance.atol, op.tolerance.rtol);
+  out += fmt::format("- work: flops = {}, bytes = {}\n", op.flops.text(), op.bytes.text());
+  std::vector<std::string> checked, timed;
+  for (const auto& c : op.cases) (c.timed ? timed : checked).push_back(op.case_label(c));
+  out += fmt::format("- cases checked: {}\n", util::join(checked, "; "));
+  out += fmt::format("- cases checked and timed: {}\n", util::join(timed, "; "));
+  return out;
+}
+
+std::string render_incumbent(const Attempt& inc, std::string_view code) {
+  std::string out;
+  out += fmt::format("From attempt {} ({}): {}\n", inc.iteration, memory::stage_name(inc.stage), inc.optimisation);
+  out += fmt::format("Speedup vs reference {:.2f}x", inc.speedup_vs_reference.value_or(0));
+  if (inc.speedup_vs_library) out += fmt::format(", vs library {:.2f}x", *inc.speedup_vs_library);
+  if (inc.fraction_of_roofline) out += fmt::format(", {:.0f}% of the roofline", 100 * *inc.fraction_of_roofline);
+  out += ".\n";
+  if (!inc.timings.empty()) {
+    out += "| timed case | kernel | reference | library | roofline | fraction of roofline |\n|---|---|---|---|---|---|\n";
+    for (const auto& t : inc.timings) {
+      out += fmt::format("| {} | {} ± {:.1f}% | {} | {} | {} | {:.0f}% |\n", t.label, fmt_us(t.median_us),
+                         t.median_us > 0 ? 100 * t.ci95_us / t.median_us : 0.0, fmt_us(t.reference_us),
+                         t.library_us ? fmt_us(*t.library_us) : std::string("-"), fmt_us(t.roofline_us),
+                         100 * t.fraction_of_roofline);
+    }
+  }
+  out += "```cpp\n";
+  out += code;
+  if (!code.empty() && code.back() != '\n') out += '\n';
+  out += "```\n";
+  return out;
+}
+
+std::string describe_outcome(const Attempt& a) {
+  if (a.correct()) {
+    std::string s = fmt::format("correct, {:.2f}x vs reference", a.speedup_vs_reference.value_or(0));
+    if (a.speedup_vs_incumbent) s += fmt::format(", {:.2f}x vs incumbent", *a.speedup_vs_incumbent);
+    if (a.improved) s += " (new incumbent)";
+    return s;
+  }
+  std::string msg = one_line(a.message, 90);
+  return msg.empty() ? a.verdict : a.verdict + ": " + msg;
+}
+
+std::string render_feedback(const Attempt& a, const Attempt* inc) {
+  std::string out;
+  out += fmt::format("Attempt {} ({}; \"{}\") ended: {}.\n", a.iteration, memory::stage_name(a.stage),
+                     one_line(a.optimisation, 120), describe_outcome(a));
+  if (!a.has_code) {
+    out += "The answer held no usable code: reply with one ```cpp block that defines kope_kernel.\n";
+  }
+  if (!a.correct() && !a.message.empty()) out += "Evaluator: " + a.message + "\n";
+  if (!a.first_mismatch.empty()) out += "First mismatch: " + a.first_mismatch + "\n";
+  if (a.cases_total > 0 && !a.correct()) out += fmt::format("Cases passed: {} of {}.\n", a.cases_passed, a.cases_total);
+  if (!a.diagnostics.empty()) {
+    out += "Diagnostics (trimmed):\n```\n" + util::truncate_text(a.diagnostics, 2500, 40);
+    if (out.back() != '\n') out += '\n';
+    out += "```\n";
+  }
+  if (a.correct() && !a.timings.empty()) {
+    out += "| timed case | this attempt | incumbent | reference | fraction of roofline |\n|---|---|---|---|---|\n";
+    for (const auto& t : a.timings) {
+      std::string inc_time = "-";
+      if (inc && inc->iteration != a.iteration) {
+        for (const auto& it : inc->timings) {
+          if (it.case_index == t.case_index) {
+            inc_time = fmt::format("{} ({:+.0f}%)", fmt_us(it.median_us), 100 * (t.median_us / it.median_us - 1));
+          }
+        }
+      }
+      out += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", t.label, fmt_us(t.median_us), inc_time, fmt_us(t.reference_us),
+                         100 * t.fraction_of_roofline);
+    }
+    if (!a.improved && inc && inc->iteration != a.iteration) {
+      out += "It was not faster than the incumbent, so the incumbent stays.\n";
+    }
+  }
+  return out;
+}
+
+std::string render_tried(const std::vector<Attempt>& attempts, size_t max_rows) {
+  if (attempts.empty()) return "";
+  std::string out = "| # | stage | optimisation | result |\n|---|---|---|---|\n";
+  size_t start = attempts.size() > max_rows ? attempts.size() - max_rows : 0;
+  if (start > 0) out += fmt::format("| ... | | {} earlier attempts omitted | |\n", start);
+  for (size_t i = start; i < attempts.size(); ++i) {
+    const Attempt& a = attempts[i];
+    out += fmt::format("| {} | {} | {} | {} |\n", a.iteration, memory::stage_name(a.stage), one_line(a.optimisation, 80),
+                       describe_outcome(a));
+  }
+  return out;
+}
+
+}  // namespace kope::agent

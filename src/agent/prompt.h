@@ -1,0 +1,129 @@
+// agent/prompt.h — building each iteration's prompt from the prompt files and the memory.
+//
+// PromptLibrary holds one backend's templates (prompts/<backend>/*.md, `{{> file}}` partials
+// expanded at load). assemble_prompt() renders the hot tier (target, spec with its reference,
+// incumbent, latest feedback, the tried-table), lets Active Context Management choose the warm
+// and cold items under the knowledge budget, renders them into their sections, and checks the
+// final estimate: system + user never exceed W − G (window minus generation allowance). The
+// render_* helpers produce the hot tier's text blocks. All functions are thread-safe.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/attempt.h"
+#include "context/context.h"
+#include "kope/error.h"
+#include "kope/hw.h"
+#include "kope/llm.h"
+#include "kope/memory.h"
+#include "kope/spec.h"
+
+namespace kope::agent {
+
+namespace fs = std::filesystem;
+
+struct PromptLibrary {
+  std::string backend;
+  fs::path dir;
+  std::string system;          // system message of kernel-writing calls
+  std::string draft, repair, refine;
+  std::string reflect_system, reflect;
+  // notes.md split at "## " headings: general notes offered to the cold tier.
+  std::vector<std::pair<std::string, std::string>> notes;
+
+  // Loads root/<backend>/ (system, draft, repair, refine, reflect_system, reflect, notes .md).
+  // Fails with not_found naming the missing file, or config naming a template's bad line.
+  static Result<PromptLibrary> load(const fs::path& root, std::string_view backend);
+  const std::string& stage_template(memory::Stage s) const;
+};
+
+// share_dir()/prompts
+fs::path default_prompts_dir();
+
+// A TokenEstimator shared by the calls of a run, calibrated against reported usage.
+class SharedEstimator {
+ public:
+  int64_t estimate(std::string_view text) const;
+  void calibrate(int64_t estimated, int64_t reported);
+  double ratio() const;
+
+ private:
+  mutable std::mutex m_mutex;
+  context::TokenEstimator m_estimator;
+};
+
+// What the hot tier shows. Text blocks come from the render_* helpers below.
+struct PromptInput {
+  const spec::OpSpec* op = nullptr;
+  std::string reference_source;
+  std::string hardware;
+  std::string toolchain;
+  memory::Stage stage = memory::Stage::draft;
+  int iteration = 1;
+  int max_iterations = 1;
+  std::string incumbent;  // empty when there is none
+  std::string feedback;   // empty on the first attempt
+  std::string tried;      // empty on the first attempt
+};
+
+// Candidates for the warm and cold tiers, with the memory item each came from.
+struct KnowledgeCandidates {
+  std::vector<context::Item> warm;
+  std::vector<context::Item> cold;
+  std::map<std::string, double> scores;  // memory item id -> retrieval score (for the retrieval log)
+};
+
+// Sorts retrieved memory into tiers and sections:
+//   warm — items of the state query, except cases of ops of another category;
+//   cold — items only the broad query found, other-category cases, and the library's notes.
+// Section: native best kernels "kernels", native case summaries "cases", native lessons
+// "lessons", anything foreign "feasibility", cold "notes". Values are scores scaled to [0, 1].
+// Notes are valued by how many words of the task they mention (0 when none: left out in active
+// mode). `category_of` maps an op name to its category when known; items whose id is in
+// `exclude` (this task's own attempts, already in the hot tier) are left out.
+KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>& state_items,
+                                       const std::vector<memory::RetrievedItem>& broad_items, const spec::OpSpec& op,
+                                       memory::Stage stage, const PromptLibrary& lib, const SharedEstimator& estimator,
+                                       const std::function<std::optional<std::string>(std::string_view)>& category_of,
+                                       const std::set<std::string>& exclude = {});
+
+struct AssembledPrompt {
+  std::vector<llm::Message> messages;  // system, user
+  std::map<std::string, int64_t> tier_tokens;  // "system", "hot", "warm", "cold"
+  int64_t total_tokens = 0;       // estimated system + user
+  int64_t limit = 0;              // W − G
+  int64_t knowledge_budget = 0;   // B_k
+  std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items (id, score)
+  std::vector<std::string> admitted;  // every admitted knowledge item id (notes included)
+  int dropped = 0;                // candidates left out
+  bool hot_truncated = false;     // a hot block had to be cut to fit the window
+};
+
+// Renders the prompt for `input` with the items `mode` admits under `budget` (window and
+// generation from the model profile). Fails with config when even a truncated hot tier does
+// not fit W − G.
+Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptInput& input,
+                                        const KnowledgeCandidates& knowledge, const context::Budget& budget,
+                                        context::Mode mode, const SharedEstimator& estimator);
+
+// Hot-tier text blocks.
+std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain);
+std::string render_op_spec(const spec::OpSpec& op);
+std::string render_incumbent(const Attempt& incumbent, std::string_view code);
+// The latest attempt's outcome: verdict and message, trimmed diagnostics, first mismatch, and
+// per-case timing deltas against the incumbent and the reference.
+std::string render_feedback(const Attempt& latest, const Attempt* incumbent);
+// One row per attempt: iteration, stage, optimisation, how it ended. At most `max_rows` (the
+// latest), with a line counting the omitted ones.
+std::string render_tried(const std::vector<Attempt>& attempts, size_t max_rows = 30);
+// "correct, 2.31x vs reference (new incumbent)", "compile_error: expected ';'".
+std::string describe_outcome(const Attempt& a);
+
+}  // namespace kope::agent

@@ -1,0 +1,195 @@
+#include "agent/reflect.h"
+
+#include <nlohmann/json.hpp>
+
+#include "agent/template.h"
+#include "util/strings.h"
+
+namespace kope::agent {
+
+using nlohmann::json;
+
+namespace {
+
+// Removes `//` and `/* */` comments outside strings and trailing commas before '}' or ']'.
+std::string relax_json(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < s.size()) {
+        out += s[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
+      while (i < s.size() && s[i] != '\n') ++i;
+      out += '\n';
+    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+      size_t end = s.find("*/", i + 2);
+      i = end == std::string_view::npos ? s.size() : end + 1;
+    } else if (c == ',') {
+      size_t j = i + 1;
+      while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+      if (j < s.size() && (s[j] == '}' || s[j] == ']')) continue;
+      out += c;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<json> try_parse(std::string_view text) {
+  for (std::string candidate : {std::string(text), relax_json(text)}) {
+    json j = json::parse(candidate, nullptr, false);
+    if (!j.is_discarded() && (j.is_object() || j.is_array())) return j;
+  }
+  return std::nullopt;
+}
+
+// The JSON value in an answer: a fenced block, else the outermost {...} or [...].
+std::optional<json> find_json(std::string_view answer) {
+  std::vector<std::string> candidates;
+  size_t pos = 0;
+  while ((pos = answer.find("```", pos)) != std::string_view::npos) {
+    size_t line_end = answer.find('\n', pos);
+    if (line_end == std::string_view::npos) break;
+    size_t close = answer.find("```", line_end);
+    if (close == std::string_view::npos) break;
+    candidates.emplace_back(answer.substr(line_end + 1, close - line_end - 1));
+    pos = close + 3;
+  }
+  for (char open : {'{', '['}) {
+    char close = open == '{' ? '}' : ']';
+    size_t b = answer.find(open), e = answer.rfind(close);
+    if (b != std::string_view::npos && e != std::string_view::npos && e > b) candidates.emplace_back(answer.substr(b, e - b + 1));
+  }
+  for (const auto& c : candidates) {
+    if (auto j = try_parse(c)) return j;
+  }
+  return std::nullopt;
+}
+
+std::string str(const json& j, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    auto it = j.find(k);
+    if (it != j.end() && it->is_string()) return std::string(util::trim(it->get<std::string>()));
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<std::vector<llm::Message>> build_reflection_prompt(const PromptLibrary& lib, const ReflectionInput& in) {
+  TemplateVars vars{{"op_name", in.op->name},   {"op_category", in.op->category}, {"backend", in.backend},
+                    {"target", in.target},      {"trigger", in.trigger},         {"summary", in.summary},
+                    {"tried", in.tried},        {"code", in.code},               {"existing", in.existing}};
+  KOPE_ASSIGN(std::string system, render_template(lib.reflect_system, vars, "reflect_system.md"));
+  KOPE_ASSIGN(std::string user, render_template(lib.reflect, vars, "reflect.md"));
+  return std::vector<llm::Message>{{llm::Message::Role::system, std::move(system)},
+                                   {llm::Message::Role::user, std::move(user)}};
+}
+
+ParsedLessons parse_lessons(std::string_view answer, const LessonContext& ctx) {
+  ParsedLessons out;
+  auto j = find_json(answer);
+  if (!j) {
+    out.problems.push_back("no JSON object in the answer");
+    return out;
+  }
+  out.parsed = true;
+  json list = json::array();
+  if (j->is_array()) {
+    list = *j;
+  } else {
+    for (const char* key : {"lessons", "operations", "deltas", "ops"}) {
+      if (j->contains(key) && (*j)[key].is_array()) {
+        list = (*j)[key];
+        break;
+      }
+    }
+    if (list.empty() && (j->contains("action") || j->contains("op"))) list.push_back(*j);
+  }
+  using Op = memory::LessonDelta::Op;
+  for (const auto& e : list) {
+    if (!e.is_object()) {
+      out.problems.push_back("an entry is not an object");
+      continue;
+    }
+    if (out.deltas.size() >= k_max_lessons_per_reflection) {
+      out.problems.push_back("more than three operations: the rest were ignored");
+      break;
+    }
+    std::string action = util::to_lower(str(e, {"action", "op", "type"}));
+    if (action.empty() && e.contains("text")) action = "add";
+    memory::LessonDelta d;
+    d.reason = ctx.reason;
+    d.source_case = ctx.source_case;
+    if (action == "add" || action == "new") {
+      d.op = Op::add;
+      memory::Lesson& l = d.lesson;
+      l.title = str(e, {"title", "name"});
+      l.text = str(e, {"text", "lesson", "body", "description"});
+      if (l.text.empty()) {
+        out.problems.push_back("an added lesson has no text");
+        continue;
+      }
+      if (l.title.empty()) l.title = l.text.size() > 60 ? l.text.substr(0, 57) + "..." : l.text;
+      if (l.title.size() > 120) l.title = l.title.substr(0, 117) + "...";
+      if (l.text.size() > 1200) l.text = l.text.substr(0, 1197) + "...";
+      std::string kind = util::to_lower(str(e, {"kind", "category_kind", "lesson_kind"}));
+      l.kind = kind == "pitfall" ? memory::LessonKind::pitfall
+               : kind == "fix"   ? memory::LessonKind::fix
+               : kind == "recipe" ? memory::LessonKind::recipe
+                                  : memory::LessonKind::strategy;
+      l.error_signature = str(e, {"error_signature", "signature"});
+      if (l.kind != memory::LessonKind::fix) l.error_signature.clear();
+      std::string scope = util::to_lower(str(e, {"scope"}));
+      if (scope == "any" || scope == "general" || scope == "everywhere") {
+        l.scope = {};
+      } else if (scope == "backend") {
+        l.scope = {"", ctx.backend, "", ""};
+      } else if (scope == "target" || scope == "hardware") {
+        l.scope = {ctx.category, ctx.backend, ctx.target, ctx.toolchain};
+      } else {
+        l.scope = {ctx.category, ctx.backend, "", ""};
+      }
+      if (ctx.source_case) l.source_cases.push_back(*ctx.source_case);
+    } else if (action == "upvote" || action == "downvote" || action == "deprecate" || action == "edit") {
+      std::string id = str(e, {"id", "lesson_id", "lesson"});
+      if (id.starts_with("lesson:")) id = id.substr(7);
+      if (!ctx.known_ids.contains(id)) {
+        out.problems.push_back("'" + action + "' names lesson '" + id + "', which was not shown");
+        continue;
+      }
+      d.lesson_id = id;
+      d.op = action == "upvote" ? Op::upvote : action == "downvote" ? Op::downvote : action == "deprecate" ? Op::deprecate : Op::edit;
+      if (d.op == Op::edit) {
+        d.lesson.title = str(e, {"title"});
+        d.lesson.text = str(e, {"text", "lesson"});
+        if (d.lesson.title.empty() && d.lesson.text.empty()) {
+          out.problems.push_back("an edit of '" + id + "' changes nothing");
+          continue;
+        }
+      }
+      std::string why = str(e, {"reason", "why"});
+      if (!why.empty()) d.reason += ": " + why;
+    } else {
+      out.problems.push_back("unknown action '" + action + "'");
+      continue;
+    }
+    out.deltas.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace kope::agent

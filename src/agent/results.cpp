@@ -1,0 +1,204 @@
+#include "agent/results.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace kope::agent {
+
+using nlohmann::json;
+
+namespace {
+
+json opt(std::optional<double> v) { return v ? json(*v) : json(nullptr); }
+
+std::optional<double> geomean(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  double s = 0;
+  for (double x : v) s += std::log(std::max(x, 1e-300));
+  return std::exp(s / static_cast<double>(v.size()));
+}
+
+std::optional<double> mean(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+std::optional<double> median(std::vector<double> v) {
+  if (v.empty()) return std::nullopt;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string pct(const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "-"; }
+std::string times(const json& v) { return v.is_number() ? fmt::format("{:.2f}x", v.get<double>()) : "-"; }
+
+}  // namespace
+
+json op_result(const spec::OpSpec& op, const OpState& st) {
+  const Attempt* inc = st.incumbent();
+  json j;
+  j["name"] = op.name;
+  j["category"] = op.category;
+  j["level"] = op.level;
+  j["dir"] = op.dir.string();
+  j["solved"] = inc != nullptr;
+  j["attempts"] = st.attempts.size();
+  int correct = 0;
+  std::optional<int> first_correct;
+  int best_passed = 0;
+  std::map<std::string, int> verdicts, labels;
+  std::map<std::string, int64_t> tiers{{"system", 0}, {"hot", 0}, {"warm", 0}, {"cold", 0}};
+  for (const auto& a : st.attempts) {
+    if (a.correct()) {
+      ++correct;
+      if (!first_correct) first_correct = a.iteration;
+    }
+    best_passed = std::max(best_passed, a.cases_passed);
+    ++verdicts[a.verdict];
+    ++labels[a.label];
+    for (const auto& [t, n] : a.tier_tokens) tiers[t] += n;
+  }
+  int cases_total = static_cast<int>(op.cases.size());
+  j["correct_attempts"] = correct;
+  j["cases_total"] = cases_total;
+  j["cases_passed"] = inc ? cases_total : std::min(best_passed, cases_total);
+  j["attempts_to_first_correct"] = first_correct ? json(*first_correct) : json(nullptr);
+  j["attempts_to_best"] = inc ? json(inc->iteration) : json(nullptr);
+  j["best_speedup_vs_reference"] = inc ? opt(inc->speedup_vs_reference) : json(nullptr);
+  j["best_speedup_vs_library"] = inc ? opt(inc->speedup_vs_library) : json(nullptr);
+  j["fraction_of_roofline"] = inc ? opt(inc->fraction_of_roofline) : json(nullptr);
+  j["best_optimisation"] = inc ? json(inc->optimisation) : json(nullptr);
+  j["best_code_file"] = inc ? json(inc->code_file) : json(nullptr);
+  auto id = inc ? st.case_ids.find(inc->iteration) : st.case_ids.end();
+  j["best_case_id"] = id != st.case_ids.end() ? json(id->second) : json(nullptr);
+  j["tokens_prompt"] = st.tokens_prompt();
+  j["tokens_completion"] = st.tokens_completion();
+  j["cost_usd"] = st.cost_usd();
+  j["tier_tokens"] = tiers;
+  j["verdicts"] = verdicts;
+  j["labels"] = labels;
+  int lessons = 0;
+  for (const auto& [k, r] : st.reflections) lessons += static_cast<int>(r.lesson_ids.size());
+  j["reflections"] = st.reflections.size();
+  j["lesson_operations"] = lessons;
+  j["done"] = st.done;
+  j["stop_reason"] = st.done ? json(st.stop_reason) : json(nullptr);
+  j["errors"] = st.errors;
+  j["wall_seconds"] = st.wall_seconds();
+  return j;
+}
+
+json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, const std::map<std::string, OpState>& states) {
+  json out = header;
+  json list = json::array();
+  static const OpState empty;
+  int64_t cases_passed = 0, cases_total = 0, tok_p = 0, tok_c = 0, attempts = 0;
+  double cost = 0;
+  int solved = 0, done = 0, with_library = 0;
+  std::vector<double> sp_ref, sp_lib, roof, first, best;
+  std::map<std::string, int64_t> tiers{{"system", 0}, {"hot", 0}, {"warm", 0}, {"cold", 0}};
+  const std::vector<double> ps = {0, 1, 1.5, 2};
+  std::vector<int> fast(ps.size(), 0), fast_lib(ps.size(), 0);
+  for (const auto& op : ops) {
+    auto it = states.find(op.name);
+    const OpState& st = it == states.end() ? empty : it->second;
+    json r = op_result(op, st);
+    cases_passed += r["cases_passed"].get<int64_t>();
+    cases_total += r["cases_total"].get<int64_t>();
+    tok_p += r["tokens_prompt"].get<int64_t>();
+    tok_c += r["tokens_completion"].get<int64_t>();
+    attempts += r["attempts"].get<int64_t>();
+    cost += r["cost_usd"].get<double>();
+    for (const auto& [t, n] : r["tier_tokens"].items()) tiers[t] += n.get<int64_t>();
+    if (st.done) ++done;
+    if (op.library_path) ++with_library;
+    if (r["solved"].get<bool>()) {
+      ++solved;
+      double s = r["best_speedup_vs_reference"].is_number() ? r["best_speedup_vs_reference"].get<double>() : 0;
+      if (s > 0) sp_ref.push_back(s);
+      for (size_t i = 0; i < ps.size(); ++i) fast[i] += s > ps[i] ? 1 : 0;
+      if (r["best_speedup_vs_library"].is_number()) {
+        double l = r["best_speedup_vs_library"].get<double>();
+        sp_lib.push_back(l);
+        for (size_t i = 0; i < ps.size(); ++i) fast_lib[i] += l > ps[i] ? 1 : 0;
+      }
+      if (r["fraction_of_roofline"].is_number()) roof.push_back(r["fraction_of_roofline"].get<double>());
+      first.push_back(r["attempts_to_first_correct"].get<double>());
+      best.push_back(r["attempts_to_best"].get<double>());
+    }
+    list.push_back(std::move(r));
+  }
+  size_t n = ops.size();
+  json f;
+  f["ops"] = n;
+  f["ops_done"] = done;
+  f["solved"] = solved;
+  f["solve_rate"] = n ? json(static_cast<double>(solved) / static_cast<double>(n)) : json(nullptr);
+  f["cases_passed"] = cases_passed;
+  f["cases_total"] = cases_total;
+  f["pass_rate"] = cases_total ? json(static_cast<double>(cases_passed) / static_cast<double>(cases_total)) : json(nullptr);
+  f["pass_rate_over"] = fmt::format(
+      "all {} cases of the {} selected operators (an unsolved operator counts the cases its best attempt passed; an "
+      "unattempted one counts all its cases failed)",
+      cases_total, n);
+  f["geomean_speedup_vs_reference"] = opt(geomean(sp_ref));
+  f["geomean_speedup_vs_reference_over"] = fmt::format("the {} solved operators", sp_ref.size());
+  f["geomean_speedup_vs_library"] = opt(geomean(sp_lib));
+  f["geomean_speedup_vs_library_over"] =
+      fmt::format("the {} solved operators that have a library baseline ({} selected have one)", sp_lib.size(), with_library);
+  json fp, fpl;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    std::string key = fmt::format("{}", ps[i]);
+    fp[key] = n ? static_cast<double>(fast[i]) / static_cast<double>(n) : 0.0;
+    fpl[key] = with_library ? json(static_cast<double>(fast_lib[i]) / static_cast<double>(with_library)) : json(nullptr);
+  }
+  f["fast_p"] = fp;
+  f["fast_p_over"] = fmt::format("all {} selected operators: the share that is correct and more than p times faster than "
+                                 "the reference",
+                                 n);
+  f["fast_p_vs_library"] = fpl;
+  f["fast_p_vs_library_over"] = fmt::format("the {} selected operators with a library baseline", with_library);
+  f["fraction_of_roofline_geomean"] = opt(geomean(roof));
+  f["fraction_of_roofline_median"] = opt(median(roof));
+  f["fraction_of_roofline_over"] = fmt::format("the {} solved operators with timed cases", roof.size());
+  f["tokens_prompt"] = tok_p;
+  f["tokens_completion"] = tok_c;
+  f["tokens_total"] = tok_p + tok_c;
+  f["tokens_per_solved_op"] = solved ? json(static_cast<double>(tok_p + tok_c) / solved) : json(nullptr);
+  f["tokens_prompt_per_solved_op"] = solved ? json(static_cast<double>(tok_p) / solved) : json(nullptr);
+  f["tokens_completion_per_solved_op"] = solved ? json(static_cast<double>(tok_c) / solved) : json(nullptr);
+  f["tier_tokens"] = tiers;
+  f["cost_usd"] = cost;
+  f["attempts"] = attempts;
+  f["attempts_to_first_correct_mean"] = opt(mean(first));
+  f["attempts_to_first_correct_median"] = opt(median(first));
+  f["attempts_to_best_mean"] = opt(mean(best));
+  f["attempts_to_best_median"] = opt(median(best));
+  f["attempts_over"] = fmt::format("the {} solved operators", solved);
+  out["figures"] = f;
+  out["ops"] = list;
+  return out;
+}
+
+std::string results_summary(const json& r) {
+  const json& f = r.at("figures");
+  std::string out;
+  out += fmt::format("solved {}/{} operators; pass rate {} ({} of {} cases)\n", f["solved"].get<int>(), f["ops"].get<int>(),
+                     pct(f["pass_rate"]), f["cases_passed"].get<int64_t>(), f["cases_total"].get<int64_t>());
+  out += fmt::format("geomean speedup vs reference {} (over {}), vs library {}\n", times(f["geomean_speedup_vs_reference"]),
+                     f["geomean_speedup_vs_reference_over"].get<std::string>(), times(f["geomean_speedup_vs_library"]));
+  const json& fp = f["fast_p"];
+  out += fmt::format("fast_0 {}  fast_1 {}  fast_1.5 {}  fast_2 {}\n", pct(fp["0"]), pct(fp["1"]), pct(fp["1.5"]), pct(fp["2"]));
+  out += fmt::format("tokens: {} prompt + {} completion", f["tokens_prompt"].get<int64_t>(), f["tokens_completion"].get<int64_t>());
+  if (f["tokens_per_solved_op"].is_number()) out += fmt::format(" ({:.0f} per solved operator)", f["tokens_per_solved_op"].get<double>());
+  if (f["cost_usd"].get<double>() > 0) out += fmt::format(", ${:.4f}", f["cost_usd"].get<double>());
+  out += "\n";
+  return out;
+}
+
+}  // namespace kope::agent

@@ -1,0 +1,124 @@
+// agent/run.h — a run: a selection of ops, each driven by the loop, in a run directory.
+//
+// The run directory holds:
+//   config.json     the resolved configuration (ops with their folders and spec hashes, loop
+//                   settings, budgets, model profile without secrets, seed, target, toolchain)
+//   events.jsonl    the durable event log (events.h); resume rebuilds everything from it
+//   candidates/     every candidate source (<op>/<k>.cpp) and raw model answer (<k>.answer.md)
+//   transcripts/    every model exchange (<op>/<k>-<stage>.md, reflect-<key>.md)
+//   results.json    the figures (results.h), rewritten after every finished op and at the end
+// A lock file keeps two processes from driving the same run. Ops run `jobs` at a time on
+// threads; the model client, evaluator and store are shared (each is thread-safe; the evaluator
+// serialises timing itself). Cancelling (the flag in RunServices, set by Ctrl-C) stops every op
+// after its current step; the run can then be resumed with Run::open + execute.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/loop.h"
+#include "agent/prompt.h"
+
+namespace kope::agent {
+
+namespace fs = std::filesystem;
+
+struct RunConfig {
+  std::string run_id;
+  std::string created_at;
+  std::vector<std::string> selectors;
+  int level = 0;                  // 0: any
+  std::string backend = "cpu";
+  std::string suite_root;
+  LoopConfig loop;
+  int jobs = 1;
+  uint64_t seed = 0;
+  std::string memory_path;
+  std::string llm_profile;        // "" with the replay policy
+  nlohmann::json model = nlohmann::json::object();  // provider, model, base_url, window, ... (no secrets)
+  std::string target;
+  std::string toolchain;
+  struct OpRef {
+    std::string name;
+    std::string dir;
+    std::string spec_hash;
+  };
+  std::vector<OpRef> ops;
+};
+
+nlohmann::json config_to_json(const RunConfig& c);
+Result<RunConfig> config_from_json(const nlohmann::json& j);
+nlohmann::json loop_config_to_json(const LoopConfig& c);
+Result<LoopConfig> loop_config_from_json(const nlohmann::json& j);
+
+// "20260501-120000-3fa2": UTC time plus random hex.
+std::string new_run_id();
+
+struct RunServices {
+  eval::Evaluator* evaluator = nullptr;
+  memory::Store* store = nullptr;
+  llm::LlmClient* llm = nullptr;             // null with the replay policy
+  const HardwareProfile* hw = nullptr;
+  const PromptLibrary* prompts = nullptr;
+  ProgressSink* progress = nullptr;          // may be null
+  std::atomic<bool>* cancel = nullptr;       // may be null
+  std::vector<spec::OpSpec> known_ops;       // the suite: categories and signatures of other ops
+};
+
+struct RunReport {
+  nlohmann::json results;
+  bool complete = false;          // every op finished
+  bool cancelled = false;
+  std::vector<std::string> errors;  // "op: message" for ops that stopped on an error or an unavailable model
+  fs::path results_path;
+};
+
+class Run {
+ public:
+  // Creates `dir` (which must not hold a run yet), writes config.json (ops filled from `ops`)
+  // and opens the event log. Fails with usage when `dir` already holds a run.
+  static Result<std::unique_ptr<Run>> create(RunConfig config, std::vector<spec::OpSpec> ops, const fs::path& dir);
+  // Opens an existing run for resuming: reads config.json, reloads each op from its folder
+  // (fails with config when a spec changed since: its hash differs), rebuilds op states from
+  // the event log. Fails with usage when another process holds the run's lock.
+  static Result<std::unique_ptr<Run>> open(const fs::path& dir);
+  ~Run();
+
+  const RunConfig& config() const { return m_config; }
+  const std::vector<spec::OpSpec>& ops() const { return m_ops; }
+  const fs::path& dir() const { return m_dir; }
+  const std::map<std::string, OpState>& states() const { return m_states; }
+  bool resumed() const { return m_resumed; }
+
+  // Changes how many ops run at once (not what is computed); saved in config.json.
+  Status set_jobs(int jobs);
+  // Records the target and toolchain the run is evaluated with; saved in config.json.
+  Status set_machine(const std::string& target, const std::string& toolchain);
+
+  // Drives every unfinished op. Thread-safe services are shared by `config().jobs` threads.
+  // Fails only when the run directory cannot be written; op-level failures are in the report.
+  Result<RunReport> execute(RunServices& services);
+
+  // results.json's content for the current states.
+  nlohmann::json results(bool complete) const;
+
+ private:
+  Run() = default;
+  Status write_results(bool complete);
+
+  RunConfig m_config;
+  std::vector<spec::OpSpec> m_ops;
+  fs::path m_dir;
+  std::unique_ptr<EventLog> m_events;
+  std::map<std::string, OpState> m_states;
+  bool m_resumed = false;
+  int m_lock_fd = -1;
+  mutable std::mutex m_mutex;  // guards m_states' map shape and results writing
+};
+
+}  // namespace kope::agent

@@ -1,0 +1,261 @@
+#include "agent/run.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/results.h"
+#include "agent/test_support.h"
+
+namespace kope::agent {
+namespace {
+
+using nlohmann::json;
+using testing::kernel_answer;
+
+// Cancels the run after a given number of attempts (a user's Ctrl-C mid-run).
+class CancelAfter : public ProgressSink {
+ public:
+  CancelAfter(std::atomic<bool>& flag, int n) : m_flag(flag), m_n(n) {}
+  void attempt_done(const std::string&, const Attempt&, double, int64_t) override {
+    if (++m_seen >= m_n) m_flag = true;
+  }
+
+ private:
+  std::atomic<bool>& m_flag;
+  int m_n;
+  std::atomic<int> m_seen{0};
+};
+
+struct RunFixture {
+  std::optional<util::TempDir> tmp = *util::TempDir::create("kope-run-test");
+  std::vector<spec::OpSpec> ops;
+  testing::Harness h;  // fakes, prompts, hardware
+  RunFixture() {
+    ops.push_back(testing::load_softmax());
+    ops.push_back(testing::make_twin(tmp->path() / "ops", "softmax_twin", "normalization"));
+    h.answers = {{1, kernel_answer("naive", "compile_error")}, {2, kernel_answer("fixed", "correct", 500)},
+                 {3, kernel_answer("faster", "correct", 250)}};
+  }
+  RunConfig config() {
+    RunConfig c;
+    c.run_id = "r1";
+    c.loop = h.config;
+    c.loop.max_iterations = 3;
+    c.jobs = 2;
+    c.seed = 11;
+    c.target = "x86_64-avx2-fma";
+    return c;
+  }
+  RunServices services(std::atomic<bool>* cancel = nullptr, ProgressSink* progress = nullptr) {
+    RunServices s;
+    s.evaluator = &h.evaluator;
+    s.store = &h.store;
+    s.llm = h.llm.get();
+    s.hw = &h.hw;
+    s.prompts = &h.prompts;
+    s.cancel = cancel;
+    s.progress = progress;
+    return s;
+  }
+};
+
+TEST(Run, TwoOpsInParallelWriteResultsAndConfig) {
+  RunFixture f;
+  auto run = Run::create(f.config(), f.ops, f.tmp->path() / "run");
+  ASSERT_TRUE(run) << run.error().message;
+  auto services = f.services();
+  auto report = (*run)->execute(services);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_TRUE(report->complete);
+  EXPECT_TRUE(report->errors.empty());
+  auto text = util::read_file(f.tmp->path() / "run/results.json");
+  ASSERT_TRUE(text);
+  json r = json::parse(*text);
+  EXPECT_TRUE(r["complete"].get<bool>());
+  ASSERT_EQ(r["ops"].size(), 2u);
+  for (const auto& op : r["ops"]) {
+    EXPECT_TRUE(op["solved"].get<bool>());
+    EXPECT_EQ(op["attempts"].get<int>(), 3);
+    EXPECT_NEAR(op["best_speedup_vs_reference"].get<double>(), 4.0, 1e-9);
+    EXPECT_NEAR(op["best_speedup_vs_library"].get<double>(), 3.2, 1e-9);
+    EXPECT_GT(op["tokens_prompt"].get<int64_t>(), 0);
+    EXPECT_GT(op["tokens_completion"].get<int64_t>(), 0);
+    EXPECT_EQ(op["attempts_to_first_correct"].get<int>(), 2);
+    EXPECT_EQ(op["attempts_to_best"].get<int>(), 3);
+    EXPECT_NEAR(op["fraction_of_roofline"].get<double>(), 0.4, 1e-9);
+    EXPECT_EQ(op["cases_passed"], op["cases_total"]);
+    EXPECT_GT(op["tier_tokens"]["hot"].get<int64_t>(), 0);
+  }
+  const json& fig = r["figures"];
+  EXPECT_DOUBLE_EQ(fig["pass_rate"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(fig["fast_p"]["2"].get<double>(), 1.0);
+  EXPECT_NEAR(fig["geomean_speedup_vs_reference"].get<double>(), 4.0, 1e-9);
+  EXPECT_EQ(fig["solved"].get<int>(), 2);
+  EXPECT_FALSE(fig["pass_rate_over"].get<std::string>().empty());
+  auto cfg = json::parse(*util::read_file(f.tmp->path() / "run/config.json"));
+  EXPECT_EQ(cfg["run_id"], "r1");
+  EXPECT_EQ(cfg["ops"].size(), 2u);
+  EXPECT_EQ(cfg["loop"]["max_iterations"], 3);
+  EXPECT_EQ(f.h.store.all_cases().size(), 6u);
+  // A second create in the same directory is refused.
+  auto again = Run::create(f.config(), f.ops, f.tmp->path() / "run");
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().kind, ErrorKind::usage);
+  EXPECT_NE(results_summary(r).find("solved 2/2"), std::string::npos);
+}
+
+TEST(Run, CancelThenResumeGivesTheSameFigures) {
+  RunFixture straight;
+  auto run = Run::create(straight.config(), straight.ops, straight.tmp->path() / "run");
+  ASSERT_TRUE(run);
+  auto s1 = straight.services();
+  auto full = (*run)->execute(s1);
+  ASSERT_TRUE(full);
+
+  RunFixture f;
+  std::atomic<bool> cancel{false};
+  CancelAfter sink(cancel, 2);
+  RunConfig cfg = f.config();
+  cfg.jobs = 1;
+  {
+    auto r1 = Run::create(cfg, f.ops, f.tmp->path() / "run");
+    ASSERT_TRUE(r1);
+    auto s = f.services(&cancel, &sink);
+    auto partial = (*r1)->execute(s);
+    ASSERT_TRUE(partial);
+    EXPECT_FALSE(partial->complete);
+    EXPECT_TRUE(partial->cancelled);
+  }
+  int calls_before = f.h.kernel_calls();
+  auto r2 = Run::open(f.tmp->path() / "run");
+  ASSERT_TRUE(r2) << r2.error().message;
+  EXPECT_TRUE((*r2)->resumed());
+  // The lock keeps a second process out while this one drives the run.
+  auto r3 = Run::open(f.tmp->path() / "run");
+  ASSERT_FALSE(r3);
+  EXPECT_EQ(r3.error().kind, ErrorKind::usage);
+  auto s = f.services();
+  auto rest = (*r2)->execute(s);
+  ASSERT_TRUE(rest) << rest.error().message;
+  EXPECT_TRUE(rest->complete);
+  EXPECT_GT(f.h.kernel_calls(), calls_before);
+  EXPECT_EQ(f.h.kernel_calls(), straight.h.kernel_calls());  // nothing asked twice
+  EXPECT_EQ(f.h.store.all_cases().size(), straight.h.store.all_cases().size());
+  const json& a = full->results;
+  const json& b = rest->results;
+  for (size_t i = 0; i < 2; ++i) {
+    for (const char* key : {"name", "solved", "attempts", "best_speedup_vs_reference", "best_speedup_vs_library",
+                            "tokens_completion", "attempts_to_first_correct", "attempts_to_best", "cases_passed", "verdicts",
+                            "labels"}) {
+      EXPECT_EQ(a["ops"][i][key], b["ops"][i][key]) << key;
+    }
+  }
+  EXPECT_EQ(a["figures"]["pass_rate"], b["figures"]["pass_rate"]);
+  EXPECT_EQ(a["figures"]["fast_p"], b["figures"]["fast_p"]);
+}
+
+TEST(Run, ResumeRefusesAChangedSpec) {
+  RunFixture f;
+  {
+    auto run = Run::create(f.config(), f.ops, f.tmp->path() / "run");
+    ASSERT_TRUE(run);
+  }
+  auto toml = f.tmp->path() / "ops/softmax_twin/op.toml";
+  ASSERT_TRUE(util::write_file_atomic(toml, *util::read_file(toml) + "\n# changed\n"));
+  auto run = Run::open(f.tmp->path() / "run");
+  ASSERT_FALSE(run);
+  EXPECT_EQ(run.error().kind, ErrorKind::config);
+  EXPECT_NE(run.error().message.find("softmax_twin"), std::string::npos);
+  auto none = Run::open(f.tmp->path() / "nothing-here");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().kind, ErrorKind::not_found);
+}
+
+TEST(Run, DuplicateOpNamesAreRefused) {
+  RunFixture f;
+  auto ops = f.ops;
+  ops.push_back(ops[0]);
+  ops.back().dir = f.tmp->path() / "elsewhere";
+  auto run = Run::create(f.config(), ops, f.tmp->path() / "run");
+  ASSERT_FALSE(run);
+  EXPECT_EQ(run.error().kind, ErrorKind::usage);
+}
+
+TEST(Results, FiguresOverStatedSets) {
+  spec::OpSpec a = testing::load_softmax();
+  spec::OpSpec b = a;
+  b.name = "unsolved";
+  b.library_path.reset();
+  spec::OpSpec c = a;
+  c.name = "never_run";
+  OpState sa;
+  Attempt bad;
+  bad.iteration = 1;
+  bad.verdict = "wrong_result";
+  bad.cases_passed = 5;
+  bad.cases_total = 12;
+  bad.label = "negative";
+  Attempt good;
+  good.iteration = 2;
+  good.verdict = "correct";
+  good.improved = true;
+  good.speedup_vs_reference = 1.2;
+  good.speedup_vs_library = 0.5;
+  good.fraction_of_roofline = 0.3;
+  good.cases_passed = 12;
+  good.cases_total = 12;
+  good.tokens_prompt = 100;
+  good.tokens_completion = 50;
+  good.label = "effective";
+  sa.attempts = {bad, good};
+  sa.done = true;
+  OpState sb;
+  sb.attempts = {bad};
+  sb.done = true;
+  json r = compute_results(json{{"run_id", "x"}}, {a, b, c}, {{"softmax", sa}, {"unsolved", sb}});
+  const json& f = r["figures"];
+  EXPECT_EQ(f["cases_total"], 36);
+  EXPECT_EQ(f["cases_passed"], 12 + 5 + 0);
+  EXPECT_NEAR(f["pass_rate"].get<double>(), 17.0 / 36, 1e-12);
+  EXPECT_NEAR(f["fast_p"]["0"].get<double>(), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(f["fast_p"]["1"].get<double>(), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(f["fast_p"]["1.5"].get<double>(), 0.0, 1e-12);
+  EXPECT_NEAR(f["fast_p_vs_library"]["0"].get<double>(), 1.0 / 2, 1e-12);  // softmax and never_run have a library
+  EXPECT_NEAR(f["geomean_speedup_vs_reference"].get<double>(), 1.2, 1e-12);
+  EXPECT_EQ(f["tokens_per_solved_op"].get<double>(), 150);
+  EXPECT_EQ(f["attempts_to_first_correct_mean"].get<double>(), 2);
+  EXPECT_EQ(r["ops"][2]["attempts"], 0);
+  EXPECT_FALSE(r["ops"][2]["solved"].get<bool>());
+  EXPECT_EQ(r["ops"][1]["best_speedup_vs_reference"], nullptr);
+  EXPECT_EQ(r["ops"][0]["verdicts"]["wrong_result"], 1);
+}
+
+TEST(Events, TornLastLineIsDroppedAndTheLogContinues) {
+  auto dir = util::TempDir::create("kope-events");
+  auto path = dir->path() / "events.jsonl";
+  {
+    auto log = EventLog::open(path);
+    ASSERT_TRUE(log);
+    ASSERT_TRUE((*log)->append({{"type", "a"}}));
+    ASSERT_TRUE((*log)->append({{"type", "b"}}));
+  }
+  ASSERT_TRUE(util::write_file_atomic(path, *util::read_file(path) + "{\"type\": \"c\", \"se"));
+  auto events = read_events(path);
+  ASSERT_TRUE(events);
+  EXPECT_EQ(events->size(), 2u);
+  auto log = EventLog::open(path);
+  ASSERT_TRUE(log);
+  ASSERT_TRUE((*log)->append({{"type", "d"}}));
+  events = read_events(path);
+  ASSERT_TRUE(events) << events.error().message;
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ((*events)[2]["type"], "d");
+  EXPECT_EQ((*events)[2]["seq"], 3);
+  ASSERT_TRUE(util::write_file_atomic(path, "{\"type\": \"a\"}\nnot json\n{\"type\": \"b\"}\n"));
+  auto bad = read_events(path);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, ErrorKind::corrupt);
+  EXPECT_NE(bad.error().message.find(":2:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kope::agent

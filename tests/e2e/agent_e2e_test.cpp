@@ -1,0 +1,459 @@
+// End-to-end: `kope run` against a fake OpenAI-compatible model server on 127.0.0.1 that
+// answers from fixture kernels (broken code, a wrong result, a slow correct kernel, a cheat, an
+// improvement, an answer without code), with the real sandboxed evaluator and the SQLite memory.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kope/memory.h"
+#include "util/fs.h"
+#include "util/strings.h"
+#include "util/subprocess.h"
+
+extern char** environ;
+
+namespace kope {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path k_e2e = fs::path(KOPE_SOURCE_DIR) / "tests/e2e";
+const fs::path k_scale = k_e2e / "ops/elementwise/e2e_scale";
+const fs::path k_softmax = k_e2e / "ops/normalization/e2e_softmax";
+
+// Loose timing keeps the tests quick on a busy 2-core machine.
+const std::vector<std::string> k_quick = {"--eval-ci", "0.2", "--eval-max-seconds", "0.5", "--patience", "0",
+                                          "--roofline-target", "0"};
+
+struct Output {
+  int code = -1;
+  std::string out, err;
+};
+
+class FakeServer {
+ public:
+  void start(const fs::path& dir) {
+    m_log = dir / "requests.jsonl";
+    fs::path port_file = dir / "port";
+    util::SpawnOptions so;
+    so.argv = {"python3", (k_e2e / "fake_llm_server.py").string(), "--fixtures", (k_e2e / "fixtures").string(),
+               "--port-file", port_file.string(), "--log", m_log.string()};
+    so.capture_stdout = false;
+    so.capture_stderr = false;
+    auto p = util::Process::spawn(so);
+    ASSERT_TRUE(p) << p.error().message;
+    m_process.emplace(std::move(*p));
+    for (int i = 0; i < 200 && !fs::exists(port_file); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto port = util::read_file(port_file);
+    ASSERT_TRUE(port) << "the fake model server did not start";
+    m_port = std::stoi(*port);
+  }
+  void stop() {
+    if (m_process) {
+      m_process->kill_group(SIGTERM);
+      m_process->wait();
+      m_process.reset();
+    }
+  }
+  int port() const { return m_port; }
+  const fs::path& log() const { return m_log; }
+
+ private:
+  std::optional<util::Process> m_process;
+  int m_port = 0;
+  fs::path m_log;
+};
+
+class AgentE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    s_dir.emplace(*util::TempDir::create("kope-e2e-server"));
+    s_server.start(s_dir->path());
+  }
+  static void TearDownTestSuite() {
+    s_server.stop();
+    s_dir.reset();
+  }
+
+  void SetUp() override {
+    m_dir.emplace(*util::TempDir::create("kope-e2e"));
+    fs::create_directories(project() / "xdg");
+  }
+
+  fs::path project() const { return m_dir->path(); }
+  fs::path memory_path() const { return project() / "memory.db"; }
+
+  // A project with a kope.toml naming the fake server (`model` picks the usage mode).
+  void configure_model(const std::string& model, int64_t window = 32000, int64_t max_output = 2000) {
+    std::string toml = fmt::format(
+        "[llm.fake]\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"{}\"\napi_key_env = \"\"\n"
+        "context_window = {}\nmax_output_tokens = {}\nmax_retries = 1\n",
+        s_server.port(), model, window, max_output);
+    ASSERT_TRUE(util::write_file_atomic(project() / "kope.toml", toml));
+  }
+
+  util::Process spawn_kope(const std::vector<std::string>& args) {
+    util::SpawnOptions so;
+    so.argv = {KOPE_EXE};
+    so.argv.insert(so.argv.end(), args.begin(), args.end());
+    so.cwd = project();
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string kv(*e);
+      for (const char* drop : {"KOPE_MODEL=", "KOPE_PROFILE=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=", "KOPE_MEMORY=",
+                               "XDG_CONFIG_HOME=", "KOPE_PROVIDER="}) {
+        if (kv.starts_with(drop)) kv.clear();
+      }
+      if (!kv.empty()) env.push_back(kv);
+    }
+    env.push_back("XDG_CONFIG_HOME=" + (project() / "xdg").string());
+    so.env = env;
+    auto p = util::Process::spawn(so);
+    if (!p) ADD_FAILURE() << p.error().message;
+    return std::move(*p);
+  }
+
+  Output kope(const std::vector<std::string>& args, int timeout_s = 300) {
+    util::RunOptions ro;
+    ro.spawn.argv = {KOPE_EXE};
+    ro.spawn.argv.insert(ro.spawn.argv.end(), args.begin(), args.end());
+    ro.spawn.cwd = project();
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string kv(*e);
+      for (const char* drop : {"KOPE_MODEL=", "KOPE_PROFILE=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=", "KOPE_MEMORY=",
+                               "XDG_CONFIG_HOME=", "KOPE_PROVIDER="}) {
+        if (kv.starts_with(drop)) kv.clear();
+      }
+      if (!kv.empty()) env.push_back(kv);
+    }
+    env.push_back("XDG_CONFIG_HOME=" + (project() / "xdg").string());
+    ro.spawn.env = env;
+    ro.timeout = std::chrono::seconds(timeout_s);
+    auto r = util::run(ro);
+    Output o;
+    if (!r) {
+      ADD_FAILURE() << r.error().message;
+      return o;
+    }
+    o.code = r->status.exited ? r->status.code : 128 + r->status.signal;
+    o.out = r->out;
+    o.err = r->err;
+    return o;
+  }
+
+  std::vector<std::string> run_args(const fs::path& run_dir, std::vector<std::string> ops, int iterations,
+                                    std::vector<std::string> extra = {}, std::optional<fs::path> memory = {}) {
+    std::vector<std::string> a = {"run", "--ops", util::join(ops, ","), "--iterations", std::to_string(iterations),
+                                  "--memory", memory.value_or(memory_path()).string(), "--run-dir", run_dir.string(),
+                                  "--seed", "7"};
+    a.insert(a.end(), k_quick.begin(), k_quick.end());
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  static json read_json(const fs::path& p) {
+    auto text = util::read_file(p);
+    if (!text) {
+      ADD_FAILURE() << text.error().message;
+      return json();
+    }
+    return json::parse(*text);
+  }
+
+  static std::vector<json> events(const fs::path& run_dir, const std::string& type = "") {
+    std::vector<json> out;
+    auto text = util::read_file(run_dir / "events.jsonl");
+    if (!text) return out;
+    for (const auto& line : util::split(*text, '\n')) {
+      auto j = json::parse(line, nullptr, false);
+      if (j.is_object() && (type.empty() || j.value("type", "") == type)) out.push_back(j);
+    }
+    return out;
+  }
+
+  static const json& op_entry(const json& results, const std::string& name) {
+    for (const auto& op : results["ops"]) {
+      if (op["name"] == name) return op;
+    }
+    static json none;
+    ADD_FAILURE() << "no op " << name << " in results";
+    return none;
+  }
+
+  static inline std::optional<util::TempDir> s_dir;
+  static inline FakeServer s_server;
+  std::optional<util::TempDir> m_dir;
+};
+
+// The deterministic part of an op's results: what a resumed run must reproduce exactly.
+json deterministic(const json& op) {
+  json d;
+  for (const char* k : {"name", "solved", "attempts", "correct_attempts", "attempts_to_first_correct", "attempts_to_best",
+                        "cases_passed", "cases_total", "verdicts", "tokens_prompt", "tokens_completion", "done",
+                        "stop_reason", "best_optimisation"}) {
+    d[k] = op[k];
+  }
+  return d;
+}
+
+TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
+  configure_model("fake-kernel-model");
+  fs::path run_dir = project() / "run";
+  auto o = kope(run_args(run_dir, {k_scale.string(), k_softmax.string()}, 6, {"--jobs", "2", "--llm", "fake"}));
+  ASSERT_EQ(o.code, 0) << o.err;
+  json r = read_json(run_dir / "results.json");
+  ASSERT_TRUE(r["complete"].get<bool>());
+  const json& scale = op_entry(r, "e2e_scale");
+  EXPECT_TRUE(scale["solved"].get<bool>());
+  EXPECT_EQ(scale["attempts"], 6);
+  EXPECT_EQ(scale["attempts_to_first_correct"], 3);
+  EXPECT_EQ(scale["attempts_to_best"], 5);  // the one-pass kernel beats the 64-pass one
+  EXPECT_EQ(scale["verdicts"]["compile_error"], 2);  // broken code, and the answer without code
+  EXPECT_EQ(scale["verdicts"]["wrong_result"].get<int>() + scale["verdicts"].value("rejected", 0), 2);  // 3x, the cheat
+  EXPECT_GT(scale["best_speedup_vs_reference"].get<double>(), 0);  // its size depends on the machine's load
+  EXPECT_TRUE(scale["best_speedup_vs_library"].is_null());
+  EXPECT_GT(scale["tokens_prompt"].get<int64_t>(), 0);
+  EXPECT_GT(scale["tokens_completion"].get<int64_t>(), 0);
+  const json& sm = op_entry(r, "e2e_softmax");
+  EXPECT_TRUE(sm["solved"].get<bool>());
+  EXPECT_EQ(sm["attempts_to_first_correct"], 1);
+  EXPECT_DOUBLE_EQ(r["figures"]["pass_rate"].get<double>(), 1.0);
+  std::string run_id = r["run_id"];
+
+  // Memory: every attempt, with its lineage and label.
+  auto store = memory::open_store(memory_path());
+  ASSERT_TRUE(store) << store.error().message;
+  std::vector<memory::CaseRecord> cases;
+  for (int k = 1; k <= 6; ++k) {
+    auto c = (*store)->find_case(fmt::format("{}/e2e_scale/{}", run_id, k));
+    ASSERT_TRUE(c && *c) << "attempt " << k << " is not in memory";
+    cases.push_back(**c);
+  }
+  using memory::Stage;
+  EXPECT_EQ(cases[0].stage, Stage::draft);
+  EXPECT_FALSE(cases[0].parent_id);
+  EXPECT_EQ(cases[0].verdict, "compile_error");
+  EXPECT_EQ(cases[1].stage, Stage::repair);
+  EXPECT_EQ(cases[1].parent_id, cases[0].id);
+  EXPECT_EQ(cases[1].verdict, "wrong_result");
+  EXPECT_EQ(cases[2].stage, Stage::repair);
+  EXPECT_EQ(cases[2].parent_id, cases[1].id);
+  EXPECT_EQ(cases[2].verdict, "correct");
+  EXPECT_EQ(cases[3].stage, Stage::refine);
+  EXPECT_EQ(cases[3].parent_id, cases[2].id);  // refines the incumbent
+  EXPECT_NE(cases[3].verdict, "correct");      // the cheat is caught
+  EXPECT_EQ(cases[4].stage, Stage::repair);
+  EXPECT_EQ(cases[4].parent_id, cases[3].id);
+  EXPECT_EQ(cases[4].verdict, "correct");
+  EXPECT_EQ(cases[5].stage, Stage::refine);
+  EXPECT_EQ(cases[5].parent_id, cases[4].id);  // the new incumbent
+  EXPECT_TRUE(cases[5].message.starts_with("no code in answer")) << cases[5].message;
+  for (const auto& c : cases) {
+    if (c.verdict != "correct") {
+      EXPECT_EQ(c.outcome, memory::Outcome::negative);
+    } else {
+      EXPECT_EQ(c.outcome, memory::outcome_for_ratio(c.ratio)) << c.id;
+    }
+    EXPECT_FALSE(c.journal.empty());
+  }
+  EXPECT_EQ(cases[4].optimisation, "one pass with SIMD over the vector");  // a CRLF answer
+  EXPECT_GT(*cases[4].speedup_vs_reference, 4 * *cases[2].speedup_vs_reference);
+
+  // Lessons written by reflection, and values moved by outcomes.
+  // (any status: a lesson whose prompts keep failing may already be deprecated by the memory)
+  auto lessons = (*store)->find_lessons({});
+  ASSERT_TRUE(lessons);
+  std::set<std::string> titles;
+  bool moved = false;
+  for (const auto& l : *lessons) {
+    titles.insert(l.title);
+    for (const auto& [stage, v] : l.value) {
+      auto st = memory::parse_stage(stage);
+      if (st && std::abs(v - memory::stage_prior(*st)) > 1e-9) moved = true;
+    }
+    moved = moved || l.helpful + l.harmful > 0;
+  }
+  EXPECT_TRUE(titles.contains("Do not cache outputs between calls")) << util::join(std::vector<std::string>(titles.begin(), titles.end()), " | ");
+  EXPECT_TRUE(titles.contains("Exponentiate once"));
+  EXPECT_TRUE(moved) << "no lesson value moved after its outcomes";
+  EXPECT_EQ(events(run_dir, "reflection").size(), events(run_dir, "reflection_applied").size());
+
+  // Prompts never exceed the window minus the generation allowance.
+  for (const auto& p : events(run_dir, "prompt")) {
+    if (p.contains("limit")) {
+      EXPECT_LE(p["total_tokens"].get<int64_t>(), p["limit"].get<int64_t>());
+    }
+  }
+  // Every candidate and transcript is in the run directory.
+  EXPECT_TRUE(fs::exists(run_dir / "candidates/e2e_scale/5.cpp"));
+  EXPECT_TRUE(fs::exists(run_dir / "transcripts/e2e_scale/1-draft.md"));
+  EXPECT_TRUE(fs::exists(run_dir / "config.json"));
+}
+
+TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
+  configure_model("fake-kernel-model", 12000, 1500);
+  // Experience first, so the modes have something to admit.
+  ASSERT_EQ(kope(run_args(project() / "seed", {k_scale.string()}, 5, {"--quiet"})).code, 0);
+  std::map<std::string, std::vector<json>> prompts;
+  for (std::string mode : {"none", "passive", "active"}) {
+    // Each mode starts from the same memory.
+    fs::path mem = project() / ("memory-" + mode + ".db");
+    fs::copy_file(memory_path(), mem);
+    fs::path dir = project() / ("run-" + mode);
+    auto o = kope(run_args(dir, {k_scale.string()}, 2, {"--context", mode, "--no-reflect", "--quiet"}, mem));
+    ASSERT_EQ(o.code, 0) << o.err;
+    prompts[mode] = events(dir, "prompt");
+    ASSERT_EQ(prompts[mode].size(), 2u);
+    for (const auto& p : prompts[mode]) {
+      int64_t warm = p["tier_tokens"]["warm"], cold = p["tier_tokens"]["cold"];
+      EXPECT_LE(p["total_tokens"].get<int64_t>(), p["limit"].get<int64_t>());
+      EXPECT_EQ(p["limit"], 12000 - 1500);
+      if (mode == "none") {
+        EXPECT_EQ(warm + cold, 0);
+      } else {
+        EXPECT_GT(warm, 0) << mode;
+      }
+      if (mode == "active") {
+        EXPECT_LE(warm + cold, p["knowledge_budget"].get<int64_t>());
+      }
+    }
+  }
+  // Same hot tier in every mode (compute-matched); passive fills the window with what retrieval
+  // found, active stays within B_k.
+  EXPECT_EQ(prompts["none"][0]["tier_tokens"]["hot"], prompts["active"][0]["tier_tokens"]["hot"]);
+  EXPECT_EQ(prompts["passive"][0]["tier_tokens"]["hot"], prompts["active"][0]["tier_tokens"]["hot"]);
+  auto knowledge = [](const json& p) { return p["tier_tokens"]["warm"].get<int64_t>() + p["tier_tokens"]["cold"].get<int64_t>(); };
+  EXPECT_GE(knowledge(prompts["passive"][0]), knowledge(prompts["active"][0]));
+  // What the model saw.
+  std::map<std::string, int> sections;
+  auto log = util::read_file(s_server.log());
+  ASSERT_TRUE(log);
+  int with_experience = 0, without = 0;
+  for (const auto& line : util::split(*log, '\n')) {
+    auto j = json::parse(line, nullptr, false);
+    if (!j.is_object() || j["purpose"] != "kernel") continue;
+    std::string user = j["messages"][1]["content"];
+    (user.find("## Lessons learned on this machine") != std::string::npos ||
+             user.find("## Experience from this machine") != std::string::npos
+         ? with_experience
+         : without)++;
+  }
+  EXPECT_GT(with_experience, 0);
+  EXPECT_GT(without, 0);
+}
+
+// Kills `kope run` with SIGKILL once `when` holds for its event log, then resumes it.
+TEST_F(AgentE2E, ResumeAfterSigkillMatchesAStraightRun) {
+  configure_model("fake-fixed-usage-model");
+  fs::path straight = project() / "straight";
+  auto o = kope(run_args(straight, {k_scale.string()}, 6, {"--quiet"}, project() / "m0.db"));
+  ASSERT_EQ(o.code, 0) << o.err;
+  json ref = read_json(straight / "results.json");
+
+  struct Point {
+    std::string name;
+    std::function<bool(const std::vector<json>&)> when;
+  };
+  auto count = [](const std::vector<json>& ev, const std::string& type) {
+    int n = 0;
+    for (const auto& e : ev) n += e.value("type", "") == type;
+    return n;
+  };
+  std::vector<Point> points = {
+      {"mid-evaluation", [&](const std::vector<json>& ev) { return count(ev, "answer") >= 2 && count(ev, "attempt") < 2; }},
+      {"after a memory write", [&](const std::vector<json>& ev) { return count(ev, "recorded") >= 3; }},
+      {"after a reflection", [&](const std::vector<json>& ev) { return count(ev, "reflection") >= 1; }},
+  };
+  for (size_t i = 0; i < points.size(); ++i) {
+    SCOPED_TRACE(points[i].name);
+    fs::path dir = project() / fmt::format("killed-{}", i);
+    fs::path mem = project() / fmt::format("m{}.db", i + 1);
+    auto args = run_args(dir, {k_scale.string()}, 6, {"--quiet"}, mem);
+    util::Process p = spawn_kope(args);
+    bool killed = false;
+    for (int t = 0; t < 6000; ++t) {
+      if (points[i].when(events(dir))) {
+        p.kill_group(SIGKILL);
+        killed = true;
+        break;
+      }
+      if (p.try_wait()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    p.wait();
+    ASSERT_TRUE(killed) << "the run finished before the kill point";
+    ASSERT_FALSE(fs::exists(dir / "results.json") && read_json(dir / "results.json")["complete"].get<bool>());
+    auto resumed = kope({"run", "--resume", dir.string(), "--quiet"});
+    ASSERT_EQ(resumed.code, 0) << resumed.err;
+    json got = read_json(dir / "results.json");
+    EXPECT_TRUE(got["complete"].get<bool>());
+    EXPECT_EQ(deterministic(op_entry(got, "e2e_scale")), deterministic(op_entry(ref, "e2e_scale")));
+    EXPECT_EQ(got["figures"]["pass_rate"], ref["figures"]["pass_rate"]);
+    EXPECT_EQ(got["figures"]["solved"], ref["figures"]["solved"]);
+    // No case twice in memory.
+    auto store = memory::open_store(mem);
+    ASSERT_TRUE(store);
+    auto stats = (*store)->stats();
+    ASSERT_TRUE(stats);
+    EXPECT_EQ(stats->cases, 6);
+    for (int k = 1; k <= 6; ++k) {
+      auto c = (*store)->find_case(fmt::format("{}/e2e_scale/{}", got["run_id"].get<std::string>(), k));
+      EXPECT_TRUE(c && *c) << k;
+    }
+  }
+}
+
+TEST_F(AgentE2E, ReplayReusesAKernelOfARelatedOpReverified) {
+  configure_model("fake-kernel-model");
+  ASSERT_EQ(kope(run_args(project() / "learn", {k_scale.string()}, 5, {"--quiet"})).code, 0);
+  // Replay on e2e_double (same signature, y = x + x): zero tokens, the kernels re-verified here.
+  fs::path dir = project() / "replay";
+  auto o = kope({"run", "--policy", "replay", "--suite", (k_e2e / "ops").string(), "--ops", "e2e_double", "--memory",
+                 memory_path().string(), "--run-dir", dir.string(), "--eval-ci", "0.2", "--eval-max-seconds", "0.5", "--json"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  json r = json::parse(o.out);
+  const json& op = op_entry(r, "e2e_double");
+  EXPECT_TRUE(op["solved"].get<bool>());
+  EXPECT_EQ(op["tokens_prompt"], 0);
+  EXPECT_EQ(op["tokens_completion"], 0);
+  EXPECT_GE(op["attempts"].get<int>(), 1);
+  auto store = memory::open_store(memory_path());
+  ASSERT_TRUE(store);
+  auto c = (*store)->find_case(fmt::format("{}/e2e_double/1", r["run_id"].get<std::string>()));
+  ASSERT_TRUE(c && *c);
+  EXPECT_EQ((*c)->verdict, "correct");
+  ASSERT_TRUE((*c)->parent_id);
+  auto source = (*store)->get_case(*(*c)->parent_id);
+  ASSERT_TRUE(source && *source);
+  EXPECT_EQ((*source)->task.op, "e2e_scale");  // began from the related op's kernel
+  EXPECT_EQ((*source)->code, (*c)->code);
+}
+
+TEST_F(AgentE2E, WithoutAModelItReplaysAndSaysHowToConfigureOne) {
+  fs::path dir = project() / "nomodel";
+  auto o = kope({"run", "--ops", k_scale.string(), "--memory", memory_path().string(), "--run-dir", dir.string()});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("no model is configured"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("KOPE_MODEL"), std::string::npos);
+  json r = read_json(dir / "results.json");
+  EXPECT_EQ(r["policy"], "replay");
+  EXPECT_EQ(op_entry(r, "e2e_scale")["attempts"], 0);  // an empty memory has nothing to replay
+  auto bad = kope({"run", "--resume", dir.string(), "--ops", "x"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--resume continues a run"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kope

@@ -1,0 +1,334 @@
+// `kope run`: the agent on a selection of operators (DESIGN.md §1, §5, §6).
+//
+//   kope run [--ops SELECTOR] [--level N] [--backend cpu] [--llm PROFILE] [--iterations N]
+//            [--token-budget N] [--context active|passive|none] [--memory PATH] [--jobs N]
+//            [--run-dir DIR] [--seed N] [--policy llm|replay] [--quiet] [--json]
+//            [--resume DIR] [--no-reflect] ...
+//
+// Without a configured model the replay policy runs (zero tokens) and the command says how to
+// configure one. Ctrl-C stops after the current step of every op and prints the resume command;
+// a second Ctrl-C exits at once (the event log still allows resuming).
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/progress.h"
+#include "agent/results.h"
+#include "agent/run.h"
+#include "cli.h"
+#include "kope/eval.h"
+#include "kope/hw.h"
+#include "kope/llm.h"
+#include "kope/memory.h"
+#include "kope/spec.h"
+#include "run_services.h"
+#include "util/fs.h"
+#include "util/strings.h"
+
+namespace kope::cli {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::atomic<bool> g_cancel{false};
+std::atomic<int> g_interrupts{0};
+llm::CancelToken* g_llm_cancel = nullptr;  // set before the handler is installed
+
+extern "C" void on_interrupt(int) {
+  if (g_interrupts.fetch_add(1) >= 1) {
+    const char msg[] = "\nkope: interrupted again; exiting now (the run can still be resumed)\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+    std::_Exit(130);
+  }
+  g_cancel.store(true);
+  if (g_llm_cancel) g_llm_cancel->cancel();  // calls in flight return `cancelled` at once
+  const char msg[] = "\nkope: stopping after the current step of each operator (Ctrl-C again to exit now)\n";
+  (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+struct RunOptions {
+  std::vector<std::string> ops;
+  int level = 0;
+  std::string backend = "cpu";
+  std::string llm;
+  int iterations = 8;
+  int64_t token_budget = 0;
+  double time_limit = 0;
+  double roofline_target = 0.8;
+  int patience = 4;
+  std::string context = "active";
+  std::string memory;
+  int jobs = 1;
+  std::string run_dir;
+  std::optional<uint64_t> seed;
+  std::string policy;
+  bool quiet = false;
+  bool json_out = false;
+  std::string resume;
+  bool no_reflect = false;
+  std::string suite;
+  int replay_limit = 0;
+  int64_t window = 0;
+  int64_t generation = 0;
+  int64_t recency_reserve = 0;
+  double eval_ci = 0;
+  double eval_max_seconds = 0;
+};
+
+// Options that define a run; with --resume the run's own configuration is used instead.
+const std::vector<std::string> k_defining = {"--ops", "--level", "--backend", "--llm", "--iterations", "--token-budget",
+                                             "--time-limit", "--roofline-target", "--patience", "--context", "--memory",
+                                             "--run-dir", "--seed", "--policy", "--no-reflect", "--suite",
+                                             "--replay-limit", "--window", "--generation", "--recency-reserve",
+                                             "--eval-ci", "--eval-max-seconds"};
+
+std::string shell_quote(const std::string& s) {
+  if (s.find_first_of(" \t'\"\\$`") == std::string::npos) return s;
+  return "'" + util::replace_all(s, "'", "'\\''") + "'";
+}
+
+Result<agent::RunConfig> new_config(const RunOptions& o, const std::optional<llm::Profile>& profile, const std::string& policy,
+                                    const std::vector<spec::OpSpec>& ops) {
+  agent::RunConfig c;
+  c.run_id = agent::new_run_id();
+  c.selectors = o.ops;
+  c.level = o.level;
+  c.backend = o.backend;
+  c.suite_root = o.suite.empty() ? spec::default_ops_dir().string() : fs::absolute(o.suite).string();
+  c.jobs = std::max(1, o.jobs);
+  c.seed = o.seed ? *o.seed : std::random_device{}();
+  c.memory_path = o.memory.empty() ? memory::default_store_path().string() : fs::absolute(o.memory).string();
+  agent::LoopConfig& l = c.loop;
+  l.policy = policy;
+  l.max_iterations = o.iterations;
+  l.token_budget = o.token_budget;
+  l.time_limit_seconds = o.time_limit;
+  l.roofline_target = o.roofline_target;
+  l.patience = o.patience;
+  l.reflect = !o.no_reflect;
+  auto mode = context::parse_mode(o.context);
+  if (!mode) return fail(ErrorKind::usage, "--context must be active, passive or none (got '{}')", o.context);
+  l.mode = *mode;
+  l.seed = c.seed;
+  if (profile) {
+    c.llm_profile = profile->name;
+    c.model = {{"profile", profile->name},
+               {"provider", profile->provider},
+               {"model", profile->model},
+               {"base_url", profile->base_url},
+               {"context_window", profile->context_window},
+               {"max_output_tokens", profile->max_output_tokens},
+               {"temperature", profile->temperature}};
+    l.budget.window = profile->context_window;
+    l.budget.generation = profile->max_output_tokens;
+  }
+  if (o.window > 0) l.budget.window = std::min(l.budget.window, o.window);
+  if (o.generation > 0) l.budget.generation = o.generation;
+  l.budget.recency_reserve = o.recency_reserve > 0 ? o.recency_reserve : std::min<int64_t>(4096, l.budget.window / 8);
+  if (l.budget.generation >= l.budget.window) {
+    return fail(ErrorKind::usage, "the generation allowance ({} tokens) leaves no room in the {}-token window",
+                l.budget.generation, l.budget.window);
+  }
+  // Replay re-times every kernel it tries: keep it quick by default.
+  bool replay = policy == "replay";
+  l.replay_limit = o.replay_limit > 0 ? o.replay_limit : 2;
+  l.eval_options.target_ci = o.eval_ci > 0 ? o.eval_ci : (replay ? 0.05 : 0.02);
+  l.eval_options.max_seconds_per_case = o.eval_max_seconds > 0 ? o.eval_max_seconds : (replay ? 2.0 : 10.0);
+  (void)ops;
+  return c;
+}
+
+Result<int> run_command(const RunOptions& o, const std::vector<std::string>& given) {
+  static auto llm_cancel = std::make_shared<llm::CancelToken>();
+  g_llm_cancel = llm_cancel.get();
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  auto progress_style = o.quiet ? agent::ConsoleProgress::Style::quiet : agent::default_progress_style(STDERR_FILENO);
+  auto say = [&](const std::string& line) {
+    if (!o.quiet) std::fprintf(stderr, "%s\n", line.c_str());
+  };
+
+  std::unique_ptr<agent::Run> run;
+  std::optional<llm::Profile> profile;
+  if (!o.resume.empty()) {
+    std::vector<std::string> conflicting;
+    for (const auto& g : given) {
+      if (std::find(k_defining.begin(), k_defining.end(), g) != k_defining.end()) conflicting.push_back(g);
+    }
+    if (!conflicting.empty()) {
+      return fail(ErrorKind::usage, "--resume continues a run as it was configured; drop {} (only --jobs, --quiet and --json "
+                  "may change)", util::join(conflicting, ", "));
+    }
+    KOPE_ASSIGN(run, agent::Run::open(o.resume));
+    if (std::find(given.begin(), given.end(), "--jobs") != given.end()) {
+      KOPE_TRY(run->set_jobs(o.jobs));  // how fast, not what is computed
+    }
+    if (run->config().loop.policy == "llm") {
+      KOPE_ASSIGN(auto chosen, resolve_model_profile(run->config().llm_profile));
+      if (!chosen.profile) {
+        return fail(ErrorKind::config, "the run used model profile '{}', which is no longer configured", run->config().llm_profile);
+      }
+      profile = chosen.profile;
+    }
+    say(fmt::format("kope run: resuming {} ({} ops)", run->dir().string(), run->ops().size()));
+  } else {
+    if (!o.policy.empty() && o.policy != "llm" && o.policy != "replay") {
+      return fail(ErrorKind::usage, "--policy must be llm or replay (got '{}')", o.policy);
+    }
+    if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
+    if (o.backend != "cpu") {
+      return fail(ErrorKind::unavailable, "backend '{}' is not available in this build (available: cpu)", o.backend);
+    }
+    std::string policy = o.policy;
+    if (policy != "replay") {
+      KOPE_ASSIGN(auto chosen, resolve_model_profile(o.llm));
+      if (chosen.profile) {
+        profile = chosen.profile;
+        policy = "llm";
+      } else if (policy == "llm" || !o.llm.empty()) {
+        return fail(ErrorKind::config, "no model is configured{}. {}", o.llm.empty() ? "" : " for profile '" + o.llm + "'",
+                    chosen.how_to_configure);
+      } else {
+        policy = "replay";
+        say("kope run: no model is configured, so this run replays verified kernels from memory (zero tokens).");
+        say("  " + chosen.how_to_configure);
+      }
+    }
+    fs::path suite_root = o.suite.empty() ? spec::default_ops_dir() : fs::path(o.suite);
+    KOPE_ASSIGN(auto ops, spec::select_ops(o.ops, suite_root));
+    if (o.level > 0) std::erase_if(ops, [&](const spec::OpSpec& op) { return op.level != o.level; });
+    if (ops.empty()) return fail(ErrorKind::usage, "the selection matches no operator (see `kope ops list`)");
+    KOPE_ASSIGN(auto config, new_config(o, profile, policy, ops));
+    fs::path dir = o.run_dir.empty() ? util::data_dir() / "runs" / config.run_id : fs::path(o.run_dir);
+    KOPE_ASSIGN(run, agent::Run::create(std::move(config), std::move(ops), dir));
+  }
+  const agent::RunConfig& cfg = run->config();
+
+  // Services: hardware, evaluator, memory, model, prompts.
+  KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
+  KOPE_ASSIGN(auto evaluator, make_run_evaluator(cfg.backend, hw));
+  KOPE_ASSIGN(auto store, memory::open_store(cfg.memory_path));
+  std::unique_ptr<llm::LlmClient> client;
+  auto accounting = std::make_shared<llm::RunAccounting>();
+  if (cfg.loop.policy == "llm") {
+    llm::ClientOptions co;
+    co.transcript = run->dir() / "llm-calls.jsonl";  // every request, retry and failure, keys redacted
+    co.accounting = accounting;
+    co.cancel = llm_cancel;
+    KOPE_ASSIGN(client, llm::make_client(*profile, co));
+  }
+  KOPE_ASSIGN(auto prompts, agent::PromptLibrary::load(agent::default_prompts_dir(), cfg.backend));
+  agent::RunServices services;
+  services.evaluator = evaluator.get();
+  services.store = store.get();
+  services.llm = client.get();
+  services.hw = &hw;
+  services.prompts = &prompts;
+  services.cancel = &g_cancel;
+  if (auto suite = spec::load_suite(cfg.suite_root.empty() ? spec::default_ops_dir() : fs::path(cfg.suite_root))) {
+    services.known_ops = std::move(suite->ops);
+  }
+  if (!run->resumed()) {
+    KOPE_TRY(run->set_machine(evaluator->target().str(), evaluator->toolchain_id()));
+  } else if (!cfg.target.empty() && cfg.target != evaluator->target().str()) {
+    return fail(ErrorKind::config, "the run in {} was made on target {}, this machine is {}; start a new run here",
+                run->dir().string(), cfg.target, evaluator->target().str());
+  }
+
+  agent::ConsoleProgress progress(progress_style, stderr, static_cast<int>(run->ops().size()));
+  services.progress = &progress;
+  int done = 0, solved = 0;
+  for (const auto& [name, st] : run->states()) {
+    done += st.done;
+    solved += st.done && st.incumbent();
+  }
+  progress.already_done(done, solved);
+  progress.message(fmt::format("kope run {}: {} ops, policy {}, context {}, {} job{}, run directory {}", cfg.run_id,
+                               run->ops().size(), cfg.loop.policy, context::mode_name(cfg.loop.mode), cfg.jobs,
+                               cfg.jobs == 1 ? "" : "s", run->dir().string()));
+  if (cfg.loop.policy == "llm") {
+    progress.message(fmt::format("model: {} ({}), window {} tokens, generation {}, memory {}", cfg.model.value("model", ""),
+                                 cfg.llm_profile, cfg.loop.budget.window, cfg.loop.budget.generation, cfg.memory_path));
+  }
+  KOPE_ASSIGN(agent::RunReport report, run->execute(services));
+  progress.finish();
+  if (client) {
+    // Provider-side accounting (calls, retries, failures, cost), one segment per process.
+    fs::path usage = run->dir() / "llm-usage.json";
+    json doc = json::object({{"segments", json::array()}});
+    if (auto old = util::read_file(usage)) {
+      json prev = json::parse(*old, nullptr, false);
+      if (prev.is_object() && prev.contains("segments")) doc = prev;
+    }
+    doc["segments"].push_back(json::parse(accounting->to_json(), nullptr, false));
+    (void)util::write_file_atomic(usage, doc.dump(2) + "\n");
+  }
+
+  if (o.json_out) {
+    print(report.results.dump(2) + "\n");
+  } else if (!o.quiet) {
+    print(agent::results_summary(report.results));
+    print(fmt::format("results: {}\n", report.results_path.string()));
+  }
+  for (const auto& e : report.errors) std::fprintf(stderr, "kope: %s\n", e.c_str());
+  if (!report.complete) {
+    std::fprintf(stderr, "kope: the run stopped before every operator finished. Resume it with:\n  kope run --resume %s\n",
+                 shell_quote(run->dir().string()).c_str());
+    return report.cancelled ? 130 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, Action& action) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Let the agent optimise kernels for a selection of operators");
+  cmd->add_option("--ops", o->ops, "Operators: names, globs, categories (category:x), level:N, op folders")
+      ->delimiter(',');
+  cmd->add_option("--level", o->level, "Only operators of this difficulty level (1-4)")->check(CLI::Range(1, 4));
+  cmd->add_option("--backend", o->backend, "Kernel backend")->default_val("cpu");
+  cmd->add_option("--llm", o->llm, "Model profile to use (default: the configured default profile)");
+  cmd->add_option("--iterations", o->iterations, "Attempts per operator")->default_val(8);
+  cmd->add_option("--token-budget", o->token_budget, "Tokens (prompt + completion) per operator; 0 = unlimited")
+      ->default_val(0);
+  cmd->add_option("--time-limit", o->time_limit, "Seconds per operator; 0 = unlimited")->default_val(0);
+  cmd->add_option("--roofline-target", o->roofline_target, "Stop an operator once its best kernel reaches this fraction of the roofline; 0 = never")
+      ->default_val(0.8);
+  cmd->add_option("--patience", o->patience, "Stop an operator after this many attempts without a faster kernel; 0 = never")
+      ->default_val(4);
+  cmd->add_option("--context", o->context, "Context management: active, passive (all relevant memory) or none (no memory)")
+      ->default_val("active");
+  cmd->add_option("--memory", o->memory, "Experience database (default: $KOPE_MEMORY or the data directory's memory.db)");
+  cmd->add_option("--jobs", o->jobs, "Operators in flight at once")->default_val(1)->check(CLI::Range(1, 256));
+  cmd->add_option("--run-dir", o->run_dir, "Run directory (default: the data directory's runs/<run id>)");
+  cmd->add_option("--seed", o->seed, "Seed for evaluation data and model sampling (default: random, recorded)");
+  cmd->add_option("--policy", o->policy, "llm (a model writes kernels) or replay (re-verify kernels from memory, zero tokens)");
+  cmd->add_flag("--quiet", o->quiet, "No progress and no summary; errors only");
+  cmd->add_flag("--json", o->json_out, "Print results.json to stdout at the end");
+  cmd->add_option("--resume", o->resume, "Continue the run in this directory");
+  cmd->add_flag("--no-reflect", o->no_reflect, "Do not distil lessons into memory");
+  cmd->add_option("--suite", o->suite, "Operator suite root for selectors and related operators (default: the bundled ops/)");
+  cmd->add_option("--replay-limit", o->replay_limit, "Kernels the replay policy re-verifies per operator (default 2)");
+  cmd->add_option("--window", o->window, "Cap the model's context window (tokens), e.g. for compute-matched ablations");
+  cmd->add_option("--generation", o->generation, "Tokens reserved for the answer (default: the profile's max output)");
+  cmd->add_option("--recency-reserve", o->recency_reserve, "Minimum room kept for the hot tier (default min(4096, window/8))");
+  cmd->add_option("--eval-ci", o->eval_ci, "Timing precision: stop when the 95% CI is within this fraction of the median");
+  cmd->add_option("--eval-max-seconds", o->eval_max_seconds, "Timing cap per timed case, in seconds");
+  cmd->callback([o, cmd, &action] {
+    std::vector<std::string> given;
+    for (const CLI::Option* opt : cmd->get_options()) {
+      if (opt->count() > 0 && !opt->get_lnames().empty()) given.push_back("--" + opt->get_lnames().front());
+    }
+    action = [o, given]() { return run_command(*o, given); };
+  });
+}
+
+}  // namespace kope::cli
