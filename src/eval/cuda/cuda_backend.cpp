@@ -210,7 +210,19 @@ InspectionReport inspect_candidate(const SymbolPolicy& policy, const elf::File& 
       continue;
     }
     if (s.type == STT_GNU_IFUNC) add(fmt::format("defines {} as an indirect function", display_symbol(s.name)));
-    if (s.bind != STB_LOCAL && s.name == "kope_kernel" && s.type == STT_FUNC) rep.defines_entry = true;
+    if (s.bind == STB_LOCAL) continue;
+    if (s.name == "kope_kernel") {
+      if (s.type == STT_FUNC) rep.defines_entry = true;
+      continue;
+    }
+    // Interposition: a candidate that defines a CUDA runtime or harness function would replace
+    // the shim's (e.g. a fake cudaEventElapsedTime).
+    if (s.name.starts_with("cu") || s.name.starts_with("__cuda") || s.name.starts_with("kope_")) {
+      add(fmt::format("defines {}, a name of the CUDA runtime or of kope's harness (interposition is not allowed)", display_symbol(s.name)));
+      continue;
+    }
+    std::string why = policy.definition_problem(s.name, s.bind == STB_GLOBAL);
+    if (!why.empty()) add(fmt::format("defines {}, which {}", display_symbol(s.name), why));
   }
   for (auto& f : forbidden_instructions(flagged)) add(std::move(f));
   if (!stub || !launch) {
@@ -362,7 +374,7 @@ Result<BuildOutcome> CudaBackend::build_candidate(const spec::OpSpec& op, std::s
   script += fmt::format("{}{} -c kope_host.cu -o kope_host.o || exit 13\n", nvcc, fl);
   script += fmt::format("{}{} -Dkope_entry=kope_device_entry -include kope_signature.h -c kope_entry.cu -o kope_entry.o || exit 13\n",
                         nvcc, fl);
-  script += fmt::format("{} -shared -arch={} -o kernel.so kernel.o kope_host.o kope_entry.o -Xlinker -z,now || exit 12\n", nvcc, m_tk.arch);
+  script += fmt::format("{} -shared -arch={} -o kernel.so kernel.o kope_host.o kope_entry.o -Xlinker -z,now,-z,noexecstack || exit 12\n", nvcc, m_tk.arch);
   SandboxSpec spec;
   spec.uid = prepare_sandbox_uid({scratch.path()});
   spec.rw_binds.emplace_back(scratch.path(), "/build");
