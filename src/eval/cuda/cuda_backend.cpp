@@ -471,7 +471,11 @@ BackendInfo cuda_backend_info() {
   b.language = "CUDA C++";
   const auto& t = cuda::toolkit();
   b.target = "cuda-" + util::replace_all(t.arch, "_", "");
-  b.built = true;
+  b.built = KOPE_HAVE_CUDA != 0;
+  if (!b.built) {
+    b.detail = "kope was built without the CUDA backend (KOPE_CUDA=OFF)";
+    return b;
+  }
   if (t.nvcc) b.toolchain = t.toolchain_id();
   std::string why;
   bool sandbox = sandbox_available(&why);
