@@ -8,12 +8,15 @@
 #include <map>
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include <gtest/gtest.h>
 
 #include "../adversarial/harness.h"
 #include "eval/backend.h"
 #include "eval/opencl/opencl.h"
 #include "util/fs.h"
+#include "util/subprocess.h"
 
 namespace kope::testing {
 namespace {
@@ -177,6 +180,42 @@ TEST(OpenClBackends, ListedWithReasons) {
   auto unknown = eval::make_evaluator("vulkan", test_profile());
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().kind, ErrorKind::usage);
+}
+
+util::RunResult kope_cli(const std::vector<std::string>& args) {
+  util::RunOptions ro;
+  ro.spawn.argv = {KOPE_EXE};
+  ro.spawn.argv.insert(ro.spawn.argv.end(), args.begin(), args.end());
+  ro.timeout = std::chrono::seconds(300);
+  auto r = util::run(ro);
+  EXPECT_TRUE(r) << r.error().message;
+  return r ? *r : util::RunResult{};
+}
+
+TEST(OpenClCli, EvalWithBackendAndBackendsList) {
+  (void)world();
+  auto list = kope_cli({"backends", "--json"});
+  ASSERT_TRUE(list.status.success()) << list.err;
+  auto j = nlohmann::json::parse(list.out);
+  ASSERT_EQ(j.size(), 4u);
+  EXPECT_EQ(j[1]["name"], "opencl");
+  if (!j[1]["usable"].get<bool>()) GTEST_SKIP() << "no usable OpenCL platform: " << j[1]["detail"].get<std::string>();
+  fs::path corpus = fs::path(KOPE_SOURCE_DIR) / "tests" / "opencl" / "corpus";
+  std::string vadd = (fs::path(KOPE_SOURCE_DIR) / "tests" / "ops" / "elementwise" / "vadd").string();
+  auto ok = kope_cli({"eval", "--backend", "opencl", (corpus / "honest_vadd.cl").string(), "--op", vadd, "--json", "--no-time"});
+  EXPECT_EQ(ok.status.code, 0) << ok.out << ok.err;
+  auto r = nlohmann::json::parse(ok.out);
+  EXPECT_EQ(r["verdict"], "correct");
+  EXPECT_EQ(r["target"], "opencl-pocl-cpu");
+  auto bad = kope_cli({"eval", "--backend", "opencl", (corpus / "wrong_result.cl").string(), "--op", vadd, "--no-time"});
+  EXPECT_EQ(bad.status.code, 1);
+  EXPECT_NE(bad.out.find("wrong_result"), std::string::npos) << bad.out;
+  // A backend that cannot run here says why, as a usage-free error.
+  if (!j[2]["usable"].get<bool>()) {
+    auto cuda = kope_cli({"eval", "--backend", "cuda", (corpus / "honest_vadd.cl").string(), "--op", vadd});
+    EXPECT_NE(cuda.status.code, 0);
+    EXPECT_NE(cuda.err.find("the CUDA backend cannot run kernels here"), std::string::npos) << cuda.err;
+  }
 }
 
 }  // namespace
