@@ -46,6 +46,7 @@ std::vector<Entry> corpus() {
   return out;
 }
 
+#ifndef KOPE_CUDA_GPU_TESTS
 const char* status_name(eval::BuildOutcome::Status s) {
   switch (s) {
     case eval::BuildOutcome::Status::ok: return "ok";
@@ -54,8 +55,6 @@ const char* status_name(eval::BuildOutcome::Status s) {
   }
   return "?";
 }
-
-#ifndef KOPE_CUDA_GPU_TESTS
 
 class CudaBuild : public ::testing::TestWithParam<Entry> {};
 
@@ -74,7 +73,9 @@ TEST_P(CudaBuild, ReachesItsBuildOutcome) {
   if (e.headers.contains("message") && b->status != eval::BuildOutcome::Status::ok) {
     EXPECT_NE((b->message + "\n" + b->diagnostics).find(e.headers.at("message")), std::string::npos) << b->message << "\n" << b->diagnostics;
   }
-  if (b->status == eval::BuildOutcome::Status::ok) EXPECT_TRUE(fs::exists(b->shared_object));
+  if (b->status == eval::BuildOutcome::Status::ok) {
+    EXPECT_TRUE(fs::exists(b->shared_object));
+  }
   EXPECT_EQ(machine_damage(), "");
 }
 
@@ -129,7 +130,9 @@ TEST_P(CudaEval, GetsItsVerdict) {
   auto r = (*ev)->evaluate(op, *source, test_eval_options(true));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(eval::verdict_name(r->verdict), e.headers.at("expect")) << r->message << "\n" << r->diagnostics;
-  if (e.headers.contains("message")) EXPECT_NE((r->message + r->diagnostics).find(e.headers.at("message")), std::string::npos) << r->message;
+  if (e.headers.contains("message")) {
+    EXPECT_NE((r->message + r->diagnostics).find(e.headers.at("message")), std::string::npos) << r->message;
+  }
   if (r->verdict == eval::Verdict::correct && !r->timing.empty()) {
     EXPECT_TRUE(r->timing[0].wall_us.has_value());
     EXPECT_LE(r->timing[0].median_us, *r->timing[0].wall_us * 1.05 + 100);
