@@ -603,7 +603,9 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       ct.wall_us = wall * 1e6;
       // A kernel that leaves the work to the host shows as a device that is idle for most of
       // the call (the static inspection rejects the usual ways; this catches the rest).
-      if (wall > 100e-6 && t.median_s < 0.01 * wall) {
+      // The bound is loose on purpose: the wall time includes downloading the outputs, which
+      // for a memory-bound kernel on a fast GPU is 100x its device time.
+      if (wall > 1e-3 && t.median_s < 0.001 * wall) {
         lock.release();
         return fail_verdict(Verdict::rejected,
                             fmt::format("case {} ({}): the device ran kernels for {:.3g} µs of a {:.3g} µs call: the work is not being done "
