@@ -81,8 +81,13 @@ TEST(Transfer, FourSettingsAndForeignItemsOnlyAsFeasibility) {
   ro.spawn.env = env;
   ro.timeout = std::chrono::seconds(600);
   auto r = util::run(ro);
-  server->kill_group(SIGTERM);
-  server->wait();
+  struct StopServer {
+    util::Process& p;
+    ~StopServer() {
+      p.kill_group(SIGTERM);
+      p.wait();
+    }
+  } stop{*server};
   ASSERT_TRUE(r);
   ASSERT_TRUE(r->status.success()) << r->out << r->err;
 
@@ -135,6 +140,29 @@ TEST(Transfer, FourSettingsAndForeignItemsOnlyAsFeasibility) {
   }
   // The native setting's prompts show the cold run's OpenCL attempts as this machine's experience.
   EXPECT_NE(opencl_prompts[4].find("## Experience from this machine"), std::string::npos) << opencl_prompts[4];
+
+  // Given memories: no source run, and the settings start from them.
+  util::RunOptions again = ro;
+  for (auto& a : again.spawn.argv) {
+    if (a == (project / "exp").string()) a = (project / "exp2").string();
+  }
+  again.spawn.argv.insert(again.spawn.argv.end(), {"--foreign-memory", (project / "exp/memory/cpu.db").string(), "--native-memory",
+                                                   (project / "exp/memory/opencl-native.db").string()});
+  auto r2 = util::run(again);
+  ASSERT_TRUE(r2);
+  ASSERT_TRUE(r2->status.success()) << r2->out << r2->err;
+  EXPECT_FALSE(fs::exists(project / "exp2" / "source-cpu")) << "a source run was made although --foreign-memory was given";
+  json t2 = json::parse(r2->out);
+  EXPECT_EQ(t2["settings"].size(), 4u);
+  EXPECT_EQ(t2["native_memory"], (project / "exp/memory/opencl-native.db").string());
+
+  // A backend that cannot run here is refused before anything runs.
+  util::RunOptions bad = ro;
+  bad.spawn.argv = {KOPE_EXE, "transfer", "--from", "cpu", "--to", "vulkan", "--dir", (project / "exp3").string()};
+  auto r3 = util::run(bad);
+  ASSERT_TRUE(r3);
+  EXPECT_EQ(r3->status.code, 2) << r3->err;
+  EXPECT_FALSE(fs::exists(project / "exp3"));
 }
 
 }  // namespace

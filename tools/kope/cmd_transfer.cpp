@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "kope/eval.h"
+#include "kope/hw.h"
 #include "kope/memory.h"
 #include "util/fs.h"
 #include "util/strings.h"
@@ -119,6 +121,16 @@ std::string times(const json& v) { return v.is_number() ? fmt::format("{:.2f}x",
 Result<int> transfer_command(const TransferOptions& o) {
   if (o.from == o.to) return fail(ErrorKind::usage, "--from and --to name the same backend ({})", o.from);
   if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
+  // Both backends must be able to run here before any run is spent.
+  for (const auto& b : eval::list_backends(describe_host())) {
+    bool needed = b.name == o.to || (b.name == o.from && o.foreign_memory.empty());
+    if (needed && !b.usable) return fail(ErrorKind::unavailable, "backend {} cannot run here: {}", b.name, b.detail);
+  }
+  for (const auto& name : {o.from, o.to}) {
+    if (name != "cpu" && name != "opencl" && name != "cuda" && name != "ascend") {
+      return fail(ErrorKind::usage, "unknown backend '{}' (known: cpu, opencl, cuda, ascend)", name);
+    }
+  }
   fs::path dir = o.dir.empty() ? util::data_dir() / "transfer" / fmt::format("{}-{}-to-{}", stamp(), o.from, o.to) : fs::absolute(o.dir);
   std::error_code ec;
   if (fs::exists(dir / "transfer.json", ec)) return fail(ErrorKind::usage, "{} already holds a transfer experiment", dir.string());
