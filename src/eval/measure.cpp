@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <new>
 #include <random>
+#include <thread>
 
 #include "eval/compare.h"
 #include "eval/stats.h"
@@ -133,8 +135,9 @@ const std::vector<std::pair<int, int>>& call_cycle() {
 CaseData generate_case_data(const spec::OpSpec& op, const spec::Case& c, uint64_t evaluation_seed, int set_count) {
   CaseData d;
   d.case_index = c.index;
-  for (int s = 0; s < set_count; ++s) {
-    DataSet set;
+  d.sets.resize(static_cast<size_t>(set_count));
+  auto fill = [&](int s) {
+    DataSet& set = d.sets[static_cast<size_t>(s)];
     set.seed = mix(evaluation_seed, static_cast<uint64_t>(s));
     std::vector<void*> ptrs;
     for (const auto& t : op.inputs) {
@@ -143,8 +146,24 @@ CaseData generate_case_data(const spec::OpSpec& op, const spec::Case& c, uint64_
     }
     spec::generate_inputs(op, c, set.seed, ptrs.data());
     for (const auto& t : op.outputs) set.expected.emplace_back(op.byte_size(t, c));
-    d.sets.push_back(std::move(set));
+  };
+  // Each set has its own seed, so big sets are generated side by side (this is on the path to
+  // every verdict); small ones are not worth a thread.
+  uint64_t bytes = 0;
+  for (const auto& t : op.inputs) bytes += op.byte_size(t, c);
+  unsigned workers = std::min<unsigned>(static_cast<unsigned>(set_count), std::max(1u, std::thread::hardware_concurrency()));
+  if (bytes < (1u << 20) || workers < 2) {
+    for (int s = 0; s < set_count; ++s) fill(s);
+    return d;
   }
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int s = next++; s < set_count; s = next++) fill(s);
+  };
+  std::vector<std::thread> threads;
+  for (unsigned w = 1; w < workers; ++w) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
   return d;
 }
 
