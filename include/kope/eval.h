@@ -72,6 +72,9 @@ struct CaseTiming {
   // (other load on the machine). When enough batches were undisturbed (< 2%), the median and
   // CI come from those alone; samples_us always holds every batch.
   double contention = 0;
+  // Device backends (eval backend v2): median_us is device-event time; this is the parent's
+  // wall time per host-synchronised call (kernels, output download, round trip subtracted).
+  std::optional<double> wall_us;
 };
 
 struct EvalResult {
@@ -183,5 +186,30 @@ Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw,
 Result<std::vector<CaseBaselines>> measure_cpu_baselines(
     const HardwareProfile& hw, const spec::OpSpec& op, const CpuEvaluatorOptions& options,
     const EvalOptions& timing, const std::function<void(std::string_view)>& progress = {});
+
+// --- Backends (eval backend v2) ---------------------------------------------------------------
+
+// One kind of kernel kope can judge, and whether this machine can.
+struct BackendInfo {
+  std::string name;          // "cpu", "opencl", "cuda", "ascend"
+  std::string language;      // "C++ (ABI v1)", "OpenCL C", "CUDA C++", "Ascend C"
+  std::string target;        // Target::str() candidates are judged for, when known
+  bool built = false;        // compiled into this kope (its CMake option was on)
+  bool can_compile = false;  // candidates can be built here
+  bool usable = false;       // candidates can be built, run and timed here
+  std::string toolchain;     // compiler / runtime found, when any
+  std::string detail;        // usable: what runs them; otherwise why not, and what to install
+};
+
+// Every backend kope knows, in a fixed order (cpu, opencl, cuda, ascend). Probes the machine
+// (tool versions, devices) once per process; never fails: problems are in `detail`.
+std::vector<BackendInfo> list_backends(const HardwareProfile& hw);
+
+// The evaluator for a backend by name. `options` is shared by all backends (the CPU names are
+// historical): limits, inspection, timing. Fails with usage for an unknown name and with
+// unavailable, saying why, for a backend that cannot run here (no OpenCL platform, no GPU,
+// no CANN toolkit).
+Result<std::unique_ptr<Evaluator>> make_evaluator(std::string_view backend, const HardwareProfile& hw,
+                                                  const CpuEvaluatorOptions& options = {});
 
 }  // namespace kope::eval

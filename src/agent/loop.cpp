@@ -449,6 +449,8 @@ Result<std::vector<ReplayCandidate>> Loop::replay_candidates() {
   std::map<std::string, ReplayCandidate> by_code;
   auto consider = [&](const memory::CaseRecord& c) {
     if (c.verdict != "correct" || c.quarantined || c.code.empty() || c.run_id == m_env.run_id) return;
+    // A kernel in another backend's language (C++ on OpenCL) cannot be replayed here.
+    if (!c.toolchain.backend.empty() && c.toolchain.backend != m_env.evaluator->backend()) return;
     if (signature_types(c.task.signature) != types) return;
     std::string h = util::sha256_hex(c.code);
     if (tried.contains(h)) return;

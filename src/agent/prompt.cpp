@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "agent/template.h"
+#include "eval/opencl/opencl.h"
 #include "util/fs.h"
 #include "util/strings.h"
 
@@ -232,7 +233,7 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                     {"stage", std::string(memory::stage_name(in.stage))},
                     {"hardware", in.hardware},
                     {"op_spec", render_op_spec(*in.op)},
-                    {"signature", spec::render_signature(*in.op)},
+                    {"signature", lib.backend == "opencl" ? eval::opencl::render_signature(*in.op) : spec::render_signature(*in.op)},
                     {"reference", in.reference_source},
                     {"incumbent", in.incumbent},
                     {"feedback", in.feedback},

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +39,32 @@ class Backend {
   // How to run a built kernel: trusted or candidate mode, for buffers of this many bytes.
   virtual RunnerOptions runner_options(proto::Mode mode, uint64_t buffer_bytes) const = 0;
   virtual int threads() const = 0;
+  // Device backends: candidate timings use the device clock (TimingPlan::device_clock), and the
+  // roofline/floor come from the device's profile instead of the host's.
+  virtual bool device_clock() const { return false; }
+  virtual std::optional<HardwareProfile> device_profile() const { return std::nullopt; }
 };
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options);
+
+// The OpenCL backend (eval/opencl/): OpenCL C candidates built by PoCL in the compile sandbox,
+// run through the trusted host shim in kope-runner; references and library baselines are the
+// op's CPU C++ ones. Fails with unavailable when kope was built without it or no OpenCL platform
+// with a CPU device is installed (the message says which).
+Result<std::unique_ptr<Backend>> make_opencl_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options);
+
+// The CUDA backend (eval/cuda/): .cu candidates built by nvcc in the compile sandbox. Building
+// works wherever nvcc is installed; running needs an NVIDIA GPU and its driver.
+Result<std::unique_ptr<Backend>> make_cuda_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options);
+
+// What each backend finds on this machine (see kope::eval::list_backends).
+BackendInfo cpu_backend_info(const HardwareProfile& hw);
+BackendInfo opencl_backend_info();
+BackendInfo cuda_backend_info();
+BackendInfo ascend_backend_info();
+
+// The generic sandboxed evaluator (eval/evaluator.cpp) over any backend.
+std::unique_ptr<Evaluator> make_sandboxed_evaluator(std::unique_ptr<Backend> backend, const HardwareProfile& hw,
+                                                    const CpuEvaluatorOptions& options);
 
 }  // namespace kope::eval

@@ -87,7 +87,8 @@ std::string EvalResult::to_json() const {
                   {"fraction_of_roofline", number(t.fraction_of_roofline)},
                   {"floor_us", number(t.floor_us)},
                   {"fresh_us", number(t.fresh_us)},
-                  {"contention", number(t.contention)}});
+                  {"contention", number(t.contention)},
+                  {"wall_us", optional_number(t.wall_us)}});
   }
   j["timing"] = ts;
   j["speedup_vs_reference"] = optional_number(speedup_vs_reference);
@@ -140,6 +141,7 @@ Result<EvalResult> EvalResult::from_json(std::string_view text) {
       ct.floor_us = get_number(t, "floor_us");
       ct.fresh_us = get_number(t, "fresh_us");
       ct.contention = get_number(t, "contention");
+      ct.wall_us = get_optional(t, "wall_us");
       r.timing.push_back(std::move(ct));
     }
     r.speedup_vs_reference = get_optional(j, "speedup_vs_reference");

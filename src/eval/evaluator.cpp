@@ -90,8 +90,9 @@ Status check_op_fits(const spec::OpSpec& op) {
   return {};
 }
 
-TimingPlan make_plan(const CpuEvaluatorOptions& o, const EvalOptions& e, bool candidate) {
+TimingPlan make_plan(const CpuEvaluatorOptions& o, const EvalOptions& e, bool candidate, bool device_clock = false) {
   TimingPlan p;
+  p.device_clock = candidate && device_clock;
   p.target_ci = e.target_ci;
   p.max_seconds = e.max_seconds_per_case;
   p.min_batch_seconds = o.min_batch_seconds;
@@ -321,7 +322,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
     if (ref_cached && !ref_cached->timing) ref_cached.reset();
     if (op.library_path) lib_cached = read_baseline(lib_path);
   }
-  TimingPlan cand_plan = make_plan(options, eo, true);
+  TimingPlan cand_plan = make_plan(options, eo, true, b.device_clock());
   TimingPlan base_plan = make_plan(options, eo, false);
   std::vector<CaseTimer*> group;
   std::optional<CaseTimer> cand_t, ref_t, lib_t;
@@ -422,7 +423,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
 class SandboxedEvaluator final : public Evaluator {
  public:
   SandboxedEvaluator(std::unique_ptr<Backend> backend, HardwareProfile hw, CpuEvaluatorOptions options)
-      : m_backend(std::move(backend)), m_hw(std::move(hw)), m_options(options) {}
+      : m_backend(std::move(backend)), m_hw(m_backend->device_profile().value_or(std::move(hw))), m_options(options) {}
 
   Target target() const override { return m_backend->target(); }
   std::string toolchain_id() const override { return m_backend->toolchain_id(); }
@@ -597,6 +598,21 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       }
     }
     ct.fresh_us = t.fresh_s * 1e6;
+    if (!t.wall_samples_s.empty()) {
+      double wall = median(t.wall_samples_s);
+      ct.wall_us = wall * 1e6;
+      // A kernel that leaves the work to the host shows as a device that is idle for most of
+      // the call (the static inspection rejects the usual ways; this catches the rest).
+      // The bound is loose on purpose: the wall time includes downloading the outputs, which
+      // for a memory-bound kernel on a fast GPU is 100x its device time.
+      if (wall > 1e-3 && t.median_s < 0.001 * wall) {
+        lock.release();
+        return fail_verdict(Verdict::rejected,
+                            fmt::format("case {} ({}): the device ran kernels for {:.3g} µs of a {:.3g} µs call: the work is not being done "
+                                        "on the device (CPU fallback)", c->index, ct.label, t.median_s * 1e6, wall * 1e6),
+                            op.cases.size(), "");
+      }
+    }
     ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
     if (ct.contention > 0.1) {
       notes += (notes.empty() ? "" : "\n") +
@@ -635,9 +651,14 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
 
 }  // namespace
 
+std::unique_ptr<Evaluator> make_sandboxed_evaluator(std::unique_ptr<Backend> backend, const HardwareProfile& hw,
+                                                    const CpuEvaluatorOptions& options) {
+  return std::unique_ptr<Evaluator>(new SandboxedEvaluator(std::move(backend), hw, options));
+}
+
 Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw, const CpuEvaluatorOptions& options) {
   KOPE_ASSIGN(auto backend, make_cpu_backend(hw, options));
-  return std::unique_ptr<Evaluator>(new SandboxedEvaluator(std::move(backend), hw, options));
+  return make_sandboxed_evaluator(std::move(backend), hw, options);
 }
 
 Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& hw, const spec::OpSpec& op,

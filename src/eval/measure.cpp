@@ -48,6 +48,7 @@ void load_inputs(Arena& a, const CaseLayout& l, int slot, const DataSet& set, ui
     if (p.data_bytes > 0) std::memcpy(a.input(p), set.inputs[t].data(), p.data_bytes);
     a.write_canary(false, p, mix(canary, t));
   }
+  a.status()->input_generation = a.status()->input_generation + 1;
 }
 
 // Fills every output of `slot` with a fresh pattern; returns the seed it used.
@@ -381,11 +382,29 @@ Result<bool> CaseTimer::sample() {
   uint64_t nb = t.n0 + (t.n0 >= 4 ? t.rng() % (t.n0 / 4 + 1) : 0);
   double secs = 0;
   Session::CpuTimes before = t.s.cpu_times();
+  const proto::StatusPage* page = t.s.arena().status();
+  uint64_t device_ns0 = page->device_ns, device_calls0 = page->device_calls;
   KOPE_ASSIGN(bool ok, t.run_batch(nb, &secs));
   if (!ok) return false;
   Session::CpuTimes after = t.s.cpu_times();
   double per = (secs - t.out.overhead_s) / static_cast<double>(nb);
   if (per <= 0) per = secs / static_cast<double>(nb);
+  if (t.plan.device_clock) {
+    uint64_t calls = page->device_calls - device_calls0;
+    double device = static_cast<double>(page->device_ns - device_ns0) * 1e-9;
+    if (calls != nb) {
+      t.out.violation = Violation{Verdict::rejected, fmt::format("the device clock counted {} kernel calls in a batch of {}: the host "
+                                                                 "shim's bookkeeping was tampered with", calls, nb)};
+      return false;
+    }
+    if (device > secs * 1.05 + 1e-4) {
+      t.out.violation = Violation{Verdict::rejected, fmt::format("the device clock ({}) exceeds the parent's clock ({}) for the same "
+                                                                 "host-synchronised batch", fmt_seconds(device), fmt_seconds(secs))};
+      return false;
+    }
+    t.out.wall_samples_s.push_back(per);
+    per = device / static_cast<double>(nb);
+  }
   t.out.samples_s.push_back(per);
   if (t.s.runner_pid() > 0) {
     double run = static_cast<double>(after.run_ns - before.run_ns);

@@ -99,6 +99,10 @@ struct TimingPlan {
   bool fresh_check = true;  // candidates: time one call per unseen set
   double fresh_factor = 3;  // ... and reject when it exceeds fresh_factor x median + slack
   double fresh_slack_seconds = 0.0005;
+  // Device backends (CUDA): a sample is the device-event time of the batch's kernels, which the
+  // host shim adds up in the status page; the parent's clock around the host-synchronised batch
+  // bounds it (device time above wall time, or a call count that disagrees, is a violation).
+  bool device_clock = false;
 };
 
 struct TimingOutcome {
@@ -115,6 +119,8 @@ struct TimingOutcome {
   // The median and CI use the batches with contention below k_clean_contention when there
   // are enough of them (samples_used of samples_s), all batches otherwise.
   size_t samples_used = 0;
+  // With device_clock: the parent's wall time per call (round trip subtracted), one per batch.
+  std::vector<double> wall_samples_s;
   std::optional<Violation> violation;
 };
 

@@ -128,6 +128,13 @@ struct StatusPage {
   volatile uint64_t alloc_failures = 0; // malloc/new that returned nothing
   volatile uint64_t alloc_failed_bytes = 0;  // the largest failed request
   volatile uint32_t in_kernel = 0;      // 1 while a kernel call is running
+  // Device backends (host shims, see runner.cpp --host). The parent bumps input_generation
+  // whenever it rewrites an input tensor, so a shim re-uploads inputs only when they changed; the
+  // shim adds the device-event time of each call's kernels to device_ns. Both are informational
+  // like the rest of the page: tampering can only make results wrong or a check fail.
+  volatile uint64_t input_generation = 0;
+  volatile uint64_t device_ns = 0;
+  volatile uint64_t device_calls = 0;
 };
 
 }  // namespace kope::eval::proto

@@ -54,6 +54,7 @@ Result<std::vector<std::string>> sandbox_argv(const SandboxSpec& spec) {
     if (fs::exists(f, ec)) a.insert(a.end(), {"--ro-bind", f, f});
   }
   a.insert(a.end(), {"--dev", "/dev", "--size", std::to_string(spec.tmp_bytes), "--tmpfs", "/tmp"});
+  for (const auto& d : spec.devices) a.insert(a.end(), {"--dev-bind", d, d});
   if (spec.proc) a.insert(a.end(), {"--proc", "/proc"});
   if (spec.sys) a.insert(a.end(), {"--ro-bind", "/sys", "/sys"});
   for (const auto& [host, inside] : spec.ro_binds) a.insert(a.end(), {"--ro-bind", host.string(), inside});

@@ -34,6 +34,7 @@ struct SandboxSpec {
   bool proc = false;                 // mount a /proc of the sandbox's own pid namespace
   bool sys = false;                  // bind /sys read-only (trusted library baselines only)
   std::optional<uid_t> uid;          // run as this host uid (set by prepare_sandbox_uid)
+  std::vector<std::string> devices;  // host device nodes made available (--dev-bind), e.g. GPUs
 };
 
 // The argv that runs `spec` under bubblewrap. Fails with unavailable when bwrap (or, for a uid

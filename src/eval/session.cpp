@@ -109,6 +109,11 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
   if (ec) return fail(ErrorKind::io, "cannot copy {} into {}: {}", o.runner.string(), scratch.path().string(), ec.message());
   fs::copy_file(kernel_so, scratch.path() / "kernel.so", fs::copy_options::overwrite_existing, ec);
   if (ec) return fail(ErrorKind::io, "cannot copy {} into {}: {}", kernel_so.string(), scratch.path().string(), ec.message());
+  for (const auto& name : o.companions) {
+    fs::copy_file(kernel_so.parent_path() / name, scratch.path() / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return fail(ErrorKind::io, "cannot copy {} into {}: {}", (kernel_so.parent_path() / name).string(), scratch.path().string(), ec.message());
+    ::chmod((scratch.path() / name).c_str(), 0644);
+  }
   ::chmod(scratch.path().c_str(), 0755);
   ::chmod((scratch.path() / "runner").c_str(), 0755);
   ::chmod((scratch.path() / "kernel.so").c_str(), 0644);
@@ -125,11 +130,11 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
   SandboxSpec spec;
   spec.uid = prepare_sandbox_uid({});
   spec.ro_binds.emplace_back(scratch.path(), "/kope");
-  spec.tmp_bytes = 16ull << 20;
+  spec.tmp_bytes = o.host_shim ? 64ull << 20 : 16ull << 20;  // host shims unpack their device binaries there
   bool trusted = o.mode == proto::Mode::trusted;
   // Trusted library baselines (OpenBLAS, oneDNN) read the CPU topology from /proc and /sys.
-  spec.proc = trusted;
-  spec.sys = trusted;
+  spec.proc = trusted || o.proc_and_sys;
+  spec.sys = trusted || o.proc_and_sys;
   int threads = std::max(1, o.threads);
   spec.env = {{"PATH", "/usr/bin:/bin"},
               {"LANG", "C"},
@@ -146,6 +151,7 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
     if (core) spec.env.emplace_back("OPENBLAS_CORETYPE", *core);
     spec.env.emplace_back("ONEDNN_VERBOSE", "0");
   }
+  for (const auto& kv : o.env) spec.env.push_back(kv);
   spec.command = {"/kope/runner",  "--sock",    std::to_string(child_sock),
                   "--in",          std::to_string(s->m_arena.in_fd_readonly()),
                   "--out",         std::to_string(s->m_arena.out_fd()),
@@ -153,6 +159,15 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
                   "--kernel",      "/kope/kernel.so",
                   "--threads",     std::to_string(threads),
                   "--mode",        trusted ? "trusted" : "candidate"};
+  if (o.host_shim) {
+    spec.command.emplace_back("--host");
+    spec.command.emplace_back("/kope");
+  }
+  if (o.device_ioctl) {
+    spec.command.emplace_back("--ioctl");
+    spec.command.emplace_back("1");
+  }
+  spec.devices = o.devices;
   auto argv = sandbox_argv(spec);
   if (!argv) {
     ::close(child_sock);

@@ -36,6 +36,16 @@ struct RunnerOptions {
   uint64_t processes = 64;             // RLIMIT_NPROC (threads count; enforced when we drop uid)
   size_t output_cap = 1 << 20;         // stdout and stderr each: more is a flood and kills it
   std::chrono::milliseconds start_timeout{30000};
+  // Host-shim mode (OpenCL): the kernel object is a trusted host program that the runner loads
+  // and prepares (kope_host_prepare) before any seccomp filter, and that keeps the loading
+  // filter for its calls (see runner/runner.cpp). Companion files are copied from beside the
+  // kernel object into the sandbox's /kope directory under the same names.
+  bool host_shim = false;
+  std::vector<std::string> companions;
+  std::vector<std::pair<std::string, std::string>> env;  // extra variables inside the sandbox
+  bool proc_and_sys = false;  // mount /proc and bind /sys read-only (runtimes that probe the CPU)
+  std::vector<std::string> devices;  // device nodes bound into the sandbox (/dev/nvidia0, ...)
+  bool device_ioctl = false;         // the filter also allows ioctl on open descriptors (GPU drivers)
 };
 
 // How a runner failed, as the candidate's verdict would read.

@@ -5,7 +5,8 @@ It listens on 127.0.0.1 (port 0 = any free port, written to --port-file once lis
 answers POST /v1/chat/completions from fixture files, so runs are deterministic and free:
 
   kernel calls   the user message says "operator `NAME` — attempt K of N"; the answer is
-                 FIXTURES/NAME/K.md, else FIXTURES/NAME/default.md, else a refusal without code.
+                 FIXTURES/NAME/K.md, else FIXTURES/NAME/default.md, else a refusal without code
+                 (when the system message is the OpenCL one, FIXTURES/NAME/opencl/ first).
   reflections    (the system message asks for lessons) FIXTURES/NAME/reflect.json, else
                  FIXTURES/reflect.json, else {"lessons": []}.
 
@@ -84,8 +85,15 @@ class Handler(BaseHTTPRequestHandler):
                 os.path.join(cfg.fixtures, "reflect.json")) or '{"lessons": []}'
         elif m:
             op, attempt = m.group(1), int(m.group(2))
-            text = read(os.path.join(cfg.fixtures, op, "%d.md" % attempt)) or read(
-                os.path.join(cfg.fixtures, op, "default.md")) or "I have no kernel for this operator."
+            # Per-backend answers (FIXTURES/NAME/opencl/K.md) when the system message is the
+            # OpenCL one; the backend-neutral files otherwise and as the fallback.
+            dirs = [os.path.join(cfg.fixtures, op)]
+            if "OpenCL C" in system:
+                dirs.insert(0, os.path.join(cfg.fixtures, op, "opencl"))
+            text = None
+            for d in dirs:
+                text = text or read(os.path.join(d, "%d.md" % attempt)) or read(os.path.join(d, "default.md"))
+            text = text or "I have no kernel for this operator."
         else:
             text = "I do not understand the request."
         prompt_chars = sum(len(m.get("content", "")) for m in messages)

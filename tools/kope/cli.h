@@ -24,6 +24,8 @@ void register_llm(CLI::App& app, Action& action);
 void register_memory(CLI::App& app, Action& action);
 void register_eval(CLI::App& app, Action& action);  // `kope eval` and `kope bench`
 void register_run(CLI::App& app, Action& action);
+void register_backends(CLI::App& app, Action& action);
+void register_transfer(CLI::App& app, Action& action);
 
 // Prints to stdout; used by every command so output can be captured in tests.
 void print(std::string_view text);

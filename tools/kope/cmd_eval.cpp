@@ -92,16 +92,19 @@ void register_eval_command(CLI::App& app, Action& action) {
     std::vector<std::string> flags;
     int threads = 0;
     bool refresh = false;
+    std::string backend = "cpu";
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("kernel", o->kernel, "The kernel's C++ source file")->required();
+  cmd->add_option("kernel", o->kernel, "The kernel's source file (C++, OpenCL C or CUDA, per --backend)")->required();
+  cmd->add_option("--backend", o->backend, "cpu (C++), opencl (OpenCL C on PoCL), cuda (.cu, needs a GPU), ascend; see `kope backends`")
+      ->check(CLI::IsMember({"cpu", "opencl", "cuda", "ascend"}));
   cmd->add_option("--op", o->op, "Operator name (from the suite) or path to an op folder")->required();
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_flag("--no-time", o->no_time, "Verify only; do not time");
   cmd->add_option("--seed", o->seed, "Data seed (default: fresh)");
   cmd->add_option("--max-seconds", o->max_seconds, "Timing cap per timed case, seconds")->check(CLI::PositiveNumber);
   cmd->add_option("--target-ci", o->target_ci, "Stop timing when the 95% CI is within this fraction of the median")->check(CLI::Range(0.001, 0.5));
-  cmd->add_option("--flag", o->flags, "Extra compile flag (-O, -f, -m, -D, -U, -W, -g); repeatable")->allow_extra_args(false);
+  cmd->add_option("--flag", o->flags, "Extra compile flag (-O, -f, -m, -D, -U, -W, -g; OpenCL: -D and -cl-*); repeatable")->allow_extra_args(false);
   cmd->add_option("--threads", o->threads, "OpenMP threads for the kernel (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--refresh-baselines", o->refresh, "Time the reference and library again instead of using cached times");
   cmd->callback([&action, o] {
@@ -112,7 +115,7 @@ void register_eval_command(CLI::App& app, Action& action) {
       eval::CpuEvaluatorOptions co;
       co.threads = o->threads;
       co.refresh_baselines = o->refresh;
-      KOPE_ASSIGN(auto evaluator, eval::make_cpu_evaluator(hw, co));
+      KOPE_ASSIGN(auto evaluator, eval::make_evaluator(o->backend, hw, co));
       eval::EvalOptions eo;
       eo.seed = o->seed;
       eo.time = !o->no_time;

@@ -2,10 +2,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "kope/eval.h"
 #include "kope/hw.h"
 #include "util/strings.h"
 
 namespace kope::cli {
+
+std::string backends_text(const std::vector<eval::BackendInfo>& list);  // cmd_backends.cpp
 
 void register_hw(CLI::App& app, Action& action) {
   auto* hw = app.add_subcommand("hw", "Show the hardware profile and measured roofline (cached)");
@@ -19,8 +22,16 @@ void register_hw(CLI::App& app, Action& action) {
   hw->callback([&action, o] {
     action = [o]() -> Result<int> {
       KOPE_ASSIGN(HardwareProfile p, load_hardware_profile(o->refresh));
+      auto backends = eval::list_backends(p);
       if (o->json) {
-        print(p.to_json() + "\n");
+        // The profile's own fields, plus what each kernel backend finds here.
+        auto j = nlohmann::json::parse(p.to_json());
+        j["backends"] = nlohmann::json::array();
+        for (const auto& b : backends) {
+          j["backends"].push_back({{"name", b.name}, {"target", b.target}, {"usable", b.usable}, {"can_compile", b.can_compile},
+                                   {"toolchain", b.toolchain}, {"detail", b.detail}});
+        }
+        print(j.dump(2) + "\n");
         return 0;
       }
       std::string out;
@@ -37,6 +48,7 @@ void register_hw(CLI::App& app, Action& action) {
       }
       out += fmt::format("compiler     {}\n", p.compiler);
       out += fmt::format("measured     {}\n", p.measured_at);
+      out += "\nkernel backends (kope backends):\n" + backends_text(backends);
       print(out);
       return 0;
     };

@@ -183,8 +183,8 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
       return fail(ErrorKind::usage, "--policy must be llm or replay (got '{}')", o.policy);
     }
     if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
-    if (o.backend != "cpu") {
-      return fail(ErrorKind::unavailable, "backend '{}' is not available in this build (available: cpu)", o.backend);
+    if (o.backend != "cpu" && o.backend != "opencl" && o.backend != "cuda" && o.backend != "ascend") {
+      return fail(ErrorKind::usage, "--backend must be cpu, opencl, cuda or ascend (got '{}'); see `kope backends`", o.backend);
     }
     std::string policy = o.policy;
     if (policy != "replay") {

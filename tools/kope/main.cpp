@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   kope::cli::register_memory(app, action);
   kope::cli::register_eval(app, action);
   kope::cli::register_run(app, action);
+  kope::cli::register_backends(app, action);
+  kope::cli::register_transfer(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

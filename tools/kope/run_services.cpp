@@ -18,10 +18,9 @@ Result<ModelChoice> resolve_model_profile(const std::string& name) {
 }
 
 Result<std::unique_ptr<eval::Evaluator>> make_run_evaluator(const std::string& backend, const HardwareProfile& hw) {
-  if (backend != "cpu") {
-    return fail(ErrorKind::unavailable, "backend '{}' is not available in this build (available: cpu)", backend);
-  }
-  return eval::make_cpu_evaluator(hw);
+  // Every backend with prompt templates (prompts/<backend>/) can run; make_evaluator says why
+  // one cannot run here (no OpenCL platform, no GPU, no CANN).
+  return eval::make_evaluator(backend, hw);
 }
 
 }  // namespace kope::cli

@@ -1,7 +1,7 @@
 // kope-runner: the disposable harness that runs one kernel inside the sandbox.
 //
 //   kope-runner --sock FD --in FD --out FD --status FD --kernel PATH --threads N
-//               --mode candidate|trusted
+//               --mode candidate|trusted [--host DIR]
 //
 // Started by the evaluator inside bubblewrap (see eval/session.cpp), never by hand. It loads the
 // kernel's shared object, pre-creates the OpenMP thread pool, installs a seccomp allowlist
@@ -10,6 +10,15 @@
 // batch, answer pings. It owns no clock and no verdict: the parent times the round trips and
 // reads the outputs from shared memory. The runner links libc, libdl, libgomp and libseccomp
 // only.
+//
+// With --host DIR the kernel object is a trusted host shim for a device runtime (OpenCL): it is
+// loaded before any filter, `kope_host_prepare(DIR, ...)` sets the runtime up (its threads, the
+// candidate's device binary from DIR), and the calls run under the loading filter only: the
+// runtime maps the candidate's compiled code at its first launch (read-only opens, executable
+// mappings), but can never start a process or thread, write a file or reach the network.
+// `kope_host_map` (optional) learns each tensor's size after every map command;
+// `kope_host_counters` (optional) gets the status page's input generation and device-clock
+// counters. --ioctl 1 adds ioctl on open descriptors to the filter (GPU drivers).
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <omp.h>
@@ -39,6 +48,9 @@ namespace proto = kope::eval::proto;
 namespace {
 
 using Entry = void (*)(void* const*, const int64_t*);
+using HostPrepare = int (*)(const char* dir, char* why, size_t why_size);
+using HostMap = void (*)(const uint64_t* in_bytes, uint32_t inputs, const uint64_t* out_bytes, uint32_t outputs);
+using HostCounters = void (*)(volatile uint64_t* input_generation, volatile uint64_t* device_ns, volatile uint64_t* device_calls);
 
 int g_sock = -1;
 int g_in_fd = -1;
@@ -47,6 +59,7 @@ proto::StatusPage* g_status = nullptr;
 size_t g_page = 4096;
 size_t g_guard = 16 * 4096;  // PROT_NONE bytes before and after every tensor (address space only)
 Entry g_entry = nullptr;
+HostMap g_host_map = nullptr;
 
 struct View {
   uint8_t* base = nullptr;  // start of the leading guard page
@@ -225,6 +238,8 @@ void send_reply(const proto::Header& h, proto::ReplyKind kind, int code, const c
 // mappings); it is installed before dlopen, so a constructor that slipped past the inspection
 // still cannot start a process or thread, reach the network or write a file. The strict filter
 // stacks on top of it before the first call.
+bool g_allow_ioctl = false;  // --ioctl 1: GPU drivers talk to their device nodes by ioctl
+
 bool install_seccomp(bool loading) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
   if (ctx == nullptr) return false;
@@ -243,6 +258,7 @@ bool install_seccomp(bool loading) {
                  SCMP_SYS(getrandom), SCMP_SYS(restart_syscall)}) {
     allow(nr);
   }
+  if (g_allow_ioctl) allow(SCMP_SYS(ioctl));
   if (loading) {
     for (int nr : {SCMP_SYS(pread64), SCMP_SYS(mmap), SCMP_SYS(mprotect), SCMP_SYS(access), SCMP_SYS(faccessat),
                    SCMP_SYS(faccessat2), SCMP_SYS(statfs), SCMP_SYS(readlink), SCMP_SYS(getcwd)}) {
@@ -341,6 +357,13 @@ bool do_map(const proto::MapRequest& m, char* why, size_t why_size) {
   for (uint32_t d = 0; d < m.dim_count; ++d) g_dims[d] = m.dims[d];
   g_in_slots = m.in_slots;
   g_out_slots = m.out_slots;
+  if (g_host_map != nullptr) {
+    uint64_t in_bytes[proto::k_max_tensors];
+    uint64_t out_bytes[proto::k_max_tensors];
+    for (uint32_t t = 0; t < m.input_count; ++t) in_bytes[t] = g_views[m.input_view[0][t]].data_bytes;
+    for (uint32_t t = 0; t < m.output_count; ++t) out_bytes[t] = g_views[m.output_view[0][t]].data_bytes;
+    g_host_map(in_bytes, m.input_count, out_bytes, m.output_count);
+  }
   return true;
 }
 
@@ -363,6 +386,7 @@ int main(int argc, char** argv) {
   int status_fd = -1;
   int threads = 0;
   const char* kernel = nullptr;
+  const char* host_dir = nullptr;
   proto::Mode mode = proto::Mode::candidate;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char* k = argv[i];
@@ -373,6 +397,8 @@ int main(int argc, char** argv) {
     else if (std::strcmp(k, "--status") == 0) status_fd = std::atoi(v);
     else if (std::strcmp(k, "--kernel") == 0) kernel = v;
     else if (std::strcmp(k, "--threads") == 0) threads = std::atoi(v);
+    else if (std::strcmp(k, "--host") == 0) host_dir = v;
+    else if (std::strcmp(k, "--ioctl") == 0) g_allow_ioctl = std::strcmp(v, "1") == 0;
     else if (std::strcmp(k, "--mode") == 0) mode = std::strcmp(v, "trusted") == 0 ? proto::Mode::trusted : proto::Mode::candidate;
     else usage("unknown option");
   }
@@ -403,7 +429,9 @@ int main(int argc, char** argv) {
     got += 1;
   }
   bool candidate = mode == proto::Mode::candidate;
-  if (candidate && !install_seccomp(true)) {
+  bool host = host_dir != nullptr;
+  // A host shim is trusted code and is loaded (and prepared) before the filter.
+  if (candidate && !host && !install_seccomp(true)) {
     send_reply(boot, proto::ReplyKind::ready, 1, "cannot install the seccomp filter");
     ::_exit(3);
   }
@@ -418,7 +446,26 @@ int main(int argc, char** argv) {
     send_reply(boot, proto::ReplyKind::ready, 1, "the kernel object has no kope_entry");
     ::_exit(3);
   }
-  if (candidate && !install_seccomp(false)) {
+  if (host) {
+    auto prepare = reinterpret_cast<HostPrepare>(::dlsym(handle, "kope_host_prepare"));
+    if (prepare == nullptr) {
+      send_reply(boot, proto::ReplyKind::ready, 1, "the host shim has no kope_host_prepare");
+      ::_exit(3);
+    }
+    g_host_map = reinterpret_cast<HostMap>(::dlsym(handle, "kope_host_map"));
+    if (auto hc = reinterpret_cast<HostCounters>(::dlsym(handle, "kope_host_counters"))) {
+      hc(&g_status->input_generation, &g_status->device_ns, &g_status->device_calls);
+    }
+    char why[200] = {};
+    if (prepare(host_dir, why, sizeof why) != 0) {
+      send_reply(boot, proto::ReplyKind::ready, 1, "%s", why);
+      ::_exit(3);
+    }
+    // Runtimes install their own crash handlers (LLVM does, inside PoCL); ours must be the ones
+    // that run, so faults are classified.
+    install_fatal_handlers();
+  }
+  if (candidate && !install_seccomp(host)) {
     send_reply(boot, proto::ReplyKind::ready, 1, "cannot install the seccomp filter");
     ::_exit(3);
   }

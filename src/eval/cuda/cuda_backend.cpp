@@ -1,0 +1,507 @@
+// The CUDA backend: .cu candidates built by nvcc inside the compile sandbox, linked with the
+// trusted host shim and run by kope-runner in host-shim mode with the GPU's device nodes bound
+// in. The ABI is in eval/cuda/ABI.md.
+#include "eval/cuda/cuda.h"
+
+#include <elf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/backend.h"
+#include "eval/compile.h"
+#include "eval/sandbox.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/strings.h"
+#include "util/subprocess.h"
+
+namespace kope::eval::cuda {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* k_recipe = "kope-cuda-build-1";
+constexpr const char* k_shim =
+#include "eval/cuda/host_shim.inc"
+    ;
+
+std::string quote(std::string_view s) { return "'" + util::replace_all(std::string(s), "'", "'\\''") + "'"; }
+
+std::optional<fs::path> find_nvcc() {
+  if (auto p = util::get_env("KOPE_NVCC")) return fs::path(*p);
+  if (auto p = util::find_executable("nvcc")) return *p;
+  std::error_code ec;
+  if (fs::exists("/usr/local/cuda/bin/nvcc", ec)) return fs::path("/usr/local/cuda/bin/nvcc");
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator("/usr/local", ec)) {
+    if (e.path().filename().string().starts_with("cuda-") && fs::exists(e.path() / "bin" / "nvcc", ec)) found.push_back(e.path() / "bin" / "nvcc");
+  }
+  std::sort(found.begin(), found.end());
+  if (!found.empty()) return found.back();
+  return std::nullopt;
+}
+
+// Imports a candidate's host object may have beyond the CPU allowlist: nvcc's registration and
+// launch plumbing, launching, and read-only queries.
+bool cuda_import_allowed(std::string_view name) {
+  static const char* const k_exact[] = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cudaGetLastError",
+                                        "cudaPeekAtLastError", "cudaFuncSetAttribute", "cudaFuncGetAttributes", "cudaFuncSetCacheConfig",
+                                        "cudaDeviceGetAttribute", "cudaGetDevice", "cudaGetErrorString", "cudaGetErrorName", "atexit",
+                                        "__cxa_atexit", "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort",
+                                        "_Unwind_Resume", "__gxx_personality_v0"};
+  for (const char* e : k_exact) {
+    if (name == e) return true;
+  }
+  return name.starts_with("__cuda") || name.starts_with("cudaOccupancy");
+}
+
+std::vector<std::string> nvidia_device_nodes() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev", ec)) {
+    std::string n = e.path().filename().string();
+    if (n.starts_with("nvidia") && !e.is_directory(ec)) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::string_view host_shim_source() { return k_shim; }
+
+std::vector<std::string> nvcc_flags(const std::string& arch) {
+  return {"-O3", "-std=c++17", fmt::format("-arch={}", arch), "-Xcompiler", "-fPIC", "-Xcompiler", "-fno-gnu-unique"};
+}
+
+std::string Toolkit::toolchain_id() const {
+  return fmt::format("nvcc {} | {}", nvcc_version, util::join(nvcc_flags(arch), " "));
+}
+
+const Toolkit& toolkit() {
+  static std::once_flag once;
+  static Toolkit t;
+  std::call_once(once, [] {
+    t.nvcc = find_nvcc();
+    t.arch = util::get_env("KOPE_CUDA_ARCH").value_or("");
+    if (auto smi = util::find_executable("nvidia-smi")) {
+      util::RunOptions ro;
+      ro.spawn.argv = {smi->string(), "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"};
+      ro.timeout = std::chrono::seconds(30);
+      if (auto r = util::run(ro); r && r->status.success()) {
+        for (auto& line : util::split(r->out, '\n')) {
+          auto parts = util::split(line, ',');
+          if (parts.size() < 2) continue;
+          Gpu g;
+          g.name = std::string(util::trim(parts[0]));
+          g.compute_cap = std::string(util::trim(parts[1]));
+          if (parts.size() > 2) g.memory_bytes = static_cast<uint64_t>(std::atof(std::string(util::trim(parts[2])).c_str()) * 1048576.0);
+          t.gpus.push_back(g);
+        }
+      }
+    }
+    t.device_nodes = nvidia_device_nodes();
+    if (t.arch.empty() && !t.gpus.empty()) t.arch = "sm_" + util::replace_all(t.gpus.front().compute_cap, ".", "");
+    if (t.arch.empty()) t.arch = "sm_90";
+    if (!t.nvcc) {
+      t.problem = "nvcc was not found ($KOPE_NVCC, PATH, /usr/local/cuda*/bin)";
+      return;
+    }
+    std::error_code ec;
+    fs::path real = fs::canonical(*t.nvcc, ec);
+    if (!ec) t.nvcc = real;
+    t.cuda_home = t.nvcc->parent_path().parent_path();
+    util::RunOptions ro;
+    ro.spawn.argv = {t.nvcc->string(), "--version"};
+    ro.timeout = std::chrono::seconds(30);
+    auto r = util::run(ro);
+    if (!r || !r->status.success()) {
+      t.problem = fmt::format("{} --version failed", t.nvcc->string());
+      return;
+    }
+    for (auto& line : util::split(r->out, '\n')) {
+      auto pos = line.find("release ");
+      if (pos != std::string::npos) t.nvcc_version = std::string(util::trim(line.substr(pos)));
+    }
+    if (t.nvcc_version.empty()) t.nvcc_version = "unknown";
+  });
+  return t;
+}
+
+HardwareProfile gpu_profile(const Gpu& gpu, const std::string& arch) {
+  HardwareProfile p;
+  p.target = *Target::parse("cuda-" + util::replace_all(arch, "_", ""));
+  p.cpu_model = gpu.name;
+  p.cores = 1;
+  p.memory_bytes = gpu.memory_bytes;
+  // FP32 (non-tensor) peak and HBM bandwidth of the parts kope knows; others get a generous
+  // default so the floor never rejects an honest kernel.
+  struct Known {
+    const char* name;
+    double gflops, gbps;
+  };
+  static const Known k_known[] = {{"H200", 67000, 4800}, {"H100", 67000, 3350}, {"A100", 19500, 2039},
+                                  {"L40S", 91600, 864},  {"L4", 30300, 300},    {"RTX 4090", 82600, 1008}};
+  p.peak_gflops = 200000;
+  p.peak_gbps = 10000;
+  for (const auto& k : k_known) {
+    if (gpu.name.find(k.name) != std::string::npos) {
+      p.peak_gflops = k.gflops;
+      p.peak_gbps = k.gbps;
+      break;
+    }
+  }
+  p.peak_gflops_core = p.peak_gflops;
+  // On-chip caches are much faster than HBM: the floor assumes 4x the bandwidth for any
+  // working set (a deliberately low floor).
+  p.bandwidth = {{uint64_t{1} << 40, p.peak_gbps * 4}};
+  p.compiler = "nvcc " + toolkit().nvcc_version;
+  return p;
+}
+
+InspectionReport inspect_candidate(const SymbolPolicy& policy, const elf::File& object, std::string_view flagged) {
+  InspectionReport rep;
+  auto add = [&](std::string finding) {
+    if (!rep.rejected) {
+      rep.rejected = true;
+      rep.reason = finding;
+    }
+    if (rep.findings.size() < 30) rep.findings.push_back(std::move(finding));
+  };
+  if (object.type != ET_REL) add("nvcc did not produce a relocatable object");
+  bool registers = false, stub = false, launch = false;
+  for (const auto& s : object.symbols) {
+    if (s.defined && s.name.find("__sti____cudaRegisterAll") != std::string::npos) registers = true;
+    if (s.defined && s.name.find("__device_stub__") != std::string::npos) stub = true;
+    if (!s.defined && (s.name == "__cudaLaunchKernel" || s.name == "cudaLaunchKernel" || s.name == "cudaLaunchKernelExC" ||
+                       s.name == "cudaLaunchCooperativeKernel" || s.name == "__cudaPushCallConfiguration")) {
+      launch = true;
+    }
+  }
+  for (const auto& sec : object.sections) {
+    const std::string& n = sec.name;
+    bool ctor = sec.type == SHT_INIT_ARRAY || sec.type == SHT_PREINIT_ARRAY || n.starts_with(".init_array") ||
+                n.starts_with(".preinit_array") || n.starts_with(".ctors") || n == ".init";
+    bool dtor = sec.type == SHT_FINI_ARRAY || n.starts_with(".fini_array") || n.starts_with(".dtors") || n == ".fini";
+    // nvcc's fat-binary registration is the one constructor allowed: one entry, with its
+    // registration function present.
+    if (ctor && sec.size > 0 && !(n == ".init_array" && sec.size <= 8 && registers)) {
+      add(fmt::format("has a static constructor (section {}): no code of the candidate may run when it is loaded", n));
+    }
+    if (dtor && sec.size > 0) add(fmt::format("has a static destructor (section {})", n));
+    if ((sec.flags & SHF_WRITE) && (sec.flags & SHF_EXECINSTR)) add(fmt::format("has a writable and executable section ({})", n));
+  }
+  for (const auto& s : object.symbols) {
+    if (s.name.empty()) continue;
+    if (!s.defined) {
+      if (cuda_import_allowed(s.name)) continue;
+      std::string why = policy.import_problem(s.name);
+      if (s.name.starts_with("cuda") || s.name.starts_with("cu")) {
+        why = "the candidate may only launch kernels: no memory copies, allocation, streams or synchronisation on the host side "
+              "(the harness owns the buffers and synchronises)";
+      }
+      if (!why.empty()) add(fmt::format("imports {}: {}", display_symbol(s.name), why));
+      continue;
+    }
+    if (s.type == STT_GNU_IFUNC) add(fmt::format("defines {} as an indirect function", display_symbol(s.name)));
+    if (s.bind == STB_LOCAL) continue;
+    if (s.name == "kope_kernel") {
+      if (s.type == STT_FUNC) rep.defines_entry = true;
+      continue;
+    }
+    // Interposition: a candidate that defines a CUDA runtime or harness function would replace
+    // the shim's (e.g. a fake cudaEventElapsedTime).
+    if (s.name.starts_with("cu") || s.name.starts_with("__cuda") || s.name.starts_with("kope_")) {
+      add(fmt::format("defines {}, a name of the CUDA runtime or of kope's harness (interposition is not allowed)", display_symbol(s.name)));
+      continue;
+    }
+    std::string why = policy.definition_problem(s.name, s.bind == STB_GLOBAL);
+    if (!why.empty()) add(fmt::format("defines {}, which {}", display_symbol(s.name), why));
+  }
+  for (auto& f : forbidden_instructions(flagged)) add(std::move(f));
+  if (!stub || !launch) {
+    add("launches no __global__ kernel: the work must run on the GPU (a host-side implementation is a CPU fallback)");
+  }
+  return rep;
+}
+
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const HardwareProfile& hw, const CpuEvaluatorOptions& o, std::unique_ptr<Backend> cpu, Toolchain cpu_tc)
+      : m_hw(hw), m_options(o), m_cpu(std::move(cpu)), m_cpu_tc(std::move(cpu_tc)), m_tk(toolkit()) {}
+
+  std::string name() const override { return "cuda"; }
+  Target target() const override { return *Target::parse("cuda-" + util::replace_all(m_tk.arch, "_", "")); }
+  std::string toolchain_id() const override { return m_tk.toolchain_id(); }
+  int threads() const override { return m_cpu->threads(); }
+  bool device_clock() const override { return true; }
+  std::optional<HardwareProfile> device_profile() const override {
+    return gpu_profile(m_tk.gpus.empty() ? Gpu{} : m_tk.gpus.front(), m_tk.arch);
+  }
+
+  Result<BuildOutcome> build_candidate(const spec::OpSpec& op, std::string_view source,
+                                       const std::vector<std::string>& extra_flags) const override;
+
+  Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, bool library) const override {
+    return m_cpu->build_trusted(op, source, library);
+  }
+
+  RunnerOptions runner_options(proto::Mode mode, uint64_t buffer_bytes) const override {
+    RunnerOptions r = m_cpu->runner_options(mode, buffer_bytes);
+    if (mode == proto::Mode::trusted) return r;
+    r.threads = 1;
+    r.host_shim = true;
+    r.proc_and_sys = true;
+    r.devices = m_tk.device_nodes;
+    r.device_ioctl = true;
+    // Modules load when the context is created (before the filter), not at the first launch.
+    r.env = {{"CUDA_MODULE_LOADING", "EAGER"}, {"HOME", "/tmp"}, {"CUDA_CACHE_PATH", "/tmp/nv"}};
+    r.memory_bytes = ~uint64_t{0} >> 1;  // the driver reserves huge virtual ranges (UVM)
+    r.processes = 128;
+    return r;
+  }
+
+ private:
+  Result<BuildOutcome> conclude(const fs::path& dir, const json& j, bool cached, Clock::time_point t0) const;
+
+  HardwareProfile m_hw;
+  CpuEvaluatorOptions m_options;
+  std::unique_ptr<Backend> m_cpu;
+  Toolchain m_cpu_tc;
+  const Toolkit& m_tk;
+};
+
+Result<BuildOutcome> CudaBackend::conclude(const fs::path& dir, const json& j, bool cached, Clock::time_point t0) const {
+  BuildOutcome o;
+  o.cached = cached;
+  auto done = [&](BuildOutcome b) {
+    b.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return b;
+  };
+  if (j.value("status", "") != "built") {
+    o.status = BuildOutcome::Status::compile_error;
+    o.message = j.value("message", "does not compile");
+    o.diagnostics = j.value("diagnostics", "");
+    return done(o);
+  }
+  KOPE_ASSIGN(auto policy, SymbolPolicy::for_compiler(m_cpu_tc.compiler));
+  KOPE_ASSIGN(elf::File obj, elf::read(dir / "kernel.o"));
+  std::string flagged;
+  if (auto t = util::read_file(dir / "flagged.txt")) flagged = *t;
+  o.inspection = inspect_candidate(*policy, obj, flagged);
+  if (m_options.inspect && o.inspection.rejected) {
+    o.status = BuildOutcome::Status::rejected;
+    o.message = o.inspection.reason;
+    o.diagnostics = util::join(o.inspection.findings, "\n");
+    return done(o);
+  }
+  if (!o.inspection.defines_entry) {
+    o.status = BuildOutcome::Status::compile_error;
+    o.message = "the source defines no extern \"C\" host function kope_kernel";
+    return done(o);
+  }
+  if (!j.value("linked", false)) {
+    o.status = BuildOutcome::Status::compile_error;
+    o.message = "does not link";
+    o.diagnostics = j.value("link_diagnostics", "");
+    return done(o);
+  }
+  o.status = BuildOutcome::Status::ok;
+  o.shared_object = dir / "kernel.so";
+  o.message = "built";
+  return done(o);
+}
+
+Result<BuildOutcome> CudaBackend::build_candidate(const spec::OpSpec& op, std::string_view source,
+                                                  const std::vector<std::string>& extra_flags) const {
+  auto t0 = Clock::now();
+  for (const auto& f : extra_flags) {
+    std::string why = extra_flag_problem(f);
+    if (!why.empty()) return fail(ErrorKind::usage, "extra compile flag {}", why);
+  }
+  if (source.size() > (1u << 20)) {
+    BuildOutcome o;
+    o.message = "the source is larger than 1 MiB";
+    return o;
+  }
+  auto flags = nvcc_flags(m_tk.arch);
+  for (const auto& f : extra_flags) {
+    flags.emplace_back("-Xcompiler");
+    flags.push_back(f);
+  }
+  std::string signature = fmt::format("// The kernel ABI of op {} (kope, CUDA: pointers are device pointers).\n#pragma once\n#include "
+                                      "<stdint.h>\n{}\n",
+                                      op.name, spec::render_signature(op));
+  std::string entry_src = spec::render_entry_shim(op);
+  std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", k_recipe, m_tk.toolchain_id(), util::join(flags, " "),
+                                                 util::sha256_hex(signature), util::sha256_hex(entry_src), util::sha256_hex(k_shim),
+                                                 util::sha256_hex(source)));
+  fs::path entry = util::cache_dir() / "eval" / "cuda" / key.substr(0, 2) / key.substr(0, 40);
+  std::error_code ec;
+  if (fs::exists(entry / "outcome.json", ec)) {
+    if (auto text = util::read_file(entry / "outcome.json")) {
+      try {
+        return conclude(entry, json::parse(*text), true, t0);
+      } catch (const json::exception&) {
+      }
+    }
+  }
+  KOPE_ASSIGN(util::TempDir scratch, util::TempDir::create("kope-cc-", sandbox_scratch_parent()));
+  KOPE_TRY(util::write_file_atomic(scratch.path() / "kernel.cu", source));
+  KOPE_TRY(util::write_file_atomic(scratch.path() / "kope_signature.h", signature));
+  KOPE_TRY(util::write_file_atomic(scratch.path() / "kope_entry.cu", entry_src));
+  KOPE_TRY(util::write_file_atomic(scratch.path() / "kope_host.cu", std::string(k_shim)));
+  static const auto objdump = util::find_executable("objdump");
+  if (!objdump) return fail(ErrorKind::unavailable, "objdump (binutils) is not installed; it is needed to inspect candidates");
+  std::string nvcc = quote(m_tk.nvcc->string());
+  std::string fl;
+  for (const auto& f : flags) fl += " " + quote(f);
+  std::string marker = "@@kope-cuda ";
+  std::string script = "set -u\n";
+  script += fmt::format("echo '{}compile' >&2\n", marker);
+  script += fmt::format("{}{} -include kope_signature.h -c kernel.cu -o kernel.o || exit 10\n", nvcc, fl);
+  script += fmt::format("{} -d --no-show-raw-insn -w kernel.o | grep -E {} | head -c 1000000 > flagged.txt\n", quote(objdump->string()),
+                        quote(k_disassembly_filter));
+  script += fmt::format("echo '{}link' >&2\n", marker);
+  script += fmt::format("{}{} -c kope_host.cu -o kope_host.o || exit 13\n", nvcc, fl);
+  script += fmt::format("{}{} -Dkope_entry=kope_device_entry -include kope_signature.h -c kope_entry.cu -o kope_entry.o || exit 13\n",
+                        nvcc, fl);
+  script += fmt::format("{} -shared -arch={} -o kernel.so kernel.o kope_host.o kope_entry.o -Xlinker -z,now,-z,noexecstack || exit 12\n", nvcc, m_tk.arch);
+  SandboxSpec spec;
+  spec.uid = prepare_sandbox_uid({scratch.path()});
+  spec.rw_binds.emplace_back(scratch.path(), "/build");
+  if (!m_tk.cuda_home.string().starts_with("/usr/")) spec.ro_binds.emplace_back(m_tk.cuda_home, m_tk.cuda_home.string());
+  spec.chdir = "/build";
+  spec.tmp_bytes = 1ull << 30;
+  spec.env = {{"PATH", "/usr/bin:/bin"}, {"LANG", "C"}, {"LC_ALL", "C"}, {"TMPDIR", "/tmp"}, {"HOME", "/tmp"}};
+  spec.command = {"/bin/sh", "-c", script};
+  KOPE_ASSIGN(auto argv, sandbox_argv(spec));
+  util::RunOptions ro;
+  ro.spawn.argv = std::move(argv);
+  ro.spawn.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "LANG=C"};
+  ro.spawn.limits.cpu_seconds = static_cast<uint64_t>(m_options.compile_timeout.count()) * 2;
+  ro.spawn.limits.address_space_bytes = std::max<uint64_t>(m_options.compile_memory_bytes, 8ull << 30);
+  ro.spawn.limits.file_size_bytes = 256ull << 20;
+  ro.spawn.limits.open_files = 256;
+  ro.spawn.limits.processes = 64;
+  ro.timeout = m_options.compile_timeout * 2;  // nvcc runs several compilers
+  ro.stdout_cap = 64 << 10;
+  ro.stderr_cap = 256 << 10;
+  ro.kill_on_output_cap = true;
+  KOPE_ASSIGN(util::RunResult r, util::run(ro));
+  std::map<std::string, std::string> steps;
+  {
+    std::string step = "setup";
+    for (auto& line : util::split(r.err, '\n')) {
+      if (line.starts_with(marker)) {
+        step = line.substr(marker.size());
+        continue;
+      }
+      steps[step] += line + "\n";
+    }
+  }
+  std::vector<std::string> scrub = {"/build", scratch.path().string()};
+  std::string diag = scrub_diagnostics(steps["compile"], scrub);
+  if (steps["setup"].find("bwrap:") != std::string::npos) return fail(ErrorKind::unavailable, "the compile sandbox could not start: {}", util::trim(steps["setup"]));
+  json j;
+  int code = r.status.exited ? r.status.code : 128 + r.status.signal;
+  if (r.timed_out || r.output_capped || code > 128) {
+    BuildOutcome o;
+    o.message = r.timed_out ? "nvcc ran past its time limit and was stopped"
+                            : (r.output_capped ? "nvcc's output passed its limit" : fmt::format("nvcc was killed by {}", util::signal_name(code - 128)));
+    o.diagnostics = diag;
+    o.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return o;
+  }
+  if (code == 10) {
+    j["status"] = "compile_error";
+    std::string first;
+    for (auto& line : util::split(diag, '\n')) {
+      if (line.find("error") != std::string::npos) {
+        first = std::string(util::trim(line)).substr(0, 300);
+        break;
+      }
+    }
+    j["message"] = first.empty() ? std::string("does not compile") : "does not compile: " + first;
+    j["diagnostics"] = diag;
+  } else if (code == 13) {
+    return fail(ErrorKind::internal, "the CUDA host shim does not compile for op {}: {}", op.name, util::truncate_text(steps["link"], 2000, 20));
+  } else if (code == 0 || code == 12) {
+    j["status"] = "built";
+    j["linked"] = code == 0;
+    j["link_diagnostics"] = scrub_diagnostics(steps["link"], scrub);
+  } else {
+    return fail(ErrorKind::internal, "the CUDA build sandbox {}: {}", r.status.describe(), util::truncate_text(r.err, 2000, 20));
+  }
+  KOPE_TRY(util::make_dirs(entry.parent_path()));
+  KOPE_ASSIGN(util::TempDir staged, util::TempDir::create("tmp-", entry.parent_path()));
+  for (const char* f : {"kernel.o", "kernel.so", "flagged.txt"}) {
+    if (fs::exists(scratch.path() / f, ec)) {
+      fs::copy_file(scratch.path() / f, staged.path() / f, fs::copy_options::overwrite_existing, ec);
+      if (ec) return fail(ErrorKind::io, "cannot store {} in the compile cache: {}", f, ec.message());
+    }
+  }
+  KOPE_TRY(util::write_file_atomic(staged.path() / "outcome.json", j.dump(2)));
+  if (::rename(staged.path().c_str(), entry.c_str()) == 0) {
+    staged.keep();
+    ::chmod(entry.c_str(), 0755);
+  } else if (!fs::exists(entry / "outcome.json", ec)) {
+    return fail(ErrorKind::io, "cannot store the build in {}", entry.string());
+  }
+  return conclude(entry, j, false, t0);
+}
+
+}  // namespace
+
+}  // namespace kope::eval::cuda
+
+namespace kope::eval {
+
+BackendInfo cuda_backend_info() {
+  BackendInfo b;
+  b.name = "cuda";
+  b.language = "CUDA C++";
+  const auto& t = cuda::toolkit();
+  b.target = "cuda-" + util::replace_all(t.arch, "_", "");
+  b.built = KOPE_HAVE_CUDA != 0;
+  if (!b.built) {
+    b.detail = "kope was built without the CUDA backend (KOPE_CUDA=OFF)";
+    return b;
+  }
+  if (t.nvcc) b.toolchain = t.toolchain_id();
+  std::string why;
+  bool sandbox = sandbox_available(&why);
+  b.can_compile = t.problem.empty() && sandbox;
+  b.usable = b.can_compile && !t.gpus.empty() && !t.device_nodes.empty();
+  if (!t.problem.empty()) {
+    b.detail = t.problem;
+  } else if (!sandbox) {
+    b.detail = "the kernel sandbox is unavailable: " + why;
+  } else if (t.gpus.empty()) {
+    b.detail = fmt::format("no GPU: nvidia-smi {} (compiles for {} work; runs need an NVIDIA GPU and its driver)",
+                           util::find_executable("nvidia-smi") ? "lists none" : "is not installed", t.arch);
+  } else if (t.device_nodes.empty()) {
+    b.detail = "GPUs listed but no /dev/nvidia* device nodes";
+  } else {
+    b.detail = fmt::format("{} (compute capability {}), building for {}", t.gpus.front().name, t.gpus.front().compute_cap, t.arch);
+  }
+  return b;
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options) {
+  BackendInfo info = cuda_backend_info();
+  if (!info.can_compile) return fail(ErrorKind::unavailable, "the CUDA backend cannot build here: {}", info.detail);
+  KOPE_ASSIGN(auto cpu, make_cpu_backend(hw, options));
+  KOPE_ASSIGN(Toolchain tc, cpu_toolchain());
+  return std::unique_ptr<Backend>(new cuda::CudaBackend(hw, options, std::move(cpu), std::move(tc)));
+}
+
+}  // namespace kope::eval

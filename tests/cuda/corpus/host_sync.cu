@@ -1,0 +1,13 @@
+// build: rejected
+// expect: rejected
+// op: vadd
+// message: cudaDeviceSynchronize
+// Breaks the ABI: synchronises on the host (the harness owns synchronisation and timing).
+__global__ void vadd(const float* x, const float* y, float* z, int64_t n) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) z[i] = x[i] + y[i];
+}
+extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N) {
+  if (N) vadd<<<static_cast<unsigned>((N + 255) / 256), 256>>>(x, y, z, N);
+  cudaDeviceSynchronize();
+}

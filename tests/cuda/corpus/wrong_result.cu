@@ -1,0 +1,11 @@
+// build: ok
+// expect: wrong_result
+// op: vadd
+// Wrong: subtracts.
+__global__ void vsub(const float* x, const float* y, float* z, int64_t n) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) z[i] = x[i] - y[i];
+}
+extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N) {
+  if (N) vsub<<<static_cast<unsigned>((N + 255) / 256), 256>>>(x, y, z, N);
+}
