@@ -276,6 +276,16 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   } else if (!o.quiet) {
     print(agent::results_summary(report.results));
     print(fmt::format("results: {}\n", report.results_path.string()));
+    if (cfg.loop.policy == "replay" && report.complete) {
+      int64_t attempts = 0;
+      for (const auto& op : report.results.value("ops", json::array())) attempts += op.value("attempts", int64_t{0});
+      if (attempts == 0) {
+        print(fmt::format("nothing to replay: the memory {} holds no verified kernel for these operators (or related ones) yet;\n"
+                          "configure a model so that kope can write some (README.md, \"Configuring a model\"), or import\n"
+                          "experience from another machine with `kope memory import` / `kope memory merge`.\n",
+                          cfg.memory_path));
+      }
+    }
   }
   for (const auto& e : report.errors) std::fprintf(stderr, "kope: %s\n", e.c_str());
   if (!report.complete) {
