@@ -23,37 +23,11 @@
 namespace kope::testing {
 namespace {
 
-struct Entry {
-  std::string name;
-  fs::path path;
-  std::map<std::string, std::string> headers;
-};
-
-// Test names and failure messages show the file, not the struct's bytes.
-void PrintTo(const Entry& e, std::ostream* os) { *os << e.path.filename().string(); }
+using Entry = CorpusEntry;
 
 fs::path corpus_dir() { return fs::path(KOPE_SOURCE_DIR) / "tests" / "adversarial" / "corpus"; }
 
-std::vector<Entry> corpus() {
-  std::vector<Entry> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(corpus_dir(), ec)) {
-    if (e.path().extension() != ".cpp") continue;
-    Entry en;
-    en.name = e.path().stem().string();
-    en.path = e.path();
-    std::ifstream in(e.path());
-    std::string line;
-    static const std::regex k_header(R"(^// ([a-z-]+): (.*)$)");
-    while (std::getline(in, line) && line.starts_with("//")) {
-      std::smatch m;
-      if (std::regex_match(line, m, k_header)) en.headers[m[1]] = m[2];
-    }
-    out.push_back(std::move(en));
-  }
-  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
-  return out;
-}
+std::vector<Entry> corpus() { return read_corpus(corpus_dir(), ".cpp"); }
 
 std::string source_of(const Entry& e) {
   auto text = util::read_file(e.path);

@@ -6,11 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -188,6 +190,25 @@ std::string machine_damage() {
   if (!secret || *secret != w.secret) damage += "the secret in the data directory changed\n";
   if (listener_connections() != 0) damage += fmt::format("the host listener was reached {} times\n", listener_connections());
   return damage;
+}
+
+std::vector<CorpusEntry> read_corpus(const fs::path& dir, const std::string& extension) {
+  std::vector<CorpusEntry> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != extension) continue;
+    CorpusEntry en{e.path().stem().string(), e.path(), {}};
+    std::ifstream in(e.path());
+    std::string line;
+    static const std::regex k_header(R"(^// ([a-z-]+): (.*)$)");
+    while (std::getline(in, line) && line.starts_with("//")) {
+      std::smatch m;
+      if (std::regex_match(line, m, k_header)) en.headers[m[1]] = m[2];
+    }
+    out.push_back(std::move(en));
+  }
+  std::sort(out.begin(), out.end(), [](const CorpusEntry& a, const CorpusEntry& b) { return a.name < b.name; });
+  return out;
 }
 
 }  // namespace kope::testing

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "kope/eval.h"
 #include "kope/hw.h"
@@ -40,6 +43,20 @@ eval::EvalOptions test_eval_options(bool time);
 eval::Evaluator& evaluator(bool inspect = true);
 
 spec::OpSpec test_op(const std::string& name);  // from tests/ops
+
+// One kernel of a test corpus (tests/adversarial/corpus, tests/opencl/corpus, tests/cuda/corpus):
+// its name (the file's stem) and the `// key: value` header lines it opens with (expect, op,
+// time, message, ...).
+struct CorpusEntry {
+  std::string name;
+  fs::path path;
+  std::map<std::string, std::string> headers;
+};
+// Test names and failure messages show the file, not the struct's bytes.
+inline void PrintTo(const CorpusEntry& e, std::ostream* os) { *os << e.path.filename().string(); }
+
+// The corpus files of `dir` with this extension (".cpp", ".cl", ".cu"), sorted by name.
+std::vector<CorpusEntry> read_corpus(const fs::path& dir, const std::string& extension);
 
 // Empty string when the machine is intact after an evaluation: no process of ours left, no
 // scratch directory left, nothing written outside scratch, the secret untouched, no connection.

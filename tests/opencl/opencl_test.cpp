@@ -21,32 +21,9 @@
 namespace kope::testing {
 namespace {
 
-struct Entry {
-  std::string name;
-  fs::path path;
-  std::map<std::string, std::string> headers;
-};
+using Entry = CorpusEntry;
 
-void PrintTo(const Entry& e, std::ostream* os) { *os << e.path.filename().string(); }
-
-std::vector<Entry> corpus() {
-  std::vector<Entry> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(fs::path(KOPE_SOURCE_DIR) / "tests" / "opencl" / "corpus", ec)) {
-    if (e.path().extension() != ".cl") continue;
-    Entry en{e.path().stem().string(), e.path(), {}};
-    std::ifstream in(e.path());
-    std::string line;
-    static const std::regex k_header(R"(^// ([a-z-]+): (.*)$)");
-    while (std::getline(in, line) && line.starts_with("//")) {
-      std::smatch m;
-      if (std::regex_match(line, m, k_header)) en.headers[m[1]] = m[2];
-    }
-    out.push_back(std::move(en));
-  }
-  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
-  return out;
-}
+std::vector<Entry> corpus() { return read_corpus(fs::path(KOPE_SOURCE_DIR) / "tests" / "opencl" / "corpus", ".cl"); }
 
 eval::Evaluator* opencl_evaluator(std::string* why) {
   static std::unique_ptr<eval::Evaluator> ev;
