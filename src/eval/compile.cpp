@@ -48,9 +48,19 @@ std::map<std::string, std::string> split_steps(std::string_view err, const std::
   return out;
 }
 
-Status write_outcome(const fs::path& dir, const json& j) { return util::write_file_atomic(dir / "outcome.json", j.dump(2)); }
-
 }  // namespace
+
+Status publish_cache_entry(util::TempDir& staged, const fs::path& entry, const std::string& outcome_json) {
+  KOPE_TRY(util::write_file_atomic(staged.path() / "outcome.json", outcome_json));
+  if (::rename(staged.path().c_str(), entry.c_str()) == 0) {
+    staged.keep();
+    ::chmod(entry.c_str(), 0755);
+    return {};
+  }
+  std::error_code ec;
+  if (!fs::exists(entry / "outcome.json", ec)) return fail(ErrorKind::io, "cannot store the build in {}", entry.string());
+  return {};
+}
 
 std::string extra_flag_problem(std::string_view f) {
   static const char* const k_denied[] = {"-Wl,", "-Wa,", "-Wp,", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-fplugin",
@@ -367,13 +377,7 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
       if (ec) return fail(ErrorKind::io, "cannot store {} in the compile cache: {}", f, ec.message());
     }
   }
-  KOPE_TRY(write_outcome(staged.path(), j));
-  if (::rename(staged.path().c_str(), entry.c_str()) == 0) {
-    staged.keep();
-    ::chmod(entry.c_str(), 0755);
-  } else if (!fs::exists(entry / "outcome.json", ec)) {
-    return fail(ErrorKind::io, "cannot store the build in {}", entry.string());
-  }
+  KOPE_TRY(publish_cache_entry(staged, entry, j.dump(2)));
   return conclude(entry, j, false);
 }
 

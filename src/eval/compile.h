@@ -20,6 +20,7 @@
 #include "eval/native.h"
 #include "kope/error.h"
 #include "kope/spec.h"
+#include "util/fs.h"
 
 namespace kope::eval {
 
@@ -76,5 +77,10 @@ std::string extra_flag_problem(std::string_view flag);
 // blocks before warnings and notes, at most `max_lines` lines / `max_bytes` bytes.
 std::string scrub_diagnostics(std::string_view text, const std::vector<std::string>& scratch_paths,
                               size_t max_lines = 60, size_t max_bytes = 6000);
+
+// Publishes a compile-cache entry built in `staged` (a directory beside `entry`): writes
+// `outcome_json` as its outcome.json, then renames it into place atomically. Losing the race to
+// another process that stored the same entry first is not an error.
+Status publish_cache_entry(util::TempDir& staged, const fs::path& entry, const std::string& outcome_json);
 
 }  // namespace kope::eval

@@ -449,13 +449,7 @@ Result<BuildOutcome> CudaBackend::build_candidate(const spec::OpSpec& op, std::s
       if (ec) return fail(ErrorKind::io, "cannot store {} in the compile cache: {}", f, ec.message());
     }
   }
-  KOPE_TRY(util::write_file_atomic(staged.path() / "outcome.json", j.dump(2)));
-  if (::rename(staged.path().c_str(), entry.c_str()) == 0) {
-    staged.keep();
-    ::chmod(entry.c_str(), 0755);
-  } else if (!fs::exists(entry / "outcome.json", ec)) {
-    return fail(ErrorKind::io, "cannot store the build in {}", entry.string());
-  }
+  KOPE_TRY(publish_cache_entry(staged, entry, j.dump(2)));
   return conclude(entry, j, false, t0);
 }
 

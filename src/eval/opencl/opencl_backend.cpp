@@ -597,13 +597,7 @@ Result<BuildOutcome> OpenClBackend::build_candidate(const spec::OpSpec& op, std:
     if (ec) return fail(ErrorKind::io, "cannot copy the OpenCL host shim: {}", ec.message());
     KOPE_TRY(util::write_file_atomic(staged.path() / "launch.txt", *table));
   }
-  KOPE_TRY(util::write_file_atomic(staged.path() / "outcome.json", j.dump(2)));
-  if (::rename(staged.path().c_str(), entry.c_str()) == 0) {
-    staged.keep();
-    ::chmod(entry.c_str(), 0755);
-  } else if (!fs::exists(entry / "outcome.json", ec)) {
-    return fail(ErrorKind::io, "cannot store the build in {}", entry.string());
-  }
+  KOPE_TRY(publish_cache_entry(staged, entry, j.dump(2)));
   return conclude(op, entry, j, false, t0);
 }
 
