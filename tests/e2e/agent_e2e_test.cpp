@@ -450,9 +450,54 @@ TEST_F(AgentE2E, WithoutAModelItReplaysAndSaysHowToConfigureOne) {
   json r = read_json(dir / "results.json");
   EXPECT_EQ(r["policy"], "replay");
   EXPECT_EQ(op_entry(r, "e2e_scale")["attempts"], 0);  // an empty memory has nothing to replay
+  EXPECT_NE(o.out.find("nothing to replay"), std::string::npos) << o.out;
   auto bad = kope({"run", "--resume", dir.string(), "--ops", "x"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--resume continues a run"), std::string::npos);
+}
+
+// Ctrl-C (SIGINT to the foreground process group, as a terminal sends it) stops after the
+// current step, exits 130 and prints the resume command; resuming finishes the run with every
+// attempt in memory exactly once.
+TEST_F(AgentE2E, CtrlCStopsCleanlyAndSaysHowToResume) {
+  configure_model("fake-fixed-usage-model");
+  fs::path dir = project() / "interrupted";
+  util::Process p = spawn_kope(run_args(dir, {k_scale.string()}, 6, {"--quiet"}));
+  bool sent = false;
+  for (int t = 0; t < 6000 && !sent; ++t) {
+    if (!events(dir, "answer").empty()) {
+      p.kill_group(SIGINT);
+      sent = true;
+    } else if (p.try_wait()) {
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ASSERT_TRUE(sent) << "the run finished before the interrupt";
+  util::ExitStatus st = p.wait();
+  std::string err;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(p.stderr_fd(), buf, sizeof buf)) > 0;) err.append(buf, static_cast<size_t>(n));
+  EXPECT_TRUE(st.exited) << st.describe();
+  EXPECT_EQ(st.code, 130) << err;
+  EXPECT_NE(err.find("stopping after the current step"), std::string::npos) << err;
+  EXPECT_NE(err.find("kope run --resume"), std::string::npos) << err;
+  if (fs::exists(dir / "results.json")) {
+    EXPECT_FALSE(read_json(dir / "results.json")["complete"].get<bool>());
+  }
+
+  auto resumed = kope({"run", "--resume", dir.string(), "--quiet"});
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  json got = read_json(dir / "results.json");
+  EXPECT_TRUE(got["complete"].get<bool>());
+  int64_t attempts = op_entry(got, "e2e_scale")["attempts"].get<int64_t>();
+  EXPECT_GE(attempts, 1);
+  auto store = memory::open_store(memory_path());
+  ASSERT_TRUE(store);
+  auto stats = (*store)->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->cases, attempts);  // no attempt lost or recorded twice
 }
 
 }  // namespace
