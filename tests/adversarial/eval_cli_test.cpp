@@ -99,6 +99,13 @@ TEST(EvalCli, UsageAndConfigurationErrorsExitTwo) {
   EXPECT_EQ(kope({"bench"}).code, 2);  // nothing selected
 }
 
+TEST(EvalCli, UnknownCommandIsNamedWithTheCommandsThereAre) {
+  Cli c = kope({"evaluate", corpus("noop.cpp")});
+  EXPECT_EQ(c.code, 2);
+  EXPECT_NE(c.err.find("unknown command 'evaluate'"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("eval, bench"), std::string::npos) << c.err;
+}
+
 TEST(BenchCli, TimesBaselinesAgainstTheRoofline) {
   Cli c = kope({"bench", op_dir("matmul/matmul_small"), "--json", "--max-seconds", "1", "--target-ci", "0.05"});
   ASSERT_EQ(c.code, 0) << c.out << c.err;
