@@ -36,16 +36,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::string host_of(std::string_view url) {
-  size_t scheme = url.find("://");
-  size_t from = scheme == std::string_view::npos ? 0 : scheme + 3;
-  size_t end = url.find_first_of("/?#", from);
-  std::string_view host =
-      url.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
-  if (size_t at = host.rfind('@'); at != std::string_view::npos) host = host.substr(at + 1);
-  return std::string(host);
-}
-
 // The host name without port or IPv6 brackets.
 std::string bare_host(std::string_view hostport) {
   if (!hostport.empty() && hostport.front() == '[') {

@@ -32,17 +32,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::string host_of(std::string_view url) {
-  size_t scheme = url.find("://");
-  size_t from = scheme == std::string_view::npos ? 0 : scheme + 3;
-  size_t end = url.find_first_of("/?#", from);
-  std::string_view host =
-      url.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
-  if (size_t at = host.rfind('@'); at != std::string_view::npos)
-    host = host.substr(at + 1);  // user:pass@
-  return std::string(host);
-}
-
 // State of one transfer, reached from curl's callbacks.
 struct Transfer {
   const HttpRequest* request = nullptr;
@@ -332,6 +321,17 @@ std::expected<HttpResponse, HttpError> HttpClient::post(const HttpRequest& reque
       break;
   }
   return error(HttpFailure::transport, fmt::format("request to {} failed: {}", host, detail), t);
+}
+
+std::string host_of(std::string_view url) {
+  size_t scheme = url.find("://");
+  size_t from = scheme == std::string_view::npos ? 0 : scheme + 3;
+  size_t end = url.find_first_of("/?#", from);
+  std::string_view host =
+      url.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
+  if (size_t at = host.rfind('@'); at != std::string_view::npos)
+    host = host.substr(at + 1);  // user:pass@
+  return std::string(host);
 }
 
 }  // namespace kope::llm

@@ -83,4 +83,7 @@ class HttpClient {
   std::unique_ptr<Impl> m_impl;
 };
 
+// The host part of a URL (no scheme, path, query or user:pass@; the port stays).
+std::string host_of(std::string_view url);
+
 }  // namespace kope::llm
