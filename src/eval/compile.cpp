@@ -62,6 +62,19 @@ Status publish_cache_entry(util::TempDir& staged, const fs::path& entry, const s
   return {};
 }
 
+Status store_native_build(const fs::path& scratch, const fs::path& entry, const std::string& outcome_json) {
+  KOPE_TRY(util::make_dirs(entry.parent_path()));
+  KOPE_ASSIGN(util::TempDir staged, util::TempDir::create("tmp-", entry.parent_path()));
+  std::error_code ec;
+  for (const char* f : {"kernel.o", "kernel.so", "flagged.txt"}) {
+    if (fs::exists(scratch / f, ec)) {
+      fs::copy_file(scratch / f, staged.path() / f, fs::copy_options::overwrite_existing, ec);
+      if (ec) return fail(ErrorKind::io, "cannot store {} in the compile cache: {}", f, ec.message());
+    }
+  }
+  return publish_cache_entry(staged, entry, outcome_json);
+}
+
 std::string extra_flag_problem(std::string_view f) {
   static const char* const k_denied[] = {"-Wl,", "-Wa,", "-Wp,", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-fplugin",
                                          "-fdump", "-fprofile", "-fauto-profile", "-frecord", "-fdebug-prefix",
@@ -369,15 +382,7 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
   }
 
   // Store the entry atomically: build it beside the final place, then rename.
-  KOPE_TRY(util::make_dirs(entry.parent_path()));
-  KOPE_ASSIGN(util::TempDir staged, util::TempDir::create("tmp-", entry.parent_path()));
-  for (const char* f : {"kernel.o", "kernel.so", "flagged.txt"}) {
-    if (fs::exists(scratch.path() / f, ec)) {
-      fs::copy_file(scratch.path() / f, staged.path() / f, fs::copy_options::overwrite_existing, ec);
-      if (ec) return fail(ErrorKind::io, "cannot store {} in the compile cache: {}", f, ec.message());
-    }
-  }
-  KOPE_TRY(publish_cache_entry(staged, entry, j.dump(2)));
+  KOPE_TRY(store_native_build(scratch.path(), entry, j.dump(2)));
   return conclude(entry, j, false);
 }
 

@@ -83,4 +83,8 @@ std::string scrub_diagnostics(std::string_view text, const std::vector<std::stri
 // another process that stored the same entry first is not an error.
 Status publish_cache_entry(util::TempDir& staged, const fs::path& entry, const std::string& outcome_json);
 
+// Stores a native build as a compile-cache entry: kernel.o, kernel.so and flagged.txt from
+// `scratch` (those that exist) and the outcome, published with publish_cache_entry.
+Status store_native_build(const fs::path& scratch, const fs::path& entry, const std::string& outcome_json);
+
 }  // namespace kope::eval

@@ -441,15 +441,7 @@ Result<BuildOutcome> CudaBackend::build_candidate(const spec::OpSpec& op, std::s
   } else {
     return fail(ErrorKind::internal, "the CUDA build sandbox {}: {}", r.status.describe(), util::truncate_text(r.err, 2000, 20));
   }
-  KOPE_TRY(util::make_dirs(entry.parent_path()));
-  KOPE_ASSIGN(util::TempDir staged, util::TempDir::create("tmp-", entry.parent_path()));
-  for (const char* f : {"kernel.o", "kernel.so", "flagged.txt"}) {
-    if (fs::exists(scratch.path() / f, ec)) {
-      fs::copy_file(scratch.path() / f, staged.path() / f, fs::copy_options::overwrite_existing, ec);
-      if (ec) return fail(ErrorKind::io, "cannot store {} in the compile cache: {}", f, ec.message());
-    }
-  }
-  KOPE_TRY(publish_cache_entry(staged, entry, j.dump(2)));
+  KOPE_TRY(store_native_build(scratch.path(), entry, j.dump(2)));
   return conclude(entry, j, false, t0);
 }
 
