@@ -83,7 +83,7 @@ Result<HardwareProfile> measure() {
   if (p.memory_bytes > 0) max_ws = std::min<uint64_t>(max_ws, p.memory_bytes / 8);
   max_ws = std::min<uint64_t>(max_ws, uint64_t{1536} << 20);
   // Measuring is timing: never at the same time as an evaluator's timing (or another probe).
-  KOPE_ASSIGN(util::FileLock lock, util::FileLock::acquire(util::timing_lock_path()));
+  KOPE_ASSIGN(util::SharedLock lock, util::lock_for_timing());
   util::RunOptions ro;
   ro.spawn.argv = {exe.string(), std::to_string(max_ws)};
   ro.timeout = std::chrono::seconds(300);
