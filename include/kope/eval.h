@@ -4,7 +4,9 @@
 // reference, times the timed cases with the parent's clock, and returns an EvalResult. A bad
 // kernel is a *verdict*, never an Error: Error means kope itself could not evaluate (no sandbox,
 // no compiler, unreadable spec). Implementations are thread-safe: compiles and verification may
-// run concurrently, timing is exclusive machine-wide (a lock that also holds across processes).
+// run concurrently, timing is exclusive machine-wide (a lock that also holds across processes,
+// util::lock_for_timing; compiles, verification and data generation hold it shared, so none of
+// kope's own work runs while any kope on the machine times).
 #pragma once
 
 #include <chrono>
@@ -75,6 +77,12 @@ struct CaseTiming {
   // Device backends (eval backend v2): median_us is device-event time; this is the parent's
   // wall time per host-synchronised call (kernels, output download, round trip subtracted).
   std::optional<double> wall_us;
+  // Extensions (eval fairness): the figures of this case were measured under outside load: the
+  // median and CI had to use batches that waited for a CPU (too few undisturbed batches to use
+  // them alone, and more than a quarter of those used waited), for the kernel or for a baseline
+  // timed beside it. Such a time is evidence under disturbance, not a clean measurement;
+  // `contention` says how much.
+  bool disturbed = false;
 };
 
 struct EvalResult {
@@ -95,6 +103,9 @@ struct EvalResult {
   double compile_seconds = 0;
   bool compile_cached = false;
   double wall_seconds = 0;
+  // Some timed case is disturbed (CaseTiming::disturbed): the speedups above rest at least in
+  // part on timings taken under outside load. `kope eval --json`: "disturbed".
+  bool disturbed = false;
 
   // The `kope eval --json` object: verdict, message, op, target, cases[], timing[],
   // speedup_vs_reference, speedup_vs_library, plus the other fields above.

@@ -126,6 +126,8 @@ struct CaseTimingRecord {
   double ci95_us = 0;
   double reference_us = 0;
   std::optional<double> library_us;
+  bool disturbed = false;  // timed under outside load (eval::CaseTiming::disturbed)
+  double contention = 0;   // eval::CaseTiming::contention
 };
 
 // One attempt. Written once; a retried write with the same natural key returns the same id.

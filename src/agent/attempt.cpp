@@ -26,7 +26,8 @@ json timing_json(const TimingSummary& t) {
   return json{{"case", t.case_index},          {"label", t.label},
               {"median_us", t.median_us},      {"ci95_us", t.ci95_us},
               {"reference_us", t.reference_us}, {"library_us", opt(t.library_us)},
-              {"roofline_us", t.roofline_us},  {"fraction_of_roofline", t.fraction_of_roofline}};
+              {"roofline_us", t.roofline_us},  {"fraction_of_roofline", t.fraction_of_roofline},
+              {"disturbed", t.disturbed},      {"contention", t.contention}};
 }
 
 TimingSummary timing_from(const json& j) {
@@ -39,6 +40,8 @@ TimingSummary timing_from(const json& j) {
   t.library_us = get_opt<double>(j, "library_us");
   t.roofline_us = j.value("roofline_us", 0.0);
   t.fraction_of_roofline = j.value("fraction_of_roofline", 0.0);
+  t.disturbed = j.value("disturbed", false);
+  t.contention = j.value("contention", 0.0);
   return t;
 }
 
@@ -161,7 +164,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.timings.clear();
   for (const auto& t : r.timing) {
     a.timings.push_back({t.case_index, t.label, t.median_us, t.ci95_us, t.reference_us, t.library_us, t.roofline_us,
-                         t.fraction_of_roofline});
+                         t.fraction_of_roofline, t.disturbed, t.contention});
   }
   a.speedup_vs_reference = r.speedup_vs_reference;
   a.speedup_vs_library = r.speedup_vs_library;

@@ -32,6 +32,8 @@ struct TimingSummary {
   std::optional<double> library_us;
   double roofline_us = 0;
   double fraction_of_roofline = 0;
+  bool disturbed = false;  // eval::CaseTiming::disturbed: measured under outside load
+  double contention = 0;   // eval::CaseTiming::contention
 };
 
 struct Attempt {
@@ -77,6 +79,13 @@ struct Attempt {
   std::string journal;
 
   bool correct() const { return verdict == "correct"; }
+  // Some timed case was measured under outside load (eval::EvalResult::disturbed).
+  bool timing_disturbed() const {
+    for (const auto& t : timings) {
+      if (t.disturbed) return true;
+    }
+    return false;
+  }
 };
 
 nlohmann::json to_json(const Attempt& a);

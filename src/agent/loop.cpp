@@ -577,7 +577,14 @@ std::string Loop::journal(const Attempt& a) const {
                        fmt_x(a.speedup_vs_library), fmt_x(a.speedup_vs_parent));
     if (a.fraction_of_roofline) out += fmt::format(", {:.0f}% of the roofline", 100 * *a.fraction_of_roofline);
     out += fmt::format("; label {}.", a.label);
-    for (const auto& t : a.timings) out += fmt::format(" {}: {:.2f} us (reference {:.2f} us).", t.label, t.median_us, t.reference_us);
+    for (const auto& t : a.timings) {
+      if (t.disturbed) {
+        out += fmt::format(" {}: {:.2f} us (reference {:.2f} us; timed under outside load, the kernel waited for a CPU {:.0f}% of "
+                           "the time).", t.label, t.median_us, t.reference_us, 100 * t.contention);
+      } else {
+        out += fmt::format(" {}: {:.2f} us (reference {:.2f} us).", t.label, t.median_us, t.reference_us);
+      }
+    }
     out += "\n";
   } else if (a.cases_total > 0) {
     out += fmt::format("Numbers: {} of {} cases passed; label {}.\n", a.cases_passed, a.cases_total, a.label);
@@ -621,7 +628,9 @@ Status Loop::record(const Attempt& a) {
   c.verdict = a.verdict;
   c.message = a.message;
   c.diagnostics = a.diagnostics;
-  for (const auto& t : a.timings) c.timings.push_back({t.case_index, t.median_us, t.ci95_us, t.reference_us, t.library_us});
+  for (const auto& t : a.timings) {
+    c.timings.push_back({t.case_index, t.median_us, t.ci95_us, t.reference_us, t.library_us, t.disturbed, t.contention});
+  }
   c.speedup_vs_parent = a.speedup_vs_parent;
   c.speedup_vs_reference = a.speedup_vs_reference;
   c.speedup_vs_library = a.speedup_vs_library;

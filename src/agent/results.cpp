@@ -52,6 +52,7 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   std::optional<int> first_correct;
   int best_passed = 0;
   std::map<std::string, int> verdicts, labels;
+  int disturbed = 0;
   std::map<std::string, int64_t> tiers{{"system", 0}, {"hot", 0}, {"warm", 0}, {"cold", 0}};
   for (const auto& a : st.attempts) {
     if (a.correct()) {
@@ -60,6 +61,7 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
     }
     best_passed = std::max(best_passed, a.cases_passed);
     ++verdicts[a.verdict];
+    if (a.timing_disturbed()) ++disturbed;
     ++labels[a.label];
     for (const auto& [t, n] : a.tier_tokens) tiers[t] += n;
   }
@@ -74,6 +76,9 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   j["fraction_of_roofline"] = inc ? opt(inc->fraction_of_roofline) : json(nullptr);
   j["best_optimisation"] = inc ? json(inc->optimisation) : json(nullptr);
   j["best_code_file"] = inc ? json(inc->code_file) : json(nullptr);
+  // The best kernel's figures were measured under outside load (see eval::CaseTiming::disturbed).
+  j["best_timing_disturbed"] = inc ? json(inc->timing_disturbed()) : json(nullptr);
+  j["disturbed_attempts"] = disturbed;
   auto id = inc ? st.case_ids.find(inc->iteration) : st.case_ids.end();
   j["best_case_id"] = id != st.case_ids.end() ? json(id->second) : json(nullptr);
   j["tokens_prompt"] = st.tokens_prompt();
@@ -99,7 +104,7 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
   static const OpState empty;
   int64_t cases_passed = 0, cases_total = 0, tok_p = 0, tok_c = 0, attempts = 0;
   double cost = 0;
-  int solved = 0, done = 0, with_library = 0;
+  int solved = 0, done = 0, with_library = 0, best_disturbed = 0, disturbed_attempts = 0;
   std::vector<double> sp_ref, sp_lib, roof, first, best;
   std::map<std::string, int64_t> tiers{{"system", 0}, {"hot", 0}, {"warm", 0}, {"cold", 0}};
   const std::vector<double> ps = {0, 1, 1.5, 2};
@@ -117,6 +122,8 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
     for (const auto& [t, n] : r["tier_tokens"].items()) tiers[t] += n.get<int64_t>();
     if (st.done) ++done;
     if (op.library_path) ++with_library;
+    disturbed_attempts += r["disturbed_attempts"].get<int>();
+    if (r["best_timing_disturbed"].is_boolean() && r["best_timing_disturbed"].get<bool>()) ++best_disturbed;
     if (r["solved"].get<bool>()) {
       ++solved;
       double s = r["best_speedup_vs_reference"].is_number() ? r["best_speedup_vs_reference"].get<double>() : 0;
@@ -166,6 +173,9 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
   f["fraction_of_roofline_geomean"] = opt(geomean(roof));
   f["fraction_of_roofline_median"] = opt(median(roof));
   f["fraction_of_roofline_over"] = fmt::format("the {} solved operators with timed cases", roof.size());
+  f["disturbed_best"] = best_disturbed;
+  f["disturbed_best_over"] = fmt::format("the {} solved operators: those whose best kernel was timed under outside load", solved);
+  f["disturbed_attempts"] = disturbed_attempts;
   f["tokens_prompt"] = tok_p;
   f["tokens_completion"] = tok_c;
   f["tokens_total"] = tok_p + tok_c;
@@ -192,6 +202,10 @@ std::string results_summary(const json& r) {
                      pct(f["pass_rate"]), f["cases_passed"].get<int64_t>(), f["cases_total"].get<int64_t>());
   out += fmt::format("geomean speedup vs reference {} (over {}), vs library {}\n", times(f["geomean_speedup_vs_reference"]),
                      f["geomean_speedup_vs_reference_over"].get<std::string>(), times(f["geomean_speedup_vs_library"]));
+  if (f.value("disturbed_best", 0) > 0) {
+    out += fmt::format("timing disturbed by outside load: the best kernel of {} of {} solved operators ({} attempts in all)\n",
+                       f["disturbed_best"].get<int>(), f["solved"].get<int>(), f.value("disturbed_attempts", 0));
+  }
   const json& fp = f["fast_p"];
   out += fmt::format("fast_0 {}  fast_1 {}  fast_1.5 {}  fast_2 {}\n", pct(fp["0"]), pct(fp["1"]), pct(fp["1.5"]), pct(fp["2"]));
   out += fmt::format("tokens: {} prompt + {} completion", f["tokens_prompt"].get<int64_t>(), f["tokens_completion"].get<int64_t>());

@@ -206,6 +206,12 @@ TEST(Results, FiguresOverStatedSets) {
   good.tokens_prompt = 100;
   good.tokens_completion = 50;
   good.label = "effective";
+  TimingSummary ts;
+  ts.case_index = 3;
+  ts.median_us = 10;
+  ts.disturbed = true;
+  ts.contention = 0.5;
+  good.timings = {ts};
   sa.attempts = {bad, good};
   sa.done = true;
   OpState sb;
@@ -227,6 +233,17 @@ TEST(Results, FiguresOverStatedSets) {
   EXPECT_FALSE(r["ops"][2]["solved"].get<bool>());
   EXPECT_EQ(r["ops"][1]["best_speedup_vs_reference"], nullptr);
   EXPECT_EQ(r["ops"][0]["verdicts"]["wrong_result"], 1);
+  // Timings taken under outside load are owned as such.
+  EXPECT_TRUE(r["ops"][0]["best_timing_disturbed"].get<bool>());
+  EXPECT_EQ(r["ops"][0]["disturbed_attempts"], 1);
+  EXPECT_EQ(r["ops"][1]["best_timing_disturbed"], nullptr);
+  EXPECT_EQ(f["disturbed_best"], 1);
+  EXPECT_NE(results_summary(r).find("disturbed by outside load: the best kernel of 1 of 1"), std::string::npos) << results_summary(r);
+  auto back = attempt_from_json(to_json(good));
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->timings.size(), 1u);
+  EXPECT_TRUE(back->timings[0].disturbed);
+  EXPECT_DOUBLE_EQ(back->timings[0].contention, 0.5);
 }
 
 TEST(Events, TornLastLineIsDroppedAndTheLogContinues) {

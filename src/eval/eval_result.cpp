@@ -88,7 +88,8 @@ std::string EvalResult::to_json() const {
                   {"floor_us", number(t.floor_us)},
                   {"fresh_us", number(t.fresh_us)},
                   {"contention", number(t.contention)},
-                  {"wall_us", optional_number(t.wall_us)}});
+                  {"wall_us", optional_number(t.wall_us)},
+                  {"disturbed", t.disturbed}});
   }
   j["timing"] = ts;
   j["speedup_vs_reference"] = optional_number(speedup_vs_reference);
@@ -97,6 +98,7 @@ std::string EvalResult::to_json() const {
   j["compile_seconds"] = number(compile_seconds);
   j["compile_cached"] = compile_cached;
   j["wall_seconds"] = number(wall_seconds);
+  j["disturbed"] = disturbed;
   return j.dump(2);
 }
 
@@ -142,6 +144,7 @@ Result<EvalResult> EvalResult::from_json(std::string_view text) {
       ct.fresh_us = get_number(t, "fresh_us");
       ct.contention = get_number(t, "contention");
       ct.wall_us = get_optional(t, "wall_us");
+      ct.disturbed = t.value("disturbed", false);
       r.timing.push_back(std::move(ct));
     }
     r.speedup_vs_reference = get_optional(j, "speedup_vs_reference");
@@ -150,6 +153,7 @@ Result<EvalResult> EvalResult::from_json(std::string_view text) {
     r.compile_seconds = get_number(j, "compile_seconds");
     r.compile_cached = j.value("compile_cached", false);
     r.wall_seconds = get_number(j, "wall_seconds");
+    r.disturbed = j.value("disturbed", false);
     return r;
   } catch (const json::exception& e) {
     return fail(ErrorKind::corrupt, "evaluation result JSON is unreadable: {}", e.what());

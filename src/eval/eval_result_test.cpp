@@ -41,7 +41,10 @@ EvalResult sample() {
   t.fraction_of_roofline = 0.16;
   t.floor_us = 1;
   t.fresh_us = 14;
+  t.contention = 0.4;
+  t.disturbed = true;
   r.timing = {t};
+  r.disturbed = true;
   r.speedup_vs_reference = 4;
   r.compile_seconds = 0.5;
   r.compile_cached = true;
@@ -65,6 +68,9 @@ TEST(EvalResult, JsonRoundTrip) {
   EXPECT_EQ(back->timing[0].calls_per_batch, 400);
   EXPECT_FALSE(back->timing[0].library_us);
   EXPECT_DOUBLE_EQ(back->timing[0].reference_ci95_us, 1);
+  EXPECT_TRUE(back->timing[0].disturbed);
+  EXPECT_DOUBLE_EQ(back->timing[0].contention, 0.4);
+  EXPECT_TRUE(back->disturbed);
   EXPECT_DOUBLE_EQ(*back->speedup_vs_reference, 4);
   EXPECT_FALSE(back->speedup_vs_library);
   EXPECT_TRUE(back->compile_cached);

@@ -1,4 +1,6 @@
-// The sandboxed evaluator: build, verify on every case, time under the machine-wide lock.
+// The sandboxed evaluator: build, verify on every case, time under the machine-wide lock (held
+// exclusively while timing; compiles, verification and data generation hold it shared, so they
+// wait while any kope on the machine times).
 //
 // One evaluation runs two pipelines at once: the reference pipeline (its own thread: build the
 // trusted reference, start it in a runner, generate the evaluation's data sets case by case and
@@ -39,7 +41,13 @@ using std::chrono::milliseconds;
 
 // Bumped when the timing procedure changes, so cached baseline times are measured again.
 constexpr const char* k_timing_recipe = "kope-timing-1";
-// A reference call slower than this gets one fresh data set instead of two (each costs a call).
+// The never-seen data sets of a timed case, for the fresh-data check (each costs a reference
+// call and its memory): four (two rounds of two pairs) when the reference is cheap and the sets
+// small, two (two rounds of one pair) when a reference call takes up to
+// k_expensive_reference_seconds, one beyond.
+constexpr int k_unseen_sets = 4;
+constexpr double k_cheap_reference_seconds = 0.05;
+constexpr uint64_t k_cheap_set_bytes = 32ull << 20;
 constexpr double k_expensive_reference_seconds = 0.5;
 
 // $KOPE_EVAL_TRACE=1 prints the evaluation's milestones with their times to stderr.
@@ -171,6 +179,9 @@ class ReferencePipeline {
   }
 
   void produce() {
+    // kope's own work waits while another kope times (util::lock_for_work), case by case.
+    auto work = util::lock_for_work();
+    if (!work) return publish_error(work.error());
     auto so = m_backend.build_trusted(m_op, m_op.reference_path, false);
     if (!so) return publish_error(std::move(so).error().with_context(fmt::format("building the reference of {}: ", m_op.name)));
     uint64_t in = max_extent(m_op, true), out = max_extent(m_op, false);
@@ -180,10 +191,13 @@ class ReferencePipeline {
     if (m_session->failure()) {
       return publish_error(Error{ErrorKind::config, fmt::format("the reference of {} cannot be started: {}", m_op.name, m_session->failure()->message)});
     }
+    work->release();
     for (size_t i = 0; i < m_op.cases.size(); ++i) {
       if (m_cancel) return publish_error(Error{ErrorKind::internal, "cancelled"});
       const spec::Case& c = m_op.cases[i];
-      int sets = k_rotating_sets + (m_timed && c.timed ? 2 : 0);
+      auto case_work = util::lock_for_work();
+      if (!case_work) return publish_error(case_work.error());
+      int sets = k_rotating_sets + (m_timed && c.timed ? k_unseen_sets : 0);
       CaseData d = generate_case_data(m_op, c, m_seed ^ (0x51ed27a1ULL * (static_cast<uint64_t>(i) + 1)), sets);
       // The reference may take a while on big cases: generous but finite.
       milliseconds timeout = std::max(milliseconds(600'000), m_options.min_call_timeout);
@@ -195,7 +209,13 @@ class ReferencePipeline {
         if (auto st = compute_expected(*m_session, m_op, c, first, timeout); !st) return publish_error(st.error());
         d.sets[0] = std::move(first.sets[0]);
         d.reference_call_seconds = first.reference_call_seconds;
-        if (first.reference_call_seconds > k_expensive_reference_seconds) d.sets.pop_back();
+        uint64_t set_bytes = 0;
+        for (const auto& t : m_op.inputs) set_bytes += m_op.byte_size(t, c);
+        for (const auto& t : m_op.outputs) set_bytes += m_op.byte_size(t, c);
+        size_t keep = first.reference_call_seconds > k_expensive_reference_seconds ? 1
+                      : first.reference_call_seconds > k_cheap_reference_seconds || set_bytes > k_cheap_set_bytes ? 2
+                                                                                                               : k_unseen_sets;
+        d.sets.resize(std::min(d.sets.size(), static_cast<size_t>(k_rotating_sets) + keep));
         CaseData rest;
         rest.case_index = d.case_index;
         for (size_t k = 1; k < d.sets.size(); ++k) rest.sets.push_back(std::move(d.sets[k]));
@@ -304,6 +324,7 @@ struct GroupResult {
   std::optional<TimingOutcome> candidate;
   BaselineResult reference;
   std::optional<BaselineResult> library;  // set when the op has a library baseline
+  bool baseline_disturbed = false;         // a baseline timed now (beside the candidate) was disturbed
 };
 
 // Times one case: the candidate (when given) and whichever baselines are not cached, batch by
@@ -400,6 +421,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
       if (t.violation) return reference_broke(t);
     }
     g.reference.timing = to_baseline(t);
+    g.baseline_disturbed = g.baseline_disturbed || t.disturbed;
     write_baseline(ref_path, op, c, false, g.reference);
   }
   if (lib_t) {
@@ -412,6 +434,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
       g.library->problem = "the library baseline failed: " + t.violation->message;
     } else {
       g.library->timing = to_baseline(t);
+      g.baseline_disturbed = g.baseline_disturbed || t.disturbed;
     }
     write_baseline(lib_path, op, c, true, *g.library);
   }
@@ -476,7 +499,10 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   ReferencePipeline ref(*m_backend, op, res.seed, options.time, m_options);
   ref.start();
 
+  // Compiles and verification hold the machine lock shared: they wait while any kope times.
+  KOPE_ASSIGN(util::SharedLock build_work, util::lock_for_work());
   KOPE_ASSIGN(BuildOutcome build, m_backend->build_candidate(op, source, options.extra_flags));
+  build_work.release();
   trace(fmt::format("built ({}{})", build.message, build.cached ? ", cached" : ""));
   res.compile_seconds = build.seconds;
   res.compile_cached = build.cached;
@@ -515,7 +541,9 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     const spec::Case& c = op.cases[i];
     KOPE_ASSIGN(CaseData * data, ref.wait(i));
     trace(fmt::format("case {}: reference outputs ready", i));
+    KOPE_ASSIGN(util::SharedLock verify_work, util::lock_for_work());
     KOPE_ASSIGN(VerifyOutcome v, verify_case(*session, op, c, *data, call_timeout(data->reference_call_seconds), rng()));
+    verify_work.release();
     trace(fmt::format("case {}: verified", i));
     if (v.violation) {
       res.cases.push_back(v.check);
@@ -550,7 +578,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
 
   // Timing: exclusive on this machine.
   KOPE_ASSIGN(Session * ref_session, ref.session());
-  KOPE_ASSIGN(util::FileLock lock, util::FileLock::acquire(util::timing_lock_path()));
+  KOPE_ASSIGN(util::SharedLock lock, util::lock_for_timing());
   trace("timing lock held");
   std::unique_ptr<Session> library_session;
   std::vector<double> vs_ref, vs_lib, fractions;
@@ -614,7 +642,13 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       }
     }
     ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
-    if (ct.contention > 0.1) {
+    ct.disturbed = t.disturbed || g.baseline_disturbed;
+    if (ct.disturbed) {
+      notes += (notes.empty() ? "" : "\n") +
+               fmt::format("case {}: timing disturbed: the {} waited for a CPU in too many batches for the figures to use only "
+                           "undisturbed ones (the kernel's median wait {:.0f}% of its runnable time)",
+                           c->index, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention);
+    } else if (ct.contention > 0.1) {
       notes += (notes.empty() ? "" : "\n") +
                fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "
                            "undisturbed)",
@@ -638,6 +672,8 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   lock.release();
   session->close();
   ref.stop();
+  size_t disturbed = static_cast<size_t>(std::count_if(res.timing.begin(), res.timing.end(), [](const CaseTiming& t) { return t.disturbed; }));
+  res.disturbed = disturbed > 0;
   res.speedup_vs_reference = geomean(vs_ref);
   if (!vs_lib.empty()) res.speedup_vs_library = geomean(vs_lib);
   if (!fractions.empty()) res.fraction_of_roofline = geomean(fractions);
@@ -645,6 +681,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
                             op.cases.size(), *res.speedup_vs_reference,
                             res.speedup_vs_library ? fmt::format(", {:.3g}x the library's", *res.speedup_vs_library) : std::string(),
                             res.timing.size(), res.timing.size() == 1 ? "" : "s");
+  if (res.disturbed) res.message += fmt::format("; timing disturbed by other load on {} of {} timed cases", disturbed, res.timing.size());
   res.diagnostics = notes;
   return finish(res);
 }
@@ -688,16 +725,18 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& 
     CaseData data;
     if (!all_cached) {
       if (!ref_session) {
+        KOPE_ASSIGN(util::SharedLock build_work, util::lock_for_work());
         KOPE_ASSIGN(fs::path so, backend->build_trusted(op, op.reference_path, false));
         uint64_t in = max_extent(op, true), out_b = max_extent(op, false);
         KOPE_ASSIGN(ref_session, Session::start(so, backend->runner_options(proto::Mode::trusted, in + out_b), in, out_b));
         if (ref_session->failure()) return fail(ErrorKind::config, "the reference of {} cannot be started: {}", op.name, ref_session->failure()->message);
       }
       if (progress) progress(fmt::format("{} {}: computing reference outputs", op.name, cb.label));
+      KOPE_ASSIGN(util::SharedLock work, util::lock_for_work());
       data = generate_case_data(op, *c, seed ^ static_cast<uint64_t>(c->index), k_rotating_sets);
       KOPE_TRY(compute_expected(*ref_session, op, *c, data, std::max(milliseconds(600'000), options.min_call_timeout)));
     }
-    auto lock = util::FileLock::acquire(util::timing_lock_path());
+    auto lock = util::lock_for_timing();
     if (!lock) return std::unexpected(lock.error());
     if (progress && !all_cached) {
       progress(fmt::format("{} {}: timing the reference{}", op.name, cb.label, op.library_path ? " and the library baseline" : ""));

@@ -420,6 +420,9 @@ Result<bool> CaseTimer::sample() {
   const std::vector<double>& used = clean.size() >= static_cast<size_t>(std::max(t.plan.min_samples, 6)) ? clean : t.out.samples_s;
   MedianCi ci = median_ci(used);
   t.out.samples_used = used.size();
+  size_t waited = t.out.contention.size() - std::min(t.out.contention.size(), clean.size());
+  t.out.disturbed = &used != &clean && !t.out.contention.empty() &&
+                    static_cast<double>(waited) > k_disturbed_share * static_cast<double>(t.out.contention.size());
   t.out.median_s = ci.median;
   t.out.ci95_s = ci.half_width;
   return true;
@@ -439,15 +442,32 @@ Result<bool> CaseTimer::fresh_check() {
   Impl& t = *m;
   if (t.out.violation) return false;
   if (t.data.sets.size() <= static_cast<size_t>(k_rotating_sets)) return true;
-  // Single calls, each verified: on seen data (the rotating sets) and, in between, the first
-  // call ever on each unseen set. Interleaving makes both see the same machine conditions and
-  // the same per-call costs (round trip, waking the thread pool); only results cached by
-  // content make the unseen ones slower. The cost compared is the CPU time the runner's threads
-  // spent in the call (scheduler statistics), which a loaded machine does not inflate the way
-  // it inflates the wall time of a single call; wall time is the fallback.
+  // Measured calls, each verified: one on a never-seen data set and one on a set the kernel has
+  // seen, in pairs, the order alternating from pair to pair. Both calls of a pair start from the
+  // same state, so that only a result kept between calls can tell them apart:
+  //   - the measured call's inputs are written by the parent just before (same cache and page
+  //     state whether the contents are new or not), in the same slot for both calls of a pair
+  //     (the slot alternates from pair to pair);
+  //   - a warm-up call on seen data in the other slot comes right before (the thread pool is
+  //     awake, the kernel's own scratch was just allocated and freed, and the seen contents were
+  //     just computed: a cache keyed by content holds them whatever its size).
+  // Each call's cost is measured twice: the CPU time of the runner's threads (scheduler
+  // statistics, not inflated by waiting for a CPU) and the wall time (not inflated by threads
+  // that spin while idle). A round flags the kernel when the median over its pairs of the
+  // fresh/seen ratio exceeds fresh_factor (and the difference the slack) in both; the kernel is
+  // rejected when a second round on other never-seen sets confirms it (with one set, one round).
   auto timeout = std::max(t.plan.min_call_timeout, milliseconds(static_cast<int64_t>(t.out.median_s * 100 * 1000) + 1000));
   bool cpu = t.s.runner_pid() > 0;
-  auto one_call = [&](int slot, const DataSet& expected, double* cost) -> Result<bool> {
+  struct Cost {
+    double cpu = 0;
+    double wall = 0;
+  };
+  // Writes `set` into input slot `slot` (and records it for the integrity check).
+  auto place = [&](int slot, const DataSet& set) {
+    t.slot_data[static_cast<size_t>(slot)] = &set;
+    load_inputs(t.s.arena(), t.l, slot, set, t.in_canary);
+  };
+  auto call = [&](int slot, Cost* cost) -> Result<bool> {
     t.out_seeds[static_cast<size_t>(slot)] = poison_outputs(t.s.arena(), t.l, slot, t.rng());
     Session::CpuTimes before = t.s.cpu_times();
     double wall = 0;
@@ -457,11 +477,15 @@ Result<bool> CaseTimer::fresh_check() {
       return false;
     }
     Session::CpuTimes after = t.s.cpu_times();
-    *cost = cpu ? static_cast<double>(after.run_ns - before.run_ns) * 1e-9 : std::max(0.0, wall - t.out.overhead_s);
+    if (cost != nullptr) {
+      cost->wall = std::max(0.0, wall - t.out.overhead_s);
+      cost->cpu = cpu ? static_cast<double>(after.run_ns - before.run_ns) * 1e-9 : cost->wall;
+    }
     if (auto bad = check_integrity(t.s.arena(), t.op, t.l, t.slot_data, t.in_canary, t.out_seeds)) {
       t.out.violation = bad;
       return false;
     }
+    const DataSet& expected = *t.slot_data[static_cast<size_t>(slot)];
     OutputCheck oc = compare_outputs(t.s.arena(), t.op, t.c, t.l, slot, expected, t.out_seeds[static_cast<size_t>(slot)]);
     if (!oc.ok) {
       t.out.violation = Violation{Verdict::rejected, fmt::format("gave wrong results on fresh inputs after being timed: {}", oc.first_mismatch)};
@@ -469,38 +493,101 @@ Result<bool> CaseTimer::fresh_check() {
     }
     return true;
   };
-  std::vector<double> seen;
-  double fresh = 0;
-  bool any = false;
-  auto seen_call = [&]() -> Result<bool> {
-    // The parent writes the (seen) inputs again just before, exactly as it writes a fresh set:
-    // both calls then start from the same cache state, and only novelty can tell them apart.
-    load_inputs(t.s.arena(), t.l, 0, *t.slot_data[0], t.in_canary);
-    double cost = 0;
-    KOPE_ASSIGN(bool ok, one_call(0, *t.slot_data[0], &cost));
-    if (ok) seen.push_back(cost);
-    return ok;
+  const DataSet& seen_set = t.data.sets[0];
+  // One measured call on `set` in `slot`, after the warm-up call on the seen set in the other.
+  auto measured = [&](int slot, const DataSet& set, Cost* cost) -> Result<bool> {
+    int other = 1 - slot;
+    place(slot, set);
+    place(other, seen_set);
+    KOPE_ASSIGN(bool warm, call(other, nullptr));
+    if (!warm) return false;
+    return call(slot, cost);
   };
-  KOPE_ASSIGN(bool ok, seen_call());
-  if (!ok) return false;
-  for (size_t f = k_rotating_sets; f < t.data.sets.size() && f < static_cast<size_t>(k_rotating_sets) + 2; ++f) {
-    t.slot_data[1] = &t.data.sets[f];
-    load_inputs(t.s.arena(), t.l, 1, t.data.sets[f], t.in_canary);
-    double cost = 0;
-    KOPE_ASSIGN(bool fresh_ok, one_call(1, t.data.sets[f], &cost));
-    if (!fresh_ok) return false;
-    fresh = any ? std::min(fresh, cost) : cost;
-    any = true;
-    KOPE_ASSIGN(bool seen_ok, seen_call());
-    if (!seen_ok) return false;
+  std::vector<size_t> unseen;
+  for (size_t f = k_rotating_sets; f < t.data.sets.size(); ++f) unseen.push_back(f);
+  size_t rounds = unseen.size() >= 2 ? 2 : 1;
+  size_t per_round = unseen.size() / rounds;
+  std::vector<Cost> fresh_all, seen_all;
+  struct Round {
+    bool flagged = false;
+    double cpu_ratio = 0, wall_ratio = 0;
+    double fresh_cpu = 0, seen_cpu = 0, fresh_wall = 0, seen_wall = 0;
+    size_t pairs = 0;
+  };
+  std::vector<Round> done;
+  size_t pair_index = 0;
+  for (size_t r = 0; r < rounds; ++r) {
+    std::vector<Cost> fresh, seen;
+    std::vector<double> cpu_ratios, wall_ratios;
+    for (size_t k = 0; k < per_round; ++k, ++pair_index) {
+      const DataSet& novel = t.data.sets[unseen[r * per_round + k]];
+      int slot = static_cast<int>(pair_index % 2);
+      Cost f, sn;
+      if (pair_index % 2 == 0) {
+        KOPE_ASSIGN(bool ok, measured(slot, seen_set, &sn));
+        if (!ok) return false;
+        KOPE_ASSIGN(bool ok2, measured(slot, novel, &f));
+        if (!ok2) return false;
+      } else {
+        KOPE_ASSIGN(bool ok, measured(slot, novel, &f));
+        if (!ok) return false;
+        KOPE_ASSIGN(bool ok2, measured(slot, seen_set, &sn));
+        if (!ok2) return false;
+      }
+      fresh.push_back(f);
+      seen.push_back(sn);
+      constexpr double tiny = 1e-7;
+      cpu_ratios.push_back(f.cpu / std::max(sn.cpu, tiny));
+      wall_ratios.push_back(f.wall / std::max(sn.wall, tiny));
+    }
+    auto med = [](const std::vector<Cost>& v, double Cost::*field) {
+      std::vector<double> x;
+      for (const Cost& c : v) x.push_back(c.*field);
+      return median(x);
+    };
+    Round rd;
+    rd.pairs = fresh.size();
+    rd.cpu_ratio = median(cpu_ratios);
+    rd.wall_ratio = median(wall_ratios);
+    rd.fresh_cpu = med(fresh, &Cost::cpu);
+    rd.seen_cpu = med(seen, &Cost::cpu);
+    rd.fresh_wall = med(fresh, &Cost::wall);
+    rd.seen_wall = med(seen, &Cost::wall);
+    double f = t.plan.fresh_factor, slack = t.plan.fresh_slack_seconds;
+    bool by_wall = rd.wall_ratio > f && rd.fresh_wall - rd.seen_wall > slack;
+    bool by_cpu = rd.cpu_ratio > f && rd.fresh_cpu - rd.seen_cpu > slack;
+    rd.flagged = by_wall && by_cpu;
+    fresh_all.insert(fresh_all.end(), fresh.begin(), fresh.end());
+    seen_all.insert(seen_all.end(), seen.begin(), seen.end());
+    done.push_back(rd);
+    if (!rd.flagged) break;  // the confirmation round runs only after a flagged one
   }
-  double seen_cost = median(seen);
-  t.out.fresh_s = fresh;
-  if (any && fresh > t.plan.fresh_factor * seen_cost + t.plan.fresh_slack_seconds) {
-    t.out.violation = Violation{Verdict::rejected,
-                                fmt::format("needed {} of {} on never-seen inputs but {} on inputs it had seen before (single calls, "
-                                            "interleaved; {} per call in batches): results may not be cached between calls",
-                                            fmt_seconds(fresh), cpu ? "CPU time" : "time", fmt_seconds(seen_cost), fmt_seconds(t.out.median_s))};
+  // Leave the rotating sets where the timing expects them.
+  t.slot_data = {&t.data.sets[0], &t.data.sets[1]};
+  t.reload();
+  {
+    std::vector<double> x;
+    for (const Cost& c : fresh_all) x.push_back(c.cpu);
+    t.out.fresh_s = median(x);
+  }
+  bool rejected = !done.empty() && std::all_of(done.begin(), done.end(), [](const Round& rd) { return rd.flagged; }) && done.size() == rounds;
+  if (rejected) {
+    std::string detail;
+    for (size_t r = 0; r < done.size(); ++r) {
+      const Round& rd = done[r];
+      detail += fmt::format("{}round {} ({} pair{}): {} vs {} of {}, {} vs {} wall, median ratios {:.2f}x and {:.2f}x",
+                            r ? "; " : "", r + 1, rd.pairs, rd.pairs == 1 ? "" : "s", fmt_seconds(rd.fresh_cpu), fmt_seconds(rd.seen_cpu),
+                            cpu ? "CPU time" : "time", fmt_seconds(rd.fresh_wall), fmt_seconds(rd.seen_wall), rd.cpu_ratio, rd.wall_ratio);
+    }
+    const Round& first = done.front();
+    t.out.violation = Violation{
+        Verdict::rejected,
+        fmt::format("needed {} of {} on never-seen inputs but {} on inputs it had seen before ({}; single verified calls in "
+                    "interleaved pairs of alternating order, each after the same warm-up call and a fresh write of its inputs; "
+                    "limit {:.3g}x in both CPU and wall time, medians over the pairs; {} per call in batches): results may not "
+                    "be cached between calls",
+                    fmt_seconds(first.fresh_cpu), cpu ? "CPU time" : "time", fmt_seconds(first.seen_cpu), detail,
+                    t.plan.fresh_factor, fmt_seconds(t.out.median_s))};
     return false;
   }
   return true;

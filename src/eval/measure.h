@@ -10,7 +10,9 @@
 //     the combinations (each output is always written from a different input than last time),
 //     with the data permuted between the input slots before each batch and the outputs poisoned
 //     and verified after each; stops when the 95% CI of the median is within the target or at
-//     the time cap; then one call each on never-seen data sets (content-keyed caching shows).
+//     the time cap; then the fresh-data check (CaseTimer::fresh_check): verified single calls
+//     on never-seen and on seen data sets in interleaved pairs from the same starting state, so
+//     results cached by content show as a cost that only never-seen inputs pay.
 // Not thread-safe per session.
 #pragma once
 
@@ -96,8 +98,8 @@ struct TimingPlan {
   int min_samples = 10;
   int max_samples = 400;
   std::chrono::milliseconds min_call_timeout{10000};
-  bool fresh_check = true;  // candidates: time one call per unseen set
-  double fresh_factor = 3;  // ... and reject when it exceeds fresh_factor x median + slack
+  bool fresh_check = true;  // candidates: the fresh-data check on the unseen sets
+  double fresh_factor = 3;  // ... rejects beyond fresh_factor x the seen cost + slack
   double fresh_slack_seconds = 0.0005;
   // Device backends (CUDA): a sample is the device-event time of the batch's kernels, which the
   // host shim adds up in the status page; the parent's clock around the host-synchronised batch
@@ -111,7 +113,7 @@ struct TimingOutcome {
   std::vector<double> samples_s;  // per call, one per batch
   int64_t calls_per_batch = 0;
   double overhead_s = 0;          // median round trip of an empty command (subtracted)
-  double fresh_s = 0;             // cheapest call on an unseen set: CPU time of the runner's
+  double fresh_s = 0;             // median call on an unseen set: CPU time of the runner's
                                   // threads when known, else wall time (0 without the check)
   // Per batch: the share of the runner's runnable time spent waiting for a CPU (other load on
   // the machine), from the scheduler's statistics; empty when unavailable.
@@ -121,11 +123,16 @@ struct TimingOutcome {
   size_t samples_used = 0;
   // With device_clock: the parent's wall time per call (round trip subtracted), one per batch.
   std::vector<double> wall_samples_s;
+  // The median and CI had to include batches that waited for a CPU: fewer undisturbed batches
+  // than the minimum, and more than k_disturbed_share of the batches used waited.
+  bool disturbed = false;
   std::optional<Violation> violation;
 };
 
 // A batch that waited for a CPU less than this share of its runnable time counts as clean.
 constexpr double k_clean_contention = 0.02;
+// A timing whose statistics use disturbed batches is marked disturbed beyond this share of them.
+constexpr double k_disturbed_share = 0.25;
 
 // Times one kernel on one case, batch by batch, so several kernels can be timed in alternation
 // (time_group) and see the same machine conditions. Not thread-safe.
@@ -145,7 +152,11 @@ class CaseTimer {
   // Enough samples, and the CI of the median within the target.
   bool converged() const;
   size_t sample_count() const;
-  // One verified call on each never-seen data set; a violation when it is far slower.
+  // Pairs of verified single calls, one on a never-seen data set (sets 2..) and one on a seen
+  // one, in alternating order, each after the same warm-up call and a fresh write of its inputs;
+  // a violation when the median fresh/seen ratio over the pairs exceeds plan.fresh_factor (plus
+  // the slack) in CPU time and in wall time, in a first round and in a confirmation round on
+  // other never-seen sets (one round when there is one set). The message gives the numbers.
   Result<bool> fresh_check();
   // The median, CI and samples so far.
   TimingOutcome outcome() const;

@@ -89,6 +89,8 @@ Result<CaseRecord> case_from_json(const json& j) {
       r.ci95_us = num_from(row, "ci95_us");
       r.reference_us = num_from(row, "reference_us");
       r.library_us = opt_from(row, "library_us");
+      if (auto d = row.find("disturbed"); d != row.end() && d->is_boolean()) r.disturbed = d->get<bool>();
+      r.contention = num_from(row, "contention");
       c.timings.push_back(r);
     }
   }

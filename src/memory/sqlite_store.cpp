@@ -64,6 +64,11 @@ std::string timings_to_json(const std::vector<CaseTimingRecord>& ts) {
   for (const auto& t : ts) {
     json row = json::array({t.case_index, t.median_us, t.ci95_us, t.reference_us});
     row.push_back(t.library_us ? json(*t.library_us) : json(nullptr));
+    // Appended (rows written before have five elements): disturbed, contention.
+    if (t.disturbed || t.contention > 0) {
+      row.push_back(t.disturbed);
+      row.push_back(t.contention);
+    }
     arr.push_back(std::move(row));
   }
   return arr.dump();
@@ -81,6 +86,10 @@ std::vector<CaseTimingRecord> timings_from_json(const std::string& text) {
     t.ci95_us = row[2].get<double>();
     t.reference_us = row[3].get<double>();
     if (!row[4].is_null()) t.library_us = row[4].get<double>();
+    if (row.size() >= 7 && row[5].is_boolean() && row[6].is_number()) {
+      t.disturbed = row[5].get<bool>();
+      t.contention = row[6].get<double>();
+    }
     out.push_back(t);
   }
   return out;

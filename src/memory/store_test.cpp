@@ -32,7 +32,7 @@ TEST(Store, RecordsAndReadsBackEveryField) {
   c.tokens_prompt = 1200;
   c.tokens_completion = 340;
   c.wall_seconds = 12.5;
-  c.timings.push_back({4, 55.0, 0.5, 130.0, 60.0});
+  c.timings.push_back({4, 55.0, 0.5, 130.0, 60.0, true, 0.35});
   int64_t id = record(*t.store, c);
   ASSERT_GT(id, 0);
   CaseRecord r = get(*t.store, id);
@@ -53,6 +53,9 @@ TEST(Store, RecordsAndReadsBackEveryField) {
   EXPECT_EQ(r.timings[1].case_index, 4);
   EXPECT_EQ(r.timings[1].library_us, 60.0);
   EXPECT_FALSE(r.timings[0].library_us);
+  EXPECT_TRUE(r.timings[1].disturbed);
+  EXPECT_DOUBLE_EQ(r.timings[1].contention, 0.35);
+  EXPECT_FALSE(r.timings[0].disturbed);
   EXPECT_EQ(r.speedup_vs_reference, 2.5);
   EXPECT_EQ(r.speedup_vs_library, 0.8);
   EXPECT_FALSE(r.speedup_vs_parent);  // a root has no parent speedup

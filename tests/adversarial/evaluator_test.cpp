@@ -1,11 +1,13 @@
 // The evaluator's guarantees beyond single kernels: timing against itself, the roofline floor,
 // the compile cache, concurrency, the timing lock, and what a sandbox can see of the machine.
+#include <atomic>
 #include <future>
 #include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "eval/measure.h"
 #include "eval/native.h"
 #include "eval/session.h"
 #include "harness.h"
@@ -125,7 +127,7 @@ TEST(Evaluator, ConcurrentEvaluations) {
 }
 
 // While another process (here: another open file description) holds the timing lock, an
-// evaluation verifies but does not time.
+// evaluation neither verifies (verification holds the lock shared) nor times.
 TEST(Evaluator, TimingWaitsForTheLock) {
   auto lock = util::FileLock::acquire(util::timing_lock_path());
   ASSERT_TRUE(lock) << lock.error().message;
@@ -137,6 +139,34 @@ TEST(Evaluator, TimingWaitsForTheLock) {
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->verdict, eval::Verdict::correct) << r->message;
   EXPECT_FALSE(r->timing.empty());
+}
+
+// A timing taken while other processes keep every CPU busy is marked disturbed, with the share
+// of time the kernel waited for a CPU, in the case timing, the result and its JSON.
+TEST(Evaluator, TimingUnderLoadIsMarkedDisturbed) {
+  spec::OpSpec op = test_op("vadd");
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  unsigned n = 2 * std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < n; ++i) {
+    hogs.emplace_back([&] {
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  }
+  auto r = evaluator().evaluate(op, unique_comment() + k_vadd, test_eval_options(true));
+  stop = true;
+  for (auto& h : hogs) h.join();
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->verdict, eval::Verdict::correct) << r->message;
+  ASSERT_FALSE(r->timing.empty());
+  EXPECT_TRUE(r->disturbed) << r->message << "\n" << r->diagnostics;
+  for (const auto& t : r->timing) {
+    EXPECT_TRUE(t.disturbed) << t.label << ": contention " << t.contention;
+    EXPECT_GT(t.contention, eval::k_clean_contention);
+  }
+  EXPECT_NE(r->message.find("disturbed by other load"), std::string::npos) << r->message;
+  EXPECT_NE(r->to_json().find("\"disturbed\": true"), std::string::npos);
 }
 
 // What a kernel can see and do from inside the runner's sandbox, measured with a *trusted*

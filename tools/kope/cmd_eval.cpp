@@ -73,6 +73,7 @@ std::string eval_text(const eval::EvalResult& r, const spec::OpSpec& op, int thr
       out += fmt::format("{}{}{}{}{}{}{}{}\n", pad(std::to_string(t.case_index), 6), pad(t.label, 24), pad(with_ci(t.median_us, t.ci95_us), 20),
                          pad(with_ci(t.reference_us, t.reference_ci95_us), 20), pad(lib, 20), pad(us(t.roofline_us), 12),
                          pad(percent(t.fraction_of_roofline), 13), speed);
+      if (t.disturbed) out += fmt::format("      ^ disturbed by other load (waited for a CPU {:.0f}% of the time): not a clean measurement\n", 100 * t.contention);
     }
   }
   out += fmt::format("\ncompile {:.2f} s{}, total {:.2f} s\n", r.compile_seconds, r.compile_cached ? " (cached)" : "", r.wall_seconds);
