@@ -71,10 +71,12 @@ std::map<std::string, std::string> headers_of(const std::string& text) {
   return h;
 }
 
-// Seconds a naive reference may need on the op's timed cases (1 GFLOP/s, 2 GB/s).
+// Seconds an evaluation of the op's reference may need: its calls on the timed cases (1 GFLOP/s,
+// 2 GB/s) and generating, verifying and moving the data of every case (~6 sets, 0.5 GB/s).
 double cost_estimate(const spec::OpSpec& op) {
   double s = 0;
   for (const spec::Case* c : op.timed_cases()) s += op.flops_for(*c) / 1e9 + op.bytes_for(*c) / 2e9;
+  for (const spec::Case& c : op.cases) s += 6.0 * static_cast<double>(op.case_buffer_bytes(c)) / 0.5e9;
   return s;
 }
 
@@ -217,6 +219,13 @@ int main(int argc, char** argv) {
               "%d thread(s) per kernel, target %s\n",
               static_cast<int>(kernels.size()), honest_kernels, kernels.size() - static_cast<size_t>(honest_kernels), repeats,
               max_seconds, profile.cores, (*ev)->target().str().c_str());
+  {
+    std::string refs;
+    for (const auto& k : kernels) {
+      if (k.name.starts_with("reference/")) refs += (refs.empty() ? "" : " ") + k.name.substr(10);
+    }
+    std::printf("suite references as candidates: %s\n", refs.c_str());
+  }
   if (skipped_avx512 > 0) std::printf("left out: %d real-model kernels that need AVX-512 (the target lacks it)\n", skipped_avx512);
   std::fflush(stdout);
   std::map<std::string, Tally> tallies;
