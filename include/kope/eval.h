@@ -68,8 +68,8 @@ struct CaseTiming {
   std::optional<double> library_ci95_us;
   double floor_us = 0;     // HardwareProfile::floor_seconds for the case (lowered to a faster
                            // baseline's time), in microseconds; below floor_margin x this: rejected
-  double fresh_us = 0;     // one call on fresh inputs, CPU time of the kernel's threads
-                           // (content-keyed caching shows here)
+  double fresh_us = 0;     // median call on never-seen inputs in the fresh-data check, CPU time
+                           // of the kernel's threads (content-keyed caching shows here)
   // Median share of the kernel's runnable time spent waiting for a CPU during the batches
   // (other load on the machine). When enough batches were undisturbed (< 2%), the median and
   // CI come from those alone; samples_us always holds every batch.
@@ -156,9 +156,10 @@ struct CpuEvaluatorOptions {
   int min_samples = 10;                    // batches before the CI may stop the timing
   // A kernel is rejected when its median is below floor_margin x the hardware floor of the case.
   double floor_margin = 0.5;
-  // ... or when a call on never-seen inputs costs more than fresh_factor x a call on seen
-  // inputs + fresh_slack (single calls, interleaved, CPU time of the kernel's threads): results
-  // cached by content.
+  // ... or when calls on never-seen inputs cost more than fresh_factor x calls on seen inputs
+  // + fresh_slack: the median ratio over interleaved pairs of single calls that start from the
+  // same state, in CPU time of the kernel's threads and in wall time alike, in a first round and
+  // a confirmation round on other never-seen inputs: results cached by content.
   double fresh_factor = 3;
   double fresh_slack_seconds = 0.0005;
   bool refresh_baselines = false;          // re-time references/library baselines (no cache)
