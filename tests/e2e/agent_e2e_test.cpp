@@ -211,8 +211,8 @@ json deterministic(const json& op) {
 TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
   configure_model("fake-kernel-model");
   fs::path run_dir = project() / "run";
-  auto o = kope(run_args(run_dir, {k_scale.string(), k_softmax.string()}, 6, {"--jobs", "2", "--llm", "fake"}));
-  ASSERT_EQ(o.code, 0) << o.err;
+  auto o = kope(run_args(run_dir, {k_scale.string(), k_softmax.string()}, 6, {"--jobs", "2", "--llm", "fake", "--check-prompts"}));
+  ASSERT_EQ(o.code, 0) << o.err;  // --check-prompts: exit 1 on any finding in the run's prompts
   json r = read_json(run_dir / "results.json");
   ASSERT_TRUE(r["complete"].get<bool>());
   const json& scale = op_entry(r, "e2e_scale");
@@ -300,6 +300,14 @@ TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
   EXPECT_TRUE(fs::exists(run_dir / "candidates/e2e_scale/5.cpp"));
   EXPECT_TRUE(fs::exists(run_dir / "transcripts/e2e_scale/1-draft.md"));
   EXPECT_TRUE(fs::exists(run_dir / "config.json"));
+
+  // Every prompt of the run (kernel and reflection) passes the prompt check.
+  auto check = kope({"prompts", "check", run_dir.string(), "--json"});
+  EXPECT_EQ(check.code, 0) << check.out << check.err;
+  json c = json::parse(check.out, nullptr, false);
+  ASSERT_TRUE(c.is_object()) << check.out;
+  EXPECT_GE(c.value("prompts", 0), 12) << "6 attempts of two ops, plus reflections";
+  EXPECT_TRUE(c["findings"].empty()) << c["findings"].dump(2);
 }
 
 TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
@@ -316,6 +324,8 @@ TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
     ASSERT_EQ(o.code, 0) << o.err;
     prompts[mode] = events(dir, "prompt");
     ASSERT_EQ(prompts[mode].size(), 2u);
+    auto check = kope({"prompts", "check", dir.string()});
+    EXPECT_EQ(check.code, 0) << mode << ":\n" << check.out << check.err;
     for (const auto& p : prompts[mode]) {
       int64_t warm = p["tier_tokens"]["warm"], cold = p["tier_tokens"]["cold"];
       EXPECT_LE(p["total_tokens"].get<int64_t>(), p["limit"].get<int64_t>());
