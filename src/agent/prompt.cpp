@@ -406,7 +406,8 @@ HardwareGuide describe_hardware_guide(std::string_view backend) {
   g.microarchitecture = hw::microarchitecture(id);
   g.cpu_family = id.family;
   g.cpu_model = id.model;
-  if (auto tc = eval::cpu_toolchain()) {
+  auto tc = eval::cpu_toolchain();
+  if (backend != "opencl" && tc) {
     if (auto t = eval::compiler_target(*tc)) {
       g.isa_extensions = t->isa_extensions;
       g.compiler_tune = t->tune;
@@ -415,6 +416,15 @@ HardwareGuide describe_hardware_guide(std::string_view backend) {
   if (backend == "opencl") {
     const auto& p = eval::opencl::platform();
     if (p.usable) {
+      // PoCL names the CPU its LLVM compiles for in the device name: "pthread-haswell-AMD EPYC".
+      std::string cpu = p.device_name.starts_with("pthread-") ? p.device_name.substr(8) : "";
+      cpu = cpu.substr(0, cpu.find('-'));
+      g.compiler_tune = cpu;
+      if (tc && !cpu.empty()) {
+        eval::Toolchain as_pocl = *tc;
+        as_pocl.flags = {"-march=" + cpu};
+        if (auto t = eval::compiler_target(as_pocl)) g.isa_extensions = t->isa_extensions;
+      }
       g.local_mem_bytes = p.local_mem_bytes;
       g.max_work_group_size = p.max_work_group_size;
       g.max_work_item_sizes = p.max_work_item_sizes;
@@ -429,7 +439,7 @@ HardwareGuide describe_hardware_guide(std::string_view backend) {
 std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain, const HardwareGuide& guide) {
   const bool opencl = guide.backend == "opencl";
   std::string out;
-  out += fmt::format("- target: {} (the key memory files experience under)\n", hw.target.str());
+  out += fmt::format("- target: {}\n", hw.target.str());
   if (!hw.cpu_model.empty()) {
     std::string cpu = hw.cpu_model;
     std::vector<std::string> ident;
@@ -439,11 +449,12 @@ std::string render_hardware(const HardwareProfile& hw, std::string_view toolchai
     out += fmt::format("- CPU: {}\n", cpu);
   }
   std::vector<std::string> isa = guide.isa_extensions;
-  if (isa.empty()) isa = hw.target.features;
-  std::string tune = guide.compiler_tune.empty() ? "" : fmt::format("; the compiler tunes for {}", guide.compiler_tune);
+  if (isa.empty() && !opencl) isa = hw.target.features;
+  std::string tune = guide.compiler_tune.empty() ? "" : fmt::format(" (the compiler targets {})", guide.compiler_tune);
   if (opencl) {
-    out += fmt::format("- CPU ISA extensions (PoCL's compiler vectorises work-items with these; OpenCL C has no intrinsics): {}\n",
-                       isa.empty() ? "none beyond the base ISA" : util::join(isa, ", "));
+    std::string for_cpu = guide.compiler_tune.empty() ? "" : fmt::format(" (it compiles for the CPU '{}')", guide.compiler_tune);
+    out += fmt::format("- ISA extensions PoCL's compiler vectorises work-items with{}: {}; OpenCL C has no intrinsics\n", for_cpu,
+                       isa.empty() ? "unknown" : util::join(isa, ", "));
     if (!guide.device_name.empty()) out += fmt::format("- OpenCL device: {}\n", guide.device_name);
     int units = guide.compute_units > 0 ? guide.compute_units : hw.cores;
     out += fmt::format("- compute units: {} (PoCL runs one work-group at a time on each CPU core)\n", units);
@@ -466,8 +477,8 @@ std::string render_hardware(const HardwareProfile& hw, std::string_view toolchai
       out += fmt::format("- double precision (cl_khr_fp64): {}\n", guide.fp64 ? "supported" : "not supported");
     }
   } else {
-    out += fmt::format("- ISA extensions the compile flags enable (intrinsics for these, and only these, may be used){}: {}\n", tune,
-                       isa.empty() ? "none beyond the base ISA" : util::join(isa, ", "));
+    out += fmt::format("- ISA extensions the compile flags enable{}: {}; intrinsics for these, and only these, may be used\n",
+                       tune, isa.empty() ? "none beyond the base ISA" : util::join(isa, ", "));
     out += fmt::format("- cores available to the kernel: {} (OpenMP uses all of them)\n", hw.cores);
   }
   if (hw.l1d_bytes || hw.l2_bytes || hw.l3_bytes) {
