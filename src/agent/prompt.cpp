@@ -78,23 +78,6 @@ std::string item_text(const context::Item& it) { return "- " + it.text + "\n"; }
 // The template variables of the knowledge sections, in the order the templates show them.
 constexpr const char* k_knowledge_keys[] = {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "exp_unverified", "notes"};
 
-// What makes two items the same for a reader: the code they show when they show code, else
-// their text without the bracketed header (ids, scores) in front.
-std::string content_key(std::string_view text) {
-  size_t fence = text.find("```");
-  if (fence != std::string_view::npos) {
-    size_t body = text.find('\n', fence);
-    size_t close = body == std::string_view::npos ? std::string_view::npos : text.find("```", body);
-    if (close != std::string_view::npos) return "code:" + std::string(util::trim(text.substr(body, close - body)));
-  }
-  std::string_view t = util::trim(text);
-  if (t.starts_with("(from ")) t = util::trim(t.substr(t.find(')') + 1));
-  if (t.starts_with("[")) {
-    size_t close = t.find(']');
-    if (close != std::string_view::npos) t = t.substr(close + 1);
-  }
-  return "text:" + std::string(util::trim(t));
-}
 
 }  // namespace
 
@@ -167,6 +150,23 @@ double SharedEstimator::ratio() const {
   return m_estimator.ratio();
 }
 
+std::string knowledge_content_key(std::string_view text) {
+  size_t fence = text.find("```");
+  if (fence != std::string_view::npos) {
+    size_t body = text.find('\n', fence);
+    size_t close = body == std::string_view::npos ? std::string_view::npos : text.find("```", body);
+    if (close != std::string_view::npos) return "code:" + std::string(util::trim(text.substr(body, close - body)));
+  }
+  std::string_view t = util::trim(text);
+  if (t.starts_with("- ")) t = util::trim(t.substr(2));
+  if (t.starts_with("(from ")) t = util::trim(t.substr(t.find(')') + 1));
+  if (t.starts_with("[")) {
+    size_t close = t.find(']');
+    if (close != std::string_view::npos) t = t.substr(close + 1);
+  }
+  return "text:" + std::string(util::trim(t));
+}
+
 // --- knowledge -------------------------------------------------------------------------------
 
 KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>& state_items,
@@ -207,7 +207,7 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     return it;
   };
   auto fresh = [&](const memory::RetrievedItem& r) {
-    return seen.insert(r.id).second && seen_content.insert(content_key(util::trim(r.text))).second;
+    return seen.insert(r.id).second && seen_content.insert(knowledge_content_key(r.text)).second;
   };
   for (const auto& r : state_items) {
     if (!fresh(r)) continue;

@@ -96,6 +96,11 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
                                        const std::function<std::optional<std::string>(std::string_view)>& category_of,
                                        const std::set<std::string>& exclude = {});
 
+// What makes two knowledge items the same for a reader (an item is never shown twice in one
+// prompt): the code they show when they show code, else their text without the list marker,
+// the "(from <target>)" prefix and the bracketed header (ids, scores).
+std::string knowledge_content_key(std::string_view item_text);
+
 struct AssembledPrompt {
   std::vector<llm::Message> messages;  // system, user
   std::map<std::string, int64_t> tier_tokens;  // "system", "hot", "warm", "cold"

@@ -10,6 +10,7 @@
 
 #include "agent/events.h"
 #include "agent/loop.h"
+#include "agent/prompt.h"
 #include "util/fs.h"
 #include "util/strings.h"
 
@@ -61,25 +62,6 @@ size_t table_cells(std::string_view row) {
   return pipes == 0 ? 0 : (closed ? pipes - 1 : pipes);
 }
 
-// What makes two memory items the same for a reader (as classify_knowledge decides): the code
-// they show, else their text without the bracketed header.
-std::string item_key(const std::string& item) {
-  std::string_view text = item;
-  size_t fence = text.find("```");
-  if (fence != std::string_view::npos) {
-    size_t body = text.find('\n', fence);
-    size_t close = body == std::string_view::npos ? std::string_view::npos : text.find("```", body);
-    if (close != std::string_view::npos) return "code:" + std::string(util::trim(text.substr(body, close - body)));
-  }
-  std::string_view t = util::trim(text);
-  if (t.starts_with("- ")) t = util::trim(t.substr(2));
-  if (t.starts_with("(from ")) t = util::trim(t.substr(t.find(')') + 1));
-  if (t.starts_with("[")) {
-    size_t close = t.find(']');
-    if (close != std::string_view::npos) t = t.substr(close + 1);
-  }
-  return "text:" + std::string(util::trim(t));
-}
 
 struct Line {
   std::string_view text;
@@ -124,7 +106,7 @@ class TextChecker {
     auto end_item = [&] {
       if (item.empty()) return;
       if (item_fence_open) add(item_line, "cut", "a memory item ends inside its code block (its listing was cut)");
-      std::string key = item_key(item);
+      std::string key = knowledge_content_key(item);
       auto [it, fresh] = seen_items.emplace(key, item_line);
       if (!fresh) add(item_line, "duplicate", fmt::format("this item repeats the one at line {}", it->second));
       item.clear();
