@@ -1,6 +1,7 @@
 // End-to-end: `kope run` against a fake OpenAI-compatible model server on 127.0.0.1 that
 // answers from fixture kernels (broken code, a wrong result, a slow correct kernel, a cheat, an
 // improvement, an answer without code), with the real sandboxed evaluator and the SQLite memory.
+#include <algorithm>
 #include <signal.h>
 #include <unistd.h>
 
@@ -308,6 +309,28 @@ TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
   ASSERT_TRUE(c.is_object()) << check.out;
   EXPECT_GE(c.value("prompts", 0), 12) << "6 attempts of two ops, plus reflections";
   EXPECT_TRUE(c["findings"].empty()) << c["findings"].dump(2);
+  // A prompt damaged by hand (a table row with an unescaped '|') is found, with file and line.
+  fs::path t;
+  std::string text;
+  size_t row = std::string::npos;
+  for (const auto& e : fs::directory_iterator(run_dir / "transcripts/e2e_scale")) {
+    auto content = util::read_file(e.path());
+    if (content && (row = content->find("\n| 1 | ")) != std::string::npos) {
+      t = e.path();
+      text = *content;
+      ++row;
+      break;
+    }
+  }
+  ASSERT_NE(row, std::string::npos) << "no prompt with a tried-table";
+  std::string damaged = text;
+  damaged.insert(row, "| 0 | draft | a | b | c |\n");
+  ASSERT_TRUE(util::write_file_atomic(t, damaged));
+  int line = static_cast<int>(std::count(damaged.begin(), damaged.begin() + static_cast<std::ptrdiff_t>(row), '\n')) + 1;
+  std::string rel = "transcripts/e2e_scale/" + t.filename().string();
+  auto bad = kope({"prompts", "check", run_dir.string()});
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find(fmt::format("{}:{}: [table]", rel, line)), std::string::npos) << bad.out;
 }
 
 TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
