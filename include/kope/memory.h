@@ -254,6 +254,7 @@ struct RetrievedItem {
   double score = 0;
   std::map<std::string, double> score_parts;  // "lexical", "similarity", "graph", "value", ...
   bool foreign = false;         // from another target or toolchain: feasibility, not speed
+  bool quarantined = false;     // a case awaiting re-verification: not evidence of speed
   std::string target;
   std::string op;
 };

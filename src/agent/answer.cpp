@@ -119,8 +119,11 @@ std::string clean_value(std::string_view v) {
   while (!s.empty() && (s.front() == '"' || s.front() == '\'' || s.front() == ':')) s.erase(0, 1);
   while (!s.empty() && (s.back() == '"' || s.back() == '\'' || s.back() == ',')) s.pop_back();
   s = std::string(util::trim(s));
-  if (s.size() > 200) {
-    s.resize(197);
+  if (s.size() > k_max_optimisation) {
+    size_t cut = s.rfind(' ', k_max_optimisation - 3);
+    if (cut == std::string::npos || cut < k_max_optimisation / 2) cut = k_max_optimisation - 3;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s.resize(cut);
     s += "...";
   }
   return s;

@@ -15,10 +15,13 @@
 
 namespace kope::agent {
 
+// Real models name what they did in up to a few hundred characters; only a runaway header is cut.
+inline constexpr size_t k_max_optimisation = 1000;
+
 struct ParsedAnswer {
   bool has_code = false;
   std::string code;          // the kernel source, '\n' line ends, ends with a newline
-  std::string optimisation;  // one line, at most 200 characters; "unspecified" when nothing named it
+  std::string optimisation;  // one line, at most k_max_optimisation bytes; "unspecified" when nothing named it
   bool header_found = false; // an explicit OPTIMISATION header (or JSON/YAML field) was present
   // Why there is no code, for the recorded attempt: "no code in answer", "the code block does
   // not define kope_kernel", "the answer was cut off inside the code block".

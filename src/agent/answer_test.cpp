@@ -1,6 +1,10 @@
 #include "agent/answer.h"
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
+
+#include "util/fs.h"
 
 namespace kope::agent {
 namespace {
@@ -86,14 +90,47 @@ TEST(ParseAnswer, HeaderVariants) {
   auto missing = parse_answer("Use OpenMP over rows.\n" + block);
   EXPECT_FALSE(missing.header_found);
   EXPECT_EQ(missing.optimisation, "Use OpenMP over rows.");
+  // Real models' headers run to a few hundred characters: kept whole; only a runaway one is cut.
   std::string long_header = "OPTIMISATION: " + std::string(300, 'a') + "\n" + block;
-  EXPECT_LE(parse_answer(long_header).optimisation.size(), 200u);
+  EXPECT_EQ(parse_answer(long_header).optimisation, std::string(300, 'a'));
+  std::string runaway = "OPTIMISATION: " + std::string(5000, 'a') + "\n" + block;
+  EXPECT_LE(parse_answer(runaway).optimisation.size(), k_max_optimisation);
 }
 
 TEST(ParseAnswer, IndentedFenceInAList) {
   auto a = parse_answer("1. The kernel:\n   ```cpp\n   extern \"C\" void kope_kernel(float* y) {\n     y[0] = 1;\n   }\n   ```\n");
   ASSERT_TRUE(a.has_code);
   EXPECT_TRUE(a.code.starts_with("extern"));
+}
+
+// Answers a real model gave to kope's prompts (tests/real-model/<op>/<n>.answer.md, with the
+// kernel kope saved from each as <n>.cpp): each parses into exactly that code and the
+// answer's own OPTIMISATION line.
+TEST(ParseAnswer, RealModelAnswers) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::path(KOPE_SOURCE_DIR) / "tests/real-model";
+  int checked = 0;
+  for (const auto& op : fs::directory_iterator(root)) {
+    if (!op.is_directory()) continue;
+    for (const auto& f : fs::directory_iterator(op.path())) {
+      std::string name = f.path().filename().string();
+      if (!name.ends_with(".answer.md")) continue;
+      SCOPED_TRACE(f.path().string());
+      auto answer = util::read_file(f.path());
+      auto saved = util::read_file(op.path() / (name.substr(0, name.size() - 10) + ".cpp"));
+      ASSERT_TRUE(answer && saved);
+      ParsedAnswer a = parse_answer(*answer);
+      ASSERT_TRUE(a.has_code) << a.problem;
+      EXPECT_EQ(a.code, *saved);
+      EXPECT_TRUE(a.header_found);
+      std::string first = answer->substr(0, answer->find('\n'));
+      ASSERT_TRUE(first.starts_with("OPTIMISATION: "));
+      EXPECT_EQ(a.optimisation, first.substr(14));
+      EXPECT_EQ(a.code_blocks, 1);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 15) << "the corpus in " << root.string();
 }
 
 }  // namespace

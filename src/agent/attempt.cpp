@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "agent/prompt.h"
 #include "util/strings.h"
 
 namespace kope::agent {
@@ -150,7 +151,7 @@ Result<Attempt> attempt_from_json(const json& j) {
 void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.verdict = std::string(eval::verdict_name(r.verdict));
   a.message = r.message;
-  a.diagnostics = util::truncate_text(r.diagnostics, 4000, 60);
+  a.diagnostics = cut_at_lines(r.diagnostics, 4000, 60);
   a.cases_total = static_cast<int>(r.cases.size());
   a.cases_passed = 0;
   a.first_mismatch.clear();

@@ -205,9 +205,13 @@ Result<std::vector<memory::Lesson>> InMemoryStore::lessons(const memory::LessonS
   std::lock_guard lock(m_mutex);
   std::vector<memory::Lesson> out;
   for (const auto& l : m_lessons) {
-    if (!f.category.empty() && l.scope.category != f.category) continue;
-    if (!f.backend.empty() && l.scope.backend != f.backend) continue;
-    if (!f.target.empty() && l.scope.target != f.target) continue;
+    // As Store::lessons: an empty field on either side matches anything.
+    auto fits = [](const std::string& want, const std::string& have) { return want.empty() || have.empty() || want == have; };
+    if (l.status != memory::LessonStatus::active) continue;
+    if (!fits(f.category, l.scope.category) || !fits(f.backend, l.scope.backend) || !fits(f.target, l.scope.target) ||
+        !fits(f.toolchain, l.scope.toolchain)) {
+      continue;
+    }
     out.push_back(l);
   }
   return out;

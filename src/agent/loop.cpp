@@ -27,12 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// A file-name-safe form of an op name.
-std::string safe_name(std::string_view s) {
-  std::string out;
-  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
-  return out.empty() ? "op" : out;
-}
+std::string safe_name(std::string_view s) { return op_dir_name(s); }
 
 std::string role_label(llm::Message::Role r) {
   switch (r) {
@@ -109,7 +104,9 @@ class Loop {
   void finalize(Attempt& a, const std::optional<memory::CaseRecord>& source);
   std::string journal(const Attempt& a) const;
   Status record(const Attempt& a);
+  std::string lang() const { return code_language(m_env.evaluator->backend()); }
   Status reflect(const std::string& rkey, const std::string& trigger, const std::string& summary, const std::string& code,
+                 const std::string& outcome,
                  std::optional<int64_t> source_case);
   Status reflect_after(const Attempt& a);
   Status reflect_end();
@@ -185,7 +182,9 @@ PromptInput Loop::prompt_input(const Plan& plan, int k) {
   PromptInput in;
   in.op = &m_op;
   in.reference_source = m_reference.value_or("");
-  in.hardware = render_hardware(*m_env.hw, m_env.evaluator->toolchain_id());
+  HardwareGuide fallback;
+  fallback.backend = m_env.evaluator->backend();
+  in.hardware = render_hardware(*m_env.hw, m_env.evaluator->toolchain_id(), m_env.guide ? *m_env.guide : fallback);
   in.toolchain = m_env.evaluator->toolchain_id();
   in.stage = plan.stage;
   in.iteration = k;
@@ -193,14 +192,14 @@ PromptInput Loop::prompt_input(const Plan& plan, int k) {
   const Attempt* inc = m_state.incumbent();
   if (inc) {
     auto code = util::read_file(m_env.run_dir / inc->code_file);
-    in.incumbent = render_incumbent(*inc, code ? *code : std::string("(source unavailable)"));
+    in.incumbent = render_incumbent(*inc, code ? *code : std::string("(source unavailable)"), lang());
   }
   if (!m_state.attempts.empty()) {
     const Attempt& last = m_state.attempts.back();
-    in.feedback = render_feedback(last, inc);
+    in.feedback = render_feedback(last, inc, lang());
     if (!last.correct() && last.has_code && plan.stage == memory::Stage::repair) {
       auto code = util::read_file(m_env.run_dir / last.code_file);
-      if (code) in.feedback += "The failed attempt's code:\n```cpp\n" + util::truncate_text(*code, 6000) + "```\n";
+      if (code) in.feedback += "The failed attempt's code:\n" + fence_code(cut_at_lines(*code, k_max_code_shown), lang());
     }
     in.tried = render_tried(m_state.attempts);
   }
@@ -303,6 +302,7 @@ Result<std::optional<json>> Loop::call_model(int k, const Plan& plan) {
                     {"admitted", prompt.admitted},
                     {"dropped", prompt.dropped},
                     {"hot_truncated", prompt.hot_truncated},
+                    {"tokens_per_byte", prompt.tokens_per_byte},
                     {"shrink", shrink}}));
     llm::ChatParams params;
     params.max_output_tokens = static_cast<int>(m_cfg.budget.generation);
@@ -433,7 +433,7 @@ Result<Attempt> Loop::attempt_from_answer(const json& ans) {
     if (ans.value("finish_reason", "") == "length") why += " (the answer hit the output-token limit)";
     a.verdict = std::string(eval::verdict_name(eval::Verdict::compile_error));
     a.message = why == k_no_code_message ? why : std::string(k_no_code_message) + ": " + why;
-    a.diagnostics = text.empty() ? "" : "The answer began:\n" + util::truncate_text(text, 600, 12);
+    a.diagnostics = text.empty() ? "" : "The answer began:\n" + cut_at_lines(text, 600, 12);
   }
   return a;
 }
@@ -658,7 +658,7 @@ Status Loop::record(const Attempt& a) {
 // --- reflection ------------------------------------------------------------------------------
 
 Status Loop::reflect(const std::string& rkey, const std::string& trigger, const std::string& summary, const std::string& code,
-                     std::optional<int64_t> source_case) {
+                     const std::string& outcome, std::optional<int64_t> source_case) {
   if (!m_cfg.reflect || !m_env.llm) return {};
   auto found = m_state.reflections.find(rkey);
   if (found != m_state.reflections.end() && found->second.applied) return {};
@@ -672,6 +672,7 @@ Status Loop::reflect(const std::string& rkey, const std::string& trigger, const 
     in.summary = summary;
     in.tried = render_tried(m_state.attempts);
     in.code = code;
+    in.outcome = outcome;
     LessonContext ctx;
     ctx.category = m_op.category;
     ctx.backend = in.backend;
@@ -679,26 +680,37 @@ Status Loop::reflect(const std::string& rkey, const std::string& trigger, const 
     ctx.toolchain = m_env.evaluator->toolchain_id();
     ctx.source_case = source_case;
     ctx.reason = fmt::format("reflection on {} ({}) in run {}", m_op.name, trigger, m_env.run_id);
-    if (m_cfg.mode != context::Mode::none) {
+    in.memory = m_cfg.mode != context::Mode::none;
+    if (in.memory) {
+      // Every active lesson in the op's scope is listed by id; the ones retrieval ranks first
+      // (then the most helpful) are shown whole, so that they can be voted on and edited.
+      KOPE_ASSIGN(auto in_scope, m_env.store->lessons({ctx.category, ctx.backend, ctx.target, ctx.toolchain}));
       memory::RetrievalQuery q = query(plan_next());
       q.limit = 30;
       KOPE_ASSIGN(auto items, m_env.store->retrieve(q));
-      int shown = 0;
+      std::vector<memory::Lesson> ordered;
+      std::set<std::string> placed;
       for (const auto& it : items) {
-        if (it.kind != memory::RetrievedItem::Kind::lesson || !it.id.starts_with("lesson:") || shown >= 12) continue;
+        if (it.kind != memory::RetrievedItem::Kind::lesson || !it.id.starts_with("lesson:")) continue;
         std::string id = it.id.substr(7);
-        ctx.known_ids.insert(id);
-        in.existing += fmt::format("- [{}] {}\n", id, util::truncate_text(util::replace_all(it.text, "\n", " "), 400, 1));
-        ++shown;
+        auto l = std::find_if(in_scope.begin(), in_scope.end(), [&](const memory::Lesson& x) { return x.id == id; });
+        if (l != in_scope.end() && placed.insert(id).second) ordered.push_back(*l);
       }
+      for (const auto& l : in_scope) {
+        if (placed.insert(l.id).second) ordered.push_back(l);
+      }
+      std::set<std::string> editable;
+      in.existing = render_lessons_in_scope(ordered, k_lessons_shown_whole, &ctx.known_ids, &editable);
+      ctx.editable_ids = std::move(editable);
     }
     KOPE_ASSIGN(auto messages, build_reflection_prompt(*m_env.prompts, in));
+    const context::TokenEstimator est = m_env.estimator->snapshot();
     int64_t estimated = 0;
-    for (const auto& m : messages) estimated += m_env.estimator->estimate(m.content);
+    for (const auto& m : messages) estimated += est.estimate(m.content);
+    int64_t system_tokens = est.estimate(messages[0].content);
     KOPE_TRY(event({{"type", "prompt"}, {"purpose", "reflect"}, {"key", rkey}, {"total_tokens", estimated},
-                    {"tier_tokens", {{"system", m_env.estimator->estimate(messages[0].content)},
-                                     {"hot", estimated - m_env.estimator->estimate(messages[0].content)},
-                                     {"warm", 0}, {"cold", 0}}}}));
+                    {"tokens_per_byte", est.ratio()},
+                    {"tier_tokens", {{"system", system_tokens}, {"hot", estimated - system_tokens}, {"warm", 0}, {"cold", 0}}}}));
     llm::ChatParams params;
     params.max_output_tokens = static_cast<int>(std::min<int64_t>(1500, m_cfg.budget.generation));
     if (m_cfg.seed) params.seed = derived_seed(static_cast<int>(m_state.attempts.size()), "reflect-" + rkey);
@@ -767,7 +779,7 @@ Status Loop::reflect_after(const Attempt& a) {
   auto read = [&](const Attempt& x) -> std::string {
     if (!x.has_code) return "";
     auto src = util::read_file(m_env.run_dir / x.code_file);
-    return src ? util::truncate_text(*src, 3500) : "";
+    return src ? cut_at_lines(*src, k_max_code_shown) : "";
   };
   std::string summary = a.journal;
   if (a.iteration >= 2) {
@@ -775,16 +787,16 @@ Status Loop::reflect_after(const Attempt& a) {
     if (!prev.correct()) {
       summary = fmt::format("Attempt {} failed:\n{}\nThen attempt {}:\n{}", prev.iteration, prev.journal, a.iteration, a.journal);
       std::string before = read(prev);
-      if (!before.empty()) code += fmt::format("Attempt {} (failed):\n```cpp\n{}```\n", prev.iteration, before);
+      if (!before.empty()) code += fmt::format("Attempt {} (failed):\n{}", prev.iteration, fence_code(before, lang()));
     } else if (a.parent_iteration) {
       const Attempt& parent = m_state.attempts[static_cast<size_t>(*a.parent_iteration - 1)];
       std::string before = read(parent);
-      if (!before.empty()) code += fmt::format("Attempt {} (the parent):\n```cpp\n{}```\n", parent.iteration, before);
+      if (!before.empty()) code += fmt::format("Attempt {} (the parent):\n{}", parent.iteration, fence_code(before, lang()));
     }
   }
-  code += fmt::format("Attempt {}:\n```cpp\n{}```\n", a.iteration, read(a));
+  code += fmt::format("Attempt {}:\n{}", a.iteration, fence_code(read(a), lang()));
   auto id = m_state.case_ids.find(a.iteration);
-  return reflect(fmt::format("k{}", a.iteration), a.notable_reason, summary, code,
+  return reflect(fmt::format("k{}", a.iteration), a.notable_reason, summary, code, render_feedback(a, m_state.incumbent(), lang()),
                  id == m_state.case_ids.end() ? std::nullopt : std::optional<int64_t>(id->second));
 }
 
@@ -801,7 +813,7 @@ Status Loop::reflect_end() {
                            inc->fraction_of_roofline ? fmt::format(", {:.0f}% of the roofline", 100 * *inc->fraction_of_roofline)
                                                      : std::string());
     auto src = util::read_file(m_env.run_dir / inc->code_file);
-    if (src) code = "The best kernel:\n```cpp\n" + util::truncate_text(*src, 4000) + "```\n";
+    if (src) code = "The best kernel:\n" + fence_code(cut_at_lines(*src, k_max_code_shown), lang());
     auto id = m_state.case_ids.find(inc->iteration);
     if (id != m_state.case_ids.end()) source = id->second;
   } else {
@@ -809,7 +821,14 @@ Status Loop::reflect_end() {
     auto id = m_state.case_ids.find(m_state.attempts.back().iteration);
     if (id != m_state.case_ids.end()) source = id->second;
   }
-  return reflect("end", "the task ended", summary, code, source);
+  // The numbers the lessons rest on: the last attempt's outcome with its per-case timings (the
+  // task ended before a next prompt would have shown them) and the best kernel's.
+  const Attempt& last = m_state.attempts.back();
+  std::string outcome = render_feedback(last, inc, lang());
+  if (inc && inc->iteration != last.iteration && !inc->timings.empty()) {
+    outcome += fmt::format("\nThe best kernel (attempt {}) per timed case:\n{}", inc->iteration, render_timings(*inc));
+  }
+  return reflect("end", "the task ended", summary, code, outcome, source);
 }
 
 // --- the loop --------------------------------------------------------------------------------
@@ -825,7 +844,7 @@ Result<OpEnd> Loop::run() {
     if (!m_state.case_ids.contains(a.iteration)) KOPE_TRY(record(a));
   }
   for (auto& [rkey, rec] : m_state.reflections) {
-    if (!rec.applied) KOPE_TRY(reflect(rkey, "", "", "", std::nullopt));
+    if (!rec.applied) KOPE_TRY(reflect(rkey, "", "", "", "", std::nullopt));
   }
   if (!m_state.attempts.empty() && m_cfg.policy == "llm") KOPE_TRY(reflect_after(m_state.attempts.back()));
 
@@ -1091,6 +1110,12 @@ Result<memory::LessonDelta> delta_from_json(const json& j) {
   d.reason = j.value("reason", "");
   if (j.contains("source_case") && !j["source_case"].is_null()) d.source_case = j["source_case"].get<int64_t>();
   return d;
+}
+
+std::string op_dir_name(std::string_view op) {
+  std::string out;
+  for (char c : op) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
+  return out.empty() ? "op" : out;
 }
 
 }  // namespace kope::agent

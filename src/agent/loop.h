@@ -99,6 +99,7 @@ struct OpEnvironment {
   memory::Store* store = nullptr;
   llm::LlmClient* llm = nullptr;           // null with the replay policy
   const HardwareProfile* hw = nullptr;
+  const HardwareGuide* guide = nullptr;    // toolchain and device facts for the hardware block; may be null
   const PromptLibrary* prompts = nullptr;
   SharedEstimator* estimator = nullptr;
   EventLog* events = nullptr;
@@ -167,6 +168,10 @@ memory::TaskInfo task_info(const spec::OpSpec& op);
 
 // The reward credited for an attempt's outcome (see the header comment).
 double reward_for(const Attempt& a);
+
+// The file-name-safe form of an op name that names its folders in the run directory
+// (candidates/<dir>/, transcripts/<dir>/).
+std::string op_dir_name(std::string_view op);
 
 // Serialising lesson deltas for the event log.
 nlohmann::json delta_to_json(const memory::LessonDelta& d);

@@ -208,12 +208,22 @@ TEST(Loop, ReflectionAfterAFixAndAtTheEnd) {
   auto lessons = h.store.lessons({});
   ASSERT_EQ(lessons->size(), 1u);
   // The reflection prompt shows what happened.
+  std::string last_reflection;
   for (const auto& c : h.llm->calls()) {
     if (c.params.purpose == "reflect") {
       EXPECT_NE(c.messages[1].content.find("softmax"), std::string::npos);
       EXPECT_NE(c.messages[0].content.find("JSON"), std::string::npos);
+      last_reflection = c.messages[1].content;
     }
   }
+  // The one that ends the op: the last attempt's per-case timings (no next prompt carried
+  // them), and every lesson in scope by id, shown whole (the one the first reflection added).
+  EXPECT_NE(last_reflection.find("## The latest attempt's outcome"), std::string::npos) << last_reflection;
+  EXPECT_NE(last_reflection.find("Attempt 3 (refine"), std::string::npos) << last_reflection;
+  EXPECT_NE(last_reflection.find("| timed case | this attempt | incumbent |"), std::string::npos) << last_reflection;
+  EXPECT_NE(last_reflection.find("## Lessons already in memory"), std::string::npos);
+  EXPECT_NE(last_reflection.find("[" + (*lessons)[0].id + "]"), std::string::npos) << last_reflection;
+  EXPECT_NE(last_reflection.find((*lessons)[0].text), std::string::npos) << "shown whole";
   EXPECT_GT(st.tokens_prompt(), st.attempts[0].tokens_prompt + st.attempts[1].tokens_prompt + st.attempts[2].tokens_prompt);
 }
 

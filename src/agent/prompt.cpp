@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "agent/template.h"
+#include "eval/native.h"
 #include "eval/opencl/opencl.h"
+#include "hw/cpu_id.h"
 #include "util/fs.h"
 #include "util/strings.h"
 
@@ -53,15 +55,29 @@ std::string fmt_us(double us) {
   return fmt::format("{:.3f} us", us);
 }
 
-std::string one_line(std::string_view s, size_t max) {
+// One line of text: line breaks become spaces; longer than `max` bytes, it is cut at a word
+// boundary and marked with "...".
+std::string one_line(std::string_view s, size_t max = SIZE_MAX) {
   std::string out;
-  for (char c : s) out += (c == '\n' || c == '\r' || c == '|') ? ' ' : c;
+  for (char c : s) out += (c == '\n' || c == '\r') ? ' ' : c;
   out = std::string(util::trim(out));
-  if (out.size() > max) out = out.substr(0, max - 3) + "...";
+  if (out.size() > max) {
+    size_t cut = out.rfind(' ', max - 3);
+    if (cut == std::string::npos || cut < max / 2) cut = max - 3;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+    out = std::string(util::trim(std::string_view(out).substr(0, cut))) + "...";
+  }
   return out;
 }
 
+// A markdown table cell: one line, `|` escaped so it cannot end the cell.
+std::string cell(std::string_view s, size_t max = SIZE_MAX) { return util::replace_all(one_line(s, max), "|", "\\|"); }
+
 std::string item_text(const context::Item& it) { return "- " + it.text + "\n"; }
+
+// The template variables of the knowledge sections, in the order the templates show them.
+constexpr const char* k_knowledge_keys[] = {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "exp_unverified", "notes"};
+
 
 }  // namespace
 
@@ -124,9 +140,31 @@ void SharedEstimator::calibrate(int64_t estimated, int64_t reported) {
   m_estimator.calibrate(estimated, reported);
 }
 
+context::TokenEstimator SharedEstimator::snapshot() const {
+  std::lock_guard lock(m_mutex);
+  return m_estimator;
+}
+
 double SharedEstimator::ratio() const {
   std::lock_guard lock(m_mutex);
   return m_estimator.ratio();
+}
+
+std::string knowledge_content_key(std::string_view text) {
+  size_t fence = text.find("```");
+  if (fence != std::string_view::npos) {
+    size_t body = text.find('\n', fence);
+    size_t close = body == std::string_view::npos ? std::string_view::npos : text.find("```", body);
+    if (close != std::string_view::npos) return "code:" + std::string(util::trim(text.substr(body, close - body)));
+  }
+  std::string_view t = util::trim(text);
+  if (t.starts_with("- ")) t = util::trim(t.substr(2));
+  if (t.starts_with("(from ")) t = util::trim(t.substr(t.find(')') + 1));
+  if (t.starts_with("[")) {
+    size_t close = t.find(']');
+    if (close != std::string_view::npos) t = t.substr(close + 1);
+  }
+  return "text:" + std::string(util::trim(t));
 }
 
 // --- knowledge -------------------------------------------------------------------------------
@@ -138,6 +176,7 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
                                        const std::set<std::string>& exclude) {
   KnowledgeCandidates out;
   std::set<std::string> seen = exclude;
+  std::set<std::string> seen_content;  // no item twice in one prompt, whatever its id
   double max_score = 1e-9;
   for (const auto* list : {&state_items, &broad_items}) {
     for (const auto& it : *list) max_score = std::max(max_score, it.score);
@@ -152,6 +191,8 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
       it.section = "notes";
     } else if (r.foreign) {
       it.section = "feasibility";
+    } else if (r.quarantined) {
+      it.section = "unverified";
     } else if (r.kind == memory::RetrievedItem::Kind::best_kernel) {
       it.section = "kernels";
     } else if (r.kind == memory::RetrievedItem::Kind::case_summary) {
@@ -165,8 +206,11 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     out.scores[r.id] = r.score;
     return it;
   };
+  auto fresh = [&](const memory::RetrievedItem& r) {
+    return seen.insert(r.id).second && seen_content.insert(knowledge_content_key(r.text)).second;
+  };
   for (const auto& r : state_items) {
-    if (!seen.insert(r.id).second) continue;
+    if (!fresh(r)) continue;
     bool other_category = false;
     if (!r.op.empty() && r.op != op.name) {
       auto cat = category_of(r.op);
@@ -179,7 +223,7 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     }
   }
   for (const auto& r : broad_items) {
-    if (!seen.insert(r.id).second) continue;
+    if (!fresh(r)) continue;
     out.cold.push_back(make(r, context::Tier::cold, 0.8));
   }
   // The library's general notes, valued by how many words of the task they mention.
@@ -217,8 +261,11 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
 // --- assembly --------------------------------------------------------------------------------
 
 Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptInput& in, const KnowledgeCandidates& knowledge,
-                                        const context::Budget& budget, context::Mode mode, const SharedEstimator& estimator) {
+                                        const context::Budget& budget, context::Mode mode, const SharedEstimator& shared) {
   AssembledPrompt out;
+  // One ratio for the whole prompt, even while other ops calibrate the shared estimator.
+  const context::TokenEstimator estimator = shared.snapshot();
+  out.tokens_per_byte = estimator.ratio();
   KOPE_ASSIGN(std::string system,
               render_template(lib.system, {{"toolchain", in.toolchain}, {"backend", lib.backend}}, "system.md"));
   int64_t system_tokens = estimator.estimate(system);
@@ -244,6 +291,7 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                     {"exp_cases", ""},
                     {"exp_lessons", ""},
                     {"exp_feasibility", ""},
+                    {"exp_unverified", ""},
                     {"notes", ""}};
 
   // The hot tier alone; cut its largest blocks while it does not fit.
@@ -256,7 +304,7 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
       if (v.size() > 400 && (!largest || v.size() > largest->size())) largest = &v;
     }
     if (!largest) break;
-    *largest = util::truncate_text(*largest, largest->size() / 2);
+    *largest = cut_at_lines(*largest, largest->size() / 2);
     out.hot_truncated = true;
     KOPE_ASSIGN(hot_user, render_template(tmpl, vars, tmpl_name));
     hot_tokens = estimator.estimate(hot_user);
@@ -271,7 +319,7 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
   // Section headings are part of what knowledge costs: reserve room for all of them, so the
   // admitted items plus their headings stay within B_k.
   TemplateVars all_sections = vars;
-  for (const char* key : {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "notes"}) all_sections[key] = "-";
+  for (const char* key : k_knowledge_keys) all_sections[key] = "-";
   KOPE_ASSIGN(std::string with_headings, render_template(tmpl, all_sections, tmpl_name));
   int64_t headings = std::max<int64_t>(0, estimator.estimate(with_headings) - hot_tokens);
   context::Budget b = budget;
@@ -294,7 +342,7 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
   // item per token until the whole prompt fits.
   std::string user;
   for (;;) {
-    for (const char* key : {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "notes"}) vars[key] = "";
+    for (const char* key : k_knowledge_keys) vars[key] = "";
     for (const auto& it : chosen) {
       std::string key = it.section == "notes" ? "notes" : "exp_" + it.section;
       if (!vars.contains(key)) key = "notes";  // an unknown section still reaches the prompt
@@ -327,7 +375,7 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
   int64_t warm = 0, cold = 0;
   if (any_warm && any_cold) {
     TemplateVars warm_only = vars;
-    for (const char* key : {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "notes"}) warm_only[key] = "";
+    for (const char* key : k_knowledge_keys) warm_only[key] = "";
     for (const auto& it : chosen) {
       if (it.tier != context::Tier::warm) continue;
       std::string k = "exp_" + it.section;
@@ -351,26 +399,110 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
 
 // --- hot-tier blocks -------------------------------------------------------------------------
 
-std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain) {
+HardwareGuide describe_hardware_guide(std::string_view backend) {
+  HardwareGuide g;
+  g.backend = std::string(backend);
+  hw::CpuIdentity id = hw::cpu_identity();
+  g.microarchitecture = hw::microarchitecture(id);
+  g.cpu_family = id.family;
+  g.cpu_model = id.model;
+  auto tc = eval::cpu_toolchain();
+  if (backend != "opencl" && tc) {
+    if (auto t = eval::compiler_target(*tc)) {
+      g.isa_extensions = t->isa_extensions;
+      g.compiler_tune = t->tune;
+    }
+  }
+  if (backend == "opencl") {
+    const auto& p = eval::opencl::platform();
+    if (p.usable) {
+      // PoCL names the CPU its LLVM compiles for in the device name: "pthread-haswell-AMD EPYC".
+      std::string cpu = p.device_name.starts_with("pthread-") ? p.device_name.substr(8) : "";
+      cpu = cpu.substr(0, cpu.find('-'));
+      g.compiler_tune = cpu;
+      if (tc && !cpu.empty()) {
+        eval::Toolchain as_pocl = *tc;
+        as_pocl.flags = {"-march=" + cpu};
+        if (auto t = eval::compiler_target(as_pocl)) g.isa_extensions = t->isa_extensions;
+      }
+      g.local_mem_bytes = p.local_mem_bytes;
+      g.max_work_group_size = p.max_work_group_size;
+      g.max_work_item_sizes = p.max_work_item_sizes;
+      g.compute_units = p.compute_units;
+      g.fp64 = p.fp64;
+      g.device_name = p.device_name;
+    }
+  }
+  return g;
+}
+
+std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain, const HardwareGuide& guide) {
+  const bool opencl = guide.backend == "opencl";
   std::string out;
-  out += fmt::format("- target: {} (ISA features: {})\n", hw.target.str(),
-                     hw.target.features.empty() ? "none beyond the base ISA" : util::join(hw.target.features, ", "));
-  if (!hw.cpu_model.empty()) out += fmt::format("- CPU: {}\n", hw.cpu_model);
-  out += fmt::format("- cores available to the kernel: {} (OpenMP uses all of them)\n", hw.cores);
+  out += fmt::format("- target: {}\n", hw.target.str());
+  if (!hw.cpu_model.empty()) {
+    std::string cpu = hw.cpu_model;
+    std::vector<std::string> ident;
+    if (!guide.microarchitecture.empty()) ident.push_back(guide.microarchitecture + " microarchitecture");
+    if (guide.cpu_family > 0) ident.push_back(fmt::format("CPUID family {:#x} model {:#x}", guide.cpu_family, guide.cpu_model));
+    if (!ident.empty()) cpu += " (" + util::join(ident, ", ") + ")";
+    out += fmt::format("- CPU: {}\n", cpu);
+  }
+  std::vector<std::string> isa = guide.isa_extensions;
+  if (isa.empty() && !opencl) isa = hw.target.features;
+  std::string tune = guide.compiler_tune.empty() ? "" : fmt::format(" (the compiler targets {})", guide.compiler_tune);
+  if (opencl) {
+    std::string for_cpu = guide.compiler_tune.empty() ? "" : fmt::format(" (it compiles for the CPU '{}')", guide.compiler_tune);
+    out += fmt::format("- ISA extensions PoCL's compiler vectorises work-items with{}: {}; OpenCL C has no intrinsics\n", for_cpu,
+                       isa.empty() ? "unknown" : util::join(isa, ", "));
+    if (!guide.device_name.empty()) out += fmt::format("- OpenCL device: {}\n", guide.device_name);
+    int units = guide.compute_units > 0 ? guide.compute_units : hw.cores;
+    out += fmt::format("- compute units: {} (PoCL runs one work-group at a time on each CPU core)\n", units);
+    if (guide.max_work_group_size > 0) {
+      std::string per_dim;
+      if (!guide.max_work_item_sizes.empty()) {
+        std::vector<std::string> dims;
+        for (int64_t v : guide.max_work_item_sizes) dims.push_back(std::to_string(v));
+        per_dim = fmt::format(", at most ({}) per dimension", util::join(dims, ", "));
+      }
+      out += fmt::format("- work-group size: at most {} work-items in total{}; kope accepts local sizes whose product is "
+                         "at most 4096\n",
+                         guide.max_work_group_size, per_dim);
+    }
+    if (guide.local_mem_bytes > 0) {
+      out += fmt::format("- local memory (__local) per work-group: {} (PoCL keeps it in ordinary cached memory)\n",
+                         util::human_bytes(static_cast<double>(guide.local_mem_bytes)));
+    }
+    if (guide.compute_units > 0 || guide.max_work_group_size > 0) {
+      out += fmt::format("- double precision (cl_khr_fp64): {}\n", guide.fp64 ? "supported" : "not supported");
+    }
+  } else {
+    out += fmt::format("- ISA extensions the compile flags enable{}: {}; intrinsics for these, and only these, may be used\n",
+                       tune, isa.empty() ? "none beyond the base ISA" : util::join(isa, ", "));
+    out += fmt::format("- cores available to the kernel: {} (OpenMP uses all of them)\n", hw.cores);
+  }
   if (hw.l1d_bytes || hw.l2_bytes || hw.l3_bytes) {
     out += fmt::format("- caches: L1d {} per core, L2 {} per core, L3 {} shared\n",
                        util::human_bytes(static_cast<double>(hw.l1d_bytes)), util::human_bytes(static_cast<double>(hw.l2_bytes)),
                        util::human_bytes(static_cast<double>(hw.l3_bytes)));
   }
   if (hw.peak_gflops > 0) {
-    out += fmt::format("- measured peak: {:.0f} GFLOP/s FP32 FMA on all cores ({:.0f} per core)\n", hw.peak_gflops,
-                       hw.peak_gflops_core);
+    bool measured_core = hw.peak_gflops_core > 0;
+    double core = measured_core ? hw.peak_gflops_core : hw.peak_gflops / std::max(1, hw.cores);
+    out += fmt::format("- FP32 FMA throughput: {:.0f} GFLOP/s per core ({}), {:.0f} GFLOP/s on all {} cores (measured; an "
+                       "FMA counts as 2 flops)\n",
+                       core, measured_core ? "measured on one core" : "all-core figure / cores", hw.peak_gflops, hw.cores);
   }
-  if (hw.peak_gbps > 0) out += fmt::format("- measured DRAM bandwidth: {:.1f} GB/s (triad, all cores)\n", hw.peak_gbps);
+  if (hw.peak_gbps > 0) {
+    out += fmt::format("- DRAM bandwidth: {:.1f} GB/s, measured with the STREAM triad a[i] = b[i] + s*c[i] on all cores and "
+                       "counted as 24 bytes per element (reads of b and c, write of a): the write-allocate read of a is not "
+                       "counted, so the bytes the memory moves are up to 4/3 of this\n",
+                       hw.peak_gbps);
+  }
   if (!hw.bandwidth.empty()) {
     std::vector<std::string> pts;
     for (const auto& p : hw.bandwidth) pts.push_back(fmt::format("{} {:.0f} GB/s", util::human_bytes(static_cast<double>(p.working_set_bytes)), p.gbps));
-    out += "- bandwidth by working set: " + util::join(pts, ", ") + "\n";
+    out += "- triad bandwidth by working set (same counting): " + util::join(pts, ", ") + "\n";
   }
   out += fmt::format("- compiler: {}\n", toolchain);
   return out;
@@ -409,26 +541,51 @@ std::string render_op_spec(const spec::OpSpec& op) {
   return out;
 }
 
-std::string render_incumbent(const Attempt& inc, std::string_view code) {
+std::string code_language(std::string_view backend) { return backend == "opencl" ? "c" : "cpp"; }
+
+std::string fence_code(std::string_view code, std::string_view lang) {
+  std::string out = "```" + std::string(lang) + "\n";
+  out += code;
+  if (!code.empty() && code.back() != '\n') out += '\n';
+  return out + "```\n";
+}
+
+std::string cut_at_lines(std::string_view text, size_t max_bytes, size_t max_lines) {
+  size_t end = 0, lines_kept = 0;
+  while (end < text.size() && lines_kept < max_lines) {
+    size_t nl = text.find('\n', end);
+    size_t next = nl == std::string_view::npos ? text.size() : nl + 1;
+    if (next > max_bytes) break;
+    end = next;
+    ++lines_kept;
+  }
+  if (end >= text.size()) return std::string(text);
+  std::string_view rest = text.substr(end);
+  size_t lines = static_cast<size_t>(std::count(rest.begin(), rest.end(), '\n')) + (rest.ends_with('\n') ? 0 : 1);
+  return fmt::format("{}[... {} more line{} not shown ...]\n", text.substr(0, end), lines, lines == 1 ? "" : "s");
+}
+
+std::string render_timings(const Attempt& inc) {
+  if (inc.timings.empty()) return "";
+  std::string out = "| timed case | kernel | reference | library | roofline | fraction of roofline |\n|---|---|---|---|---|---|\n";
+  for (const auto& t : inc.timings) {
+    out += fmt::format("| {} | {} ± {:.1f}% | {} | {} | {} | {:.0f}% |\n", cell(t.label), fmt_us(t.median_us),
+                       t.median_us > 0 ? 100 * t.ci95_us / t.median_us : 0.0, fmt_us(t.reference_us),
+                       t.library_us ? fmt_us(*t.library_us) : std::string("-"), fmt_us(t.roofline_us),
+                       100 * t.fraction_of_roofline);
+  }
+  return out;
+}
+
+std::string render_incumbent(const Attempt& inc, std::string_view code, std::string_view lang) {
   std::string out;
   out += fmt::format("From attempt {} ({}): {}\n", inc.iteration, memory::stage_name(inc.stage), inc.optimisation);
   out += fmt::format("Speedup vs reference {:.2f}x", inc.speedup_vs_reference.value_or(0));
   if (inc.speedup_vs_library) out += fmt::format(", vs library {:.2f}x", *inc.speedup_vs_library);
   if (inc.fraction_of_roofline) out += fmt::format(", {:.0f}% of the roofline", 100 * *inc.fraction_of_roofline);
   out += ".\n";
-  if (!inc.timings.empty()) {
-    out += "| timed case | kernel | reference | library | roofline | fraction of roofline |\n|---|---|---|---|---|---|\n";
-    for (const auto& t : inc.timings) {
-      out += fmt::format("| {} | {} ± {:.1f}% | {} | {} | {} | {:.0f}% |\n", t.label, fmt_us(t.median_us),
-                         t.median_us > 0 ? 100 * t.ci95_us / t.median_us : 0.0, fmt_us(t.reference_us),
-                         t.library_us ? fmt_us(*t.library_us) : std::string("-"), fmt_us(t.roofline_us),
-                         100 * t.fraction_of_roofline);
-    }
-  }
-  out += "```cpp\n";
-  out += code;
-  if (!code.empty() && code.back() != '\n') out += '\n';
-  out += "```\n";
+  out += render_timings(inc);
+  out += fence_code(code, lang);
   return out;
 }
 
@@ -439,22 +596,23 @@ std::string describe_outcome(const Attempt& a) {
     if (a.improved) s += " (new incumbent)";
     return s;
   }
-  std::string msg = one_line(a.message, 90);
+  // The cause is never trimmed: it is what the next attempt needs.
+  std::string msg = one_line(a.message);
   return msg.empty() ? a.verdict : a.verdict + ": " + msg;
 }
 
-std::string render_feedback(const Attempt& a, const Attempt* inc) {
+std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_view lang) {
   std::string out;
   out += fmt::format("Attempt {} ({}; \"{}\") ended: {}.\n", a.iteration, memory::stage_name(a.stage),
                      one_line(a.optimisation, 120), describe_outcome(a));
   if (!a.has_code) {
-    out += "The answer held no usable code: reply with one ```cpp block that defines kope_kernel.\n";
+    out += fmt::format("The answer held no usable code: reply with one ```{} block that defines kope_kernel.\n", lang);
   }
   if (!a.correct() && !a.message.empty()) out += "Evaluator: " + a.message + "\n";
   if (!a.first_mismatch.empty()) out += "First mismatch: " + a.first_mismatch + "\n";
   if (a.cases_total > 0 && !a.correct()) out += fmt::format("Cases passed: {} of {}.\n", a.cases_passed, a.cases_total);
   if (!a.diagnostics.empty()) {
-    out += "Diagnostics (trimmed):\n```\n" + util::truncate_text(a.diagnostics, 2500, 40);
+    out += "Diagnostics (trimmed):\n```\n" + cut_at_lines(a.diagnostics, 2500, 40);
     if (out.back() != '\n') out += '\n';
     out += "```\n";
   }
@@ -469,7 +627,7 @@ std::string render_feedback(const Attempt& a, const Attempt* inc) {
           }
         }
       }
-      out += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", t.label, fmt_us(t.median_us), inc_time, fmt_us(t.reference_us),
+      out += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", cell(t.label), fmt_us(t.median_us), inc_time, fmt_us(t.reference_us),
                          100 * t.fraction_of_roofline);
     }
     if (!a.improved && inc && inc->iteration != a.iteration) {
@@ -486,8 +644,9 @@ std::string render_tried(const std::vector<Attempt>& attempts, size_t max_rows) 
   if (start > 0) out += fmt::format("| ... | | {} earlier attempts omitted | |\n", start);
   for (size_t i = start; i < attempts.size(); ++i) {
     const Attempt& a = attempts[i];
-    out += fmt::format("| {} | {} | {} | {} |\n", a.iteration, memory::stage_name(a.stage), one_line(a.optimisation, 80),
-                       describe_outcome(a));
+    // The description gives way, never the cause.
+    out += fmt::format("| {} | {} | {} | {} |\n", a.iteration, memory::stage_name(a.stage), cell(a.optimisation, 70),
+                       cell(describe_outcome(a)));
   }
   return out;
 }

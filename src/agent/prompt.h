@@ -53,6 +53,8 @@ class SharedEstimator {
   int64_t estimate(std::string_view text) const;
   void calibrate(int64_t estimated, int64_t reported);
   double ratio() const;
+  // A copy of the estimator as it is now (for estimates that must share one ratio).
+  context::TokenEstimator snapshot() const;
 
  private:
   mutable std::mutex m_mutex;
@@ -94,6 +96,11 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
                                        const std::function<std::optional<std::string>(std::string_view)>& category_of,
                                        const std::set<std::string>& exclude = {});
 
+// What makes two knowledge items the same for a reader (an item is never shown twice in one
+// prompt): the code they show when they show code, else their text without the list marker,
+// the "(from <target>)" prefix and the bracketed header (ids, scores).
+std::string knowledge_content_key(std::string_view item_text);
+
 struct AssembledPrompt {
   std::vector<llm::Message> messages;  // system, user
   std::map<std::string, int64_t> tier_tokens;  // "system", "hot", "warm", "cold"
@@ -104,6 +111,7 @@ struct AssembledPrompt {
   std::vector<std::string> admitted;  // every admitted knowledge item id (notes included)
   int dropped = 0;                // candidates left out
   bool hot_truncated = false;     // a hot block had to be cut to fit the window
+  double tokens_per_byte = 0;     // the estimator's ratio every estimate of this prompt used
 };
 
 // Renders the prompt for `input` with the items `mode` admits under `budget` (window and
@@ -113,13 +121,50 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                                         const KnowledgeCandidates& knowledge, const context::Budget& budget,
                                         context::Mode mode, const SharedEstimator& estimator);
 
+// What the hardware guide shows beyond the profile: facts of the toolchain and the device.
+struct HardwareGuide {
+  std::string backend = "cpu";
+  std::vector<std::string> isa_extensions;  // what the compile flags enable ("avx512vbmi2", ...)
+  std::string compiler_tune;                // the CPU the flags tune for ("znver3"), may be empty
+  std::string microarchitecture;            // from CPUID ("Zen 5"), empty when not identified
+  int cpu_family = 0, cpu_model = 0;        // CPUID display family and model (0: unknown)
+  // OpenCL: the device's limits (0 / empty when unknown).
+  int64_t local_mem_bytes = 0;
+  int64_t max_work_group_size = 0;
+  std::vector<int64_t> max_work_item_sizes;
+  int compute_units = 0;
+  bool fp64 = false;
+  std::string device_name;
+};
+
+// The guide for `backend` on this machine: CPUID, the CPU toolchain's predefined macros, and
+// for opencl the platform probe. What cannot be found is left empty (never an error).
+HardwareGuide describe_hardware_guide(std::string_view backend);
+
 // Hot-tier text blocks.
-std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain);
+std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain, const HardwareGuide& guide = {});
 std::string render_op_spec(const spec::OpSpec& op);
-std::string render_incumbent(const Attempt& incumbent, std::string_view code);
+// `lang` is the code fence's language (code_language of the backend).
+std::string render_incumbent(const Attempt& incumbent, std::string_view code, std::string_view lang = "cpp");
+
+// A correct attempt's per-timed-case table: kernel time ± CI, reference, library, roofline,
+// fraction of the roofline ("" when it has no timings).
+std::string render_timings(const Attempt& a);
+// The most source shown in one code block of a prompt (a kernel longer than this is cut at a
+// line boundary, with a line saying so).
+inline constexpr size_t k_max_code_shown = 24000;
+
+// The fence language of a backend's kernels: "c" for opencl (OpenCL C), "cpp" otherwise.
+std::string code_language(std::string_view backend);
+// `code` in a fenced block of `lang`, ending with a newline.
+std::string fence_code(std::string_view code, std::string_view lang);
+// `text` cut to whole lines within `max_bytes` and `max_lines`, with a line saying how many
+// lines were left out ("[... 12 more lines not shown ...]"); never cut inside a line (a first
+// line longer than the limit is left out whole).
+std::string cut_at_lines(std::string_view text, size_t max_bytes, size_t max_lines = SIZE_MAX);
 // The latest attempt's outcome: verdict and message, trimmed diagnostics, first mismatch, and
 // per-case timing deltas against the incumbent and the reference.
-std::string render_feedback(const Attempt& latest, const Attempt* incumbent);
+std::string render_feedback(const Attempt& latest, const Attempt* incumbent, std::string_view lang = "cpp");
 // One row per attempt: iteration, stage, optimisation, how it ended. At most `max_rows` (the
 // latest), with a line counting the omitted ones.
 std::string render_tried(const std::vector<Attempt>& attempts, size_t max_rows = 30);

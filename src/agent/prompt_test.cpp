@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/test_support.h"
+#include "util/strings.h"
 
 namespace kope::agent {
 namespace {
@@ -209,6 +210,129 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   EXPECT_NE(tried.find("10 earlier attempts omitted"), std::string::npos);
   EXPECT_EQ(tried.find("| 10 |"), std::string::npos);
   EXPECT_NE(tried.find("| 40 |"), std::string::npos);
+}
+
+
+// The hardware block names every ISA extension the flags enable, the microarchitecture and the
+// per-core FMA rate, says how the triad is counted, and has no CPU leftovers for OpenCL.
+TEST(Prompt, HardwareGuideIsPreciseEnoughForIntrinsics) {
+  HardwareProfile hw = testing::fake_hw();
+  HardwareGuide g;
+  g.isa_extensions = {"avx2", "fma", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512ifma", "avx512vbmi",
+                      "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq", "avx512vp2intersect", "avx512bf16", "avx512vnni"};
+  g.microarchitecture = "Zen 5";
+  g.cpu_family = 0x1a;
+  g.cpu_model = 0x02;
+  g.compiler_tune = "znver4";
+  std::string cpu = render_hardware(hw, "g++ 12 | -O3 -march=native -fopenmp", g);
+  EXPECT_NE(cpu.find("avx512vbmi2, avx512bitalg, avx512vpopcntdq, avx512vp2intersect"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("Zen 5 microarchitecture"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("family 0x1a model 0x2"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("100 GFLOP/s per core (measured on one core)"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("write-allocate"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("OpenMP uses all of them"), std::string::npos);
+  hw.peak_gflops_core = 0;  // nothing better measured: peak / cores
+  EXPECT_NE(render_hardware(hw, "g++", g).find("100 GFLOP/s per core (all-core figure / cores)"), std::string::npos);
+
+  HardwareGuide ocl = g;
+  ocl.backend = "opencl";
+  ocl.local_mem_bytes = 4 << 20;
+  ocl.max_work_group_size = 4096;
+  ocl.max_work_item_sizes = {4096, 4096, 4096};
+  ocl.compute_units = 2;
+  std::string cl = render_hardware(hw, "PoCL 3.1", ocl);
+  EXPECT_EQ(cl.find("OpenMP"), std::string::npos) << cl;
+  EXPECT_NE(cl.find("local memory (__local) per work-group: 4.0 MiB"), std::string::npos) << cl;
+  EXPECT_NE(cl.find("at most 4096 work-items in total, at most (4096, 4096, 4096) per dimension"), std::string::npos) << cl;
+  EXPECT_NE(cl.find("compute units: 2"), std::string::npos) << cl;
+
+  // What this machine's toolchain really enables, asked of the compiler.
+  HardwareGuide here = describe_hardware_guide("cpu");
+  EXPECT_NE(std::find(here.isa_extensions.begin(), here.isa_extensions.end(), "sse2"), here.isa_extensions.end());
+}
+
+TEST(Prompt, OpenClPromptsUseCFencesAndHaveNoCppLeftovers) {
+  spec::OpSpec op = testing::load_softmax();
+  PromptLibrary lib = *PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", "opencl");
+  SharedEstimator est;
+  PromptInput in;
+  in.op = &op;
+  in.reference_source = "void ref() {}\n";
+  HardwareGuide g;
+  g.backend = "opencl";
+  in.hardware = render_hardware(testing::fake_hw(), "PoCL", g);
+  in.toolchain = "PoCL";
+  in.stage = memory::Stage::refine;
+  Attempt inc;
+  inc.iteration = 1;
+  inc.verdict = "correct";
+  in.incumbent = render_incumbent(inc, "// kope: global=(N)\n__kernel void kope_kernel() {}\n", code_language("opencl"));
+  context::Budget budget;
+  budget.window = 32000;
+  budget.generation = 4000;
+  auto p = assemble_prompt(lib, in, {}, budget, context::Mode::active, est);
+  ASSERT_TRUE(p) << p.error().message;
+  const std::string& user = p->messages[1].content;
+  EXPECT_NE(user.find("```c\n// kope: global=(N)"), std::string::npos) << user;
+  EXPECT_EQ(user.find("OpenMP"), std::string::npos);
+  const std::string& sys = p->messages[0].content;
+  EXPECT_NE(sys.find("cdiv(a, b)"), std::string::npos);
+  EXPECT_NE(sys.find("local="), std::string::npos);
+  EXPECT_NE(sys.find("__builtin_nontemporal_store"), std::string::npos);
+}
+
+TEST(Prompt, ExperienceShowsNoItemTwiceAndQuarantineOnlyAsFeasibility) {
+  Fixture f;
+  std::string kernel = "[best kernel · softmax · case 4]\nchange: rows\n```cpp\nint k() { return 4; }\n```\n";
+  std::vector<memory::RetrievedItem> state = {
+      item("case:4", Kind::best_kernel, kernel, 2.0, false, "softmax"),
+      item("case:7", Kind::best_kernel, util::replace_all(kernel, "case 4", "case 7"), 1.9, false, "softmax"),  // same code
+      item("lesson:L1", Kind::lesson, "[lesson L1 · strategy] Rows: parallelise rows.", 1.5),
+      item("lesson:L2", Kind::lesson, "[lesson L2 · strategy] Rows: parallelise rows.", 1.4),  // same text
+      item("case:9", Kind::case_summary, "[case 9 · softmax · correct · QUARANTINED: awaiting re-verification]", 1.2, false,
+           "softmax")};
+  state.back().quarantined = true;
+  auto k = classify_knowledge(state, {}, f.op, memory::Stage::refine, f.lib, f.est, [](std::string_view) { return std::nullopt; });
+  std::set<std::string> ids;
+  for (const auto& it : k.warm) ids.insert(it.id);
+  EXPECT_EQ(ids, (std::set<std::string>{"case:4", "lesson:L1", "case:9"}));
+  context::Budget budget;
+  budget.window = 32000;
+  budget.generation = 4000;
+  auto p = assemble_prompt(f.lib, f.input(), k, budget, context::Mode::active, f.est);
+  ASSERT_TRUE(p) << p.error().message;
+  const std::string& user = p->messages[1].content;
+  size_t unverified = user.find("## Feasibility only: results from this machine awaiting re-verification");
+  ASSERT_NE(unverified, std::string::npos) << user;
+  EXPECT_GT(user.find("QUARANTINED: awaiting"), unverified);
+  EXPECT_LT(user.find("## Experience from this machine: kernels"), unverified);
+}
+
+TEST(Prompt, TriedTableTrimsTheDescriptionNeverTheCause) {
+  Attempt a;
+  a.iteration = 1;
+  a.verdict = "rejected";
+  a.optimisation = "AVX-512 3-pass softmax per row with a range-reduced polynomial exp, streaming stores and OpenMP dynamic over row blocks";
+  a.message = "needed 7.37 ms of CPU time on never-seen inputs but 2.25 ms on inputs it had seen before: it keeps state | between calls";
+  std::string t = render_tried({a});
+  EXPECT_NE(t.find("on inputs it had seen before: it keeps state \\| between calls |"), std::string::npos) << t;
+  EXPECT_EQ(t.find("row blocks"), std::string::npos) << "the description gives way";
+  EXPECT_NE(t.find("AVX-512 3-pass softmax"), std::string::npos);
+  EXPECT_NE(t.find("... |"), std::string::npos);
+}
+
+TEST(Prompt, CodeIsCutOnlyAtLineBoundaries) {
+  std::string code;
+  for (int i = 0; i < 100; ++i) code += fmt::format("line {} of the kernel;\n", i);
+  std::string cut = cut_at_lines(code, 200);
+  EXPECT_LE(cut.find("[..."), 200u);
+  EXPECT_NE(cut.find("more lines not shown ...]"), std::string::npos);
+  EXPECT_EQ(cut.find("more bytes cut"), std::string::npos);
+  for (auto& line : util::split(cut, '\n')) {
+    if (!line.empty() && !line.starts_with("[...")) EXPECT_TRUE(line.ends_with("of the kernel;")) << line;
+  }
+  EXPECT_EQ(cut_at_lines(code, code.size()), code);
+  EXPECT_EQ(cut_at_lines(code, 10000, 3), "line 0 of the kernel;\nline 1 of the kernel;\nline 2 of the kernel;\n[... 97 more lines not shown ...]\n");
 }
 
 }  // namespace

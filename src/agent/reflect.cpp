@@ -1,5 +1,6 @@
 #include "agent/reflect.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/template.h"
@@ -89,10 +90,39 @@ std::string str(const json& j, std::initializer_list<const char*> keys) {
 
 }  // namespace
 
+std::string render_lessons_in_scope(const std::vector<memory::Lesson>& in_scope, size_t whole,
+                                    std::set<std::string>* listed, std::set<std::string>* editable) {
+  std::string out;
+  std::vector<const memory::Lesson*> rest;
+  size_t shown = 0;
+  for (const auto& l : in_scope) {
+    if (listed && !listed->insert(l.id).second) continue;
+    if (shown >= whole) {
+      rest.push_back(&l);
+      continue;
+    }
+    ++shown;
+    if (editable) editable->insert(l.id);
+    std::string scope = l.scope.category.empty() ? "any op" : l.scope.category;
+    if (!l.scope.backend.empty()) scope += "/" + l.scope.backend;
+    if (!l.scope.target.empty()) scope += " on " + l.scope.target;
+    out += fmt::format("- [{}] ({} · {} · helpful {} / harmful {}) {}: {}", l.id, memory::lesson_kind_name(l.kind), scope,
+                       l.helpful, l.harmful, util::replace_all(l.title, "\n", " "), util::replace_all(l.text, "\n", " "));
+    if (!l.error_signature.empty()) out += fmt::format(" (fixes: {})", util::replace_all(l.error_signature, "\n", " "));
+    out += "\n";
+  }
+  if (!rest.empty()) {
+    out += "Also in scope (title only: vote on these by id, but edit only a lesson shown whole above):\n";
+    for (const auto* l : rest) out += fmt::format("- [{}] {}\n", l->id, util::replace_all(l->title, "\n", " "));
+  }
+  return out;
+}
+
 Result<std::vector<llm::Message>> build_reflection_prompt(const PromptLibrary& lib, const ReflectionInput& in) {
   TemplateVars vars{{"op_name", in.op->name},   {"op_category", in.op->category}, {"backend", in.backend},
                     {"target", in.target},      {"trigger", in.trigger},         {"summary", in.summary},
-                    {"tried", in.tried},        {"code", in.code},               {"existing", in.existing}};
+                    {"tried", in.tried},        {"code", in.code},               {"existing", in.existing},
+                    {"outcome", in.outcome},    {"memory", in.memory ? "yes" : ""}};
   KOPE_ASSIGN(std::string system, render_template(lib.reflect_system, vars, "reflect_system.md"));
   KOPE_ASSIGN(std::string user, render_template(lib.reflect, vars, "reflect.md"));
   return std::vector<llm::Message>{{llm::Message::Role::system, std::move(system)},
@@ -169,6 +199,10 @@ ParsedLessons parse_lessons(std::string_view answer, const LessonContext& ctx) {
       if (id.starts_with("lesson:")) id = id.substr(7);
       if (!ctx.known_ids.contains(id)) {
         out.problems.push_back("'" + action + "' names lesson '" + id + "', which was not shown");
+        continue;
+      }
+      if (action == "edit" && ctx.editable_ids && !ctx.editable_ids->contains(id)) {
+        out.problems.push_back("'edit' names lesson '" + id + "', whose whole text was not shown");
         continue;
       }
       d.lesson_id = id;

@@ -30,8 +30,18 @@ struct ReflectionInput {
   std::string summary;   // what happened, with numbers
   std::string tried;     // the tried-table
   std::string code;      // the code in question (fenced), may be empty
-  std::string existing;  // lessons already in memory, one per line with their ids
+  std::string outcome;   // the latest attempt's outcome with its per-case timings, may be empty
+  std::string existing;  // lessons already in memory (render_lessons_in_scope), may be empty
+  bool memory = true;    // false in mode none: no lesson section at all
 };
+
+// The "lessons already in memory" block of a reflection prompt: every lesson in `in_scope`
+// (the store's active lessons for the op's scope) by id; the first `whole` of them, in the
+// given order, shown whole (title, text, error signature) — those may be edited — and the rest
+// by id and title, for votes. `editable` receives the ids shown whole, `listed` every id.
+std::string render_lessons_in_scope(const std::vector<memory::Lesson>& in_scope, size_t whole,
+                                    std::set<std::string>* listed, std::set<std::string>* editable);
+inline constexpr size_t k_lessons_shown_whole = 12;
 
 Result<std::vector<llm::Message>> build_reflection_prompt(const PromptLibrary& lib, const ReflectionInput& in);
 
@@ -42,6 +52,8 @@ struct LessonContext {
   std::string target;
   std::string toolchain;
   std::set<std::string> known_ids;     // lesson ids shown to the model (without "lesson:")
+  // Ids whose whole text was shown: only these may be edited (nullopt: every known id).
+  std::optional<std::set<std::string>> editable_ids;
   std::optional<int64_t> source_case;
   std::string reason;                  // recorded with every delta
 };

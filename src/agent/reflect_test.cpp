@@ -1,5 +1,6 @@
 #include "agent/reflect.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace kope::agent {
@@ -87,6 +88,39 @@ TEST(ParseLessons, ScopeAnyAndBackend) {
   EXPECT_EQ(p.deltas[0].lesson.scope.backend, "");
   EXPECT_EQ(p.deltas[1].lesson.scope.category, "");
   EXPECT_EQ(p.deltas[1].lesson.scope.backend, "cpu");
+}
+
+
+// Lessons offered for editing are shown whole; every lesson in scope is listed by id; an edit
+// of one that was only listed is refused.
+TEST(ReflectionPrompt, LessonsInScopeAreListedAndEditableOnesWhole) {
+  std::vector<memory::Lesson> scope;
+  for (int i = 0; i < 15; ++i) {
+    memory::Lesson l;
+    l.id = fmt::format("L{:04d}", i);
+    l.title = fmt::format("Title {}", i);
+    l.text = std::string(1500, static_cast<char>('a' + i % 26)) + " end.";
+    l.scope.category = "normalization";
+    scope.push_back(l);
+  }
+  std::set<std::string> listed, editable;
+  std::string text = render_lessons_in_scope(scope, 12, &listed, &editable);
+  EXPECT_EQ(listed.size(), 15u);
+  EXPECT_EQ(editable.size(), 12u);
+  for (int i = 0; i < 12; ++i) EXPECT_NE(text.find(scope[static_cast<size_t>(i)].text), std::string::npos) << i;
+  EXPECT_NE(text.find("- [L0014] Title 14"), std::string::npos) << text;
+  EXPECT_EQ(text.find(scope[14].text), std::string::npos);
+
+  LessonContext c = ctx();
+  c.known_ids = listed;
+  c.editable_ids = editable;
+  auto p = parse_lessons(R"({"lessons": [{"action": "edit", "id": "L0014", "text": "new"},
+    {"action": "edit", "id": "L0003", "text": "better"}, {"action": "upvote", "id": "L0014"}]})", c);
+  ASSERT_EQ(p.deltas.size(), 2u);
+  EXPECT_EQ(p.deltas[0].lesson_id, "L0003");
+  EXPECT_EQ(p.deltas[1].op, Op::upvote);
+  ASSERT_EQ(p.problems.size(), 1u);
+  EXPECT_NE(p.problems[0].find("whole text was not shown"), std::string::npos);
 }
 
 }  // namespace

@@ -278,6 +278,8 @@ Result<RunReport> Run::execute(RunServices& services) {
   env.store = services.store;
   env.llm = services.llm;
   env.hw = services.hw;
+  HardwareGuide guide = services.guide ? *services.guide : describe_hardware_guide(services.evaluator->backend());
+  env.guide = &guide;
   env.prompts = services.prompts;
   env.estimator = &estimator;
   env.events = m_events.get();

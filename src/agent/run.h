@@ -64,6 +64,7 @@ struct RunServices {
   memory::Store* store = nullptr;
   llm::LlmClient* llm = nullptr;             // null with the replay policy
   const HardwareProfile* hw = nullptr;
+  const HardwareGuide* guide = nullptr;      // null: describe_hardware_guide(evaluator->backend())
   const PromptLibrary* prompts = nullptr;
   ProgressSink* progress = nullptr;          // may be null
   std::atomic<bool>* cancel = nullptr;       // may be null

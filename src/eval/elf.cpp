@@ -82,6 +82,8 @@ Result<File> parse(std::string_view bytes) {
       s.type = ELF64_ST_TYPE(sym.st_info);
       s.visibility = ELF64_ST_VISIBILITY(sym.st_other);
       s.defined = sym.st_shndx != SHN_UNDEF;
+      s.section = sym.st_shndx;
+      s.size = sym.st_size;
       f.symbols.push_back(std::move(s));
     }
   }

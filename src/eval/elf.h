@@ -29,6 +29,8 @@ struct Symbol {
   uint8_t type = 0;  // STT_*
   uint8_t visibility = 0;
   bool defined = false;  // st_shndx != SHN_UNDEF
+  uint32_t section = 0;  // st_shndx: index into File::sections when below SHN_LORESERVE
+  uint64_t size = 0;     // st_size
 };
 
 struct File {

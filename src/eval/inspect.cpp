@@ -301,7 +301,6 @@ InspectionReport SymbolPolicy::inspect(const elf::File& object, std::string_view
   if (object.machine != EM_X86_64) add("the object is not x86-64 code");
 
   bool imports_ios_init = false;
-  bool has_writable_data = false;
   for (const auto& s : object.symbols) {
     if (!s.defined && s.name == "_ZNSt8ios_base4InitC1Ev") imports_ios_init = true;
   }
@@ -318,7 +317,6 @@ InspectionReport SymbolPolicy::inspect(const elf::File& object, std::string_view
     }
     if (dtor && sec.size > 0) add(fmt::format("has a static destructor (section {}): no code may run when the kernel is unloaded", n));
     if ((sec.flags & SHF_WRITE) && (sec.flags & SHF_EXECINSTR)) add(fmt::format("has a writable and executable section ({})", n));
-    if ((n.starts_with(".data") || n.starts_with(".bss")) && sec.size > 0 && (sec.flags & SHF_WRITE)) has_writable_data = true;
   }
   for (const auto& s : object.symbols) {
     if (s.name.empty()) continue;
@@ -340,10 +338,46 @@ InspectionReport SymbolPolicy::inspect(const elf::File& object, std::string_view
   if (!rep.defines_entry && !rep.rejected) {
     rep.notes.push_back("defines no extern \"C\" function kope_kernel");
   }
-  if (has_writable_data) {
-    rep.notes.push_back("keeps writable static data; kernels may not keep state between calls (checked by rotating and fresh inputs)");
+  std::vector<std::string> state = writable_static_data(object);
+  if (!state.empty()) {
+    std::vector<std::string> shown;
+    for (size_t i = 0; i < state.size() && i < 5; ++i) shown.push_back(display_symbol(state[i]));
+    if (state.size() > 5) shown.push_back(fmt::format("and {} more", state.size() - 5));
+    rep.notes.push_back(fmt::format("keeps writable static data ({}); kernels may not keep state between calls "
+                                    "(checked by rotating and fresh inputs)",
+                                    util::join(shown, ", ")));
   }
   return rep;
+}
+
+std::vector<std::string> writable_static_data(const elf::File& object) {
+  std::vector<std::string> out;
+  for (const auto& s : object.symbols) {
+    if (!s.defined || s.name.empty()) continue;
+    if (s.type != STT_OBJECT && s.type != STT_TLS) continue;
+    bool common = s.section == SHN_COMMON;
+    if (!common) {
+      if (s.section >= SHN_LORESERVE || s.section >= object.sections.size()) continue;
+      const elf::Section& sec = object.sections[s.section];
+      bool writable = (sec.flags & SHF_WRITE) && (sec.flags & SHF_ALLOC) && !(sec.flags & SHF_EXECINSTR);
+      // .data.rel.ro is written only by the loader's relocations, then read-only (vtables,
+      // constant tables of pointers): constant data, not state.
+      if (!writable || sec.name.starts_with(".data.rel.ro")) continue;
+    }
+    if (s.size == 0 && !common) continue;
+    const std::string& n = s.name;
+    // What the compiler and the runtime put there on the candidate's behalf: the personality
+    // reference of exception tables, guard variables (the static they guard is listed itself),
+    // OpenMP's named-critical locks and outlined data, and the standard library's own statics.
+    if (n.starts_with("DW.ref.") || n.starts_with("_ZGV") || n.starts_with(".gomp_critical_user_") ||
+        n.find(".omp_") != std::string::npos || n == "__dso_handle" || n.starts_with("_ZTV") || n.starts_with("_ZTI") ||
+        n.starts_with("_ZTS") || n.starts_with("_ZNSt") || n.starts_with("_ZSt") || n.starts_with("_ZZNSt") ||
+        n.starts_with("_ZN9__gnu_cxx") || n.starts_with("_ZZN9__gnu_cxx")) {
+      continue;
+    }
+    out.push_back(n);
+  }
+  return out;
 }
 
 }  // namespace kope::eval

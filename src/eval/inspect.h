@@ -68,6 +68,13 @@ extern const char* const k_disassembly_filter;
 // Parses the filtered disassembly into findings: "syscall in kope_kernel".
 std::vector<std::string> forbidden_instructions(std::string_view flagged);
 
+// The symbols of the candidate's own writable static data (mangled names, in symbol-table order):
+// defined objects and thread-locals in writable sections (common symbols included), without
+// what the compiler and runtime add on its behalf (exception personality references, guard
+// variables, OpenMP's critical-section locks and outlined data, vtables and typeinfo, the
+// standard library's statics) and without relocation-only constant data (.data.rel.ro).
+std::vector<std::string> writable_static_data(const elf::File& object);
+
 // A readable form of a (possibly mangled) symbol name, bounded in length.
 std::string display_symbol(std::string_view name);
 

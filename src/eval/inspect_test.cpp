@@ -180,6 +180,50 @@ TEST(Inspect, MissingEntryIsNoted) {
   EXPECT_FALSE(rep.defines_entry);
 }
 
+// The static-data note: only for the candidate's own writable statics, each named; never for
+// what OpenMP, exception tables, `static inline` functions or constant tables bring along.
+TEST(Inspect, WritableStaticDataIsNamedOnlyWhenTheCandidateKeepsIt) {
+  auto honest = inspect(std::string(k_head) + R"(
+static inline float sq(float v) { return v * v; }
+static const float k_table[4] = {1, 2, 3, 4};
+extern "C" void kope_kernel(const float* x, float* y, int64_t N) {
+  std::vector<float> tmp(static_cast<size_t>(N));
+  #pragma omp parallel for schedule(dynamic)
+  for (int64_t i = 0; i < N; ++i) tmp[i] = sq(x[i]) + k_table[i & 3];
+  float total = 0;
+  #pragma omp parallel for
+  for (int64_t i = 0; i < N; ++i) {
+    #pragma omp critical(sum)
+    total += tmp[i];
+  }
+  for (int64_t i = 0; i < N; ++i) y[i] = tmp[i] + total * 0;
+}
+)");
+  EXPECT_FALSE(honest.rejected) << honest.reason;
+  for (const auto& n : honest.notes) EXPECT_EQ(n.find("static data"), std::string::npos) << n;
+
+  auto stateful = inspect(std::string(k_head) + R"(
+namespace { int calls = 0; }
+static thread_local float per_thread[4];
+extern "C" void kope_kernel(const float* x, float* y, int64_t N) {
+  static int local_count = 0;
+  ++local_count;
+  ++calls;
+  per_thread[N & 3] += x[0];
+  for (int64_t i = 0; i < N; ++i) y[i] = x[i] + static_cast<float>(local_count + calls) + per_thread[0];
+}
+)");
+  EXPECT_FALSE(stateful.rejected) << stateful.reason;
+  std::string note;
+  for (const auto& n : stateful.notes) {
+    if (n.find("static data") != std::string::npos) note = n;
+  }
+  ASSERT_FALSE(note.empty());
+  EXPECT_NE(note.find("kope_kernel::local_count"), std::string::npos) << note;
+  EXPECT_NE(note.find("calls"), std::string::npos) << note;
+  EXPECT_NE(note.find("per_thread"), std::string::npos) << note;
+}
+
 // Rules on names alone, with a hand-made policy.
 TEST(Inspect, PolicyOnNames) {
   SymbolPolicy p({"memcpy", "clock_gettime", "fork", "index"}, {"expf", "sinf"}, {"omp_get_thread_num", "GOMP_parallel", "omp_get_wtime"},

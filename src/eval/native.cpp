@@ -3,7 +3,9 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <set>
 
 #include "util/fs.h"
 #include "util/hash.h"
@@ -38,6 +40,68 @@ Result<Toolchain> cpu_toolchain() {
     cached = tc;
   }
   return *cached;
+}
+
+CompilerTarget compiler_target_from_macros(std::string_view macros) {
+  // Macro name (without the underscores) and the extension's name, in the order a reader scans
+  // them: vector ISA by generation, AVX-512 subsets, AMX, then scalar and crypto extensions.
+  static const std::vector<std::pair<std::string, std::string>> k_isa = {
+      {"SSE", "sse"}, {"SSE2", "sse2"}, {"SSE3", "sse3"}, {"SSSE3", "ssse3"}, {"SSE4_1", "sse4.1"},
+      {"SSE4_2", "sse4.2"}, {"SSE4A", "sse4a"}, {"AVX", "avx"}, {"AVX2", "avx2"}, {"FMA", "fma"},
+      {"FMA4", "fma4"}, {"F16C", "f16c"}, {"AVXVNNI", "avxvnni"}, {"AVXIFMA", "avxifma"},
+      {"AVXVNNIINT8", "avxvnniint8"}, {"AVXNECONVERT", "avxneconvert"}, {"AVX512F", "avx512f"},
+      {"AVX512CD", "avx512cd"}, {"AVX512BW", "avx512bw"}, {"AVX512DQ", "avx512dq"}, {"AVX512VL", "avx512vl"},
+      {"AVX512IFMA", "avx512ifma"}, {"AVX512VBMI", "avx512vbmi"}, {"AVX512VBMI2", "avx512vbmi2"},
+      {"AVX512BITALG", "avx512bitalg"}, {"AVX512VPOPCNTDQ", "avx512vpopcntdq"},
+      {"AVX512VP2INTERSECT", "avx512vp2intersect"}, {"AVX512VNNI", "avx512vnni"}, {"AVX512BF16", "avx512bf16"},
+      {"AVX512FP16", "avx512fp16"}, {"AVX512ER", "avx512er"}, {"AVX512PF", "avx512pf"},
+      {"AVX5124FMAPS", "avx5124fmaps"}, {"AVX5124VNNIW", "avx5124vnniw"}, {"AMX_TILE", "amx-tile"},
+      {"AMX_INT8", "amx-int8"}, {"AMX_BF16", "amx-bf16"}, {"AMX_FP16", "amx-fp16"}, {"GFNI", "gfni"},
+      {"VAES", "vaes"}, {"VPCLMULQDQ", "vpclmulqdq"}, {"AES", "aes"}, {"PCLMUL", "pclmul"}, {"SHA", "sha"},
+      {"BMI", "bmi"}, {"BMI2", "bmi2"}, {"LZCNT", "lzcnt"}, {"POPCNT", "popcnt"}, {"ADX", "adx"},
+      {"MOVBE", "movbe"}, {"PREFETCHWT1", "prefetchwt1"}, {"PRFCHW", "prfchw"}, {"CLFLUSHOPT", "clflushopt"},
+      {"CLWB", "clwb"}, {"MOVDIRI", "movdiri"}, {"MOVDIR64B", "movdir64b"}};
+  std::set<std::string> defined;
+  std::string tune;
+  for (auto& raw : util::split(macros, '\n')) {
+    std::string_view line = util::trim(raw);
+    if (!line.starts_with("#define __")) continue;
+    line.remove_prefix(8);
+    size_t sp = line.find(' ');
+    std::string name(line.substr(0, sp));
+    if (name.size() > 4 && name.ends_with("__")) {
+      std::string bare = name.substr(2, name.size() - 4);
+      defined.insert(bare);
+      if (bare.starts_with("tune_")) tune = bare.substr(5);
+    }
+  }
+  CompilerTarget out;
+  out.tune = tune;
+  for (const auto& [macro, ext] : k_isa) {
+    if (defined.contains(macro)) out.isa_extensions.push_back(ext);
+  }
+  return out;
+}
+
+Result<CompilerTarget> compiler_target(const Toolchain& tc) {
+  static std::mutex mu;
+  static std::map<std::string, CompilerTarget> cache;
+  std::lock_guard lock(mu);
+  std::string key = tc.compiler + "\n" + tc.id();
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  util::RunOptions ro;
+  ro.spawn.argv = {tc.compiler};
+  for (const auto& f : tc.flags) ro.spawn.argv.push_back(f);
+  for (const char* a : {"-dM", "-E", "-x", "c++", "/dev/null"}) ro.spawn.argv.emplace_back(a);
+  ro.timeout = std::chrono::seconds(30);
+  KOPE_ASSIGN(util::RunResult r, util::run(ro));
+  if (!r.status.success()) {
+    return fail(ErrorKind::unavailable, "'{} {} -dM -E' {}: {}", tc.compiler, util::join(tc.flags, " "), r.status.describe(),
+                util::truncate_text(r.err, 300, 3));
+  }
+  CompilerTarget t = compiler_target_from_macros(r.out);
+  cache[key] = t;
+  return t;
 }
 
 const std::vector<std::string>& library_link_flags() {

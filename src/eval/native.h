@@ -31,6 +31,19 @@ struct Toolchain {
 // "-O3 -march=native -fopenmp"). Cached after the first call; thread-safe.
 Result<Toolchain> cpu_toolchain();
 
+// What `tc`'s flags make the compiler generate code for, read from its predefined macros
+// (`compiler flags -dM -E -x c++ /dev/null`): the x86 ISA extensions in a fixed order (SSE up
+// to AVX-512 subsets, AMX, bit manipulation and crypto; named like their -m options:
+// "avx512vbmi2") and the CPU the flags tune for ("znver3"; "" when none is named). Fails with
+// unavailable when the compiler cannot be run. Cached per toolchain; thread-safe.
+struct CompilerTarget {
+  std::string tune;
+  std::vector<std::string> isa_extensions;
+};
+Result<CompilerTarget> compiler_target(const Toolchain& tc);
+// The same from a `-dM -E` listing (for tests).
+CompilerTarget compiler_target_from_macros(std::string_view macros);
+
 // Link flags for library baselines (oneDNN, OpenBLAS).
 const std::vector<std::string>& library_link_flags();
 

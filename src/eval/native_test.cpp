@@ -1,5 +1,6 @@
 #include "eval/native.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -84,6 +85,34 @@ TEST(NativeKernel, PinsTheOpenBlasCoreTypeBeforeLoading) {
   } else {
     EXPECT_EQ(after, nullptr);
   }
+}
+
+// The hardware guide lists what the compile flags enable, asked of the compiler itself.
+TEST(CompilerTarget, ListsEveryExtensionTheFlagsEnable) {
+  Toolchain tc;
+  tc.compiler = "g++";
+  tc.flags = {"-O3", "-march=sapphirerapids"};
+  auto t = compiler_target(tc);
+  ASSERT_TRUE(t) << t.error().message;
+  for (const char* ext : {"avx2", "fma", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512ifma",
+                          "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq", "avx512bf16", "avx512vnni",
+                          "avx512fp16", "amx-tile"}) {
+    EXPECT_NE(std::find(t->isa_extensions.begin(), t->isa_extensions.end(), ext), t->isa_extensions.end()) << ext;
+  }
+  EXPECT_EQ(t->tune, "sapphirerapids");
+  tc.flags = {"-O3", "-march=x86-64"};
+  auto base = compiler_target(tc);
+  ASSERT_TRUE(base) << base.error().message;
+  EXPECT_EQ(std::find(base->isa_extensions.begin(), base->isa_extensions.end(), "avx2"), base->isa_extensions.end());
+  EXPECT_NE(std::find(base->isa_extensions.begin(), base->isa_extensions.end(), "sse2"), base->isa_extensions.end());
+  tc.compiler = "/nonexistent/g++";
+  EXPECT_FALSE(compiler_target(tc));
+}
+
+TEST(CompilerTarget, ParsesPredefinedMacros) {
+  auto t = compiler_target_from_macros("#define __AVX512F__ 1\n#define __GNUC__ 12\n#define __tune_znver4__ 1\n#define __AVX2__ 1\n");
+  EXPECT_EQ(t.isa_extensions, (std::vector<std::string>{"avx2", "avx512f"}));
+  EXPECT_EQ(t.tune, "znver4");
 }
 
 }  // namespace

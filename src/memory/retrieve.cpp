@@ -20,6 +20,7 @@
 #include "memory/codec.h"
 #include "memory/sqlite_store.h"
 #include "memory/text.h"
+#include "util/strings.h"
 
 namespace kope::memory {
 
@@ -43,9 +44,25 @@ constexpr double k_lexical_half = 5.0;  // a BM25 score of 5 counts as a lexical
 constexpr int k_lineage_ancestors = 6;
 constexpr int k_lineage_children = 10;
 constexpr size_t k_journal_excerpt = 600;
-constexpr size_t k_max_kernel_code = 8000;
+// A kernel's source is shown whole or not at all (a listing cut mid-line is worse than none).
+constexpr size_t k_max_kernel_code = 24000;
 
 double closeness(double a, double b, double scale) { return std::exp(-std::abs(a - b) / scale); }
+
+// The whole lines of `text` that fit in `max_bytes` (none of a line is shown unless all of it
+// is), with a last line saying how many were left out.
+std::string whole_lines(std::string_view text, size_t max_bytes) {
+  text = util::trim(text);
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = 0;
+  for (;;) {
+    size_t nl = text.find('\n', end);
+    if (nl == std::string_view::npos || nl + 1 > max_bytes) break;
+    end = nl + 1;
+  }
+  size_t left = static_cast<size_t>(std::count(text.begin() + static_cast<std::ptrdiff_t>(end), text.end(), '\n')) + 1;
+  return fmt::format("{}({} more line{} of the journal not shown)", text.substr(0, end), left, left == 1 ? "" : "s");
+}
 
 std::string short_line(std::string_view s, size_t max) {
   std::string_view first = s.substr(0, s.find('\n'));
@@ -56,7 +73,7 @@ std::string short_line(std::string_view s, size_t max) {
 struct CaseFacts {
   int64_t id = 0;
   int64_t task_id = 0;
-  std::string op, category, target, toolchain;
+  std::string op, category, target, toolchain, backend;
   std::optional<int64_t> parent_id;
   Stage stage = Stage::draft;
   std::string optimisation, verdict, signature, message, journal;
@@ -482,7 +499,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
     KOPE_ASSIGN(Stmt st, m_db->prepare(
                              "SELECT c.id, c.task_id, t.op, t.category, h.target, tc.name, c.parent_id, c.stage, "
                              "c.optimisation, c.verdict, c.error_signature, c.message, c.speedup_ref, c.ratio, "
-                             "c.outcome, d.downstream, d.quarantine, c.foreign_origin, c.code_id "
+                             "c.outcome, d.downstream, d.quarantine, c.foreign_origin, c.code_id, tc.backend "
                              "FROM cases c JOIN task t ON t.id = c.task_id JOIN hardware h ON h.id = c.hardware_id "
                              "JOIN toolchain tc ON tc.id = c.toolchain_id JOIN case_derived d ON d.case_id = c.id "
                              "WHERE c.id IN (SELECT value FROM json_each(?))"));
@@ -510,6 +527,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       f.quarantine = st.int64(16);
       f.foreign_origin = st.int64(17) != 0;
       f.code_id = st.opt_int64(18);
+      f.backend = st.text(19);
       facts[f.id] = std::move(f);
     }
   }
@@ -590,6 +608,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
   // --- Score and render.
   std::vector<RetrievedItem> items;
   std::vector<std::pair<size_t, std::optional<int64_t>>> kernels_to_load;  // item index, code id
+  std::unordered_map<size_t, int64_t> cands_case_of;  // item index -> case id (for the fence language)
   std::unordered_map<size_t, int64_t> journal_of;                          // item index, case id
   // A case offered as a best kernel is not offered again as a summary: its signals move over.
   std::unordered_set<int64_t> kernel_cases;
@@ -644,6 +663,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       item.foreign = foreign;
       item.target = f.target;
       item.op = f.op;
+      item.quarantined = f.quarantine == 1;
       c.raise("exact", f.op == q.task.op ? 1.0 : f.category == q.task.category ? 0.5 : 0.0);
       if (f.op == q.task.op) {
         c.raise("similarity", 1.0);
@@ -665,15 +685,16 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       if (c.kind == RetrievedItem::Kind::best_kernel) {
         item.text = fmt::format("[best kernel · {} ({}{}) on {} · {:.2f}x vs reference · case {}]\nchange: {}\n", f.op,
                                 f.category, c.similar_op ? ", a similar op" : "", f.target,
-                                f.speedup_ref.value_or(0), f.id, short_line(f.optimisation, 300));
+                                f.speedup_ref.value_or(0), f.id, short_line(f.optimisation, 1000));
         if (!c.lineage_note.empty()) item.text += "lineage: " + c.lineage_note + "\n";
         kernels_to_load.emplace_back(items.size(), f.code_id);
+        cands_case_of[items.size()] = f.id;
       } else if (c.failed_case) {
         auto failed = facts.find(*c.failed_case);
         std::string failed_msg = failed == facts.end() ? std::string() : short_line(failed->second.message, 200);
         item.text = fmt::format("[fix · case {} -> case {} · {} on {}]\nerror: {}\n{}fixed by: {}\n", *c.failed_case, f.id,
                                 f.op, where, failed == facts.end() ? std::string("?") : failed->second.signature,
-                                failed_msg.empty() ? "" : "message: " + failed_msg + "\n", short_line(f.optimisation, 300));
+                                failed_msg.empty() ? "" : "message: " + failed_msg + "\n", short_line(f.optimisation, 1000));
         journal_of[items.size()] = f.id;
       } else {
         std::string result = f.verdict;
@@ -685,7 +706,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
         item.text = fmt::format("[case {} · {} on {} · {} · {}]\n", f.id, f.op, where, stage_name(f.stage), result);
         if (!c.lineage_note.empty()) item.text += "lineage: " + c.lineage_note + "\n";
         if (f.parent_id) item.text += fmt::format("began from: case {}\n", *f.parent_id);
-        if (!f.optimisation.empty()) item.text += "change: " + short_line(f.optimisation, 300) + "\n";
+        if (!f.optimisation.empty()) item.text += "change: " + short_line(f.optimisation, 1000) + "\n";
         if (f.verdict != "correct" && !f.signature.empty()) item.text += "error: " + f.signature + "\n";
         journal_of[items.size()] = f.id;
       }
@@ -711,6 +732,11 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
   size_t limit = q.limit > 0 ? static_cast<size_t>(q.limit) : order.size();
   if (order.size() > limit) order.resize(limit);
   std::unordered_map<size_t, std::optional<int64_t>> code_of(kernels_to_load.begin(), kernels_to_load.end());
+  std::unordered_map<size_t, std::string> fence_of;
+  for (const auto& [i, code] : kernels_to_load) {
+    auto f = facts.find(cands_case_of[i]);
+    fence_of[i] = f != facts.end() && f->second.backend == "opencl" ? "c" : "cpp";
+  }
   // Journals are read only for the items that made the cut.
   std::unordered_map<int64_t, std::string> journals;
   {
@@ -735,7 +761,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
     if (auto j = journal_of.find(i); j != journal_of.end()) {
       auto text = journals.find(j->second);
       if (text != journals.end() && !text->second.empty()) {
-        item.text += "journal: " + clip_text(text->second, k_journal_excerpt) + "\n";
+        item.text += "journal: " + whole_lines(text->second, k_journal_excerpt) + "\n";
       }
     }
     if (auto k = code_of.find(i); k != code_of.end() && k->second) {
@@ -744,7 +770,12 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       KOPE_ASSIGN(bool row, st.step());
       if (row) {
         KOPE_ASSIGN(std::string code, decompress(st.blob(1), static_cast<size_t>(st.int64(0))));
-        item.text += "```\n" + clip_text(code, k_max_kernel_code) + "\n```\n";
+        if (code.size() <= k_max_kernel_code) {
+          if (!code.empty() && code.back() != '\n') code += '\n';
+          item.text += "```" + fence_of[i] + "\n" + code + "```\n";
+        } else {
+          item.text += fmt::format("(its source, {} bytes, is too long to show whole)\n", code.size());
+        }
       }
     }
     item.tokens = estimate_tokens(item.text);

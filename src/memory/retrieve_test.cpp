@@ -57,6 +57,7 @@ TEST(Retrieve, NativeSpeedEvidenceBeatsForeignAndForeignFixesStillAppear) {
   EXPECT_FALSE(kernel->foreign);
   EXPECT_NE(kernel->text.find("3.00x vs reference"), std::string::npos);
   EXPECT_NE(kernel->text.find("kope_kernel"), std::string::npos);  // the code is in the item
+  EXPECT_NE(kernel->text.find("```cpp\n// kernel n/fast\n"), std::string::npos) << kernel->text;  // whole, with its language
   EXPECT_GT(kernel->score_parts.at("speed"), 0);
   // The foreign kernel is never offered as a best kernel nor as speed evidence.
   EXPECT_EQ(find_item(*refine, "kernel:" + std::to_string(foreign_fast)), nullptr);
@@ -129,6 +130,10 @@ TEST(Retrieve, QuarantinedWinsAreNotOfferedAsKernels) {
   const RetrievedItem* q = find_item(*items, "case:" + std::to_string(jump));
   if (q) {
     EXPECT_NE(q->text.find("QUARANTINED"), std::string::npos);
+    EXPECT_TRUE(q->quarantined);  // the prompt puts it in a feasibility-only section
+  }
+  for (const auto& it : *items) {
+    if (it.id != "case:" + std::to_string(jump)) EXPECT_FALSE(it.quarantined) << it.id;
   }
 }
 

@@ -1,6 +1,7 @@
 // End-to-end: `kope run` against a fake OpenAI-compatible model server on 127.0.0.1 that
 // answers from fixture kernels (broken code, a wrong result, a slow correct kernel, a cheat, an
 // improvement, an answer without code), with the real sandboxed evaluator and the SQLite memory.
+#include <algorithm>
 #include <signal.h>
 #include <unistd.h>
 
@@ -211,8 +212,8 @@ json deterministic(const json& op) {
 TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
   configure_model("fake-kernel-model");
   fs::path run_dir = project() / "run";
-  auto o = kope(run_args(run_dir, {k_scale.string(), k_softmax.string()}, 6, {"--jobs", "2", "--llm", "fake"}));
-  ASSERT_EQ(o.code, 0) << o.err;
+  auto o = kope(run_args(run_dir, {k_scale.string(), k_softmax.string()}, 6, {"--jobs", "2", "--llm", "fake", "--check-prompts"}));
+  ASSERT_EQ(o.code, 0) << o.err;  // --check-prompts: exit 1 on any finding in the run's prompts
   json r = read_json(run_dir / "results.json");
   ASSERT_TRUE(r["complete"].get<bool>());
   const json& scale = op_entry(r, "e2e_scale");
@@ -300,6 +301,36 @@ TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
   EXPECT_TRUE(fs::exists(run_dir / "candidates/e2e_scale/5.cpp"));
   EXPECT_TRUE(fs::exists(run_dir / "transcripts/e2e_scale/1-draft.md"));
   EXPECT_TRUE(fs::exists(run_dir / "config.json"));
+
+  // Every prompt of the run (kernel and reflection) passes the prompt check.
+  auto check = kope({"prompts", "check", run_dir.string(), "--json"});
+  EXPECT_EQ(check.code, 0) << check.out << check.err;
+  json c = json::parse(check.out, nullptr, false);
+  ASSERT_TRUE(c.is_object()) << check.out;
+  EXPECT_GE(c.value("prompts", 0), 12) << "6 attempts of two ops, plus reflections";
+  EXPECT_TRUE(c["findings"].empty()) << c["findings"].dump(2);
+  // A prompt damaged by hand (a table row with an unescaped '|') is found, with file and line.
+  fs::path t;
+  std::string text;
+  size_t row = std::string::npos;
+  for (const auto& e : fs::directory_iterator(run_dir / "transcripts/e2e_scale")) {
+    auto content = util::read_file(e.path());
+    if (content && (row = content->find("\n| 1 | ")) != std::string::npos) {
+      t = e.path();
+      text = *content;
+      ++row;
+      break;
+    }
+  }
+  ASSERT_NE(row, std::string::npos) << "no prompt with a tried-table";
+  std::string damaged = text;
+  damaged.insert(row, "| 0 | draft | a | b | c |\n");
+  ASSERT_TRUE(util::write_file_atomic(t, damaged));
+  int line = static_cast<int>(std::count(damaged.begin(), damaged.begin() + static_cast<std::ptrdiff_t>(row), '\n')) + 1;
+  std::string rel = "transcripts/e2e_scale/" + t.filename().string();
+  auto bad = kope({"prompts", "check", run_dir.string()});
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find(fmt::format("{}:{}: [table]", rel, line)), std::string::npos) << bad.out;
 }
 
 TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
@@ -316,6 +347,8 @@ TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
     ASSERT_EQ(o.code, 0) << o.err;
     prompts[mode] = events(dir, "prompt");
     ASSERT_EQ(prompts[mode].size(), 2u);
+    auto check = kope({"prompts", "check", dir.string()});
+    EXPECT_EQ(check.code, 0) << mode << ":\n" << check.out << check.err;
     for (const auto& p : prompts[mode]) {
       int64_t warm = p["tier_tokens"]["warm"], cold = p["tier_tokens"]["cold"];
       EXPECT_LE(p["total_tokens"].get<int64_t>(), p["limit"].get<int64_t>());

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/progress.h"
+#include "agent/prompt_check.h"
 #include "agent/results.h"
 #include "agent/run.h"
 #include "cli.h"
@@ -73,6 +74,7 @@ struct RunOptions {
   bool json_out = false;
   std::string resume;
   bool no_reflect = false;
+  bool check_prompts = false;
   std::string suite;
   int replay_limit = 0;
   int64_t window = 0;
@@ -288,12 +290,19 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
     }
   }
   for (const auto& e : report.errors) std::fprintf(stderr, "kope: %s\n", e.c_str());
+  bool prompts_ok = true;
+  if (o.check_prompts) {
+    KOPE_ASSIGN(agent::PromptCheckReport check, agent::check_run_prompts(run->dir()));
+    prompts_ok = check.ok();
+    std::string text = check.to_text();
+    std::fprintf(stderr, "kope: prompt check: %s", text.c_str());
+  }
   if (!report.complete) {
     std::fprintf(stderr, "kope: the run stopped before every operator finished. Resume it with:\n  kope run --resume %s\n",
                  shell_quote(run->dir().string()).c_str());
     return report.cancelled ? 130 : 1;
   }
-  return 0;
+  return prompts_ok ? 0 : 1;
 }
 
 }  // namespace
@@ -325,6 +334,8 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_flag("--json", o->json_out, "Print results.json to stdout at the end");
   cmd->add_option("--resume", o->resume, "Continue the run in this directory");
   cmd->add_flag("--no-reflect", o->no_reflect, "Do not distil lessons into memory");
+  cmd->add_flag("--check-prompts", o->check_prompts,
+                "After the run, check every prompt it sent (as `kope prompts check`); exit 1 on a finding");
   cmd->add_option("--suite", o->suite, "Operator suite root for selectors and related operators (default: the bundled ops/)");
   cmd->add_option("--replay-limit", o->replay_limit, "Kernels the replay policy re-verifies per operator (default 2)");
   cmd->add_option("--window", o->window, "Cap the model's context window (tokens), e.g. for compute-matched ablations");

@@ -61,6 +61,10 @@ int probe() {
   clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr);
   cl_uint units = 0;
   clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, nullptr);
+  cl_ulong local_mem = 0;
+  clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem, &local_mem, nullptr);
+  size_t item_sizes[3] = {0, 0, 0};
+  clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof item_sizes, item_sizes, nullptr);
   std::printf("platform %s\n", platform_info(p, CL_PLATFORM_NAME).c_str());
   std::printf("platform_version %s\n", platform_info(p, CL_PLATFORM_VERSION).c_str());
   std::printf("device %s\n", device_info(d, CL_DEVICE_NAME).c_str());
@@ -68,6 +72,8 @@ int probe() {
   std::printf("driver_version %s\n", device_info(d, CL_DRIVER_VERSION).c_str());
   std::printf("max_work_group_size %zu\n", wg);
   std::printf("compute_units %u\n", units);
+  std::printf("local_mem_size %llu\n", static_cast<unsigned long long>(local_mem));
+  std::printf("max_work_item_sizes %zu %zu %zu\n", item_sizes[0], item_sizes[1], item_sizes[2]);
   std::printf("extensions %s\n", device_info(d, CL_DEVICE_EXTENSIONS).c_str());
   return 0;
 }

@@ -32,6 +32,8 @@ struct Platform {
   std::string device_name;        // "pthread-skylake-avx512-..."
   std::string device_version;
   int64_t max_work_group_size = 0;
+  std::vector<int64_t> max_work_item_sizes;  // per dimension (CL_DEVICE_MAX_WORK_ITEM_SIZES)
+  int64_t local_mem_bytes = 0;    // __local memory per work-group (CL_DEVICE_LOCAL_MEM_SIZE)
   int compute_units = 0;
   bool fp64 = false;
   // The toolchain key memory records: platform version, device, base build options.

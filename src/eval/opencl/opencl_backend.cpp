@@ -329,6 +329,13 @@ const Platform& platform() {
       if (key == "device_version") p.device_version = value;
       if (key == "max_work_group_size") p.max_work_group_size = std::atoll(value.c_str());
       if (key == "compute_units") p.compute_units = std::atoi(value.c_str());
+      if (key == "local_mem_size") p.local_mem_bytes = std::atoll(value.c_str());
+      if (key == "max_work_item_sizes") {
+        p.max_work_item_sizes.clear();
+        for (auto& v : util::split(value, ' ')) {
+          if (!v.empty()) p.max_work_item_sizes.push_back(std::atoll(v.c_str()));
+        }
+      }
       if (key == "extensions") p.fp64 = value.find("cl_khr_fp64") != std::string::npos;
     }
     if (p.platform_name.find("Portable Computing Language") == std::string::npos && p.platform_name.find("pocl") == std::string::npos) {
