@@ -74,6 +74,9 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   j["fraction_of_roofline"] = inc ? opt(inc->fraction_of_roofline) : json(nullptr);
   j["best_optimisation"] = inc ? json(inc->optimisation) : json(nullptr);
   j["best_code_file"] = inc ? json(inc->code_file) : json(nullptr);
+  // Where the best kernel came from: this run's model ("llm") or a replay of a memory case.
+  j["best_policy"] = inc ? json(inc->policy) : json(nullptr);
+  j["best_source_case"] = inc && inc->source_case_id ? json(*inc->source_case_id) : json(nullptr);
   auto id = inc ? st.case_ids.find(inc->iteration) : st.case_ids.end();
   j["best_case_id"] = id != st.case_ids.end() ? json(id->second) : json(nullptr);
   j["tokens_prompt"] = st.tokens_prompt();
