@@ -57,7 +57,14 @@ std::string kernel_source(const json& op, const json& run_model, memory::Store& 
   if (!id.is_number_integer()) return "replay of memory";
   auto src = store.get_case(id.get<int64_t>());
   if (!src || !*src) return fmt::format("replay of case {}", id.get<int64_t>());
-  const memory::CaseRecord& c = **src;
+  memory::CaseRecord c = std::move(**src);
+  // A replay of a replay: the kernel came from where its first record came from (the chain of
+  // parents with the same code).
+  for (int hops = 0; hops < 32 && c.parent_id; ++hops) {
+    auto parent = store.get_case(*c.parent_id);
+    if (!parent || !*parent || (*parent)->code_hash != c.code_hash) break;
+    c = std::move(**parent);
+  }
   std::string what = c.task.op == op.value("name", std::string()) ? std::string() : c.task.op + "'s kernel, ";
   if (starter_origins.contains(c.origin)) return fmt::format("starter ({}re-verified here)", what);
   if (c.foreign_origin || c.hardware.target != here) {
