@@ -1,4 +1,4 @@
-// kope/eval.h — judging candidate kernels: the evaluator's public contract (DESIGN.md §3).
+// kope/eval.h — judging candidate kernels: the evaluator's public contract (docs/design.md §3).
 //
 // An Evaluator compiles a candidate in a sandbox, checks it on every case of the op against the
 // reference, times the timed cases with the parent's clock, and returns an EvalResult. A bad

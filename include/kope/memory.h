@@ -1,4 +1,4 @@
-// kope/memory.h — the Experience Graph Memory (DESIGN.md §4): the contract the agent uses.
+// kope/memory.h — the Experience Graph Memory (docs/design.md §4): the contract the agent uses.
 //
 // Every attempt becomes an append-only Case with its lineage ("began-from" parent), verdict,
 // timings and outcome; Lessons are short distilled items changed only by logged deltas; a
@@ -57,7 +57,7 @@ enum class Stage { draft, repair, refine };
 std::string_view stage_name(Stage s);
 std::optional<Stage> parse_stage(std::string_view s);
 
-// Outcome label of a case from r = speedup / parent's speedup (DESIGN.md §4): effective
+// Outcome label of a case from r = speedup / parent's speedup (docs/design.md §4): effective
 // r >= 1.05, partial 1 <= r < 1.05, ineffective 0.85 <= r < 1, negative r < 0.85. A case that
 // is not correct has speedup 0 and so is negative.
 enum class Outcome { effective, partial, ineffective, negative };
@@ -268,6 +268,18 @@ struct RetrievalLogEntry {
   std::map<std::string, int64_t> tier_tokens;         // "hot", "warm", "cold" -> tokens
 };
 
+// One import (`kope memory import`, `merge`, the starter experience) as the import log keeps it.
+struct ImportRecord {
+  int64_t id = 0;
+  std::string origin;           // instance id of the exporting database
+  std::string source;           // the file or database imported
+  bool foreign = false;         // imported as experience from other hardware
+  int64_t cases_added = 0;
+  int64_t lessons_added = 0;
+  std::string imported_at;
+  std::string provenance;       // JSON object the export carried ("" when it carried none)
+};
+
 struct Stats {
   int64_t tasks = 0;
   int64_t cases = 0;
@@ -292,6 +304,7 @@ struct Stats {
   std::map<std::string, int64_t> by_outcome;
   std::map<std::string, int64_t> by_stage;
   std::map<std::string, int64_t> lessons_by_status;
+  std::vector<ImportRecord> imports;  // oldest first
 };
 
 // Filters for Store::cases (empty / unset = any). Results are newest first.
@@ -340,6 +353,8 @@ struct ExportOptions {
   std::string op;                 // only this op ("" = all)
   std::string target;             // only this target ("" = all)
   int64_t max_cases = 0;          // dot only: newest N cases (0 = all)
+  std::string provenance;         // json only: a JSON object written as the export's
+                                  // "provenance" (who made it, with which model, from which runs)
 };
 
 struct ImportOptions {
@@ -355,6 +370,7 @@ struct ImportReport {
   int64_t lessons_added = 0;
   int64_t lessons_merged = 0;     // near duplicates merged into existing lessons
   int64_t lessons_skipped = 0;
+  std::string provenance;         // the export's "provenance" object as JSON ("" when none)
 };
 
 struct CheckReport {
@@ -437,6 +453,14 @@ class Store {
   // blobs present and matching their hashes, d(v) and summaries consistent, lesson logs replaying
   // to the lessons' current state, FTS indexes sound.
   virtual Result<CheckReport> check();
+
+  // Small named values kept with the database (e.g. that the starter experience was imported).
+  // Keys are free text; "instance", "created_at" and "created_by" are the store's own and
+  // cannot be set. get_meta returns nullopt for an unknown key; meta_with_prefix every key
+  // beginning with `prefix`, in key order.
+  virtual Result<std::optional<std::string>> get_meta(const std::string& key);
+  virtual Status set_meta(const std::string& key, const std::string& value);
+  virtual Result<std::map<std::string, std::string>> meta_with_prefix(const std::string& prefix);
 
   virtual std::filesystem::path path() const { return {}; }
 };

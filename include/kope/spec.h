@@ -1,6 +1,6 @@
 // kope/spec.h — operator specs: the op.toml format, shapes, cases and the CPU kernel ABI.
 //
-// An operator lives in a folder with `op.toml` and `reference.cpp` (DESIGN.md §2), and
+// An operator lives in a folder with `op.toml` and `reference.cpp` (docs/design.md §2), and
 // optionally `library.cpp`: the same ABI implemented with a vendor library (oneDNN or OpenBLAS),
 // the baseline speedups are measured against. load_op() validates everything and reports each
 // problem as "path:line:column: what is wrong (what was expected)". Loaded specs are immutable

@@ -444,7 +444,7 @@ Result<std::vector<ReplayCandidate>> Loop::replay_candidates() {
   std::string types = signature_types(spec::render_signature(m_op));
   std::string here = m_env.evaluator->target().str();
   std::string toolchain = m_env.evaluator->toolchain_id();
-  std::set<std::string> tried;
+  std::set<std::string> tried, failed_here;
   for (const auto& a : m_state.attempts) tried.insert(a.code_hash);
   std::map<std::string, ReplayCandidate> by_code;
   auto consider = [&](const memory::CaseRecord& c) {
@@ -453,7 +453,7 @@ Result<std::vector<ReplayCandidate>> Loop::replay_candidates() {
     if (!c.toolchain.backend.empty() && c.toolchain.backend != m_env.evaluator->backend()) return;
     if (signature_types(c.task.signature) != types) return;
     std::string h = util::sha256_hex(c.code);
-    if (tried.contains(h)) return;
+    if (tried.contains(h) || failed_here.contains(h)) return;
     ReplayCandidate cand{c, c.hardware.target == here && c.toolchain.id == toolchain};
     auto it = by_code.find(h);
     // Prefer the native record of a kernel, then the faster one.
@@ -464,8 +464,39 @@ Result<std::vector<ReplayCandidate>> Loop::replay_candidates() {
     }
   };
   int per_op = std::max(3, m_cfg.replay_limit * 2);
+  // Code that already failed for this op here, on this target and toolchain, is not tried again
+  // (a timeout may be the machine's load and is retried).
+  memory::CaseFilter mine;
+  mine.op = m_op.name;
+  mine.target = here;
+  mine.toolchain = toolchain;
+  mine.foreign_origin = false;
+  mine.limit = 1000;
+  auto native = m_env.store->cases(mine);
+  if (!native && native.error().kind != ErrorKind::unavailable) return std::unexpected(std::move(native).error());
+  if (native) {
+    for (const auto& c : *native) {
+      if (c.verdict != "correct" && c.verdict != "timeout" && !c.code_hash.empty()) failed_here.insert(c.code_hash);
+    }
+  }
   KOPE_ASSIGN(auto own, m_env.store->best_cases(m_op.name, "", per_op));
   for (const auto& c : own) consider(c);
+  // Kernels of this op imported as foreign (the starter experience, another machine's export)
+  // are never best cases, but they may be replayed: the replay re-verifies and re-times them
+  // here, and only that native record is evidence. (A foreign kernel of another op is not
+  // tried: it is neither evidence nor likely to compute this op.)
+  memory::CaseFilter f;
+  f.op = m_op.name;
+  f.verdict = "correct";
+  f.foreign_origin = true;
+  f.quarantined = false;
+  f.with_code = true;
+  f.limit = per_op * 4;
+  auto foreign = m_env.store->cases(f);
+  if (!foreign && foreign.error().kind != ErrorKind::unavailable) return std::unexpected(std::move(foreign).error());
+  if (foreign) {
+    for (const auto& c : *foreign) consider(c);
+  }
   std::set<std::string> related;
   for (const auto* o : m_env.known_ops) {
     if (o->name != m_op.name && signature_types(spec::render_signature(*o)) == types) related.insert(o->name);

@@ -1,4 +1,4 @@
-// agent/loop.h — the per-operator loop (DESIGN.md §1).
+// agent/loop.h — the per-operator loop (docs/design.md §1).
 //
 // For one operator, each iteration k: retrieve from memory for the current state → assemble
 // the prompt under the token budget (Active Context Management) → call the model → parse the

@@ -79,6 +79,9 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   // The best kernel's figures were measured under outside load (see eval::CaseTiming::disturbed).
   j["best_timing_disturbed"] = inc ? json(inc->timing_disturbed()) : json(nullptr);
   j["disturbed_attempts"] = disturbed;
+  // Where the best kernel came from: this run's model ("llm") or a replay of a memory case.
+  j["best_policy"] = inc ? json(inc->policy) : json(nullptr);
+  j["best_source_case"] = inc && inc->source_case_id ? json(*inc->source_case_id) : json(nullptr);
   auto id = inc ? st.case_ids.find(inc->iteration) : st.case_ids.end();
   j["best_case_id"] = id != st.case_ids.end() ? json(id->second) : json(nullptr);
   j["tokens_prompt"] = st.tokens_prompt();

@@ -1,10 +1,11 @@
-// agent/results.h — the figures of a run (DESIGN.md §6), computed from the ops' attempts.
+// agent/results.h — the figures of a run (docs/design.md §6), computed from the ops' attempts.
 //
 // results.json holds run-level figures and an `ops` array with one entry per selected op:
 // name, solved, attempts, best_speedup_vs_reference, best_speedup_vs_library, tokens_prompt,
 // tokens_completion, attempts_to_first_correct, attempts_to_best, fraction_of_roofline,
 // cases_passed/cases_total, per-tier tokens, best_timing_disturbed / disturbed_attempts (timings
-// taken under outside load) and more. Every aggregate names the set it is over.
+// taken under outside load), where the best kernel came from (best_policy "llm" or "replay",
+// best_source_case: the replayed memory case) and more. Every aggregate names the set it is over.
 // Figures depend only on the attempts, so a resumed run reports what an uninterrupted one would.
 // Pure and thread-safe.
 #pragma once

@@ -1,4 +1,4 @@
-// context/context.h — Active Context Management (DESIGN.md §5).
+// context/context.h — Active Context Management (docs/design.md §5).
 //
 // Every iteration the prompt is rebuilt from three admission tiers:
 //   hot   — the op spec, the incumbent, the latest feedback, the target: always admitted;

@@ -160,6 +160,13 @@ Status SqliteStore::export_json(std::ostream& out, const ExportOptions& options)
   json head{{"format", k_export_format}, {"version", k_export_version}, {"schema_version", k_schema_version},
             {"origin", m_instance}, {"exported_at", now_iso8601()},
             {"filter", {{"op", options.op}, {"target", options.target}}}};
+  if (!options.provenance.empty()) {
+    json prov = json::parse(options.provenance, nullptr, false);
+    if (prov.is_discarded() || !prov.is_object()) {
+      return fail(ErrorKind::usage, "export: the provenance must be a JSON object");
+    }
+    head["provenance"] = std::move(prov);
+  }
   std::string head_text = head.dump(1);
   head_text.pop_back();  // the closing brace; the arrays follow
   while (!head_text.empty() && (head_text.back() == '\n' || head_text.back() == ' ')) head_text.pop_back();
@@ -337,6 +344,10 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
   ImportReport report;
   report.origin = str_from(doc, "origin");
   if (report.origin.empty()) return fail(ErrorKind::config, "{}: the export names no origin", source);
+  if (auto it = doc.find("provenance"); it != doc.end()) {
+    if (!it->is_object()) return fail(ErrorKind::config, "{}: \"provenance\" is not a JSON object", source);
+    report.provenance = it->dump();
+  }
 
   std::lock_guard lock(m_mutex);
   KOPE_ASSIGN(Transaction tx, begin_locked());
@@ -496,7 +507,11 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
                                        "lessons_added, imported_at) VALUES (?, ?, ?, ?, ?, ?)"));
     st.bind(1, report.origin).bind(2, source).bind(3, int64_t{options.foreign ? 1 : 0});
     st.bind(4, report.cases_added).bind(5, report.lessons_added).bind(6, now_iso8601());
-    return st.run();
+    KOPE_TRY(st.run());
+    if (report.provenance.empty()) return {};
+    // Kept beside the import log row, so `kope memory stats` can say where the experience came from.
+    KOPE_ASSIGN(Stmt pm, m_db->prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)"));
+    return pm.bind(1, fmt::format("import_provenance:{}", m_db->last_insert_rowid())).bind(2, report.provenance).run();
   };
   if (auto s = body(); !s) {  // the transaction rolls back (and resets the caches)
     return std::unexpected(std::move(s).error().with_context(fmt::format("importing {}", source)));

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memory/codec.h"
+#include "memory/starter.h"
 #include "memory/test_util.h"
 #include "util/hash.h"
 #include "util/subprocess.h"
@@ -209,6 +211,149 @@ TEST(Exchange, DotExportRendersWithGraphviz) {
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->status.success()) << r->err;
   EXPECT_NE(r->out.find("<svg"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kope::memory
+
+namespace kope::memory {
+namespace {
+
+using namespace testing;
+
+TEST(Exchange, ProvenanceTravelsWithTheExportAndIsListedWithTheImport) {
+  auto a = temp_store("prov-a.db");
+  populate(*a.store, "run-p");
+  ExportOptions o;
+  o.provenance = R"({"kope_version": "9.9", "model": "m", "runs": ["r1"]})";
+  std::string dump = export_text(*a.store, o);
+  auto doc = nlohmann::json::parse(dump);
+  EXPECT_EQ(doc["provenance"]["model"], "m");
+
+  ExportOptions bad;
+  bad.provenance = "[1, 2]";
+  std::ostringstream sink;
+  auto refused = a.store->export_json(sink, bad);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::usage);
+
+  auto b = temp_store("prov-b.db");
+  auto r = b.store->import_json(dump, {true, "p.json"});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(nlohmann::json::parse(r->provenance)["kope_version"], "9.9");
+  auto plain = temp_store("prov-c.db");
+  populate(*plain.store, "run-q");
+  ASSERT_TRUE(b.store->import_json(export_text(*plain.store), {false, "q.json"}));
+  auto stats = b.store->stats();
+  ASSERT_TRUE(stats);
+  ASSERT_EQ(stats->imports.size(), 2u);
+  EXPECT_EQ(stats->imports[0].source, "p.json");
+  EXPECT_TRUE(stats->imports[0].foreign);
+  EXPECT_EQ(stats->imports[0].cases_added, 4);
+  EXPECT_EQ(nlohmann::json::parse(stats->imports[0].provenance)["runs"][0], "r1");
+  EXPECT_EQ(stats->imports[1].provenance, "");  // that export carried none
+  auto check = b.store->check();
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->ok()) << (check->problems.empty() ? "" : check->problems.front());
+}
+
+TEST(Exchange, MetaValuesAreKeptAndTheStoresOwnKeysAreRefused) {
+  auto a = temp_store("meta.db");
+  ASSERT_TRUE(a.store->set_meta("starter:abc", "{\"origin\": \"x\"}"));
+  ASSERT_TRUE(a.store->set_meta("starter:abd", "two"));
+  ASSERT_TRUE(a.store->set_meta("starter:abd", "three"));  // replaced
+  ASSERT_TRUE(a.store->set_meta("other", "1"));
+  auto v = a.store->get_meta("starter:abd");
+  ASSERT_TRUE(v && *v);
+  EXPECT_EQ(**v, "three");
+  auto none = a.store->get_meta("nope");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
+  auto rows = a.store->meta_with_prefix("starter:");
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(rows->size(), 2u);
+  EXPECT_EQ(rows->begin()->first, "starter:abc");
+  for (const char* k : {"instance", "created_at", "created_by", ""}) {
+    auto st = a.store->set_meta(k, "x");
+    ASSERT_FALSE(st) << k;
+    EXPECT_EQ(st.error().kind, ErrorKind::usage);
+  }
+  auto instance = a.store->get_meta("instance");
+  ASSERT_TRUE(instance && *instance);
+  EXPECT_EQ(**instance, a.store->stats()->instance);  // untouched by the refused writes
+}
+
+TEST(Codec, ZstdFilesRoundTripAndDamageIsNamed) {
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "{\"case\": " + std::to_string(i) + ", \"code\": \"kope_kernel\"},\n";
+  auto z = zstd_compress_file(text);
+  ASSERT_TRUE(z);
+  EXPECT_TRUE(is_zstd_frame(*z));
+  EXPECT_FALSE(is_zstd_frame(text));
+  EXPECT_LT(z->size(), text.size() / 10);
+  auto back = zstd_decompress_file(*z, "x.zst");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, text);
+  // Two frames one after the other (as `cat a.zst b.zst`) are one stream.
+  auto z2 = zstd_compress_file("tail");
+  ASSERT_TRUE(z2);
+  auto both = zstd_decompress_file(*z + *z2, "x.zst");
+  ASSERT_TRUE(both);
+  EXPECT_EQ(*both, text + "tail");
+  auto cut = zstd_decompress_file(z->substr(0, z->size() / 2), "cut.zst");
+  ASSERT_FALSE(cut);
+  EXPECT_EQ(cut.error().kind, ErrorKind::corrupt);
+  EXPECT_NE(cut.error().message.find("cut.zst"), std::string::npos) << cut.error().message;
+  auto big = zstd_decompress_file(*z, "big.zst", 100);
+  ASSERT_FALSE(big);
+}
+
+TEST(Starter, ImportsOncePerContentAsForeignAndNamesItsOrigin) {
+  auto src = temp_store("starter-src.db");
+  populate(*src.store, "run-s");
+  ExportOptions o;
+  o.provenance = R"({"model": "test-model"})";
+  std::string dump = export_text(*src.store, o);
+  auto dir = util::TempDir::create("kope-starter-unit");
+  ASSERT_TRUE(dir);
+  auto file = dir->path() / "memory.json.zst";
+  ASSERT_TRUE(write_export_file(file, dump));
+  auto raw = util::read_file(file);
+  ASSERT_TRUE(raw);
+  EXPECT_TRUE(is_zstd_frame(*raw));
+  auto text = read_export_file(file);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, dump);
+
+  auto user = temp_store("starter-user.db");
+  auto first = import_starter(*user.store, file);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_TRUE(first->imported);
+  EXPECT_EQ(first->report.cases_added, 4);
+  EXPECT_EQ(first->summary.correct_cases, 3);
+  EXPECT_EQ(first->summary.solved_ops, (std::set<std::string>{"layernorm", "softmax"}));
+  EXPECT_EQ(first->summary.provenance["model"], "test-model");
+  auto second = import_starter(*user.store, file);
+  ASSERT_TRUE(second);
+  EXPECT_FALSE(second->imported);
+  auto stats = user.store->stats();
+  EXPECT_EQ(stats->cases, 4);
+  EXPECT_EQ(stats->foreign_cases, 4);
+  EXPECT_EQ(stats->imports.size(), 1u);
+  auto origins = starter_origins(*user.store);
+  ASSERT_TRUE(origins);
+  EXPECT_EQ(*origins, std::set<std::string>{src.store->stats()->instance});
+  // A changed file (a newer starter) is imported once more.
+  ASSERT_TRUE(write_export_file(dir->path() / "plain.json", dump + "\n"));
+  auto third = import_starter(*user.store, dir->path() / "plain.json");
+  ASSERT_TRUE(third);
+  EXPECT_TRUE(third->imported);
+  EXPECT_EQ(third->report.cases_added, 0);  // the same cases: idempotent
+  auto not_export = util::write_file_atomic(dir->path() / "bad.json", "{\"format\": \"other\"}");
+  ASSERT_TRUE(not_export);
+  auto bad = import_starter(*user.store, dir->path() / "bad.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("bad.json"), std::string::npos);
 }
 
 }  // namespace

@@ -105,7 +105,25 @@ json lesson_log_json(const LessonLogEntry& e) {
           {"created_at", e.created_at}};
 }
 
+json import_record_json(const ImportRecord& r) {
+  json j{{"id", r.id},
+         {"origin", r.origin},
+         {"source", r.source},
+         {"foreign", r.foreign},
+         {"cases_added", r.cases_added},
+         {"lessons_added", r.lessons_added},
+         {"imported_at", r.imported_at},
+         {"provenance", nullptr}};
+  if (!r.provenance.empty()) {
+    json p = json::parse(r.provenance, nullptr, false);
+    if (!p.is_discarded()) j["provenance"] = std::move(p);
+  }
+  return j;
+}
+
 json stats_json(const Stats& s) {
+  json imports = json::array();
+  for (const auto& r : s.imports) imports.push_back(import_record_json(r));
   return {{"tasks", s.tasks},
           {"cases", s.cases},
           {"lessons", s.lessons},
@@ -127,7 +145,8 @@ json stats_json(const Stats& s) {
           {"by_verdict", s.by_verdict},
           {"by_outcome", s.by_outcome},
           {"by_stage", s.by_stage},
-          {"lessons_by_status", s.lessons_by_status}};
+          {"lessons_by_status", s.lessons_by_status},
+          {"imports", std::move(imports)}};
 }
 
 json lineage_json(const LineageNode& n) {
@@ -159,7 +178,8 @@ json import_report_json(const ImportReport& r) {
           {"cases_renamed", r.cases_renamed},
           {"lessons_added", r.lessons_added},
           {"lessons_merged", r.lessons_merged},
-          {"lessons_skipped", r.lessons_skipped}};
+          {"lessons_skipped", r.lessons_skipped},
+          {"provenance", r.provenance.empty() ? json(nullptr) : json::parse(r.provenance, nullptr, false)}};
 }
 
 json check_report_json(const CheckReport& r) {

@@ -12,6 +12,7 @@ nlohmann::json case_json(const CaseRecord& c, bool with_code, const std::string&
 nlohmann::json lesson_json(const Lesson& l);
 nlohmann::json lesson_log_json(const LessonLogEntry& e);
 nlohmann::json stats_json(const Stats& s);
+nlohmann::json import_record_json(const ImportRecord& r);
 nlohmann::json lineage_json(const LineageNode& n);
 nlohmann::json retrieved_json(const RetrievedItem& item);
 nlohmann::json import_report_json(const ImportReport& r);

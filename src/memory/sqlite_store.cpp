@@ -894,6 +894,17 @@ Result<Stats> SqliteStore::stats() {
   KOPE_TRY(group("SELECT status, count(*) FROM lessons GROUP BY status", s.lessons_by_status, [](const Stmt& st) {
     return std::string(lesson_status_name(static_cast<LessonStatus>(std::clamp<int64_t>(st.int64(0), 0, 3))));
   }));
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT l.id, l.origin, l.source, l.foreign_origin, l.cases_added, l.lessons_added, "
+                                       "l.imported_at, m.value FROM import_log l LEFT JOIN meta m "
+                                       "ON m.key = 'import_provenance:' || l.id ORDER BY l.id"));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      s.imports.push_back({st.int64(0), st.text(1), st.text(2), st.int64(3) != 0, st.int64(4), st.int64(5), st.text(6),
+                           st.is_null(7) ? std::string() : st.text(7)});
+    }
+  }
   if (m_path != ":memory:") {
     std::error_code ec;
     for (const char* suffix : {"", "-wal"}) {
@@ -906,6 +917,46 @@ Result<Stats> SqliteStore::stats() {
     s.bytes = pages.value_or(0) * page_size.value_or(0);
   }
   return s;
+}
+
+namespace {
+bool reserved_meta_key(std::string_view key) {
+  return key == "instance" || key == "created_at" || key == "created_by";
+}
+}  // namespace
+
+Result<std::optional<std::string>> SqliteStore::get_meta(const std::string& key) {
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT value FROM meta WHERE key = ?"));
+  st.bind(1, key);
+  KOPE_ASSIGN(bool row, st.step());
+  if (!row) return std::optional<std::string>{};
+  return std::optional<std::string>{st.text(0)};
+}
+
+Status SqliteStore::set_meta(const std::string& key, const std::string& value) {
+  if (key.empty() || reserved_meta_key(key)) {
+    return fail(ErrorKind::usage, "memory meta key '{}' is reserved (or empty)", key);
+  }
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(Transaction tx, begin_locked());
+  KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO meta(key, value) VALUES (?, ?) "
+                                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+  KOPE_TRY(st.bind(1, key).bind(2, value).run());
+  return commit_locked(tx);
+}
+
+Result<std::map<std::string, std::string>> SqliteStore::meta_with_prefix(const std::string& prefix) {
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT key, value FROM meta WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key"));
+  st.bind(1, prefix);
+  std::map<std::string, std::string> out;
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) break;
+    out[st.text(0)] = st.text(1);
+  }
+  return out;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -954,5 +1005,12 @@ Result<ImportReport> Store::merge_from(const std::filesystem::path&, const Impor
   return not_supported<ImportReport>("merge");
 }
 Result<CheckReport> Store::check() { return not_supported<CheckReport>("check"); }
+Result<std::optional<std::string>> Store::get_meta(const std::string&) {
+  return not_supported<std::optional<std::string>>("meta values");
+}
+Status Store::set_meta(const std::string&, const std::string&) { return not_supported<void>("meta values"); }
+Result<std::map<std::string, std::string>> Store::meta_with_prefix(const std::string&) {
+  return not_supported<std::map<std::string, std::string>>("meta values");
+}
 
 }  // namespace kope::memory

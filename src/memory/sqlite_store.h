@@ -59,6 +59,9 @@ class SqliteStore final : public Store {
   Result<ImportReport> import_json(std::string_view json, const ImportOptions& options) override;
   Result<ImportReport> merge_from(const std::filesystem::path& other, const ImportOptions& options) override;
   Result<CheckReport> check() override;
+  Result<std::optional<std::string>> get_meta(const std::string& key) override;
+  Status set_meta(const std::string& key, const std::string& value) override;
+  Result<std::map<std::string, std::string>> meta_with_prefix(const std::string& prefix) override;
   std::filesystem::path path() const override { return m_path; }
 
   // Internal, for tests: the connection (callers must not hold it across store calls).

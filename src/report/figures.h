@@ -1,5 +1,5 @@
 // report/figures.h — the figures of one or several runs over one stated set of operators
-// (DESIGN.md §6), and the paired comparison of runs.
+// (docs/design.md §6), and the paired comparison of runs.
 //
 // The set: the operators named by --ops (selectors resolved against the suite), else the union
 // of the runs' selections. Every figure is over that set: an operator of the set that a run did

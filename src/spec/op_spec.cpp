@@ -1,4 +1,4 @@
-// Loading and validating op.toml (DESIGN.md §2).
+// Loading and validating op.toml (docs/design.md §2).
 #include <algorithm>
 #include <cctype>
 #include <cmath>

@@ -180,9 +180,32 @@ fs::path cache_dir() {
   return fs::path("/tmp") / fmt::format("kope-cache-{}", ::getuid());
 }
 
+namespace {
+// An installed tree: <prefix>/bin/kope with its data in <prefix>/share/kope (ops/ is what tells
+// it from the source tree's share/kope, which holds only the files installed beside ops/).
+std::optional<fs::path> installed_share_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  fs::path dir = exe.parent_path().parent_path() / "share" / "kope";
+  if (fs::is_directory(dir / "ops", ec)) return dir;
+  return std::nullopt;
+}
+}  // namespace
+
 fs::path share_dir() {
   if (auto v = get_env("KOPE_SHARE_DIR")) return fs::path(*v);
+  if (auto d = installed_share_dir()) return *d;
   return fs::path(KOPE_SOURCE_DATA_DIR);
+}
+
+std::optional<fs::path> find_share_file(const fs::path& relative) {
+  fs::path root = share_dir();
+  std::error_code ec;
+  for (const fs::path& p : {root / relative, root / "share" / "kope" / relative}) {
+    if (fs::is_regular_file(p, ec)) return p;
+  }
+  return std::nullopt;
 }
 
 }  // namespace kope::util

@@ -57,9 +57,15 @@ fs::path data_dir();
 // $KOPE_CACHE_DIR, else $XDG_CACHE_HOME/kope, else ~/.cache/kope.
 fs::path cache_dir();
 
-// Where the operator suite and prompt templates live: $KOPE_SHARE_DIR, else the source tree the
+// Where the operator suite and prompt templates live: $KOPE_SHARE_DIR, else the installed tree
+// (<prefix>/share/kope beside <prefix>/bin/kope, when it holds ops/), else the source tree the
 // binary was built from.
 fs::path share_dir();
+
+// A data file shipped with kope, e.g. "starter/memory.json.zst": share_dir()/relative, else
+// share_dir()/share/kope/relative (where the source tree keeps files that are installed into
+// <prefix>/share/kope); nullopt when neither exists.
+std::optional<fs::path> find_share_file(const fs::path& relative);
 
 // Value of an environment variable, nullopt when unset or empty.
 std::optional<std::string> get_env(const char* name);

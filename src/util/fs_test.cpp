@@ -66,3 +66,25 @@ TEST(Strings, Glob) {
 
 }  // namespace
 }  // namespace kope::util
+
+namespace kope::util {
+namespace {
+
+TEST(Fs, ShareFilesAreFoundInTheShareDirOrItsShareKopeFolder) {
+  auto dir = TempDir::create("kope-share-");
+  ASSERT_TRUE(dir);
+  ::setenv("KOPE_SHARE_DIR", dir->path().c_str(), 1);
+  EXPECT_EQ(share_dir(), dir->path());
+  EXPECT_FALSE(find_share_file("starter/memory.json.zst"));
+  // The source tree's layout: data files installed into <prefix>/share/kope live in share/kope/.
+  ASSERT_TRUE(write_file_atomic(dir->path() / "share/kope/starter/memory.json.zst", "x"));
+  EXPECT_EQ(find_share_file("starter/memory.json.zst"), dir->path() / "share/kope/starter/memory.json.zst");
+  // The installed layout wins: <share>/starter/...
+  ASSERT_TRUE(write_file_atomic(dir->path() / "starter/memory.json.zst", "y"));
+  EXPECT_EQ(find_share_file("starter/memory.json.zst"), dir->path() / "starter/memory.json.zst");
+  ::unsetenv("KOPE_SHARE_DIR");
+  EXPECT_NE(share_dir(), dir->path());
+}
+
+}  // namespace
+}  // namespace kope::util

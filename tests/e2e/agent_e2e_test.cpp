@@ -33,9 +33,10 @@ const fs::path k_e2e = fs::path(KOPE_SOURCE_DIR) / "tests/e2e";
 const fs::path k_scale = k_e2e / "ops/elementwise/e2e_scale";
 const fs::path k_softmax = k_e2e / "ops/normalization/e2e_softmax";
 
-// Loose timing keeps the tests quick on a busy 2-core machine.
+// Loose timing keeps the tests quick on a busy 2-core machine. --no-starter: these tests count
+// what their own runs put into memory (tests/starter/ covers the shipped starter experience).
 const std::vector<std::string> k_quick = {"--eval-ci", "0.2", "--eval-max-seconds", "0.5", "--patience", "0",
-                                          "--roofline-target", "0"};
+                                          "--roofline-target", "0", "--no-starter"};
 
 struct Output {
   int code = -1;
@@ -454,7 +455,8 @@ TEST_F(AgentE2E, ReplayReusesAKernelOfARelatedOpReverified) {
   // Replay on e2e_double (same signature, y = x + x): zero tokens, the kernels re-verified here.
   fs::path dir = project() / "replay";
   auto o = kope({"run", "--policy", "replay", "--suite", (k_e2e / "ops").string(), "--ops", "e2e_double", "--memory",
-                 memory_path().string(), "--run-dir", dir.string(), "--eval-ci", "0.2", "--eval-max-seconds", "0.5", "--json"});
+                 memory_path().string(), "--run-dir", dir.string(), "--eval-ci", "0.2", "--eval-max-seconds", "0.5", "--json",
+                 "--no-starter"});
   ASSERT_EQ(o.code, 0) << o.err;
   json r = json::parse(o.out);
   const json& op = op_entry(r, "e2e_double");
@@ -476,7 +478,8 @@ TEST_F(AgentE2E, ReplayReusesAKernelOfARelatedOpReverified) {
 
 TEST_F(AgentE2E, WithoutAModelItReplaysAndSaysHowToConfigureOne) {
   fs::path dir = project() / "nomodel";
-  auto o = kope({"run", "--ops", k_scale.string(), "--memory", memory_path().string(), "--run-dir", dir.string()});
+  auto o = kope({"run", "--ops", k_scale.string(), "--memory", memory_path().string(), "--run-dir", dir.string(),
+                 "--no-starter"});
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(o.err.find("no model is configured"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("KOPE_MODEL"), std::string::npos);

@@ -9,6 +9,9 @@ answers POST /v1/chat/completions from fixture files, so runs are deterministic 
                  (when the system message is the OpenCL one, FIXTURES/NAME/opencl/ first).
   reflections    (the system message asks for lessons) FIXTURES/NAME/reflect.json, else
                  FIXTURES/reflect.json, else {"lessons": []}.
+  --echo-reference  a kernel call without a fixture is answered with the reference source the
+                 prompt shows (a correct, unoptimised kernel: for building test memories, e.g.
+                 the dev starter experience of tests/starter/).
 
 Usage it reports: completion = ceil(len(answer)/4); prompt = ceil(len(all messages)/4), or with
 --usage fixed (or a model name containing "fixed-usage") a number that depends only on
@@ -30,6 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TASK_RE = re.compile(r"operator `([^`]+)` \u2014 attempt (\d+) of (\d+)")
 REFLECT_RE = re.compile(r"# Reflection: operator `([^`]+)`")
+REFERENCE_RE = re.compile(r"The reference implementation[^\n]*\n```cpp\n(.*?)\n```", re.S)
 
 
 def read(path):
@@ -93,6 +97,9 @@ class Handler(BaseHTTPRequestHandler):
             text = None
             for d in dirs:
                 text = text or read(os.path.join(d, "%d.md" % attempt)) or read(os.path.join(d, "default.md"))
+            ref = REFERENCE_RE.search(user) if cfg.echo_reference else None
+            if not text and ref:
+                text = "OPTIMISATION: the reference implementation, unchanged\n```cpp\n%s\n```\n" % ref.group(1)
             text = text or "I have no kernel for this operator."
         else:
             text = "I do not understand the request."
@@ -129,6 +136,7 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--log")
     ap.add_argument("--usage", choices=["estimate", "fixed"], default="estimate")
+    ap.add_argument("--echo-reference", action="store_true")
     cfg = ap.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", cfg.port), Handler)
     server.daemon_threads = True

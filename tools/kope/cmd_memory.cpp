@@ -1,5 +1,7 @@
 // `kope memory ...`: inspect, share and check the experience graph memory.
+#include <ctime>
 #include <fstream>
+#include <set>
 #include <iostream>
 #include <sstream>
 
@@ -9,6 +11,7 @@
 #include "kope/memory.h"
 #include "kope/target.h"
 #include "memory/json_io.h"
+#include "memory/starter.h"
 #include "memory/text.h"
 #include "util/fs.h"
 #include "util/strings.h"
@@ -142,6 +145,97 @@ std::optional<T> parse_or(const std::string& s, std::optional<T> (*parse)(std::s
   return parse(s);
 }
 
+// One line per provenance field a reader wants first: kope version, model, target, date, runs.
+std::string provenance_line(const json& p) {
+  if (!p.is_object()) return "none recorded";
+  std::vector<std::string> parts;
+  auto field = [&](const char* key, const char* label) {
+    if (!p.contains(key)) return;
+    const json& v = p[key];
+    std::string text;
+    if (v.is_string()) {
+      text = v.get<std::string>();
+    } else if (v.is_array()) {
+      std::vector<std::string> items;
+      for (const auto& e : v) {
+        if (e.is_string()) items.push_back(e.get<std::string>());
+        else if (e.is_object() && e.contains("run_id")) items.push_back(e["run_id"].get<std::string>());
+      }
+      text = util::join(items, ", ");
+    } else if (!v.is_null()) {
+      text = v.dump();
+    }
+    if (!text.empty()) parts.push_back(fmt::format("{} {}", label, text));
+  };
+  field("kope_version", "kope");
+  field("model", "model");
+  field("targets", "target");
+  field("date", "date");
+  field("runs", "runs");
+  field("answers", "answers");
+  return parts.empty() ? std::string("(empty)") : util::join(parts, "; ");
+}
+
+// The provenance `kope memory export` writes: what this kope knows (version, time, database),
+// the runs named with --run-dir (their model, target, toolchain, ops), --note, and the object in
+// --provenance FILE on top (its keys win).
+Result<json> build_provenance(const std::string& memory_path, const std::vector<std::string>& run_dirs,
+                              const std::string& note, const std::string& extra_file) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char now[32];
+  std::strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  json p{{"kope_version", KOPE_VERSION}, {"date", now}, {"memory", memory_path}};
+  std::set<std::string> models, targets;
+  json runs = json::array();
+  for (const auto& dir : run_dirs) {
+    std::filesystem::path d(dir);
+    KOPE_ASSIGN(std::string text, util::read_file(d / "config.json"));
+    json c = json::parse(text, nullptr, false);
+    if (!c.is_object()) return fail(ErrorKind::config, "{}: not a run's config.json", (d / "config.json").string());
+    json r{{"run_id", c.value("run_id", "")},   {"created_at", c.value("created_at", "")},
+           {"policy", c.value("loop", json::object()).value("policy", "")},
+           {"target", c.value("target", "")},   {"toolchain", c.value("toolchain", "")},
+           {"backend", c.value("backend", "")}, {"selectors", c.value("selectors", json::array())}};
+    json model = c.value("model", json::object());
+    if (model.is_object() && !model.empty()) {
+      r["model"] = {{"profile", model.value("profile", "")}, {"provider", model.value("provider", "")},
+                    {"model", model.value("model", "")}, {"base_url", model.value("base_url", "")}};
+      if (!model.value("model", std::string()).empty()) models.insert(model.value("model", std::string()));
+    }
+    if (!c.value("target", std::string()).empty()) targets.insert(c.value("target", std::string()));
+    if (auto res = util::read_file(d / "results.json")) {
+      json rj = json::parse(*res, nullptr, false);
+      if (rj.is_object() && rj.contains("figures")) {
+        const json& f = rj["figures"];
+        r["ops"] = f.value("ops", 0);
+        r["solved"] = f.value("solved", 0);
+        r["tokens_prompt"] = f.value("tokens_prompt", int64_t{0});
+        r["tokens_completion"] = f.value("tokens_completion", int64_t{0});
+      }
+    }
+    if (auto usage = util::read_file(d / "llm-usage.json")) {
+      json u = json::parse(*usage, nullptr, false);
+      if (u.is_object()) r["llm_usage"] = u;
+    }
+    runs.push_back(std::move(r));
+  }
+  if (!runs.empty()) {
+    p["runs"] = runs;
+    p["model"] = models.empty() ? std::string("none (replay runs)") : util::join(std::vector<std::string>(models.begin(), models.end()), ", ");
+    p["targets"] = targets;
+  }
+  if (!note.empty()) p["answers"] = note;
+  if (!extra_file.empty()) {
+    KOPE_ASSIGN(std::string text, util::read_file(extra_file));
+    json e = json::parse(text, nullptr, false);
+    if (!e.is_object()) return fail(ErrorKind::config, "{}: --provenance must name a file holding one JSON object", extra_file);
+    for (auto it = e.begin(); it != e.end(); ++it) p[it.key()] = it.value();
+  }
+  return p;
+}
+
 }  // namespace
 
 void register_memory(CLI::App& app, Action& action) {
@@ -157,8 +251,29 @@ void register_memory(CLI::App& app, Action& action) {
   };
 
   // --- stats
-  sub("stats", "Counts: tasks, cases, lessons, targets, verdicts, outcomes, size")->callback([&action, common] {
-    action = [common]() -> Result<int> {
+  auto stats_file = std::make_shared<std::string>();
+  auto* stats_cmd = sub("stats", "Counts: tasks, cases, lessons, targets, verdicts, outcomes, size, imports with their provenance");
+  stats_cmd->add_option("file", *stats_file, "An export file (.json or .json.zst) to describe instead of the database");
+  stats_cmd->callback([&action, common, stats_file] {
+    action = [common, stats_file]() -> Result<int> {
+      if (!stats_file->empty()) {
+        KOPE_ASSIGN(std::string text, mem::read_export_file(*stats_file));
+        KOPE_ASSIGN(mem::ExportSummary e, mem::summarise_export(text, *stats_file));
+        if (common->json) {
+          json j = mem::export_summary_json(e);
+          j["path"] = *stats_file;
+          print(j.dump(2) + "\n");
+          return 0;
+        }
+        std::string out;
+        out += fmt::format("export      {}  (origin {}, exported {})\n", *stats_file, e.origin, e.exported_at);
+        out += fmt::format("cases       {}  ({} correct)\nops         {}  ({} with a correct kernel)\nlessons     {}\n",
+                           e.cases, e.correct_cases, e.ops.size(), e.solved_ops.size(), e.lessons);
+        out += fmt::format("targets     {}\n", util::join(std::vector<std::string>(e.targets.begin(), e.targets.end()), ", "));
+        out += fmt::format("provenance  {}\n", provenance_line(e.provenance));
+        print(out);
+        return 0;
+      }
       KOPE_ASSIGN(auto store, open(*common));
       KOPE_ASSIGN(mem::Stats s, store->stats());
       if (common->json) {
@@ -187,6 +302,12 @@ void register_memory(CLI::App& app, Action& action) {
       row("outcomes", s.by_outcome);
       row("stages", s.by_stage);
       row("lessons by", s.lessons_by_status);
+      out += fmt::format("imports     {}\n", s.imports.size());
+      for (const auto& r : s.imports) {
+        json p = r.provenance.empty() ? json() : json::parse(r.provenance, nullptr, false);
+        out += fmt::format("  {} {}{}: {} cases, {} lessons (origin {})\n    provenance: {}\n", r.imported_at, r.source,
+                           r.foreign ? " [foreign]" : "", r.cases_added, r.lessons_added, r.origin, provenance_line(p));
+      }
       print(out);
       return 0;
     };
@@ -409,6 +530,8 @@ void register_memory(CLI::App& app, Action& action) {
     struct Options {
       std::string format = "json", output, op, target;
       int64_t max_cases = 0;
+      std::vector<std::string> run_dirs;
+      std::string note, provenance;
     };
     auto o = std::make_shared<Options>();
     auto* s = sub("export", "Write the memory as JSON (to share) or Graphviz dot (to look at)");
@@ -417,10 +540,23 @@ void register_memory(CLI::App& app, Action& action) {
     s->add_option("--op", o->op, "Only this op");
     s->add_option("--target", o->target, "Only this target");
     s->add_option("--max-cases", o->max_cases, "dot: only the newest N cases");
+    s->add_option("--run-dir", o->run_dirs, "json: record this run's model, target and ops in the provenance (repeatable)");
+    s->add_option("--note", o->note, "json: where the answers came from, in words, for the provenance");
+    s->add_option("--provenance", o->provenance, "json: a file holding a JSON object merged into the provenance");
     s->callback([&action, common, o] {
       action = [common, o]() -> Result<int> {
         KOPE_ASSIGN(auto store, open(*common));
-        mem::ExportOptions eo{o->op, o->target, o->max_cases};
+        mem::ExportOptions eo{o->op, o->target, o->max_cases, {}};
+        if (o->format == "json") {
+          KOPE_ASSIGN(json prov, build_provenance(store_path(*common).string(), o->run_dirs, o->note, o->provenance));
+          eo.provenance = prov.dump();
+        }
+        if (o->format == "json" && std::filesystem::path(o->output).extension() == ".zst") {
+          std::ostringstream text;
+          KOPE_TRY(store->export_json(text, eo));
+          KOPE_TRY(mem::write_export_file(o->output, text.str()));
+          return 0;
+        }
         auto write = [&](std::ostream& out) -> Status {
           return o->format == "dot" ? store->export_dot(out, eo) : store->export_json(out, eo);
         };
@@ -458,7 +594,7 @@ void register_memory(CLI::App& app, Action& action) {
     for (bool merge : {false, true}) {
       auto o = std::make_shared<Options>();
       auto* s = merge ? sub("merge", "Merge another kope memory database into this one (the other is not modified)")
-                      : sub("import", "Import a `kope memory export` file (idempotent; provenance kept)");
+                      : sub("import", "Import a `kope memory export` file, plain or .zst (idempotent; provenance kept)");
       s->add_option(merge ? "db" : "file", o->source, merge ? "The database to merge" : "The export file (- for stdin)")
           ->required();
       s->add_flag("--foreign", o->foreign, "Mark everything as from another machine (feasibility, never speed evidence)");
@@ -470,14 +606,7 @@ void register_memory(CLI::App& app, Action& action) {
           if (merge) {
             KOPE_ASSIGN(r, store->merge_from(o->source, io));
           } else {
-            std::string text;
-            if (o->source == "-") {
-              std::ostringstream ss;
-              ss << std::cin.rdbuf();
-              text = ss.str();
-            } else {
-              KOPE_ASSIGN(text, util::read_file(o->source));
-            }
+            KOPE_ASSIGN(std::string text, mem::read_export_file(o->source));  // plain or zstd-compressed
             KOPE_ASSIGN(r, store->import_json(text, io));
           }
           if (common->json) {

@@ -1,5 +1,5 @@
 // `kope report`: figures, comparisons and the lineage view of one or more run directories
-// (DESIGN.md §6).
+// (docs/design.md §6).
 //
 //   kope report RUN_DIR... [--html FILE] [--markdown | --json | --csv TABLE] [--memory PATH]
 //               [--ops SET] [--suite DIR] [--labels A,B,..] [--baseline LABEL]

@@ -1,12 +1,15 @@
-// `kope run`: the agent on a selection of operators (DESIGN.md §1, §5, §6).
+// `kope run`: the agent on a selection of operators (docs/design.md §1, §5, §6).
 //
 //   kope run [--ops SELECTOR] [--level N] [--backend cpu] [--llm PROFILE] [--iterations N]
 //            [--token-budget N] [--context active|passive|none] [--memory PATH] [--jobs N]
 //            [--run-dir DIR] [--seed N] [--policy llm|replay] [--quiet] [--json]
-//            [--resume DIR] [--no-reflect] ...
+//            [--resume DIR] [--no-reflect] [--no-starter] ...
 //
 // Without a configured model the replay policy runs (zero tokens) and the command says how to
-// configure one. Ctrl-C stops after the current step of every op and prints the resume command;
+// configure one. Before a new run the starter experience shipped with kope is imported into the
+// memory once (as foreign experience; memory/starter.h), unless --no-starter. After the run,
+// report.html is written into the run directory and a per-op summary says where each best kernel
+// came from. Ctrl-C stops after the current step of every op and prints the resume command;
 // a second Ctrl-C exits at once (the event log still allows resuming).
 #include <unistd.h>
 
@@ -27,6 +30,8 @@
 #include "kope/llm.h"
 #include "kope/memory.h"
 #include "kope/spec.h"
+#include "memory/starter.h"
+#include "run_end.h"
 #include "run_services.h"
 #include "util/fs.h"
 #include "util/strings.h"
@@ -75,6 +80,7 @@ struct RunOptions {
   std::string resume;
   bool no_reflect = false;
   bool check_prompts = false;
+  bool no_starter = false;
   std::string suite;
   int replay_limit = 0;
   int64_t window = 0;
@@ -217,6 +223,38 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
   KOPE_ASSIGN(auto evaluator, make_run_evaluator(cfg.backend, hw));
   KOPE_ASSIGN(auto store, memory::open_store(cfg.memory_path));
+  bool starter_imported = false;
+  if (!run->resumed() && !o.no_starter) {
+    if (auto file = memory::starter_memory_file()) {
+      auto st = memory::import_starter(*store, *file);
+      if (!st) {
+        std::fprintf(stderr, "kope: warning: the starter experience %s was not imported: %s\n", file->string().c_str(),
+                     st.error().message.c_str());
+      } else if (st->imported) {
+        starter_imported = true;
+        const memory::ExportSummary& sum = st->summary;
+        std::string made;
+        if (sum.provenance.is_object()) {
+          std::string model = sum.provenance.value("model", std::string());
+          std::string date = sum.provenance.value("date", sum.exported_at);
+          std::vector<std::string> parts;
+          if (!sum.targets.empty()) parts.push_back("on " + util::join(std::vector<std::string>(sum.targets.begin(), sum.targets.end()), ", "));
+          if (!model.empty()) parts.push_back("by " + model);
+          if (!date.empty()) parts.push_back(date.substr(0, 10));
+          if (!parts.empty()) made = " (recorded " + util::join(parts, ", ") + ")";
+        }
+        say(fmt::format("kope run: imported the starter experience shipped with kope into {}: {} verified kernels for {} "
+                        "operators{}, from {}.", cfg.memory_path, sum.correct_cases, sum.solved_ops.size(), made,
+                        file->string()));
+        say(cfg.loop.policy == "replay"
+                ? "  It comes from other hardware, so this run replays it: every kernel is re-verified on every case and "
+                  "re-timed on this machine; a kernel that fails here is recorded as failed and never counts. "
+                  "(--no-starter skips this.)"
+                : "  It comes from other hardware: the model sees it as feasibility evidence, never as speed evidence. "
+                  "(--no-starter skips this.)");
+      }
+    }
+  }
   std::unique_ptr<llm::LlmClient> client;
   auto accounting = std::make_shared<llm::RunAccounting>();
   if (cfg.loop.policy == "llm") {
@@ -273,11 +311,27 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
     (void)util::write_file_atomic(usage, doc.dump(2) + "\n");
   }
 
+  // The HTML report of this run, always beside results.json (a failure to write it is reported,
+  // not fatal: the run's figures are in results.json either way).
+  std::optional<fs::path> html;
+  if (auto h = write_run_report(run->dir(), cfg.memory_path)) {
+    html = *h;
+  } else {
+    std::fprintf(stderr, "kope: warning: report.html was not written: %s\n", h.error().message.c_str());
+  }
   if (o.json_out) {
     print(report.results.dump(2) + "\n");
+    if (html && !o.quiet) std::fprintf(stderr, "report: %s\n", html->string().c_str());
   } else if (!o.quiet) {
+    print(run_summary_table(report.results, *store, evaluator->target().str()));
     print(agent::results_summary(report.results));
     print(fmt::format("results: {}\n", report.results_path.string()));
+    if (html) print(fmt::format("report: {}\n", html->string()));
+    if (cfg.loop.policy == "replay" && starter_imported) {
+      print("These kernels are the starter experience shipped with kope, re-verified and re-timed here. To write\n"
+            "better ones for this machine, configure a model (README.md, \"Configuring a model\"; e.g. KOPE_MODEL,\n"
+            "OPENAI_BASE_URL, OPENAI_API_KEY, or an [llm.<name>] profile in kope.toml) and run `kope run` again.\n");
+    }
     if (cfg.loop.policy == "replay" && report.complete) {
       int64_t attempts = 0;
       for (const auto& op : report.results.value("ops", json::array())) attempts += op.value("attempts", int64_t{0});
@@ -336,6 +390,8 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_flag("--no-reflect", o->no_reflect, "Do not distil lessons into memory");
   cmd->add_flag("--check-prompts", o->check_prompts,
                 "After the run, check every prompt it sent (as `kope prompts check`); exit 1 on a finding");
+  cmd->add_flag("--no-starter", o->no_starter,
+                "Do not import the starter experience shipped with kope into the memory (imported once otherwise)");
   cmd->add_option("--suite", o->suite, "Operator suite root for selectors and related operators (default: the bundled ops/)");
   cmd->add_option("--replay-limit", o->replay_limit, "Kernels the replay policy re-verifies per operator (default 2)");
   cmd->add_option("--window", o->window, "Cap the model's context window (tokens), e.g. for compute-matched ablations");

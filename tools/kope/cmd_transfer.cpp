@@ -1,4 +1,4 @@
-// `kope transfer`: the paper's cross-hardware experiment (DESIGN.md §4, issue 8). On the same
+// `kope transfer`: the paper's cross-hardware experiment (docs/design.md §4, issue 8). On the same
 // operators, budget and seed, the agent runs on the target backend in four settings that differ
 // only in the memory it starts from:
 //
@@ -71,7 +71,8 @@ Status run_agent(const TransferOptions& o, const std::string& backend, const fs:
                  const fs::path& log) {
   util::RunOptions ro;
   ro.spawn.argv = {self_exe().string(), "run", "--backend", backend, "--iterations", std::to_string(o.iterations), "--memory",
-                   memory.string(), "--run-dir", run_dir.string(), "--seed", std::to_string(o.seed), "--quiet"};
+                   memory.string(), "--run-dir", run_dir.string(), "--seed", std::to_string(o.seed), "--quiet",
+                   "--no-starter"};  // each setting's memory is exactly what the experiment says
   if (!o.ops.empty()) {
     ro.spawn.argv.emplace_back("--ops");
     ro.spawn.argv.push_back(util::join(o.ops, ","));
