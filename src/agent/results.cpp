@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
+
+#include "eval/library.h"
+#include "util/strings.h"
 
 namespace kope::agent {
 
@@ -72,6 +76,12 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   j["best_speedup_vs_reference"] = inc ? opt(inc->speedup_vs_reference) : json(nullptr);
   j["best_speedup_vs_library"] = inc ? opt(inc->speedup_vs_library) : json(nullptr);
   j["fraction_of_roofline"] = inc ? opt(inc->fraction_of_roofline) : json(nullptr);
+  // What the library baseline ran with (the incumbent's evaluation, else the latest that timed
+  // it), and whether the environment forced it: a speedup vs a forced library says so.
+  std::optional<eval::LibraryConfig> lib = inc ? inc->library_config : std::nullopt;
+  for (auto a = st.attempts.rbegin(); !lib && a != st.attempts.rend(); ++a) lib = a->library_config;
+  j["library_config"] = lib ? eval::library_config_to_json(*lib) : json(nullptr);
+  j["library_forced"] = lib && lib->forced;
   j["best_optimisation"] = inc ? json(inc->optimisation) : json(nullptr);
   j["best_code_file"] = inc ? json(inc->code_file) : json(nullptr);
   auto id = inc ? st.case_ids.find(inc->iteration) : st.case_ids.end();
@@ -104,6 +114,8 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
   std::map<std::string, int64_t> tiers{{"system", 0}, {"hot", 0}, {"warm", 0}, {"cold", 0}};
   const std::vector<double> ps = {0, 1, 1.5, 2};
   std::vector<int> fast(ps.size(), 0), fast_lib(ps.size(), 0);
+  std::vector<std::string> forced_ops;
+  std::set<std::string> forced_by;
   for (const auto& op : ops) {
     auto it = states.find(op.name);
     const OpState& st = it == states.end() ? empty : it->second;
@@ -117,6 +129,10 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
     for (const auto& [t, n] : r["tier_tokens"].items()) tiers[t] += n.get<int64_t>();
     if (st.done) ++done;
     if (op.library_path) ++with_library;
+    if (r["library_forced"].get<bool>()) {
+      forced_ops.push_back(op.name);
+      forced_by.insert(r["library_config"].value("forced_by", ""));
+    }
     if (r["solved"].get<bool>()) {
       ++solved;
       double s = r["best_speedup_vs_reference"].is_number() ? r["best_speedup_vs_reference"].get<double>() : 0;
@@ -157,6 +173,8 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
     fp[key] = n ? static_cast<double>(fast[i]) / static_cast<double>(n) : 0.0;
     fpl[key] = with_library ? json(static_cast<double>(fast_lib[i]) / static_cast<double>(with_library)) : json(nullptr);
   }
+  f["library_forced_ops"] = forced_ops;
+  f["library_forced_by"] = util::join(std::vector<std::string>(forced_by.begin(), forced_by.end()), "; ");
   f["fast_p"] = fp;
   f["fast_p_over"] = fmt::format("all {} selected operators: the share that is correct and more than p times faster than "
                                  "the reference",
@@ -190,8 +208,13 @@ std::string results_summary(const json& r) {
   std::string out;
   out += fmt::format("solved {}/{} operators; pass rate {} ({} of {} cases)\n", f["solved"].get<int>(), f["ops"].get<int>(),
                      pct(f["pass_rate"]), f["cases_passed"].get<int64_t>(), f["cases_total"].get<int64_t>());
-  out += fmt::format("geomean speedup vs reference {} (over {}), vs library {}\n", times(f["geomean_speedup_vs_reference"]),
-                     f["geomean_speedup_vs_reference_over"].get<std::string>(), times(f["geomean_speedup_vs_library"]));
+  std::string forced;
+  if (f.contains("library_forced_ops") && !f["library_forced_ops"].empty()) {
+    forced = fmt::format(" [library forced on {} operator{}: {}]", f["library_forced_ops"].size(),
+                         f["library_forced_ops"].size() == 1 ? "" : "s", f.value("library_forced_by", ""));
+  }
+  out += fmt::format("geomean speedup vs reference {} (over {}), vs library {}{}\n", times(f["geomean_speedup_vs_reference"]),
+                     f["geomean_speedup_vs_reference_over"].get<std::string>(), times(f["geomean_speedup_vs_library"]), forced);
   const json& fp = f["fast_p"];
   out += fmt::format("fast_0 {}  fast_1 {}  fast_1.5 {}  fast_2 {}\n", pct(fp["0"]), pct(fp["1"]), pct(fp["1.5"]), pct(fp["2"]));
   out += fmt::format("tokens: {} prompt + {} completion", f["tokens_prompt"].get<int64_t>(), f["tokens_completion"].get<int64_t>());

@@ -89,6 +89,7 @@ Result<CaseRecord> case_from_json(const json& j) {
       r.ci95_us = num_from(row, "ci95_us");
       r.reference_us = num_from(row, "reference_us");
       r.library_us = opt_from(row, "library_us");
+      r.floor_us = opt_from(row, "floor_us");
       c.timings.push_back(r);
     }
   }

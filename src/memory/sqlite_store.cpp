@@ -64,6 +64,7 @@ std::string timings_to_json(const std::vector<CaseTimingRecord>& ts) {
   for (const auto& t : ts) {
     json row = json::array({t.case_index, t.median_us, t.ci95_us, t.reference_us});
     row.push_back(t.library_us ? json(*t.library_us) : json(nullptr));
+    if (t.floor_us) row.push_back(*t.floor_us);
     arr.push_back(std::move(row));
   }
   return arr.dump();
@@ -81,6 +82,7 @@ std::vector<CaseTimingRecord> timings_from_json(const std::string& text) {
     t.ci95_us = row[2].get<double>();
     t.reference_us = row[3].get<double>();
     if (!row[4].is_null()) t.library_us = row[4].get<double>();
+    if (row.size() > 5 && row[5].is_number()) t.floor_us = row[5].get<double>();
     out.push_back(t);
   }
   return out;
@@ -476,7 +478,21 @@ Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const Inser
 
   std::string quarantine_reason;
   if (correct) {
-    if (c.fraction_of_roofline && *c.fraction_of_roofline > k_quarantine_roofline_fraction) {
+    // The conservative bound: a timed case below its hardware floor.
+    const CaseTimingRecord* below_floor = nullptr;
+    bool has_floors = false;
+    for (const auto& t : c.timings) {
+      if (!t.floor_us || !(*t.floor_us > 0)) continue;
+      has_floors = true;
+      if (t.median_us > 0 && t.median_us < *t.floor_us && !below_floor) below_floor = &t;
+    }
+    if (below_floor) {
+      quarantine_reason = fmt::format(
+          "faster than the hardware allows: case {} ran in {:.3g} µs, below its floor of {:.3g} µs (the fastest measured "
+          "cache bandwidth and the FP32 peak; no roofline allows that)",
+          below_floor->case_index, below_floor->median_us, *below_floor->floor_us);
+    } else if (!has_floors && c.fraction_of_roofline && *c.fraction_of_roofline > k_quarantine_roofline_fraction) {
+      // A record without floors (an older kope, an import): only its roofline fraction is known.
       quarantine_reason = fmt::format("faster than the roofline allows (fraction {:.3g} > {:.3g})",
                                       *c.fraction_of_roofline, k_quarantine_roofline_fraction);
     } else if (parent_correct_timed && r > k_quarantine_jump) {
