@@ -172,8 +172,15 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   }
   a.timings.clear();
   for (const auto& t : r.timing) {
-    TimingSummary s{t.case_index, t.label, t.median_us, t.ci95_us, t.reference_us, t.library_us, t.roofline_us,
-                    t.fraction_of_roofline};
+    TimingSummary s;
+    s.case_index = t.case_index;
+    s.label = t.label;
+    s.median_us = t.median_us;
+    s.ci95_us = t.ci95_us;
+    s.reference_us = t.reference_us;
+    s.library_us = t.library_us;
+    s.roofline_us = t.roofline_us;
+    s.fraction_of_roofline = t.fraction_of_roofline;
     s.roofline_bound = t.roofline_bound;
     s.roofline_gbps = t.roofline_gbps;
     s.roofline_gflops = t.roofline_gflops;

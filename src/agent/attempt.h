@@ -34,7 +34,7 @@ struct TimingSummary {
   double fraction_of_roofline = 0;
   // The roofline model's figures (eval::CaseTiming): "memory" or "compute", the bandwidth and
   // peak used, the working set; beyond the roofline by more than the CI (a bug of the model).
-  std::string roofline_bound;
+  std::string roofline_bound = {};
   double roofline_gbps = 0;
   double roofline_gflops = 0;
   uint64_t roofline_working_set_bytes = 0;

@@ -169,8 +169,12 @@ TEST(Loop, StopsAtTheRooflineTarget) {
 TEST(Loop, TheRooflineStopNeedsEveryTimedCaseAtTheTarget) {
   Attempt inc;
   inc.fraction_of_roofline = 0.85;  // the geomean alone would stop
-  inc.timings.push_back({1, "N=1024", 10, 0.1, 20, std::nullopt, 9.5, 0.95});
-  inc.timings.push_back({2, "N=1048576", 100, 1, 200, std::nullopt, 50, 0.5});
+  TimingSummary small, large;
+  small.case_index = 1;
+  small.fraction_of_roofline = 0.95;
+  large.case_index = 2;
+  large.fraction_of_roofline = 0.5;
+  inc.timings = {small, large};
   EXPECT_FALSE(reached_roofline(inc, 0.8));
   inc.timings[1].fraction_of_roofline = 0.81;
   EXPECT_TRUE(reached_roofline(inc, 0.8));

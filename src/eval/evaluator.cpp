@@ -249,7 +249,11 @@ Result<LibraryChoice> choose_library(const HardwareProfile& hw, const spec::OpSp
                                      const EvalOptions& timing) {
   LibraryChoice choice;
   if (options.library_config != "best" || !op.library_path) return choice;
-  KOPE_ASSIGN(auto sel, select_library_config(hw, op, options, timing));
+  // The cached selection when there is one: --refresh-baselines re-times baselines, not the
+  // choice (`kope bench --library-config best --refresh` makes it again, before this runs).
+  CpuEvaluatorOptions cached = options;
+  cached.refresh_baselines = false;
+  KOPE_ASSIGN(auto sel, select_library_config(hw, op, cached, timing));
   if (!sel || sel->best < 0) return choice;  // nothing correct: the environment's, which then fails visibly
   const LibraryTrial& best = sel->trials[static_cast<size_t>(sel->best)];
   if (auto env = library_env_for_setting(op.library_name, best.setting)) {
