@@ -60,7 +60,7 @@ struct CaseTiming {
   int64_t calls_per_batch = 0;
   double reference_us = 0;                 // the reference, timed through the same path
   std::optional<double> library_us;        // the vendor-library baseline, when the op has one
-  double roofline_us = 0;                  // DRAM roofline: max(flops/peak, bytes/bandwidth)
+  double roofline_us = 0;                  // the working-set roofline (case_roofline), µs
   double fraction_of_roofline = 0;         // roofline_us / median_us
   // Extensions (eval backend v1): the baselines' own 95% CI half-widths, so a speedup's
   // interval can be formed; the floor a time may not undercut; the time on never-seen inputs.
@@ -83,6 +83,40 @@ struct CaseTiming {
   // timed beside it. Such a time is evidence under disturbance, not a clean measurement;
   // `contention` says how much.
   bool disturbed = false;
+  // The roofline model's figures for this case (case_roofline): which roof bounds it ("memory"
+  // or "compute"), the bandwidth and the compute peak it used, the working set it read the
+  // bandwidth curve at.
+  std::string roofline_bound;
+  double roofline_gbps = 0;
+  double roofline_gflops = 0;
+  uint64_t roofline_working_set_bytes = 0;
+  // Faster than the roofline by more than its CI (roofline_us > median_us + ci95_us): a bug of
+  // the roofline model for this case, reported (EvalResult::roofline_notes), never held against
+  // the kernel.
+  bool beyond_roofline = false;
+};
+
+// The configuration a vendor-library baseline ran with, as the library reported it from inside
+// its runner, and whether the user's environment forced it.
+struct LibraryConfig {
+  std::string library;      // "openblas" or "onednn"
+  std::string setting;      // how it was chosen: "environment" (the default), or the name of the
+                            // configuration --library-config best kept ("auto", "openblas:SkylakeX")
+  std::string core;         // OpenBLAS: openblas_get_corename(); oneDNN: the effective ISA ("avx2")
+  int threads = 0;          // the library's thread count (the candidates' count)
+  std::string version;      // the library's version when it reports one
+  std::string env;          // the library variables its runner got ("OPENBLAS_CORETYPE=Haswell"; "" none)
+  // The user's environment forces a configuration that is not the library's own choice
+  // (OPENBLAS_CORETYPE, ONEDNN_MAX_CPU_ISA, ...), or the library runs with another thread
+  // count than the candidates: every speedup vs the library says so next to the figure.
+  bool forced = false;
+  std::string forced_by;    // "OPENBLAS_CORETYPE=Haswell" (what forced it)
+
+  // "OpenBLAS core Haswell, 2 threads (forced by OPENBLAS_CORETYPE=Haswell)".
+  std::string describe() const;
+  // The note shown next to a speedup vs the library: "" when not forced, else
+  // " [library forced: OPENBLAS_CORETYPE=Haswell]".
+  std::string forced_note() const;
 };
 
 struct EvalResult {
@@ -100,6 +134,11 @@ struct EvalResult {
   std::optional<double> speedup_vs_reference;
   std::optional<double> speedup_vs_library;  // over the timed cases that have a library time
   std::optional<double> fraction_of_roofline;
+  // The library baseline's configuration (when the op has one and it was timed or cached).
+  std::optional<LibraryConfig> library_config;
+  // One note per case beyond its roofline by more than its CI (CaseTiming::beyond_roofline):
+  // "the roofline model is wrong here", naming the case, the roof used and the measured time.
+  std::vector<std::string> roofline_notes;
   double compile_seconds = 0;
   bool compile_cached = false;
   double wall_seconds = 0;
@@ -108,7 +147,8 @@ struct EvalResult {
   bool disturbed = false;
 
   // The `kope eval --json` object: verdict, message, op, target, cases[], timing[],
-  // speedup_vs_reference, speedup_vs_library, plus the other fields above.
+  // speedup_vs_reference, speedup_vs_library, plus the other fields above (library_config as an
+  // object, and library_forced: whether the library's configuration was forced).
   std::string to_json() const;
   static Result<EvalResult> from_json(std::string_view text);
 };
@@ -163,6 +203,10 @@ struct CpuEvaluatorOptions {
   double fresh_factor = 3;
   double fresh_slack_seconds = 0.0005;
   bool refresh_baselines = false;          // re-time references/library baselines (no cache)
+  // How library baselines are configured: "environment" (the user's variables, as they are) or
+  // "best" (the fastest configuration this CPU runs that is correct on every case, chosen once
+  // per op by select_library_config and cached).
+  std::string library_config = "environment";
 };
 
 // A reference or library time for one timed case, measured like a candidate's.
@@ -181,7 +225,9 @@ struct CaseBaselines {
   BaselineTiming reference;
   std::optional<BaselineTiming> library;
   std::string library_problem;  // why there is no library time although library.cpp exists
+  std::optional<LibraryConfig> library_config;  // what the library ran with
   double roofline_us = 0;
+  Roof roof;                    // the roofline model's figures (case_roofline)
   double flops = 0;
   double bytes = 0;
 };
@@ -198,6 +244,47 @@ Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw,
 Result<std::vector<CaseBaselines>> measure_cpu_baselines(
     const HardwareProfile& hw, const spec::OpSpec& op, const CpuEvaluatorOptions& options,
     const EvalOptions& timing, const std::function<void(std::string_view)>& progress = {});
+
+// The roofline of case `c` of `op` (HardwareProfile::roofline with the case's flops and bytes;
+// the FP64 peak when a floating-point input or output of the op is f64). Every figure that is a
+// fraction of the roofline comes from here.
+Roof case_roofline(const HardwareProfile& hw, const spec::OpSpec& op, const spec::Case& c);
+
+// Fills `t`'s roofline fields (roofline_us, fraction_of_roofline, the roof's figures) from
+// `roof`, t.median_us and t.ci95_us. When the time beats the roof by more than its CI, sets
+// beyond_roofline and returns the note that says the model is wrong for this case.
+std::optional<std::string> apply_roofline(CaseTiming& t, const Roof& roof, const spec::OpSpec& op);
+
+// One configuration --library-config best tried for an op.
+struct LibraryTrial {
+  std::string setting;          // "environment", "auto", "openblas:SkylakeX", "onednn:avx2"
+  LibraryConfig config;         // what the library reported running with
+  bool correct = false;         // matched the reference on every case
+  std::string problem;          // why it was not usable (not in this build, wrong result, ...)
+  std::vector<double> median_us;  // per timed case, in the op's timed-case order
+  std::vector<double> ci95_us;
+  std::vector<double> gflops;     // flops / median per timed case
+  double geomean_us = 0;          // geometric mean over the timed cases (what is compared)
+};
+
+struct LibrarySelection {
+  std::string op;
+  std::string library;
+  std::vector<LibraryTrial> trials;
+  int best = -1;                // index into trials of the fastest correct one, -1 when none
+  bool cached = false;          // read from cache_dir()/eval/baselines instead of measured now
+  std::string measured_at;
+};
+
+// --library-config best for one op with a library baseline: tries the configurations this CPU
+// can run (the environment's, the library's own detection with every variable unset, each
+// named OpenBLAS core type the build has and the CPU executes, each oneDNN ISA cap), verifies
+// each against the reference on every case, times the timed cases (timing.max_seconds_per_case
+// each), and keeps the fastest correct one. The result is cached next to the baseline cache and
+// reused until options.refresh_baselines. nullopt for an op without a library baseline.
+Result<std::optional<LibrarySelection>> select_library_config(
+    const HardwareProfile& hw, const spec::OpSpec& op, const CpuEvaluatorOptions& options, const EvalOptions& timing,
+    const std::function<void(std::string_view)>& progress = {});
 
 // --- Backends (eval backend v2) ---------------------------------------------------------------
 

@@ -1,6 +1,14 @@
 // kope/hw.h — the hardware profile: what this machine is and how fast it can go.
 //
-// The profile gives every op its roofline floor max(flops / peak_flops, bytes / bandwidth).
+// The profile gives every case of an op its roofline (HardwareProfile::roofline, the one model
+// the evaluator, the reports, the prompts, the agent's stop rule and the memory use):
+//   compute roof = flops / the peak of the op's dtype (FP64 FMA peak for f64 ops, FP32 FMA peak
+//                  otherwise, integer ops included);
+//   memory roof  = bytes / the bandwidth the measured curve gives at a working set of `bytes`
+//                  (the op's `bytes` expression: the bytes one call touches), interpolated
+//                  linearly in log2(working set) between the two neighbouring measured points,
+//                  the first point's bandwidth below the curve, the last point's (DRAM) above it;
+//   roofline     = max(compute roof, memory roof).
 // Peaks are measured by a probe compiled with the same compiler and flags candidates use
 // (-O3 -march=native -fopenmp), then cached in cache_dir()/hw.json; a cached profile is reused
 // only when the CPU model, core count and target still match.
@@ -8,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kope/error.h"
@@ -20,6 +29,25 @@ struct BandwidthPoint {
   double gbps = 0;  // triad bandwidth (STREAM counting: 3 words per element), all cores
 };
 
+// One case's roofline: what bounds its time on this machine, and with which figures.
+struct Roof {
+  double seconds = 0;             // max(compute_seconds, memory_seconds)
+  double compute_seconds = 0;     // flops / (gflops * 1e9)
+  double memory_seconds = 0;      // bytes / (gbps * 1e9)
+  double gflops = 0;              // the compute peak used (of the op's dtype)
+  double gbps = 0;                // the bandwidth used (from the curve at working_set_bytes)
+  uint64_t working_set_bytes = 0; // the bytes one call touches
+  bool f64 = false;               // the FP64 peak was used
+  // "memory" or "compute": the larger of the two roofs.
+  std::string_view bound() const { return memory_seconds >= compute_seconds ? "memory" : "compute"; }
+  // "memory roof: 8.0 MiB at 120.3 GB/s" / "compute roof: 576.0 GFLOP/s FP32".
+  std::string describe() const;
+};
+
+// The version of the probe's measurements (FP64 peak, small working sets): a cached hw.json
+// of an older probe is measured again.
+inline constexpr int k_hw_probe_version = 2;
+
 struct HardwareProfile {
   Target target;
   std::string cpu_model;
@@ -30,26 +58,43 @@ struct HardwareProfile {
   uint64_t memory_bytes = 0;
   double peak_gflops = 0;      // FP32 FMA throughput, all cores
   double peak_gflops_core = 0; // one core
+  double peak_gflops_f64 = 0;  // FP64 FMA throughput, all cores (0: not measured; FP32 is used)
+  double peak_gflops_f64_core = 0;
   double peak_gbps = 0;        // DRAM triad bandwidth, all cores (largest working set)
   std::vector<BandwidthPoint> bandwidth;  // by working-set size, increasing
   std::string compiler;        // the probe's compiler and version
   std::string measured_at;     // ISO 8601 UTC
+  int probe_version = 0;       // k_hw_probe_version of the measurement (0: before versions)
 
   // Bandwidth a working set of this size can see: the point with the smallest size >= ws
   // (the fastest point when ws is smaller than all).
   double gbps_for_working_set(uint64_t working_set_bytes) const;
-  // DRAM roofline in seconds: max(flops / peak_gflops, bytes / peak_gbps).
+  // The bandwidth of the curve at this working set: linear in log2(working set) between the
+  // neighbouring measured points; the first point's below the curve, the last point's above it;
+  // peak_gbps without a curve.
+  double gbps_at(uint64_t working_set_bytes) const;
+  // The compute peak for an op of this dtype class: peak_gflops_f64 for f64 (peak_gflops when
+  // it was not measured), peak_gflops otherwise.
+  double peak_gflops_for(bool f64) const;
+  // The working-set roofline of a case (see the header comment): `bytes` is both the traffic
+  // and the working set the bandwidth is read at.
+  Roof roofline(double flops, double bytes, bool f64) const;
+  // The DRAM roofline in seconds: max(flops / peak_gflops, bytes / peak_gbps). Not the model
+  // figures use (roofline() is); kept for callers that want the DRAM-only bound.
   double roofline_seconds(double flops, double bytes) const;
   // The lowest believable time: like roofline_seconds, but with the bandwidth the working set
-  // can see in cache. A measured time below this is not physically possible here.
+  // can see in cache (and the FP32 peak, the highest). A measured time below this is not
+  // physically possible here: the conservative bound the floor check and the memory's
+  // quarantine rule use.
   double floor_seconds(double flops, double bytes, uint64_t working_set_bytes) const;
 
   std::string to_json() const;
   static Result<HardwareProfile> from_json(std::string_view text);
 };
 
-// Reads the cached profile when it matches this machine, otherwise measures (a few seconds)
-// and caches it. `refresh` forces a new measurement. Fails with io when the probe cannot be
+// Reads the cached profile when it matches this machine and was measured by this probe version
+// (an older file, e.g. one without the FP64 peak, is measured again and replaced), otherwise
+// measures (a few seconds) and caches it. `refresh` forces a new measurement. Fails with io when the probe cannot be
 // compiled or run.
 Result<HardwareProfile> load_hardware_profile(bool refresh = false);
 

@@ -13,8 +13,12 @@
 //    A correct case without timings uses the caller's speedup_vs_parent, else r = 1.
 //  - Downstream score d(v) = 0.5·r_v + 0.5·0.7·Σ_children d(u), updated incrementally along the
 //    new case's ancestor chain. A quarantined (or refuted) case counts r = 0 until verified.
-//  - Quarantine: a correct case is quarantined when fraction_of_roofline >
-//    k_quarantine_roofline_fraction, or r > k_quarantine_jump over a correct, timed parent, or
+//  - Quarantine: a correct case is quarantined when a timed case ran below its conservative
+//    hardware floor (CaseTimingRecord::floor_us: faster than the fastest cache level's bandwidth
+//    and the peak allow), or — for a record that carries no floors (older kope, imports) —
+//    when fraction_of_roofline > k_quarantine_roofline_fraction; a record with floors is never
+//    quarantined for its fraction of the working-set roofline alone (beyond 100% is a bug of the
+//    roofline model, which the evaluator reports); or r > k_quarantine_jump over a correct, timed parent, or
 //    its speedup vs the reference exceeds k_quarantine_root_speedup when it has no such parent.
 //    Quarantined cases are excluded from best_cases, task summaries and speed evidence until
 //    verify_case() confirms them.
@@ -128,6 +132,10 @@ struct CaseTimingRecord {
   std::optional<double> library_us;
   bool disturbed = false;  // timed under outside load (eval::CaseTiming::disturbed)
   double contention = 0;   // eval::CaseTiming::contention
+  // The conservative hardware floor of the case (the evaluator's floor_us: the fastest measured
+  // cache bandwidth and the FP32 peak), when the recorder knew it. A median below it is not
+  // physically possible here.
+  std::optional<double> floor_us;
 };
 
 // One attempt. Written once; a retried write with the same natural key returns the same id.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "agent/prompt.h"
+#include "eval/library.h"
 #include "util/strings.h"
 
 namespace kope::agent {
@@ -28,7 +29,10 @@ json timing_json(const TimingSummary& t) {
               {"median_us", t.median_us},      {"ci95_us", t.ci95_us},
               {"reference_us", t.reference_us}, {"library_us", opt(t.library_us)},
               {"roofline_us", t.roofline_us},  {"fraction_of_roofline", t.fraction_of_roofline},
-              {"disturbed", t.disturbed},      {"contention", t.contention}};
+              {"disturbed", t.disturbed},      {"contention", t.contention},
+              {"roofline_bound", t.roofline_bound}, {"roofline_gbps", t.roofline_gbps},
+              {"roofline_gflops", t.roofline_gflops}, {"roofline_working_set_bytes", t.roofline_working_set_bytes},
+              {"beyond_roofline", t.beyond_roofline}, {"floor_us", t.floor_us}};
 }
 
 TimingSummary timing_from(const json& j) {
@@ -43,6 +47,12 @@ TimingSummary timing_from(const json& j) {
   t.fraction_of_roofline = j.value("fraction_of_roofline", 0.0);
   t.disturbed = j.value("disturbed", false);
   t.contention = j.value("contention", 0.0);
+  t.roofline_bound = j.value("roofline_bound", "");
+  t.roofline_gbps = j.value("roofline_gbps", 0.0);
+  t.roofline_gflops = j.value("roofline_gflops", 0.0);
+  t.roofline_working_set_bytes = j.value("roofline_working_set_bytes", uint64_t{0});
+  t.beyond_roofline = j.value("beyond_roofline", false);
+  t.floor_us = j.value("floor_us", 0.0);
   return t;
 }
 
@@ -76,6 +86,7 @@ json to_json(const Attempt& a) {
               {"speedup_vs_parent", opt(a.speedup_vs_parent)},
               {"speedup_vs_incumbent", opt(a.speedup_vs_incumbent)},
               {"fraction_of_roofline", opt(a.fraction_of_roofline)},
+              {"library_config", a.library_config ? eval::library_config_to_json(*a.library_config) : json(nullptr)},
               {"improved", a.improved},
               {"label", a.label},
               {"tokens_prompt", a.tokens_prompt},
@@ -123,6 +134,7 @@ Result<Attempt> attempt_from_json(const json& j) {
     a.speedup_vs_parent = get_opt<double>(j, "speedup_vs_parent");
     a.speedup_vs_incumbent = get_opt<double>(j, "speedup_vs_incumbent");
     a.fraction_of_roofline = get_opt<double>(j, "fraction_of_roofline");
+    if (auto lc = j.find("library_config"); lc != j.end() && lc->is_object()) a.library_config = eval::library_config_from_json(*lc);
     a.improved = j.value("improved", false);
     a.label = j.value("label", "");
     a.tokens_prompt = j.value("tokens_prompt", int64_t{0});
@@ -164,9 +176,26 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   }
   a.timings.clear();
   for (const auto& t : r.timing) {
-    a.timings.push_back({t.case_index, t.label, t.median_us, t.ci95_us, t.reference_us, t.library_us, t.roofline_us,
-                         t.fraction_of_roofline, t.disturbed, t.contention});
+    TimingSummary s;
+    s.case_index = t.case_index;
+    s.label = t.label;
+    s.median_us = t.median_us;
+    s.ci95_us = t.ci95_us;
+    s.reference_us = t.reference_us;
+    s.library_us = t.library_us;
+    s.roofline_us = t.roofline_us;
+    s.fraction_of_roofline = t.fraction_of_roofline;
+    s.disturbed = t.disturbed;
+    s.contention = t.contention;
+    s.roofline_bound = t.roofline_bound;
+    s.roofline_gbps = t.roofline_gbps;
+    s.roofline_gflops = t.roofline_gflops;
+    s.roofline_working_set_bytes = t.roofline_working_set_bytes;
+    s.beyond_roofline = t.beyond_roofline;
+    s.floor_us = t.floor_us;
+    a.timings.push_back(std::move(s));
   }
+  a.library_config = r.library_config;
   a.speedup_vs_reference = r.speedup_vs_reference;
   a.speedup_vs_library = r.speedup_vs_library;
   a.fraction_of_roofline = r.fraction_of_roofline;

@@ -34,6 +34,14 @@ struct TimingSummary {
   double fraction_of_roofline = 0;
   bool disturbed = false;  // eval::CaseTiming::disturbed: measured under outside load
   double contention = 0;   // eval::CaseTiming::contention
+  // The roofline model's figures (eval::CaseTiming): "memory" or "compute", the bandwidth and
+  // peak used, the working set; beyond the roofline by more than the CI (a bug of the model).
+  std::string roofline_bound = {};
+  double roofline_gbps = 0;
+  double roofline_gflops = 0;
+  uint64_t roofline_working_set_bytes = 0;
+  bool beyond_roofline = false;
+  double floor_us = 0;  // the conservative hardware floor (memory's quarantine rule)
 };
 
 struct Attempt {
@@ -60,6 +68,8 @@ struct Attempt {
   std::optional<double> speedup_vs_parent;     // r: vs the parent kernel (or the baseline, see loop.h)
   std::optional<double> speedup_vs_incumbent;  // vs the incumbent at the time
   std::optional<double> fraction_of_roofline;
+  // The library baseline's configuration, and whether the environment forced it.
+  std::optional<eval::LibraryConfig> library_config;
   bool improved = false;                // became the incumbent
   std::string label;                    // outcome label (effective/partial/ineffective/negative)
   int64_t tokens_prompt = 0;            // reported by the provider (or estimated)

@@ -21,6 +21,14 @@ namespace kope::agent {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+bool reached_roofline(const Attempt& inc, double target) {
+  if (inc.timings.empty()) return inc.fraction_of_roofline && *inc.fraction_of_roofline >= target;
+  for (const auto& t : inc.timings) {
+    if (!(t.fraction_of_roofline >= target)) return false;
+  }
+  return true;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -134,9 +142,7 @@ std::optional<std::string> Loop::stop_reason() const {
   }
   if (m_cfg.time_limit_seconds > 0 && m_state.wall_seconds() >= m_cfg.time_limit_seconds) return "time_limit";
   const Attempt* inc = m_state.incumbent();
-  if (inc && m_cfg.roofline_target > 0 && inc->fraction_of_roofline && *inc->fraction_of_roofline >= m_cfg.roofline_target) {
-    return "roofline";
-  }
+  if (inc && m_cfg.roofline_target > 0 && reached_roofline(*inc, m_cfg.roofline_target)) return "roofline";
   if (inc && m_cfg.patience > 0 && m_cfg.policy != "replay") {
     int since = static_cast<int>(attempts.size()) - inc->iteration;
     if (since >= m_cfg.patience) return "no_improvement";
@@ -604,8 +610,10 @@ std::string Loop::journal(const Attempt& a) const {
   out += fmt::format("Status: {}{}{}\n", a.verdict, a.message.empty() ? "" : " — ", util::truncate_text(a.message, 300, 2));
   if (!a.first_mismatch.empty()) out += "First mismatch: " + a.first_mismatch + "\n";
   if (a.correct()) {
-    out += fmt::format("Numbers: {} vs reference, {} vs library, {} vs parent", fmt_x(a.speedup_vs_reference),
-                       fmt_x(a.speedup_vs_library), fmt_x(a.speedup_vs_parent));
+    out += fmt::format("Numbers: {} vs reference, {} vs library{}, {} vs parent", fmt_x(a.speedup_vs_reference),
+                       fmt_x(a.speedup_vs_library),
+                       a.library_config && a.speedup_vs_library ? a.library_config->forced_note() : std::string(),
+                       fmt_x(a.speedup_vs_parent));
     if (a.fraction_of_roofline) out += fmt::format(", {:.0f}% of the roofline", 100 * *a.fraction_of_roofline);
     out += fmt::format("; label {}.", a.label);
     for (const auto& t : a.timings) {
@@ -660,7 +668,8 @@ Status Loop::record(const Attempt& a) {
   c.message = a.message;
   c.diagnostics = a.diagnostics;
   for (const auto& t : a.timings) {
-    c.timings.push_back({t.case_index, t.median_us, t.ci95_us, t.reference_us, t.library_us, t.disturbed, t.contention});
+    c.timings.push_back({t.case_index, t.median_us, t.ci95_us, t.reference_us, t.library_us, t.disturbed, t.contention,
+                         t.floor_us > 0 ? std::optional<double>(t.floor_us) : std::nullopt});
   }
   c.speedup_vs_parent = a.speedup_vs_parent;
   c.speedup_vs_reference = a.speedup_vs_reference;

@@ -60,7 +60,8 @@ struct LoopConfig {
   int max_iterations = 8;
   int64_t token_budget = 0;          // per op, prompt + completion; 0 = unlimited
   double time_limit_seconds = 0;     // per op; 0 = unlimited
-  double roofline_target = 0.8;      // stop once the incumbent reaches this fraction; 0 = off
+  double roofline_target = 0.8;      // stop once every timed case of the incumbent reaches this
+                                     // fraction of its working-set roofline; 0 = off
   int patience = 4;                  // iterations without a new incumbent; 0 = off
   double min_improvement = 0.01;
   int max_consecutive_repairs = 2;
@@ -176,5 +177,10 @@ std::string op_dir_name(std::string_view op);
 // Serialising lesson deltas for the event log.
 nlohmann::json delta_to_json(const memory::LessonDelta& d);
 Result<memory::LessonDelta> delta_from_json(const nlohmann::json& j);
+
+// The stop rule "roofline": every timed case of the incumbent at `target` of its working-set
+// roofline (an incumbent without per-case timings: its geomean fraction). A small case at its
+// cache roof does not stop an operator whose large cases are far from theirs.
+bool reached_roofline(const Attempt& incumbent, double target);
 
 }  // namespace kope::agent

@@ -164,6 +164,27 @@ TEST(Loop, StopsAtTheRooflineTarget) {
   EXPECT_EQ(st.stop_reason, "roofline");
 }
 
+// The roofline stop needs every timed case at the target: a small case at its cache roof does
+// not stop an operator whose large case is far from its roof.
+TEST(Loop, TheRooflineStopNeedsEveryTimedCaseAtTheTarget) {
+  Attempt inc;
+  inc.fraction_of_roofline = 0.85;  // the geomean alone would stop
+  TimingSummary small, large;
+  small.case_index = 1;
+  small.fraction_of_roofline = 0.95;
+  large.case_index = 2;
+  large.fraction_of_roofline = 0.5;
+  inc.timings = {small, large};
+  EXPECT_FALSE(reached_roofline(inc, 0.8));
+  inc.timings[1].fraction_of_roofline = 0.81;
+  EXPECT_TRUE(reached_roofline(inc, 0.8));
+  Attempt untimed;  // no per-case timings: the geomean
+  untimed.fraction_of_roofline = 0.9;
+  EXPECT_TRUE(reached_roofline(untimed, 0.8));
+  untimed.fraction_of_roofline.reset();
+  EXPECT_FALSE(reached_roofline(untimed, 0.8));
+}
+
 TEST(Loop, StopsWhenNothingImproves) {
   Harness h;
   h.config.patience = 2;

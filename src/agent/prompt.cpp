@@ -499,10 +499,15 @@ std::string render_hardware(const HardwareProfile& hw, std::string_view toolchai
                        "counted, so the bytes the memory moves are up to 4/3 of this\n",
                        hw.peak_gbps);
   }
+  if (hw.peak_gflops_f64 > 0) {
+    out += fmt::format("- FP64 FMA throughput: {:.0f} GFLOP/s on all cores ({:.0f} per core; measured)\n", hw.peak_gflops_f64,
+                       hw.peak_gflops_f64_core);
+  }
   if (!hw.bandwidth.empty()) {
     std::vector<std::string> pts;
     for (const auto& p : hw.bandwidth) pts.push_back(fmt::format("{} {:.0f} GB/s", util::human_bytes(static_cast<double>(p.working_set_bytes)), p.gbps));
     out += "- triad bandwidth by working set (same counting): " + util::join(pts, ", ") + "\n";
+    out += "- roofline of a case: max(flops / the peak of its dtype, bytes / the bandwidth at a working set of `bytes`)\n";
   }
   out += fmt::format("- compiler: {}\n", toolchain);
   return out;
@@ -565,14 +570,23 @@ std::string cut_at_lines(std::string_view text, size_t max_bytes, size_t max_lin
   return fmt::format("{}[... {} more line{} not shown ...]\n", text.substr(0, end), lines, lines == 1 ? "" : "s");
 }
 
+// "memory: 120 GB/s at 8.0 MiB" / "compute: 576 GFLOP/s" for a timed case; "-" when unknown.
+static std::string roof_text(const TimingSummary& t) {
+  if (t.roofline_bound == "memory") {
+    return fmt::format("memory: {:.0f} GB/s at {}", t.roofline_gbps, util::human_bytes(static_cast<double>(t.roofline_working_set_bytes)));
+  }
+  if (t.roofline_bound == "compute") return fmt::format("compute: {:.0f} GFLOP/s", t.roofline_gflops);
+  return "-";
+}
+
 std::string render_timings(const Attempt& inc) {
   if (inc.timings.empty()) return "";
-  std::string out = "| timed case | kernel | reference | library | roofline | fraction of roofline |\n|---|---|---|---|---|---|\n";
+  std::string out = "| timed case | kernel | reference | library | roofline | bound by | fraction of roofline |\n|---|---|---|---|---|---|---|\n";
   for (const auto& t : inc.timings) {
-    out += fmt::format("| {} | {} ± {:.1f}% | {} | {} | {} | {:.0f}% |\n", cell(t.label), fmt_us(t.median_us),
+    out += fmt::format("| {} | {} ± {:.1f}% | {} | {} | {} | {} | {:.0f}%{} |\n", cell(t.label), fmt_us(t.median_us),
                        t.median_us > 0 ? 100 * t.ci95_us / t.median_us : 0.0, fmt_us(t.reference_us),
-                       t.library_us ? fmt_us(*t.library_us) : std::string("-"), fmt_us(t.roofline_us),
-                       100 * t.fraction_of_roofline);
+                       t.library_us ? fmt_us(*t.library_us) : std::string("-"), fmt_us(t.roofline_us), cell(roof_text(t)),
+                       100 * t.fraction_of_roofline, t.beyond_roofline ? " (beyond the model: kope's roofline is wrong here)" : "");
   }
   return out;
 }
@@ -581,7 +595,10 @@ std::string render_incumbent(const Attempt& inc, std::string_view code, std::str
   std::string out;
   out += fmt::format("From attempt {} ({}): {}\n", inc.iteration, memory::stage_name(inc.stage), inc.optimisation);
   out += fmt::format("Speedup vs reference {:.2f}x", inc.speedup_vs_reference.value_or(0));
-  if (inc.speedup_vs_library) out += fmt::format(", vs library {:.2f}x", *inc.speedup_vs_library);
+  if (inc.speedup_vs_library) {
+    out += fmt::format(", vs library {:.2f}x{}", *inc.speedup_vs_library,
+                       inc.library_config ? inc.library_config->forced_note() : std::string());
+  }
   if (inc.fraction_of_roofline) out += fmt::format(", {:.0f}% of the roofline", 100 * *inc.fraction_of_roofline);
   out += ".\n";
   out += render_timings(inc);

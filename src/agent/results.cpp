@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
+
+#include "eval/library.h"
+#include "util/strings.h"
 
 namespace kope::agent {
 
@@ -74,6 +78,12 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   j["best_speedup_vs_reference"] = inc ? opt(inc->speedup_vs_reference) : json(nullptr);
   j["best_speedup_vs_library"] = inc ? opt(inc->speedup_vs_library) : json(nullptr);
   j["fraction_of_roofline"] = inc ? opt(inc->fraction_of_roofline) : json(nullptr);
+  // What the library baseline ran with (the incumbent's evaluation, else the latest that timed
+  // it), and whether the environment forced it: a speedup vs a forced library says so.
+  std::optional<eval::LibraryConfig> lib = inc ? inc->library_config : std::nullopt;
+  for (auto a = st.attempts.rbegin(); !lib && a != st.attempts.rend(); ++a) lib = a->library_config;
+  j["library_config"] = lib ? eval::library_config_to_json(*lib) : json(nullptr);
+  j["library_forced"] = lib && lib->forced;
   j["best_optimisation"] = inc ? json(inc->optimisation) : json(nullptr);
   j["best_code_file"] = inc ? json(inc->code_file) : json(nullptr);
   // The best kernel's figures were measured under outside load (see eval::CaseTiming::disturbed).
@@ -112,6 +122,8 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
   std::map<std::string, int64_t> tiers{{"system", 0}, {"hot", 0}, {"warm", 0}, {"cold", 0}};
   const std::vector<double> ps = {0, 1, 1.5, 2};
   std::vector<int> fast(ps.size(), 0), fast_lib(ps.size(), 0);
+  std::vector<std::string> forced_ops;
+  std::set<std::string> forced_by;
   for (const auto& op : ops) {
     auto it = states.find(op.name);
     const OpState& st = it == states.end() ? empty : it->second;
@@ -127,6 +139,10 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
     if (op.library_path) ++with_library;
     disturbed_attempts += r["disturbed_attempts"].get<int>();
     if (r["best_timing_disturbed"].is_boolean() && r["best_timing_disturbed"].get<bool>()) ++best_disturbed;
+    if (r["library_forced"].get<bool>()) {
+      forced_ops.push_back(op.name);
+      forced_by.insert(r["library_config"].value("forced_by", ""));
+    }
     if (r["solved"].get<bool>()) {
       ++solved;
       double s = r["best_speedup_vs_reference"].is_number() ? r["best_speedup_vs_reference"].get<double>() : 0;
@@ -167,6 +183,8 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
     fp[key] = n ? static_cast<double>(fast[i]) / static_cast<double>(n) : 0.0;
     fpl[key] = with_library ? json(static_cast<double>(fast_lib[i]) / static_cast<double>(with_library)) : json(nullptr);
   }
+  f["library_forced_ops"] = forced_ops;
+  f["library_forced_by"] = util::join(std::vector<std::string>(forced_by.begin(), forced_by.end()), "; ");
   f["fast_p"] = fp;
   f["fast_p_over"] = fmt::format("all {} selected operators: the share that is correct and more than p times faster than "
                                  "the reference",
@@ -203,8 +221,13 @@ std::string results_summary(const json& r) {
   std::string out;
   out += fmt::format("solved {}/{} operators; pass rate {} ({} of {} cases)\n", f["solved"].get<int>(), f["ops"].get<int>(),
                      pct(f["pass_rate"]), f["cases_passed"].get<int64_t>(), f["cases_total"].get<int64_t>());
-  out += fmt::format("geomean speedup vs reference {} (over {}), vs library {}\n", times(f["geomean_speedup_vs_reference"]),
-                     f["geomean_speedup_vs_reference_over"].get<std::string>(), times(f["geomean_speedup_vs_library"]));
+  std::string forced;
+  if (f.contains("library_forced_ops") && !f["library_forced_ops"].empty()) {
+    forced = fmt::format(" [library forced on {} operator{}: {}]", f["library_forced_ops"].size(),
+                         f["library_forced_ops"].size() == 1 ? "" : "s", f.value("library_forced_by", ""));
+  }
+  out += fmt::format("geomean speedup vs reference {} (over {}), vs library {}{}\n", times(f["geomean_speedup_vs_reference"]),
+                     f["geomean_speedup_vs_reference_over"].get<std::string>(), times(f["geomean_speedup_vs_library"]), forced);
   if (f.value("disturbed_best", 0) > 0) {
     out += fmt::format("timing disturbed by outside load: the best kernel of {} of {} solved operators ({} attempts in all)\n",
                        f["disturbed_best"].get<int>(), f["solved"].get<int>(), f.value("disturbed_attempts", 0));

@@ -128,6 +128,7 @@ json config_to_json(const RunConfig& c) {
               {"jobs", c.jobs},
               {"seed", c.seed},
               {"memory", c.memory_path},
+              {"library_config", c.library_config},
               {"llm_profile", c.llm_profile},
               {"model", c.model},
               {"target", c.target},
@@ -152,6 +153,7 @@ Result<RunConfig> config_from_json(const json& j) {
     c.jobs = j.value("jobs", 1);
     c.seed = j.value("seed", uint64_t{0});
     c.memory_path = j.value("memory", "");
+    c.library_config = j.value("library_config", "environment");
     c.llm_profile = j.value("llm_profile", "");
     c.model = j.value("model", json::object());
     c.target = j.value("target", "");

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eval/library.h"
 #include "kope/eval.h"
 
 namespace kope::eval {
@@ -89,12 +90,20 @@ std::string EvalResult::to_json() const {
                   {"fresh_us", number(t.fresh_us)},
                   {"contention", number(t.contention)},
                   {"wall_us", optional_number(t.wall_us)},
-                  {"disturbed", t.disturbed}});
+                  {"disturbed", t.disturbed},
+                  {"roofline_bound", t.roofline_bound},
+                  {"roofline_gbps", number(t.roofline_gbps)},
+                  {"roofline_gflops", number(t.roofline_gflops)},
+                  {"roofline_working_set_bytes", t.roofline_working_set_bytes},
+                  {"beyond_roofline", t.beyond_roofline}});
   }
   j["timing"] = ts;
   j["speedup_vs_reference"] = optional_number(speedup_vs_reference);
   j["speedup_vs_library"] = optional_number(speedup_vs_library);
   j["fraction_of_roofline"] = optional_number(fraction_of_roofline);
+  j["library_config"] = library_config ? library_config_to_json(*library_config) : json(nullptr);
+  j["library_forced"] = library_config && library_config->forced;
+  j["roofline_notes"] = roofline_notes;
   j["compile_seconds"] = number(compile_seconds);
   j["compile_cached"] = compile_cached;
   j["wall_seconds"] = number(wall_seconds);
@@ -145,11 +154,18 @@ Result<EvalResult> EvalResult::from_json(std::string_view text) {
       ct.contention = get_number(t, "contention");
       ct.wall_us = get_optional(t, "wall_us");
       ct.disturbed = t.value("disturbed", false);
+      ct.roofline_bound = t.value("roofline_bound", "");
+      ct.roofline_gbps = get_number(t, "roofline_gbps");
+      ct.roofline_gflops = get_number(t, "roofline_gflops");
+      ct.roofline_working_set_bytes = t.value("roofline_working_set_bytes", uint64_t{0});
+      ct.beyond_roofline = t.value("beyond_roofline", false);
       r.timing.push_back(std::move(ct));
     }
     r.speedup_vs_reference = get_optional(j, "speedup_vs_reference");
     r.speedup_vs_library = get_optional(j, "speedup_vs_library");
     r.fraction_of_roofline = get_optional(j, "fraction_of_roofline");
+    if (auto lc = j.find("library_config"); lc != j.end() && lc->is_object()) r.library_config = library_config_from_json(*lc);
+    r.roofline_notes = j.value("roofline_notes", std::vector<std::string>{});
     r.compile_seconds = get_number(j, "compile_seconds");
     r.compile_cached = j.value("compile_cached", false);
     r.wall_seconds = get_number(j, "wall_seconds");

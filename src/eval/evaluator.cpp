@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/backend.h"
+#include "eval/library.h"
 #include "eval/measure.h"
 #include "eval/stats.h"
 #include "util/file_lock.h"
@@ -253,12 +254,42 @@ class ReferencePipeline {
 struct BaselineResult {
   std::optional<BaselineTiming> timing;
   std::string problem;  // why there is none
+  std::optional<LibraryConfig> config;  // library baselines: what the library ran with
 };
 
-fs::path baseline_path(const Backend& b, const spec::OpSpec& op, const spec::Case& c, bool library) {
+// The configuration library baselines run with in this evaluation.
+struct LibraryChoice {
+  LibraryEnv env = library_env_default();
+  std::string setting = "environment";
+};
+
+// CpuEvaluatorOptions::library_config: the user's environment, or the cached (or now measured)
+// fastest correct configuration. Called before the timing lock is taken (selecting times).
+Result<LibraryChoice> choose_library(const HardwareProfile& hw, const spec::OpSpec& op, const CpuEvaluatorOptions& options,
+                                     const EvalOptions& timing) {
+  LibraryChoice choice;
+  if (options.library_config != "best" || !op.library_path) return choice;
+  // The cached selection when there is one: --refresh-baselines re-times baselines, not the
+  // choice (`kope bench --library-config best --refresh` makes it again, before this runs).
+  CpuEvaluatorOptions cached = options;
+  cached.refresh_baselines = false;
+  KOPE_ASSIGN(auto sel, select_library_config(hw, op, cached, timing));
+  if (!sel || sel->best < 0) return choice;  // nothing correct: the environment's, which then fails visibly
+  const LibraryTrial& best = sel->trials[static_cast<size_t>(sel->best)];
+  if (auto env = library_env_for_setting(op.library_name, best.setting)) {
+    choice.env = *env;
+    choice.setting = best.setting;
+  }
+  return choice;
+}
+
+fs::path baseline_path(const Backend& b, const spec::OpSpec& op, const spec::Case& c, bool library,
+                       const LibraryChoice& lib = {}) {
   std::string lib_hash;
   if (library && op.library_path) {
     if (auto t = util::read_file(*op.library_path)) lib_hash = util::sha256_hex(*t);
+    // The library's configuration is part of what was timed.
+    lib_hash += " " + library_env_text(lib.env);
   }
   std::vector<std::string> dims;
   for (int64_t d : c.dims) dims.push_back(std::to_string(d));
@@ -287,6 +318,7 @@ std::optional<BaselineResult> read_baseline(const fs::path& p) {
     t.cached = true;
     if (!(t.median_us > 0)) return std::nullopt;
     r.timing = t;
+    if (j.contains("library_config")) r.config = library_config_from_json(j.at("library_config"));
     return r;
   } catch (const json::exception&) {
     return std::nullopt;  // a damaged entry is measured again
@@ -307,6 +339,7 @@ void write_baseline(const fs::path& p, const spec::OpSpec& op, const spec::Case&
   } else {
     j["problem"] = r.problem;
   }
+  if (r.config) j["library_config"] = library_config_to_json(*r.config);
   if (util::make_dirs(p.parent_path())) (void)util::write_file_atomic(p, j.dump(2));
 }
 
@@ -332,11 +365,12 @@ struct GroupResult {
 // Baselines measured here are written to the cache. The caller holds the timing lock.
 Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
                                     Session* candidate, Session* reference, std::unique_ptr<Session>* library_session,
-                                    const CpuEvaluatorOptions& options, const EvalOptions& eo, uint64_t seed) {
+                                    const CpuEvaluatorOptions& options, const EvalOptions& eo, uint64_t seed,
+                                    const LibraryChoice& lib) {
   GroupResult g;
   std::mt19937_64 rng(seed);
   fs::path ref_path = baseline_path(b, op, c, false);
-  fs::path lib_path = op.library_path ? baseline_path(b, op, c, true) : fs::path();
+  fs::path lib_path = op.library_path ? baseline_path(b, op, c, true, lib) : fs::path();
   std::optional<BaselineResult> ref_cached, lib_cached;
   if (!options.refresh_baselines) {
     ref_cached = read_baseline(ref_path);
@@ -374,17 +408,26 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   if (op.library_path) {
     if (lib_cached) {
       g.library = *lib_cached;
+      // The same variables may have been set by the environment then and by best now (or the
+      // reverse): whether it is forced is decided by how it was chosen this time.
+      if (g.library->config) mark_library_forced(*g.library->config, lib.setting, b.threads());
     } else {
       g.library = BaselineResult{};
       if (!*library_session) {
         auto so = b.build_trusted(op, *op.library_path, true);
         if (so) {
           uint64_t in = max_extent(op, true), out = max_extent(op, false);
-          KOPE_ASSIGN(*library_session, Session::start(*so, b.runner_options(proto::Mode::trusted, in + out), in, out));
+          RunnerOptions ro = b.runner_options(proto::Mode::trusted, in + out);
+          ro.library_env = lib.env;
+          KOPE_ASSIGN(*library_session, Session::start(*so, ro, in, out));
         } else {
           // Not cached: a missing library may be installed later.
           g.library->problem = fmt::format("the library baseline does not build: {}", util::truncate_text(so.error().message, 600, 8));
         }
+      }
+      if (*library_session && !(*library_session)->failure()) {
+        g.library->config = parse_library_report((*library_session)->library_report(), op.library_name, lib.setting, lib.env,
+                                                 b.threads());
       }
       if (*library_session && (*library_session)->failure()) {
         g.library->problem = "the library baseline cannot be loaded: " + (*library_session)->failure()->message;
@@ -576,6 +619,8 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     return finish(res);
   }
 
+  // --library-config best selects (and caches) the library's configuration before the lock.
+  KOPE_ASSIGN(LibraryChoice library_choice, choose_library(m_hw, op, m_options, options));
   // Timing: exclusive on this machine.
   KOPE_ASSIGN(Session * ref_session, ref.session());
   KOPE_ASSIGN(util::SharedLock lock, util::lock_for_timing());
@@ -585,7 +630,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   for (const spec::Case* c : timed) {
     KOPE_ASSIGN(CaseData * data, ref.wait(static_cast<size_t>(c->index)));
     KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
-                                               options, rng()));
+                                               options, rng(), library_choice));
     const TimingOutcome& t = *g.candidate;
     trace(fmt::format("case {}: timed", c->index));
     if (t.violation) {
@@ -608,11 +653,11 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     if (lb && lb->timing) {
       ct.library_us = lb->timing->median_us;
       ct.library_ci95_us = lb->timing->ci95_us;
+      if (lb->config && !res.library_config) res.library_config = lb->config;
     } else if (lb && !lb->problem.empty()) {
       notes += (notes.empty() ? "" : "\n") + fmt::format("case {}: {}", c->index, lb->problem);
     }
     double flops = op.flops_for(*c), bytes = op.bytes_for(*c);
-    ct.roofline_us = m_hw.roofline_seconds(flops, bytes) * 1e6;
     ct.floor_us = m_hw.floor_seconds(flops, bytes, op.case_buffer_bytes(*c)) * 1e6;
     // A trusted baseline that beats the floor means the profile underestimates this machine
     // (e.g. it was measured under load): the floor then drops to that baseline's time.
@@ -655,7 +700,11 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
                            c->index, 100 * ct.contention, std::count_if(t.contention.begin(), t.contention.end(), [](double x) { return x < k_clean_contention; }),
                            t.contention.size());
     }
-    ct.fraction_of_roofline = ct.median_us > 0 ? ct.roofline_us / ct.median_us : 0;
+    // The working-set roofline; a time beyond it by more than the CI is the model's bug.
+    if (auto note = apply_roofline(ct, case_roofline(m_hw, op, *c), op)) {
+      res.roofline_notes.push_back(*note);
+      notes += (notes.empty() ? "" : "\n") + *note;
+    }
     if (ct.floor_us > 0 && ct.median_us < m_options.floor_margin * ct.floor_us) {
       lock.release();
       return fail_verdict(Verdict::rejected,
@@ -677,9 +726,10 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   res.speedup_vs_reference = geomean(vs_ref);
   if (!vs_lib.empty()) res.speedup_vs_library = geomean(vs_lib);
   if (!fractions.empty()) res.fraction_of_roofline = geomean(fractions);
+  std::string forced = res.library_config ? res.library_config->forced_note() : std::string();
   res.message = fmt::format("matches the reference on all {} cases; {:.3g}x the reference's speed{} (geomean over {} timed case{})",
                             op.cases.size(), *res.speedup_vs_reference,
-                            res.speedup_vs_library ? fmt::format(", {:.3g}x the library's", *res.speedup_vs_library) : std::string(),
+                            res.speedup_vs_library ? fmt::format(", {:.3g}x the library's{}", *res.speedup_vs_library, forced) : std::string(),
                             res.timing.size(), res.timing.size() == 1 ? "" : "s");
   if (res.disturbed) res.message += fmt::format("; timing disturbed by other load on {} of {} timed cases", disturbed, res.timing.size());
   res.diagnostics = notes;
@@ -706,11 +756,12 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& 
   std::vector<CaseBaselines> out;
   auto timed = op.timed_cases();
   if (timed.empty()) return out;
+  KOPE_ASSIGN(LibraryChoice library_choice, choose_library(hw, op, options, timing));
   // Everything cached: no runner at all.
   bool all_cached = !options.refresh_baselines;
   for (const spec::Case* c : timed) {
     all_cached = all_cached && read_baseline(baseline_path(*backend, op, *c, false)).has_value();
-    if (op.library_path) all_cached = all_cached && read_baseline(baseline_path(*backend, op, *c, true)).has_value();
+    if (op.library_path) all_cached = all_cached && read_baseline(baseline_path(*backend, op, *c, true, library_choice)).has_value();
   }
   std::unique_ptr<Session> ref_session;
   std::unique_ptr<Session> library_session;
@@ -721,7 +772,8 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& 
     cb.label = op.case_label(*c);
     cb.flops = op.flops_for(*c);
     cb.bytes = op.bytes_for(*c);
-    cb.roofline_us = hw.roofline_seconds(cb.flops, cb.bytes) * 1e6;
+    cb.roof = case_roofline(hw, op, *c);
+    cb.roofline_us = cb.roof.seconds * 1e6;
     CaseData data;
     if (!all_cached) {
       if (!ref_session) {
@@ -741,12 +793,14 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& 
     if (progress && !all_cached) {
       progress(fmt::format("{} {}: timing the reference{}", op.name, cb.label, op.library_path ? " and the library baseline" : ""));
     }
-    KOPE_ASSIGN(GroupResult g, time_case_group(*backend, op, *c, data, nullptr, ref_session.get(), &library_session, options, timing, random_u64()));
+    KOPE_ASSIGN(GroupResult g, time_case_group(*backend, op, *c, data, nullptr, ref_session.get(), &library_session, options, timing,
+                                               random_u64(), library_choice));
     if (!g.reference.timing) return fail(ErrorKind::config, "the reference of {} has no time for {}: {}", op.name, cb.label, g.reference.problem);
     cb.reference = *g.reference.timing;
     if (g.library) {
       cb.library = g.library->timing;
       cb.library_problem = g.library->problem;
+      cb.library_config = g.library->config;
     }
     out.push_back(std::move(cb));
   }

@@ -144,11 +144,11 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
               {"OMP_MAX_ACTIVE_LEVELS", "1"}};
   if (trusted) {
     spec.env.emplace_back("OPENBLAS_NUM_THREADS", std::to_string(threads));
-    // As for in-process trusted kernels (eval/native.h): OpenBLAS must not fall back to its
-    // slowest kernels on a CPU newer than its tables.
-    auto core = util::get_env("OPENBLAS_CORETYPE");
-    if (!core) core = openblas_coretype_for_host();
-    if (core) spec.env.emplace_back("OPENBLAS_CORETYPE", *core);
+    // The vendor libraries' configuration: the user's (see library_env_default), or the
+    // setting the caller chose (library --library-config best).
+    for (const auto& [name, value] : o.library_env ? *o.library_env : library_env_default()) {
+      if (value) spec.env.emplace_back(name, *value);
+    }
     spec.env.emplace_back("ONEDNN_VERBOSE", "0");
   }
   for (const auto& kv : o.env) spec.env.push_back(kv);
@@ -403,7 +403,11 @@ Result<bool> Session::send_and_wait(const void* msg, size_t size, uint32_t seq, 
           fail_with(boot ? Verdict::runtime_error : Verdict::resource_limit, std::string(r.text));
           return false;
         }
-        if (boot) m_threads = r.threads;
+        if (boot) {
+          m_threads = r.threads;
+          r.text[sizeof r.text - 1] = '\0';
+          m_ready_text = r.text;
+        }
         if (seconds) *seconds = std::chrono::duration<double>(end - start).count();
         return true;
       }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "eval/arena.h"
+#include "eval/library.h"
 #include "eval/runner_protocol.h"
 #include "kope/error.h"
 #include "kope/eval.h"
@@ -43,6 +44,9 @@ struct RunnerOptions {
   bool host_shim = false;
   std::vector<std::string> companions;
   std::vector<std::pair<std::string, std::string>> env;  // extra variables inside the sandbox
+  // Trusted runners: the vendor libraries' variables (library_env_vars(); nullopt: unset, the
+  // library detects). Unset: library_env_default(), the user's environment.
+  std::optional<LibraryEnv> library_env;
   bool proc_and_sys = false;  // mount /proc and bind /sys read-only (runtimes that probe the CPU)
   std::vector<std::string> devices;  // device nodes bound into the sandbox (/dev/nvidia0, ...)
   bool device_ioctl = false;         // the filter also allows ioctl on open descriptors (GPU drivers)
@@ -84,6 +88,9 @@ class Session {
   void close();
 
   const std::optional<RunnerFailure>& failure() const { return m_failure; }
+  // Trusted runners: what the loaded libraries report about themselves ("openblas core=Haswell
+  // threads=2 config=...; onednn isa=avx2"), empty when the kernel links none.
+  const std::string& library_report() const { return m_ready_text; }
 
   // CPU accounting of the runner's threads, from the kernel's scheduler statistics
   // (/proc/<pid>/task/*/schedstat): time spent running and time spent runnable but waiting for
@@ -112,6 +119,7 @@ class Session {
   int m_threads = 0;
   pid_t m_runner_pid = 0;
   std::optional<RunnerFailure> m_failure;
+  std::string m_ready_text;
 };
 
 // The name of a system call number on this architecture ("openat"), or "syscall N".

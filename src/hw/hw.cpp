@@ -85,7 +85,7 @@ Result<HardwareProfile> measure() {
   // Measuring is timing: never at the same time as an evaluator's timing (or another probe).
   KOPE_ASSIGN(util::SharedLock lock, util::lock_for_timing());
   util::RunOptions ro;
-  ro.spawn.argv = {exe.string(), std::to_string(max_ws)};
+  ro.spawn.argv = {exe.string(), std::to_string(max_ws), std::to_string(p.l3_bytes > 0 ? p.l3_bytes : uint64_t{8} << 20)};
   ro.timeout = std::chrono::seconds(300);
   KOPE_ASSIGN(util::RunResult r, util::run(ro));
   if (!r.status.success()) {
@@ -95,6 +95,8 @@ Result<HardwareProfile> measure() {
     json j = json::parse(r.out);
     p.peak_gflops = j.at("gflops").get<double>();
     p.peak_gflops_core = j.at("gflops_core").get<double>();
+    p.peak_gflops_f64 = j.at("gflops_f64").get<double>();
+    p.peak_gflops_f64_core = j.at("gflops_f64_core").get<double>();
     for (const auto& pt : j.at("bandwidth")) {
       p.bandwidth.push_back({pt.at(0).get<uint64_t>(), pt.at(1).get<double>()});
     }
@@ -104,6 +106,7 @@ Result<HardwareProfile> measure() {
   if (p.bandwidth.empty() || p.peak_gflops <= 0) return fail(ErrorKind::internal, "the hardware probe measured nothing");
   p.peak_gbps = p.bandwidth.back().gbps;
   p.measured_at = now_iso();
+  p.probe_version = k_hw_probe_version;
   return p;
 }
 
@@ -156,6 +159,44 @@ double HardwareProfile::gbps_for_working_set(uint64_t ws) const {
   return peak_gbps;
 }
 
+double HardwareProfile::gbps_at(uint64_t ws) const {
+  if (bandwidth.empty()) return peak_gbps;
+  if (ws <= bandwidth.front().working_set_bytes) return bandwidth.front().gbps;
+  for (size_t i = 1; i < bandwidth.size(); ++i) {
+    const BandwidthPoint& lo = bandwidth[i - 1];
+    const BandwidthPoint& hi = bandwidth[i];
+    if (ws > hi.working_set_bytes) continue;
+    if (hi.working_set_bytes <= lo.working_set_bytes) return hi.gbps;
+    double t = (std::log2(static_cast<double>(ws)) - std::log2(static_cast<double>(lo.working_set_bytes))) /
+               (std::log2(static_cast<double>(hi.working_set_bytes)) - std::log2(static_cast<double>(lo.working_set_bytes)));
+    return lo.gbps + t * (hi.gbps - lo.gbps);
+  }
+  return bandwidth.back().gbps;
+}
+
+double HardwareProfile::peak_gflops_for(bool f64) const {
+  return f64 && peak_gflops_f64 > 0 ? peak_gflops_f64 : peak_gflops;
+}
+
+Roof HardwareProfile::roofline(double flops, double bytes, bool f64) const {
+  Roof r;
+  r.f64 = f64 && peak_gflops_f64 > 0;
+  r.gflops = peak_gflops_for(f64);
+  r.working_set_bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
+  r.gbps = gbps_at(r.working_set_bytes);
+  if (r.gflops > 0) r.compute_seconds = flops / (r.gflops * 1e9);
+  if (r.gbps > 0) r.memory_seconds = bytes / (r.gbps * 1e9);
+  r.seconds = std::max(r.compute_seconds, r.memory_seconds);
+  return r;
+}
+
+std::string Roof::describe() const {
+  if (bound() == "memory") {
+    return fmt::format("memory roof: {} at {:.1f} GB/s", util::human_bytes(static_cast<double>(working_set_bytes)), gbps);
+  }
+  return fmt::format("compute roof: {:.1f} GFLOP/s {}", gflops, f64 ? "FP64" : "FP32");
+}
+
 double HardwareProfile::roofline_seconds(double flops, double bytes) const {
   double t = 0;
   if (peak_gflops > 0) t = std::max(t, flops / (peak_gflops * 1e9));
@@ -182,12 +223,15 @@ std::string HardwareProfile::to_json() const {
   j["memory_bytes"] = memory_bytes;
   j["peak_gflops"] = peak_gflops;
   j["peak_gflops_core"] = peak_gflops_core;
+  j["peak_gflops_f64"] = peak_gflops_f64;
+  j["peak_gflops_f64_core"] = peak_gflops_f64_core;
   j["peak_gbps"] = peak_gbps;
   json bw = json::array();
   for (const auto& pt : bandwidth) bw.push_back({{"working_set_bytes", pt.working_set_bytes}, {"gbps", pt.gbps}});
   j["bandwidth"] = bw;
   j["compiler"] = compiler;
   j["measured_at"] = measured_at;
+  j["probe_version"] = probe_version;
   return j.dump(2);
 }
 
@@ -204,12 +248,15 @@ Result<HardwareProfile> HardwareProfile::from_json(std::string_view text) {
     p.memory_bytes = j.value("memory_bytes", uint64_t{0});
     p.peak_gflops = j.at("peak_gflops").get<double>();
     p.peak_gflops_core = j.value("peak_gflops_core", 0.0);
+    p.peak_gflops_f64 = j.value("peak_gflops_f64", 0.0);
+    p.peak_gflops_f64_core = j.value("peak_gflops_f64_core", 0.0);
     p.peak_gbps = j.at("peak_gbps").get<double>();
     for (const auto& pt : j.value("bandwidth", json::array())) {
       p.bandwidth.push_back({pt.at("working_set_bytes").get<uint64_t>(), pt.at("gbps").get<double>()});
     }
     p.compiler = j.value("compiler", "");
     p.measured_at = j.value("measured_at", "");
+    p.probe_version = j.value("probe_version", 0);
     return p;
   } catch (const json::exception& e) {
     return fail(ErrorKind::corrupt, "hardware profile JSON is unreadable: {}", e.what());
@@ -222,7 +269,9 @@ Result<HardwareProfile> load_hardware_profile(bool refresh) {
   if (!refresh) {
     if (auto text = util::read_file(path)) {
       if (auto cached = HardwareProfile::from_json(*text)) {
-        if (cached->target == host.target && cached->cpu_model == host.cpu_model && cached->cores == host.cores) {
+        // A profile of an older probe (no FP64 peak, no small working sets) is measured again.
+        if (cached->target == host.target && cached->cpu_model == host.cpu_model && cached->cores == host.cores &&
+            cached->probe_version >= k_hw_probe_version && cached->peak_gflops_f64 > 0) {
           return *cached;
         }
       }

@@ -1,5 +1,6 @@
 #include "kope/target.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "kope/hw.h"
@@ -61,6 +62,87 @@ TEST(HardwareProfile, JsonRoundTrip) {
   EXPECT_DOUBLE_EQ(q->peak_gflops, 12.5);
   EXPECT_EQ(q->bandwidth.size(), 1u);
   EXPECT_FALSE(HardwareProfile::from_json("{not json"));
+}
+
+}  // namespace
+}  // namespace kope
+
+namespace kope {
+namespace {
+
+HardwareProfile curve_profile() {
+  HardwareProfile p;
+  p.peak_gflops = 100;     // FP32: 1e11 flop/s
+  p.peak_gflops_f64 = 40;  // FP64: 4e10 flop/s
+  p.peak_gbps = 10;
+  p.bandwidth = {{1 << 20, 100}, {4 << 20, 50}, {1 << 30, 10}};
+  return p;
+}
+
+// The bandwidth at a working set is linear in log2(working set) between neighbouring points,
+// the first point's below the curve and the last point's above it.
+TEST(Roofline, BandwidthCurveIsInterpolatedInLogWorkingSet) {
+  HardwareProfile p = curve_profile();
+  EXPECT_DOUBLE_EQ(p.gbps_at(1 << 20), 100);
+  EXPECT_DOUBLE_EQ(p.gbps_at(2 << 20), 75);   // halfway between 1 MiB and 4 MiB in log2
+  EXPECT_DOUBLE_EQ(p.gbps_at(4 << 20), 50);
+  EXPECT_DOUBLE_EQ(p.gbps_at(1024), 100);     // below the curve: the first (fastest) point
+  EXPECT_DOUBLE_EQ(p.gbps_at(uint64_t{8} << 30), 10);  // above it: DRAM
+  EXPECT_NEAR(p.gbps_at(32 << 20), 50 - 40.0 * 3 / 8, 1e-9);  // 3 of the 8 octaves from 4 MiB to 1 GiB
+  HardwareProfile flat;
+  flat.peak_gbps = 7;
+  EXPECT_DOUBLE_EQ(flat.gbps_at(1 << 20), 7);  // no curve: the DRAM figure
+}
+
+// The memory roof reads the curve at the case's bytes; the compute roof uses its dtype's peak.
+TEST(Roofline, MemoryRoofAtTheWorkingSetComputeRoofOfTheDtype) {
+  HardwareProfile p = curve_profile();
+  Roof small = p.roofline(0, 2 << 20, false);
+  EXPECT_EQ(small.bound(), "memory");
+  EXPECT_DOUBLE_EQ(small.gbps, 75);
+  EXPECT_DOUBLE_EQ(small.seconds, (2 << 20) / 75e9);
+  EXPECT_EQ(small.working_set_bytes, uint64_t{2} << 20);
+  // The same bytes from DRAM would be 7.5x slower: the old roof's error for cache-resident cases.
+  EXPECT_NEAR(p.roofline_seconds(0, 2 << 20) / small.seconds, 7.5, 1e-9);
+
+  Roof f32 = p.roofline(1e11, 1 << 20, false);
+  EXPECT_EQ(f32.bound(), "compute");
+  EXPECT_DOUBLE_EQ(f32.seconds, 1.0);
+  EXPECT_FALSE(f32.f64);
+  Roof f64 = p.roofline(1e11, 1 << 20, true);
+  EXPECT_DOUBLE_EQ(f64.seconds, 2.5);  // 1e11 / 4e10
+  EXPECT_DOUBLE_EQ(f64.gflops, 40);
+  EXPECT_TRUE(f64.f64);
+  EXPECT_NE(f64.describe().find("FP64"), std::string::npos);
+  EXPECT_NE(small.describe().find("75.0 GB/s"), std::string::npos) << small.describe();
+
+  // A profile without an FP64 peak (older probe, device profiles) judges f64 ops by FP32.
+  p.peak_gflops_f64 = 0;
+  EXPECT_DOUBLE_EQ(p.roofline(1e11, 0, true).seconds, 1.0);
+  EXPECT_FALSE(p.roofline(1e11, 0, true).f64);
+}
+
+// A hw.json written before the FP64 peak and the probe version existed still parses (the new
+// fields read as absent), and a loaded profile is never one of those.
+TEST(Roofline, OldProfileJsonParsesWithoutTheNewFields) {
+  HardwareProfile host = describe_host();
+  std::string old = fmt::format(R"({{"target": "{}", "cpu_model": "{}", "cores": {}, "peak_gflops": 50.5,
+      "peak_gflops_core": 25, "peak_gbps": 12, "bandwidth": [{{"working_set_bytes": 262144, "gbps": 90}}],
+      "compiler": "g++ 12", "measured_at": "2026-01-01T00:00:00Z"}})",
+                                host.target.str(), host.cpu_model, host.cores);
+  auto p = HardwareProfile::from_json(old);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->probe_version, 0);
+  EXPECT_DOUBLE_EQ(p->peak_gflops_f64, 0);
+  EXPECT_DOUBLE_EQ(p->peak_gflops_for(true), 50.5);
+  EXPECT_DOUBLE_EQ(p->gbps_at(1000), 90);
+  // The new fields round-trip.
+  p->peak_gflops_f64 = 20;
+  p->probe_version = k_hw_probe_version;
+  auto q = HardwareProfile::from_json(p->to_json());
+  ASSERT_TRUE(q);
+  EXPECT_DOUBLE_EQ(q->peak_gflops_f64, 20);
+  EXPECT_EQ(q->probe_version, k_hw_probe_version);
 }
 
 }  // namespace

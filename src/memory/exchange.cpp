@@ -91,6 +91,7 @@ Result<CaseRecord> case_from_json(const json& j) {
       r.library_us = opt_from(row, "library_us");
       if (auto d = row.find("disturbed"); d != row.end() && d->is_boolean()) r.disturbed = d->get<bool>();
       r.contention = num_from(row, "contention");
+      r.floor_us = opt_from(row, "floor_us");
       c.timings.push_back(r);
     }
   }

@@ -22,7 +22,8 @@ json case_json(const CaseRecord& c, bool with_code, const std::string& parent_ke
   for (const auto& t : c.timings) {
     timings.push_back({{"case_index", t.case_index}, {"median_us", t.median_us}, {"ci95_us", t.ci95_us},
                        {"reference_us", t.reference_us}, {"library_us", opt_json(t.library_us)},
-                       {"disturbed", t.disturbed}, {"contention", t.contention}});
+                       {"disturbed", t.disturbed}, {"contention", t.contention},
+                       {"floor_us", opt_json(t.floor_us)}});
   }
   json j{
       {"id", c.id},

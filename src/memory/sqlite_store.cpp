@@ -64,11 +64,12 @@ std::string timings_to_json(const std::vector<CaseTimingRecord>& ts) {
   for (const auto& t : ts) {
     json row = json::array({t.case_index, t.median_us, t.ci95_us, t.reference_us});
     row.push_back(t.library_us ? json(*t.library_us) : json(nullptr));
-    // Appended (rows written before have five elements): disturbed, contention.
-    if (t.disturbed || t.contention > 0) {
+    // Appended (rows written before have five elements): disturbed, contention, then the floor.
+    if (t.disturbed || t.contention > 0 || t.floor_us) {
       row.push_back(t.disturbed);
       row.push_back(t.contention);
     }
+    if (t.floor_us) row.push_back(*t.floor_us);
     arr.push_back(std::move(row));
   }
   return arr.dump();
@@ -90,6 +91,7 @@ std::vector<CaseTimingRecord> timings_from_json(const std::string& text) {
       t.disturbed = row[5].get<bool>();
       t.contention = row[6].get<double>();
     }
+    if (row.size() >= 8 && row[7].is_number()) t.floor_us = row[7].get<double>();
     out.push_back(t);
   }
   return out;
@@ -485,7 +487,21 @@ Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const Inser
 
   std::string quarantine_reason;
   if (correct) {
-    if (c.fraction_of_roofline && *c.fraction_of_roofline > k_quarantine_roofline_fraction) {
+    // The conservative bound: a timed case below its hardware floor.
+    const CaseTimingRecord* below_floor = nullptr;
+    bool has_floors = false;
+    for (const auto& t : c.timings) {
+      if (!t.floor_us || !(*t.floor_us > 0)) continue;
+      has_floors = true;
+      if (t.median_us > 0 && t.median_us < *t.floor_us && !below_floor) below_floor = &t;
+    }
+    if (below_floor) {
+      quarantine_reason = fmt::format(
+          "faster than the hardware allows: case {} ran in {:.3g} µs, below its floor of {:.3g} µs (the fastest measured "
+          "cache bandwidth and the FP32 peak; no roofline allows that)",
+          below_floor->case_index, below_floor->median_us, *below_floor->floor_us);
+    } else if (!has_floors && c.fraction_of_roofline && *c.fraction_of_roofline > k_quarantine_roofline_fraction) {
+      // A record without floors (an older kope, an import): only its roofline fraction is known.
       quarantine_reason = fmt::format("faster than the roofline allows (fraction {:.3g} > {:.3g})",
                                       *c.fraction_of_roofline, k_quarantine_roofline_fraction);
     } else if (parent_correct_timed && r > k_quarantine_jump) {

@@ -161,6 +161,35 @@ TEST(Store, OutcomeLabelsFromTheRatioToTheParent) {
   EXPECT_DOUBLE_EQ(get(*t.store, fixed).ratio, 1.2);
 }
 
+// With the evaluator's per-case floors, a kernel beyond 100% of the working-set roofline is not
+// quarantined (the model's bug, reported by the evaluator); one below the conservative floor
+// (faster than the fastest cache level and the peak allow) is.
+TEST(Store, BeyondTheRooflineIsNotQuarantinedBelowTheFloorIs) {
+  auto t = temp_store();
+  int64_t root = record(*t.store, make_case("root", "softmax", 2.0));
+  CaseRecord honest = make_case("honest-beyond-roofline", "softmax", 2.2, k_native, root);
+  honest.fraction_of_roofline = 1.4;
+  honest.timings[0].floor_us = honest.timings[0].median_us * 0.6;  // above its floor
+  int64_t h = record(*t.store, honest);
+  EXPECT_FALSE(get(*t.store, h).quarantined) << get(*t.store, h).quarantine_reason;
+  EXPECT_EQ(get(*t.store, h).quarantine_status, "");
+  EXPECT_DOUBLE_EQ(*get(*t.store, h).timings[0].floor_us, honest.timings[0].median_us * 0.6);  // floors are kept
+
+  CaseRecord impossible = make_case("below-floor", "softmax", 2.3, k_native, root);
+  impossible.fraction_of_roofline = 0.9;
+  impossible.timings[0].floor_us = impossible.timings[0].median_us * 1.5;
+  int64_t q = record(*t.store, impossible);
+  EXPECT_TRUE(get(*t.store, q).quarantined);
+  EXPECT_NE(get(*t.store, q).quarantine_reason.find("faster than the hardware allows"), std::string::npos)
+      << get(*t.store, q).quarantine_reason;
+  EXPECT_NE(get(*t.store, q).quarantine_reason.find("below its floor"), std::string::npos);
+
+  auto best = t.store->best_cases("softmax", k_native, 10);
+  ASSERT_TRUE(best);
+  ASSERT_EQ(best->size(), 2u);
+  EXPECT_EQ((*best)[0].id, h);  // the honest win is speed evidence
+}
+
 TEST(Store, ImplausibleWinsAreQuarantinedUntilVerified) {
   auto t = temp_store();
   int64_t root = record(*t.store, make_case("root", "softmax", 2.0));

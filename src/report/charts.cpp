@@ -157,7 +157,8 @@ std::string chart_speedups(const Analysis& an) {
         s += titled(
             fmt::format("<polygon points=\"{}\" class=\"mark hollow\" stroke=\"{}\">",
                         diamond(x(*o.speedup_vs_library), cy, 5), c),
-            fmt::format("{} · {}: {} vs library", label, o.name, fmt_x(*o.speedup_vs_library)),
+            fmt::format("{} · {}: {} vs library{}", label, o.name, fmt_x(*o.speedup_vs_library),
+                        o.library_forced ? " (library forced: " + o.library_forced_by + ")" : std::string()),
             "</polygon>");
       }
     }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "agent/results.h"
+#include "eval/library.h"
 #include "util/strings.h"
 
 namespace kope::report {
@@ -51,6 +52,11 @@ OpFigures op_figures(const spec::OpSpec& op, const agent::OpState* st, bool sele
   f.speedup_vs_reference = opt_d(r, "best_speedup_vs_reference");
   f.speedup_vs_library = opt_d(r, "best_speedup_vs_library");
   f.fraction_of_roofline = opt_d(r, "fraction_of_roofline");
+  if (auto lc = r.find("library_config"); lc != r.end() && lc->is_object()) {
+    f.library_config = eval::library_config_from_json(*lc).describe();
+    f.library_forced = lc->value("forced", false);
+    f.library_forced_by = lc->value("forced_by", "");
+  }
   f.attempts_to_first_correct = opt_i(r, "attempts_to_first_correct");
   f.attempts_to_best = opt_i(r, "attempts_to_best");
   f.tokens_prompt = r.value("tokens_prompt", int64_t{0});

@@ -65,6 +65,11 @@ struct OpFigures {
   std::optional<double> speedup_vs_reference;
   std::optional<double> speedup_vs_library;
   std::optional<double> fraction_of_roofline;
+  // The library baseline's configuration in words (results.json library_config), and whether
+  // the environment forced it: a speedup vs the library is then vs a handicapped one.
+  std::string library_config;
+  bool library_forced = false;
+  std::string library_forced_by;
   std::optional<int> attempts_to_first_correct;
   std::optional<int> attempts_to_best;
   int64_t tokens_prompt = 0;

@@ -271,7 +271,20 @@ std::vector<Table> build_tables(const Analysis& an) {
         col("tokens", "tokens", ColumnType::integer),
         col("cost_usd", "cost", ColumnType::usd, 4, false),
         col("stop_reason", "stopped", ColumnType::text, 0, false),
-        col("best_optimisation", "best kernel's optimisation", ColumnType::text, 0, false)};
+        col("best_optimisation", "best kernel's optimisation", ColumnType::text, 0, false),
+        col("library_forced", "library forced", ColumnType::boolean, 0, false,
+            "the environment forced the library's configuration: vs lib is against a handicapped library"),
+        col("library_config", "library configuration", ColumnType::text, 0, false)};
+    std::vector<std::string> forced;
+    for (const auto& f : an.figures) {
+      for (const auto& o : f.ops) {
+        if (o.library_forced) forced.push_back(fmt::format("{} ({}: {})", o.name, f.label, o.library_forced_by));
+      }
+    }
+    if (!forced.empty()) {
+      t.caption += " vs lib is against a library configuration the environment forced for " + util::join(forced, ", ") +
+                   " (not the library's own choice; `kope bench --library-config best` measures it at its best).";
+    }
     for (const auto& f : an.figures) {
       for (const auto& o : f.ops) {
         std::string status = !o.selected ? "not run"
@@ -297,7 +310,9 @@ std::vector<Table> build_tables(const Analysis& an) {
                o.tokens(),
                o.cost_usd,
                o.stop_reason.empty() ? Value() : Value(o.stop_reason),
-               o.best_optimisation.empty() ? Value() : Value(o.best_optimisation)});
+               o.best_optimisation.empty() ? Value() : Value(o.best_optimisation),
+               o.library_forced,
+               o.library_config.empty() ? Value() : Value(o.library_config)});
       }
     }
     tables.push_back(std::move(t));
@@ -476,9 +491,10 @@ std::vector<Table> build_tables(const Analysis& an) {
     q.id = "memory_quarantined";
     q.title = "Memory: quarantined wins";
     q.caption =
-        "Correct cases whose speedup was implausible (beyond the roofline or a jump too large over "
-        "their "
-        "parent): kept out of best kernels and speed evidence until re-verified.";
+        "Correct cases whose speedup was implausible (faster than the hardware floor allows — "
+        "older records: beyond the roofline — or a jump too large over their parent): kept out of "
+        "best kernels and speed evidence until re-verified. A kernel beyond its working-set roofline "
+        "alone is not quarantined: that is a bug of the roofline model, reported by the evaluator.";
     q.columns = {col("id", "case", ColumnType::integer),
                  col("op", "operator", ColumnType::text),
                  col("target", "target", ColumnType::text),

@@ -1,4 +1,7 @@
 // The `kope eval` / `kope bench` command-line contract: exit codes and JSON fields.
+#include <cstdlib>
+#include <set>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -74,6 +77,80 @@ TEST(EvalCli, CorrectKernelExitsZeroWithTheJsonContract) {
   EXPECT_GT(t["roofline_us"].get<double>(), 0);
   EXPECT_GT(j["speedup_vs_reference"].get<double>(), 0);
   EXPECT_TRUE(j["speedup_vs_library"].is_null());
+}
+
+// --library-config best: every configuration this CPU runs is verified and timed, the fastest
+// correct one is kept, cached, and used by `kope eval`; the default names the environment's.
+TEST(BenchCli, LibraryConfigBestKeepsTheFastestCorrectConfiguration) {
+  std::string op = op_dir("matmul/matmul_small");
+  Cli c = kope({"bench", op, "--library-config", "best", "--max-seconds", "0.05", "--target-ci", "0.2", "--json", "--refresh"});
+  ASSERT_EQ(c.code, 0) << c.out << c.err;
+  json j = json::parse(c.out);
+  ASSERT_EQ(j["library_selections"].size(), 1u) << c.out;
+  const json& sel = j["library_selections"][0];
+  EXPECT_EQ(sel["op"], "matmul_small");
+  EXPECT_EQ(sel["library"], "openblas");
+  EXPECT_FALSE(sel["cached"].get<bool>());
+  std::set<std::string> names;
+  std::string fastest;
+  double fastest_us = 1e300;
+  int correct = 0;
+  for (const auto& t : sel["trials"]) {
+    names.insert(t["setting"].get<std::string>());
+    if (!t["correct"].get<bool>()) {
+      EXPECT_FALSE(t["problem"].get<std::string>().empty()) << t.dump();
+      continue;
+    }
+    ++correct;
+    ASSERT_EQ(t["median_us"].size(), 1u) << t.dump();  // one timed case
+    double us = t["median_us"][0].get<double>();
+    EXPECT_GT(us, 0);
+    EXPECT_GT(t["gflops"][0].get<double>(), 0);
+    EXPECT_FALSE(t["core"].get<std::string>().empty()) << t.dump();
+    if (us < fastest_us) {
+      fastest_us = us;
+      fastest = t["setting"].get<std::string>();
+    }
+  }
+  EXPECT_TRUE(names.count("environment") && names.count("auto")) << sel.dump();
+  ASSERT_GE(correct, 1) << sel.dump();
+  EXPECT_EQ(sel["best"], fastest) << sel.dump();
+  ASSERT_EQ(j["rows"].size(), 1u);
+  const json& row = j["rows"][0];
+  EXPECT_GT(row["library_us"].get<double>(), 0) << row.dump();
+  if (fastest != "environment") {
+    EXPECT_NE(row["library_config"].get<std::string>().find(fastest), std::string::npos) << row.dump();
+    EXPECT_FALSE(row["library_forced"].get<bool>());
+  }
+
+  // The selection is cached, and `kope eval --library-config best` times against it.
+  Cli again = kope({"bench", op, "--library-config", "best", "--max-seconds", "0.05", "--json"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  json ja = json::parse(again.out);
+  EXPECT_TRUE(ja["library_selections"][0]["cached"].get<bool>());
+  EXPECT_EQ(ja["library_selections"][0]["best"], fastest);
+  Cli e = kope({"eval", corpus("honest_matmul_tiled_omp.cpp"), "--op", op, "--json", "--max-seconds", "0.1", "--target-ci", "0.2",
+                "--library-config", "best"});
+  ASSERT_EQ(e.code, 0) << e.out << e.err;
+  json je = json::parse(e.out);
+  ASSERT_TRUE(je["library_config"].is_object()) << e.out;
+  EXPECT_EQ(je["library_config"]["setting"], fastest);
+  EXPECT_GT(je["speedup_vs_library"].get<double>(), 0);
+
+  // The default respects the environment and says when it forces the library.
+  Cli d = kope({"eval", corpus("honest_matmul_tiled_omp.cpp"), "--op", op, "--json", "--max-seconds", "0.1", "--target-ci", "0.2"});
+  ASSERT_EQ(d.code, 0) << d.out << d.err;
+  json jd = json::parse(d.out);
+  ASSERT_TRUE(jd["library_config"].is_object()) << d.out;
+  EXPECT_EQ(jd["library_config"]["setting"], "environment");
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  bool env_forces = forced != nullptr && *forced != '\0';
+  EXPECT_EQ(jd["library_forced"].get<bool>(), env_forces) << d.out;
+  if (env_forces) {
+    EXPECT_NE(jd["message"].get<std::string>().find(std::string("[library forced: OPENBLAS_CORETYPE=") + forced), std::string::npos)
+        << jd["message"];
+    EXPECT_EQ(jd["library_config"]["core"].get<std::string>().size() > 0, true);
+  }
 }
 
 TEST(EvalCli, OtherVerdictsExitOne) {

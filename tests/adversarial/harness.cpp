@@ -121,7 +121,10 @@ HardwareProfile test_profile() {
   p.cores = 2;
   p.peak_gflops = 1e6;
   p.peak_gflops_core = 1e6;
+  p.peak_gflops_f64 = 1e6;
+  p.peak_gflops_f64_core = 1e6;
   p.peak_gbps = 1e6;
+  p.probe_version = k_hw_probe_version;  // a current profile: the CLI uses it as it is
   return p;
 }
 

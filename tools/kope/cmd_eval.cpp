@@ -48,6 +48,32 @@ std::string pad(std::string_view s, size_t width, bool right = false) {
   return right ? fill + std::string(s) : std::string(s) + fill;
 }
 
+// The per-configuration table of --library-config best.
+std::string selection_text(const eval::LibrarySelection& s, const spec::OpSpec& op) {
+  std::string out = fmt::format("library configurations of {} ({}{}); per timed case: median ±95% CI, GFLOP/s\n", s.op, s.library,
+                                s.cached ? fmt::format(", cached from {}", s.measured_at) : std::string());
+  for (size_t i = 0; i < s.trials.size(); ++i) {
+    const auto& t = s.trials[i];
+    std::string figures;
+    if (t.correct) {
+      std::vector<std::string> parts;
+      for (size_t k = 0; k < t.median_us.size(); ++k) {
+        parts.push_back(fmt::format("{} ({:.1f} GFLOP/s)", with_ci(t.median_us[k], k < t.ci95_us.size() ? t.ci95_us[k] : 0),
+                                    k < t.gflops.size() ? t.gflops[k] : 0.0));
+      }
+      figures = parts.empty() ? std::string("correct (no timed cases)") : util::join(parts, "; ");
+    } else {
+      figures = "not used: " + t.problem;
+    }
+    out += fmt::format("  {} {}{}{}\n", static_cast<int>(i) == s.best ? "*" : " ", pad(t.setting, 24),
+                       pad(t.config.core.empty() ? "-" : t.config.core, 16), figures);
+  }
+  (void)op;
+  out += s.best >= 0 ? fmt::format("  * kept: {}\n", s.trials[static_cast<size_t>(s.best)].setting)
+                     : std::string("  no configuration was correct on every case: the environment's is used\n");
+  return out;
+}
+
 std::string eval_text(const eval::EvalResult& r, const spec::OpSpec& op, int threads) {
   std::string out;
   out += fmt::format("kope eval: {} ({}) on {}, {} thread{}, seed {}\n", r.op, op.dir.string(), r.target, threads, threads == 1 ? "" : "s", r.seed);
@@ -69,13 +95,17 @@ std::string eval_text(const eval::EvalResult& r, const spec::OpSpec& op, int thr
     for (const auto& t : r.timing) {
       std::string lib = t.library_us ? with_ci(*t.library_us, t.library_ci95_us.value_or(0)) : "-";
       std::string speed = fmt::format("{:.2f}x ref", t.reference_us / t.median_us);
-      if (t.library_us) speed += fmt::format(", {:.2f}x lib", *t.library_us / t.median_us);
+      if (t.library_us) {
+        speed += fmt::format(", {:.2f}x lib{}", *t.library_us / t.median_us, r.library_config ? r.library_config->forced_note() : std::string());
+      }
+      if (t.beyond_roofline) speed += " (beyond the roofline: a bug of kope's model)";
       out += fmt::format("{}{}{}{}{}{}{}{}\n", pad(std::to_string(t.case_index), 6), pad(t.label, 24), pad(with_ci(t.median_us, t.ci95_us), 20),
                          pad(with_ci(t.reference_us, t.reference_ci95_us), 20), pad(lib, 20), pad(us(t.roofline_us), 12),
                          pad(percent(t.fraction_of_roofline), 13), speed);
       if (t.disturbed) out += fmt::format("      ^ disturbed by other load (waited for a CPU {:.0f}% of the time): not a clean measurement\n", 100 * t.contention);
     }
   }
+  if (r.library_config) out += "library: " + r.library_config->describe() + "\n";
   out += fmt::format("\ncompile {:.2f} s{}, total {:.2f} s\n", r.compile_seconds, r.compile_cached ? " (cached)" : "", r.wall_seconds);
   return out;
 }
@@ -94,6 +124,7 @@ void register_eval_command(CLI::App& app, Action& action) {
     int threads = 0;
     bool refresh = false;
     std::string backend = "cpu";
+    std::string library_config = "environment";
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("kernel", o->kernel, "The kernel's source file (C++, OpenCL C or CUDA, per --backend)")->required();
@@ -108,6 +139,10 @@ void register_eval_command(CLI::App& app, Action& action) {
   cmd->add_option("--flag", o->flags, "Extra compile flag (-O, -f, -m, -D, -U, -W, -g; OpenCL: -D and -cl-*); repeatable")->allow_extra_args(false);
   cmd->add_option("--threads", o->threads, "OpenMP threads for the kernel (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--refresh-baselines", o->refresh, "Time the reference and library again instead of using cached times");
+  cmd->add_option("--library-config", o->library_config,
+                  "Library baseline configuration: environment (as the environment sets it) or best (the fastest correct one "
+                  "this CPU runs, measured once and cached)")
+      ->check(CLI::IsMember({"environment", "best"}));
   cmd->callback([&action, o] {
     action = [o]() -> Result<int> {
       KOPE_ASSIGN(std::string source, util::read_file(o->kernel));
@@ -116,6 +151,7 @@ void register_eval_command(CLI::App& app, Action& action) {
       eval::CpuEvaluatorOptions co;
       co.threads = o->threads;
       co.refresh_baselines = o->refresh;
+      co.library_config = o->library_config;
       KOPE_ASSIGN(auto evaluator, eval::make_evaluator(o->backend, hw, co));
       eval::EvalOptions eo;
       eo.seed = o->seed;
@@ -143,6 +179,7 @@ void register_bench_command(CLI::App& app, Action& action) {
     bool refresh = false;
     double max_seconds = 3;
     double target_ci = 0.02;
+    std::string library_config = "environment";
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("ops", o->selectors, "Op names, globs, categories (category:x), levels (level:n) or op folders");
@@ -151,6 +188,10 @@ void register_bench_command(CLI::App& app, Action& action) {
   cmd->add_flag("--refresh", o->refresh, "Measure again instead of using cached times");
   cmd->add_option("--max-seconds", o->max_seconds, "Timing cap per case and kernel, seconds")->check(CLI::PositiveNumber);
   cmd->add_option("--target-ci", o->target_ci, "Stop timing when the 95% CI is within this fraction of the median")->check(CLI::Range(0.001, 0.5));
+  cmd->add_option("--library-config", o->library_config,
+                  "Library baseline configuration: environment (as the environment sets it) or best (measure the "
+                  "configurations this CPU runs, verify each, keep the fastest correct one; cached)")
+      ->check(CLI::IsMember({"environment", "best"}));
   cmd->callback([&action, o] {
     action = [o]() -> Result<int> {
       if (o->selectors.empty() && !o->all) return fail(ErrorKind::usage, "name the ops to bench, or pass --all for the whole suite");
@@ -159,11 +200,13 @@ void register_bench_command(CLI::App& app, Action& action) {
       KOPE_ASSIGN(HardwareProfile hw, profile());
       eval::CpuEvaluatorOptions co;
       co.refresh_baselines = o->refresh;
+      co.library_config = o->library_config;
       eval::EvalOptions eo;
       eo.max_seconds_per_case = o->max_seconds;
       eo.target_ci = o->target_ci;
       json rows = json::array();
-      std::string table;
+      json selections = json::array();
+      std::string table, configs;
       table += fmt::format("{}{}{}{}{}{}{}{}\n", pad("op", 24), pad("case", 26), pad("reference", 20), pad("library", 20), pad("roofline", 12),
                            pad("ref/roof", 10), pad("lib/roof", 10), "lib vs ref");
       int failures = 0;
@@ -171,6 +214,26 @@ void register_bench_command(CLI::App& app, Action& action) {
       for (const auto& op : ops) {
         ++op_index;
         auto report = [&](std::string_view line) { progress(fmt::format("[{}/{}] {}", op_index, ops.size(), line)); };
+        if (o->library_config == "best" && op.library_path) {
+          auto chosen = eval::select_library_config(hw, op, co, eo, report);
+          if (!chosen) {
+            ++failures;
+            progress(fmt::format("kope bench: {}: {}", op.name, chosen.error().message));
+          } else if (*chosen) {
+            const eval::LibrarySelection& s = **chosen;
+            configs += selection_text(s, op);
+            json trials = json::array();
+            for (const auto& t : s.trials) {
+              trials.push_back({{"setting", t.setting}, {"core", t.config.core}, {"threads", t.config.threads}, {"correct", t.correct},
+                                {"problem", t.problem}, {"median_us", t.median_us}, {"ci95_us", t.ci95_us}, {"gflops", t.gflops}});
+            }
+            selections.push_back({{"op", op.name},
+                                  {"library", s.library},
+                                  {"best", s.best >= 0 ? json(s.trials[static_cast<size_t>(s.best)].setting) : json(nullptr)},
+                                  {"cached", s.cached},
+                                  {"trials", trials}});
+          }
+        }
         auto r = eval::measure_cpu_baselines(hw, op, co, eo, report);
         if (!r) {
           ++failures;
@@ -184,7 +247,9 @@ void register_bench_command(CLI::App& app, Action& action) {
           double lib_frac = cb.library && cb.library->median_us > 0 ? cb.roofline_us / cb.library->median_us : 0;
           std::string lib = cb.library ? with_ci(cb.library->median_us, cb.library->ci95_us)
                                        : (op.library_path ? std::string("failed") : std::string("-"));
-          std::string vs = cb.library ? fmt::format("{:.2f}x", cb.reference.median_us / cb.library->median_us) : "-";
+          std::string vs = cb.library ? fmt::format("{:.2f}x{}", cb.reference.median_us / cb.library->median_us,
+                                                    cb.library_config ? cb.library_config->forced_note() : std::string())
+                                      : "-";
           table += fmt::format("{}{}{}{}{}{}{}{}\n", pad(op.name, 24), pad(cb.label, 26), pad(with_ci(cb.reference.median_us, cb.reference.ci95_us), 20),
                                pad(lib, 20), pad(us(cb.roofline_us), 12), pad(percent(ref_frac), 10), pad(percent(lib_frac), 10), vs);
           json row{{"op", op.name},
@@ -199,17 +264,30 @@ void register_bench_command(CLI::App& app, Action& action) {
                    {"library_ci95_us", cb.library ? json(cb.library->ci95_us) : json(nullptr)},
                    {"library_problem", cb.library_problem.empty() ? json(nullptr) : json(cb.library_problem)},
                    {"roofline_us", cb.roofline_us},
+                   {"roofline_bound", std::string(cb.roof.bound())},
+                   {"roofline_gbps", cb.roof.gbps},
+                   {"roofline_gflops", cb.roof.gflops},
                    {"reference_fraction_of_roofline", ref_frac},
-                   {"library_fraction_of_roofline", cb.library ? json(lib_frac) : json(nullptr)}};
+                   {"library_fraction_of_roofline", cb.library ? json(lib_frac) : json(nullptr)},
+                   {"library_config", cb.library_config ? json(cb.library_config->describe()) : json(nullptr)},
+                   {"library_forced", cb.library_config && cb.library_config->forced}};
           rows.push_back(row);
+          if (cb.library_config) {
+            std::string line = fmt::format("{}: library {}", op.name, cb.library_config->describe());
+            if (configs.find(line) == std::string::npos) configs += line + "\n";
+          }
           if (!cb.library_problem.empty()) progress(fmt::format("kope bench: {} {}: {}", op.name, cb.label, cb.library_problem));
         }
       }
       if (o->json) {
-        print(json{{"target", hw.target.str()}, {"cores", hw.cores}, {"rows", rows}}.dump(2) + "\n");
+        json out{{"target", hw.target.str()}, {"cores", hw.cores}, {"rows", rows}};
+        if (o->library_config == "best") out["library_selections"] = selections;
+        print(out.dump(2) + "\n");
       } else {
-        print(fmt::format("kope bench on {} ({} cores; roofline {:.1f} GFLOP/s, {:.1f} GB/s); times per call, median ±95% CI\n\n",
-                          hw.target.str(), hw.cores, hw.peak_gflops, hw.peak_gbps) + table);
+        print(fmt::format("kope bench on {} ({} cores; roofline: FP32 {:.1f} GFLOP/s, FP64 {:.1f} GFLOP/s, {:.1f} GB/s DRAM, the "
+                          "bandwidth curve by working set below it); times per call, median ±95% CI\n\n",
+                          hw.target.str(), hw.cores, hw.peak_gflops, hw.peak_gflops_for(true), hw.peak_gbps) +
+              table + (configs.empty() ? std::string() : "\n" + configs));
       }
       return failures == 0 ? 0 : 1;
     };

@@ -42,10 +42,13 @@ void register_hw(CLI::App& app, Action& action) {
                          util::human_bytes(static_cast<double>(p.l2_bytes)), util::human_bytes(static_cast<double>(p.l3_bytes)));
       out += fmt::format("memory       {}\n", util::human_bytes(static_cast<double>(p.memory_bytes)));
       out += fmt::format("peak fp32    {:.1f} GFLOP/s ({:.1f} per core)\n", p.peak_gflops, p.peak_gflops_core);
+      out += fmt::format("peak fp64    {:.1f} GFLOP/s ({:.1f} per core)\n", p.peak_gflops_f64, p.peak_gflops_f64_core);
       out += fmt::format("peak dram    {:.1f} GB/s (triad)\n", p.peak_gbps);
       for (const auto& pt : p.bandwidth) {
         out += fmt::format("  bandwidth  {:>10} working set: {:.1f} GB/s\n", util::human_bytes(static_cast<double>(pt.working_set_bytes)), pt.gbps);
       }
+      out += "roofline     max(flops / the dtype's peak, bytes / the bandwidth at a working set of `bytes`, "
+             "log-interpolated on the curve above)\n";
       out += fmt::format("compiler     {}\n", p.compiler);
       out += fmt::format("measured     {}\n", p.measured_at);
       out += "\nkernel backends (kope backends):\n" + backends_text(backends);

@@ -88,6 +88,7 @@ struct RunOptions {
   int64_t recency_reserve = 0;
   double eval_ci = 0;
   double eval_max_seconds = 0;
+  std::string library_config = "environment";
 };
 
 // Options that define a run; with --resume the run's own configuration is used instead.
@@ -95,7 +96,7 @@ const std::vector<std::string> k_defining = {"--ops", "--level", "--backend", "-
                                              "--time-limit", "--roofline-target", "--patience", "--context", "--memory",
                                              "--run-dir", "--seed", "--policy", "--no-reflect", "--suite",
                                              "--replay-limit", "--window", "--generation", "--recency-reserve",
-                                             "--eval-ci", "--eval-max-seconds"};
+                                             "--eval-ci", "--eval-max-seconds", "--library-config"};
 
 std::string shell_quote(const std::string& s) {
   if (s.find_first_of(" \t'\"\\$`") == std::string::npos) return s;
@@ -109,6 +110,7 @@ Result<agent::RunConfig> new_config(const RunOptions& o, const std::optional<llm
   c.selectors = o.ops;
   c.level = o.level;
   c.backend = o.backend;
+  c.library_config = o.library_config;
   c.suite_root = o.suite.empty() ? spec::default_ops_dir().string() : fs::absolute(o.suite).string();
   c.jobs = std::max(1, o.jobs);
   c.seed = o.seed ? *o.seed : std::random_device{}();
@@ -221,7 +223,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
 
   // Services: hardware, evaluator, memory, model, prompts.
   KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
-  KOPE_ASSIGN(auto evaluator, make_run_evaluator(cfg.backend, hw));
+  KOPE_ASSIGN(auto evaluator, make_run_evaluator(cfg.backend, hw, cfg.library_config));
   KOPE_ASSIGN(auto store, memory::open_store(cfg.memory_path));
   bool starter_imported = false;
   if (!run->resumed() && !o.no_starter) {
@@ -397,6 +399,10 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_option("--window", o->window, "Cap the model's context window (tokens), e.g. for compute-matched ablations");
   cmd->add_option("--generation", o->generation, "Tokens reserved for the answer (default: the profile's max output)");
   cmd->add_option("--recency-reserve", o->recency_reserve, "Minimum room kept for the hot tier (default min(4096, window/8))");
+  cmd->add_option("--library-config", o->library_config,
+                  "Library baselines: environment (as the environment configures them) or best (the fastest correct "
+                  "configuration this CPU runs, measured once per operator and cached)")
+      ->check(CLI::IsMember({"environment", "best"}));
   cmd->add_option("--eval-ci", o->eval_ci, "Timing precision: stop when the 95% CI is within this fraction of the median");
   cmd->add_option("--eval-max-seconds", o->eval_max_seconds, "Timing cap per timed case, in seconds");
   cmd->callback([o, cmd, &action] {

@@ -17,10 +17,13 @@ Result<ModelChoice> resolve_model_profile(const std::string& name) {
   return choice;
 }
 
-Result<std::unique_ptr<eval::Evaluator>> make_run_evaluator(const std::string& backend, const HardwareProfile& hw) {
+Result<std::unique_ptr<eval::Evaluator>> make_run_evaluator(const std::string& backend, const HardwareProfile& hw,
+                                                            const std::string& library_config) {
   // Every backend with prompt templates (prompts/<backend>/) can run; make_evaluator says why
   // one cannot run here (no OpenCL platform, no GPU, no CANN).
-  return eval::make_evaluator(backend, hw);
+  eval::CpuEvaluatorOptions options;
+  options.library_config = library_config;
+  return eval::make_evaluator(backend, hw, options);
 }
 
 }  // namespace kope::cli

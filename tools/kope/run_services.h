@@ -22,6 +22,8 @@ struct ModelChoice {
 Result<ModelChoice> resolve_model_profile(const std::string& name);
 
 // The evaluator of `backend` on this machine.
-Result<std::unique_ptr<eval::Evaluator>> make_run_evaluator(const std::string& backend, const HardwareProfile& hw);
+// `library_config`: eval::CpuEvaluatorOptions::library_config ("environment" or "best").
+Result<std::unique_ptr<eval::Evaluator>> make_run_evaluator(const std::string& backend, const HardwareProfile& hw,
+                                                            const std::string& library_config = "environment");
 
 }  // namespace kope::cli

@@ -32,6 +32,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdint>
@@ -382,6 +383,33 @@ inline void call_kernel(uint32_t a, uint32_t b) {
 
 }  // namespace
 
+// Trusted kernels: what the vendor libraries the kernel object pulled in say about their own
+// configuration (OpenBLAS core type and threads, oneDNN's effective ISA), for the ready reply.
+// Looked up through the object's own dependencies, so a kernel that links neither reports "".
+static void describe_libraries(void* handle, char* out, size_t size) {
+  out[0] = '\0';
+  size_t used = 0;
+  using CharFn = char* (*)();
+  using IntFn = int (*)();
+  if (auto corename = reinterpret_cast<CharFn>(::dlsym(handle, "openblas_get_corename"))) {
+    auto threads = reinterpret_cast<IntFn>(::dlsym(handle, "openblas_get_num_threads"));
+    auto config = reinterpret_cast<CharFn>(::dlsym(handle, "openblas_get_config"));
+    const char* core = corename();
+    const char* cfg = config ? config() : nullptr;
+    char version[32] = {};
+    // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." -> "0.3.21"
+    if (cfg && std::strncmp(cfg, "OpenBLAS ", 9) == 0) std::sscanf(cfg + 9, "%31s", version);
+    int n = std::snprintf(out, size, "openblas core=%s threads=%d version=%s;", core ? core : "?", threads ? threads() : 0,
+                          version[0] ? version : "?");
+    if (n > 0) used = std::min(size, static_cast<size_t>(n));
+  }
+  if (auto isa = reinterpret_cast<IntFn>(::dlsym(handle, "dnnl_get_effective_cpu_isa"))) {
+    if (used < size) {
+      std::snprintf(out + used, size - used, " onednn isa=0x%x threads=%d;", static_cast<unsigned>(isa()), omp_get_max_threads());
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   int status_fd = -1;
   int threads = 0;
@@ -476,6 +504,7 @@ int main(int argc, char** argv) {
     r.kind = static_cast<uint32_t>(proto::ReplyKind::ready);
     r.pid = static_cast<int32_t>(::getpid());
     r.threads = got;
+    if (!candidate && !host) describe_libraries(handle, r.text, sizeof r.text);
     if (::write(g_sock, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(4);
   }
 

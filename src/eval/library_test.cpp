@@ -1,0 +1,232 @@
+// The roofline note, the library configuration a baseline records and its "forced" marking.
+// Tests leave the environment's OpenBLAS/oneDNN variables as they are: expectations follow
+// whatever the environment sets, and an explicit configuration goes only to a runner a test
+// starts.
+#include "eval/library.h"
+
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+#include "eval/native.h"
+#include "eval/sandbox.h"
+#include "eval/session.h"
+#include "util/strings.h"
+
+namespace kope::eval {
+namespace {
+
+CaseTiming timing(double median_us, double ci95_us) {
+  CaseTiming t;
+  t.case_index = 3;
+  t.label = "N=4096";
+  t.median_us = median_us;
+  t.ci95_us = ci95_us;
+  return t;
+}
+
+spec::OpSpec scale_op(const char* dtype) {
+  std::string text = fmt::format(R"(name = "scale"
+category = "elementwise"
+level = 1
+summary = "y = 2 x"
+dims = ["N"]
+inputs  = [{{ name = "x", dtype = "{0}", shape = ["N"] }}]
+outputs = [{{ name = "y", dtype = "{0}", shape = ["N"] }}]
+flops = "N"
+bytes = "16*N"
+tolerance = {{ atol = 0, rtol = 0 }}
+cases = [{{ N = 65536, timed = true }}]
+)", dtype);
+  auto op = spec::parse_op(text, "scale/op.toml", false);
+  EXPECT_TRUE(op) << op.error().message;
+  return *op;
+}
+
+HardwareProfile profile() {
+  HardwareProfile p;
+  p.peak_gflops = 100;
+  p.peak_gflops_f64 = 50;
+  p.peak_gbps = 10;
+  p.bandwidth = {{1 << 20, 100}, {1 << 30, 10}};
+  return p;
+}
+
+// A time beyond the roof by more than its CI is reported as a bug of the model, naming the
+// case, the roof and the figure; within the CI it is not.
+TEST(RooflineModel, BeyondTheRoofByMoreThanTheCiIsTheModelsBug) {
+  spec::OpSpec op = scale_op("f32");
+  Roof roof = case_roofline(profile(), op, op.cases[0]);  // 1 MiB at 100 GB/s
+  EXPECT_EQ(roof.bound(), "memory");
+  double roof_us = roof.seconds * 1e6;
+  CaseTiming within = timing(roof_us * 0.97, roof_us * 0.05);
+  EXPECT_FALSE(apply_roofline(within, roof, op));
+  EXPECT_FALSE(within.beyond_roofline);
+  EXPECT_GT(within.fraction_of_roofline, 1.0);  // above 100%, but not beyond its CI
+  EXPECT_EQ(within.roofline_bound, "memory");
+  EXPECT_DOUBLE_EQ(within.roofline_gbps, 100);
+  EXPECT_EQ(within.roofline_working_set_bytes, uint64_t{1} << 20);
+
+  CaseTiming beyond = timing(roof_us * 0.5, roof_us * 0.01);
+  auto note = apply_roofline(beyond, roof, op);
+  ASSERT_TRUE(note);
+  EXPECT_TRUE(beyond.beyond_roofline);
+  EXPECT_NEAR(beyond.fraction_of_roofline, 2.0, 1e-9);
+  EXPECT_NE(note->find("case 3 (N=4096) of scale"), std::string::npos) << *note;
+  EXPECT_NE(note->find("200% of the roofline"), std::string::npos) << *note;
+  EXPECT_NE(note->find("memory roof: 1.0 MiB at 100.0 GB/s"), std::string::npos) << *note;
+  EXPECT_NE(note->find("roofline model is wrong"), std::string::npos) << *note;
+  EXPECT_NE(note->find("not a fault of the kernel"), std::string::npos) << *note;
+}
+
+TEST(RooflineModel, F64OpsUseTheFp64Peak) {
+  HardwareProfile p = profile();
+  p.bandwidth = {{1 << 10, 1e6}};  // memory never bounds
+  p.peak_gbps = 1e6;
+  spec::OpSpec f32 = scale_op("f32"), f64 = scale_op("f64");
+  EXPECT_DOUBLE_EQ(case_roofline(p, f32, f32.cases[0]).gflops, 100);
+  EXPECT_DOUBLE_EQ(case_roofline(p, f64, f64.cases[0]).gflops, 50);
+  EXPECT_DOUBLE_EQ(case_roofline(p, f64, f64.cases[0]).seconds, 65536 / 50e9);
+}
+
+TEST(LibraryConfig, ParsesTheRunnersReport) {
+  LibraryEnv env = {{"OPENBLAS_CORETYPE", "SkylakeX"}, {"ONEDNN_MAX_CPU_ISA", std::nullopt}};
+  std::string report = "openblas core=SkylakeX threads=2 version=0.3.21; onednn isa=0x27 threads=2;";
+  LibraryConfig b = parse_library_report(report, "openblas", "openblas:SkylakeX", env, 2);
+  EXPECT_EQ(b.library, "openblas");
+  EXPECT_EQ(b.core, "SkylakeX");
+  EXPECT_EQ(b.threads, 2);
+  EXPECT_EQ(b.version, "0.3.21");
+  EXPECT_EQ(b.env, "OPENBLAS_CORETYPE=SkylakeX");
+  EXPECT_FALSE(b.forced);  // a setting chosen by --library-config best is not the environment's
+  EXPECT_EQ(b.forced_note(), "");
+  EXPECT_NE(b.describe().find("OpenBLAS 0.3.21 core SkylakeX, 2 threads"), std::string::npos) << b.describe();
+  EXPECT_NE(b.describe().find("openblas:SkylakeX"), std::string::npos) << b.describe();
+
+  LibraryConfig d = parse_library_report(report, "onednn", "auto", env, 2);
+  EXPECT_EQ(d.core, "avx512_core");
+  EXPECT_EQ(d.env, "");
+  EXPECT_EQ(onednn_isa_name(0x7), "avx2");
+  EXPECT_EQ(onednn_isa_name(0x407), "avx2_vnni");
+  EXPECT_EQ(onednn_isa_name(0x12345), "0x12345");
+
+  // A library that runs with another thread count than the candidates is forced, whatever set it.
+  LibraryConfig t = parse_library_report("openblas core=Haswell threads=1 version=0.3.21;", "openblas", "auto", env, 2);
+  EXPECT_TRUE(t.forced);
+  EXPECT_NE(t.forced_by.find("1 library threads for 2 candidate threads"), std::string::npos) << t.forced_by;
+  EXPECT_NE(t.forced_note().find("[library forced: "), std::string::npos);
+
+  LibraryConfig none = parse_library_report("", "openblas", "environment", {}, 2);
+  EXPECT_EQ(none.core, "");
+  EXPECT_EQ(none.threads, 0);
+}
+
+// The default configuration is marked forced exactly when the environment sets the library's
+// variables (checked against whatever this environment sets).
+TEST(LibraryConfig, TheEnvironmentsSettingIsMarkedForced) {
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  LibraryEnv env = library_env_default();
+  std::string report = fmt::format("openblas core={} threads=2 version=0.3.21;", core && *core ? core : "Haswell");
+  LibraryConfig c = parse_library_report(report, "openblas", "environment", env, 2);
+  if (core && *core) {
+    EXPECT_TRUE(c.forced);
+    EXPECT_EQ(c.forced_by, std::string("OPENBLAS_CORETYPE=") + core);
+    EXPECT_NE(c.forced_note().find(std::string("OPENBLAS_CORETYPE=") + core), std::string::npos);
+    EXPECT_NE(c.describe().find("forced by OPENBLAS_CORETYPE="), std::string::npos) << c.describe();
+    EXPECT_EQ(library_forced_by_environment("openblas"), std::string("OPENBLAS_CORETYPE=") + core);
+    EXPECT_EQ(c.env, std::string("OPENBLAS_CORETYPE=") + core);
+  } else {
+    EXPECT_FALSE(c.forced);
+    EXPECT_EQ(library_forced_by_environment("openblas"), "");
+    // Unset: kope's pick for this ISA (OpenBLAS 0.3.21 misdetects newer CPUs).
+    if (auto host = openblas_coretype_for_host()) {
+      EXPECT_EQ(c.env, "OPENBLAS_CORETYPE=" + *host);
+    }
+  }
+  // The same report under a setting best chose is never marked as forced by the environment.
+  EXPECT_FALSE(parse_library_report(report, "openblas", "auto", env, 2).forced);
+  // The environment's text is part of baseline cache keys.
+  EXPECT_EQ(library_env_text({{"ONEDNN_MAX_CPU_ISA", "AVX2"}, {"OPENBLAS_CORETYPE", "Zen"}, {"DNNL_MAX_CPU_ISA", std::nullopt}}),
+            "OPENBLAS_CORETYPE=Zen ONEDNN_MAX_CPU_ISA=AVX2");
+}
+
+TEST(LibraryConfig, SettingsToTryFollowTheCpu) {
+  auto names = [](std::string_view lib) {
+    std::vector<std::string> n;
+    for (const auto& s : library_settings_to_try(lib)) n.push_back(s.name);
+    return n;
+  };
+  auto blas = names("openblas");
+  ASSERT_GE(blas.size(), 2u);
+  EXPECT_EQ(blas[0], "environment");
+  EXPECT_EQ(blas[1], "auto");
+  auto has = [](const std::vector<std::string>& v, std::string_view x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  EXPECT_EQ(has(blas, "openblas:Haswell"), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+  EXPECT_EQ(has(blas, "openblas:SkylakeX"), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                                                __builtin_cpu_supports("avx512cd"));
+  for (const auto& s : library_settings_to_try("openblas")) {
+    if (s.name == "auto") {
+      for (const auto& [n, v] : s.env) {
+        if (n == "OPENBLAS_CORETYPE") {
+          EXPECT_FALSE(v);  // auto: unset, the library detects
+        }
+      }
+    }
+    if (s.name == "openblas:Haswell") {
+      EXPECT_EQ(s.expect_core, "Haswell");
+    }
+  }
+  auto dnn = names("onednn");
+  EXPECT_EQ(has(dnn, "onednn:AVX2"), static_cast<bool>(__builtin_cpu_supports("avx2")));
+  EXPECT_EQ(library_env_for_setting("openblas", "nonsense"), std::nullopt);
+  EXPECT_TRUE(library_env_for_setting("openblas", "environment"));
+}
+
+// The trusted runner reports what OpenBLAS runs with, and a configuration given to a runner
+// explicitly is the one it runs (the test process's own environment is left alone).
+TEST(LibraryConfig, TheRunnerReportsTheLibrarysOwnConfiguration) {
+  std::string why;
+  if (!sandbox_available(&why)) GTEST_SKIP() << "no sandbox: " << why;
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) GTEST_SKIP() << "needs AVX2+FMA for Haswell";
+  auto op = spec::load_op(fs::path(KOPE_SOURCE_DIR) / "tests/ops/matmul/matmul_small");
+  ASSERT_TRUE(op) << op.error().message;
+  auto tc = cpu_toolchain();
+  ASSERT_TRUE(tc) << tc.error().message;
+  auto so = build_trusted(*op, *op->library_path, *tc, library_link_flags());
+  ASSERT_TRUE(so) << so.error().message;
+  auto runner = find_runner();
+  ASSERT_TRUE(runner) << runner.error().message;
+  RunnerOptions ro;
+  ro.runner = *runner;
+  ro.mode = proto::Mode::trusted;
+  ro.threads = 2;
+  ro.memory_bytes = 8ull << 30;
+  ro.processes = 64;
+  ro.library_env = LibraryEnv{{"OPENBLAS_CORETYPE", "Haswell"}};
+  auto s = Session::start(*so, ro, 1 << 20, 1 << 20);
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_FALSE((*s)->failure()) << (*s)->failure()->message;
+  LibraryConfig c = parse_library_report((*s)->library_report(), "openblas", "openblas:Haswell", *ro.library_env, 2);
+  EXPECT_EQ(c.core, "Haswell") << (*s)->library_report();
+  EXPECT_EQ(c.threads, 2) << (*s)->library_report();
+  EXPECT_FALSE(c.version.empty()) << (*s)->library_report();
+  (*s)->close();
+
+  // The default: the environment's variables (or kope's pick for this ISA when unset).
+  ro.library_env.reset();
+  auto d = Session::start(*so, ro, 1 << 20, 1 << 20);
+  ASSERT_TRUE(d) << d.error().message;
+  ASSERT_FALSE((*d)->failure());
+  LibraryConfig dc = parse_library_report((*d)->library_report(), "openblas", "environment", library_env_default(), 2);
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  std::string expected = core && *core ? core : openblas_coretype_for_host().value_or("");
+  if (!expected.empty()) {
+    EXPECT_EQ(util::to_lower(dc.core), util::to_lower(expected)) << (*d)->library_report();
+  }
+  EXPECT_EQ(dc.forced, core && *core);
+  (*d)->close();
+}
+
+}  // namespace
+}  // namespace kope::eval

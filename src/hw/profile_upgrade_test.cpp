@@ -1,0 +1,47 @@
+// load_hardware_profile with a hw.json of an older probe: measured again and replaced, never a
+// crash. Runs the real probe once (a few seconds), in a private cache directory.
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kope/hw.h"
+#include "util/fs.h"
+
+namespace kope {
+namespace {
+
+TEST(HardwareProfileCache, AnOldProfileIsMeasuredAgainWithTheNewFields) {
+  auto tmp = util::TempDir::create("kope-hw-upgrade-");
+  ASSERT_TRUE(tmp) << tmp.error().message;
+  // This test executable's own cache directory (only hw.json lives there).
+  ::setenv("KOPE_CACHE_DIR", tmp->path().c_str(), 1);
+  HardwareProfile host = describe_host();
+  std::string old = fmt::format(R"({{"target": "{}", "cpu_model": "{}", "cores": {}, "peak_gflops": 1.5,
+      "peak_gflops_core": 1, "peak_gbps": 0.5, "bandwidth": [{{"working_set_bytes": 262144, "gbps": 0.5}}],
+      "compiler": "g++ 12", "measured_at": "2026-01-01T00:00:00Z"}})",
+                                host.target.str(), host.cpu_model, host.cores);
+  auto path = tmp->path() / "hw.json";
+  ASSERT_TRUE(util::write_file_atomic(path, old));
+  auto p = load_hardware_profile();
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->probe_version, k_hw_probe_version);
+  EXPECT_GT(p->peak_gflops_f64, 0);
+  EXPECT_GT(p->peak_gflops, 0);
+  EXPECT_NE(p->measured_at, "2026-01-01T00:00:00Z");
+  ASSERT_GE(p->bandwidth.size(), 3u);
+  EXPECT_LT(p->bandwidth.front().working_set_bytes, uint64_t{256} << 10);  // cache-sized points too
+  // The file now holds the new profile, and the next load reads it instead of measuring.
+  auto text = util::read_file(path);
+  ASSERT_TRUE(text);
+  auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j.at("probe_version").get<int>(), k_hw_probe_version);
+  EXPECT_GT(j.at("peak_gflops_f64").get<double>(), 0);
+  auto again = load_hardware_profile();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->measured_at, p->measured_at);
+}
+
+}  // namespace
+}  // namespace kope
