@@ -61,6 +61,82 @@ TEST(Evaluator, ReferenceAgainstItselfIsOne) {
   EXPECT_TRUE(machine_damage().empty()) << machine_damage();
 }
 
+// Fast verdicts: two real kernels of very different speed (the op's own double-accumulating
+// reference and a vectorised OpenMP one), each timed against the other with a tiny cap. The slow
+// one is found slower and keeps the comparison's early figures; the fast one is found faster and
+// then timed to the full CI with the baselines. A kernel against itself is never "faster". An
+// incumbent that does not build leaves the candidate's verdict and full timing as they were.
+TEST(Evaluator, FastVerdictAgainstTheIncumbent) {
+  spec::OpSpec op = test_op("matmul_small");
+  auto slow = util::read_file(op.reference_path);
+  auto fast = util::read_file(fs::path(KOPE_SOURCE_DIR) / "tests/adversarial/corpus/honest_matmul_tiled_omp.cpp");
+  ASSERT_TRUE(slow && fast);
+  auto eo = test_eval_options(true);
+  eo.max_seconds_per_case = 0.5;
+
+  eo.incumbent_source = *fast;
+  auto r = evaluator().evaluate(op, unique_comment() + *slow, eo);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->verdict, eval::Verdict::correct) << r->message;
+  ASSERT_TRUE(r->incumbent);
+  const eval::IncumbentComparison& lose = *r->incumbent;
+  EXPECT_EQ(lose.decision, eval::IncumbentDecision::slower) << r->message << "\n" << r->diagnostics;
+  EXPECT_FALSE(lose.full_timing);
+  EXPECT_LT(lose.ratio, 1.0);
+  ASSERT_TRUE(lose.upper);
+  EXPECT_LT(*lose.upper, 1.0);
+  ASSERT_EQ(lose.cases.size(), 1u);
+  EXPECT_GT(lose.cases[0].pairs, 0);
+  EXPECT_NE(r->message.find("slower_than_incumbent"), std::string::npos) << r->message;
+  EXPECT_NE(r->message.find("early figures"), std::string::npos) << r->message;
+  // The early figures are a full record: time, reference, roofline, speedups.
+  ASSERT_EQ(r->timing.size(), 1u);
+  EXPECT_GT(r->timing[0].median_us, 0);
+  EXPECT_GT(r->timing[0].reference_us, 0);
+  EXPECT_EQ(static_cast<int>(r->timing[0].samples_us.size()), lose.cases[0].pairs_total);
+  ASSERT_TRUE(r->speedup_vs_reference);
+  auto back = eval::EvalResult::from_json(r->to_json());
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(back->incumbent);
+  EXPECT_EQ(back->incumbent->decision, lose.decision);
+  EXPECT_EQ(back->incumbent->cases.size(), 1u);
+
+  eo.incumbent_source = *slow;
+  r = evaluator().evaluate(op, unique_comment() + *fast, eo);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->verdict, eval::Verdict::correct) << r->message;
+  ASSERT_TRUE(r->incumbent);
+  EXPECT_EQ(r->incumbent->decision, eval::IncumbentDecision::faster) << r->message;
+  EXPECT_TRUE(r->incumbent->full_timing);
+  EXPECT_GT(r->incumbent->lower, 1.01);
+  ASSERT_EQ(r->timing.size(), 1u);
+  EXPECT_GT(r->timing[0].reference_us / r->timing[0].median_us, 1.0);
+
+  eo.incumbent_source = *fast;
+  r = evaluator().evaluate(op, unique_comment() + *fast, eo);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(r->incumbent);
+  EXPECT_NE(r->incumbent->decision, eval::IncumbentDecision::faster) << r->message;
+
+  eo.incumbent_source = std::string("int broken(");
+  r = evaluator().evaluate(op, unique_comment() + *fast, eo);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->verdict, eval::Verdict::correct) << r->message;
+  ASSERT_TRUE(r->incumbent);
+  EXPECT_EQ(r->incumbent->decision, eval::IncumbentDecision::unavailable);
+  EXPECT_NE(r->incumbent->problem.find("did not build"), std::string::npos) << r->incumbent->problem;
+  EXPECT_NE(r->diagnostics.find("no comparison with the incumbent"), std::string::npos) << r->diagnostics;
+  EXPECT_EQ(r->timing.size(), 1u);
+
+  // Without an incumbent the result has no comparison (and its JSON no "incumbent").
+  eo.incumbent_source.reset();
+  r = evaluator().evaluate(op, unique_comment() + *fast, eo);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE(r->incumbent);
+  EXPECT_EQ(r->to_json().find("\"incumbent\""), std::string::npos);
+  EXPECT_TRUE(machine_damage().empty()) << machine_damage();
+}
+
 // A time below the hardware's floor is rejected, not celebrated. Here the profile claims a
 // machine so slow that any real time undercuts it; the floor then falls to the fastest trusted
 // baseline (the profile must be pessimistic: baselines only ever lower the floor), and a kernel
