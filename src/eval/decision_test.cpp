@@ -150,7 +150,7 @@ TEST(Decision, ErrorRateUnderTheNullByLooksAndCases) {
     rule.cases = cases;
     rule.max_pairs = 100;
     int wrong = 0;
-    const int runs = 1000;
+    const int runs = 500;
     for (int i = 0; i < runs; ++i) {
       Synthetic s;
       s.rng.seed(static_cast<uint64_t>(i) * 7919 + static_cast<uint64_t>(cases));
@@ -169,7 +169,7 @@ TEST(Decision, ErrorRateUnderTheNullByLooksAndCases) {
   naive.max_pairs = 100;
   double a = naive.alpha;
   int wrong = 0;
-  const int runs = 1000;
+  const int runs = 500;
   for (int i = 0; i < runs; ++i) {
     Synthetic s;
     s.rng.seed(static_cast<uint64_t>(i) * 104729 + 3);
