@@ -82,7 +82,8 @@ json to_json(const Attempt& a) {
                                                                {"early_figures", a.early_figures},
                                                                {"disturbed", a.evidence_disturbed},
                                                                {"retimed", a.retimed},
-                                                               {"margin_demanded", opt(a.margin_demanded)}}},
+                                                               {"margin_demanded", opt(a.margin_demanded)},
+                                                               {"contention", a.decision_contention}}},
               {"contention", a.contention},
               {"label", a.label},
               {"tokens_prompt", a.tokens_prompt},
@@ -140,6 +141,7 @@ Result<Attempt> attempt_from_json(const json& j) {
       a.evidence_disturbed = d->value("disturbed", false);
       a.retimed = d->value("retimed", false);
       a.margin_demanded = get_opt<double>(*d, "margin_demanded");
+      a.decision_contention = d->value("contention", 0.0);
     }
     a.contention = j.value("contention", 0.0);
     a.label = j.value("label", "");
@@ -196,6 +198,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.decision_lower.reset();
   a.decision_upper.reset();
   a.decision_pairs = 0;
+  a.decision_contention = 0;
   a.early_figures = false;
   if (r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable) {
     const eval::IncumbentComparison& c = *r.incumbent;
@@ -206,6 +209,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
     a.early_figures = !c.full_timing;
     a.speedup_vs_incumbent = c.ratio;
     a.contention = std::max(a.contention, c.contention);
+    a.decision_contention = c.contention;
   }
 }
 

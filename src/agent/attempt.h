@@ -68,6 +68,7 @@ struct Attempt {
   int decision_pairs = 0;               // pairs of batches the comparison timed
   bool early_figures = false;           // timings are the comparison's early figures, not the full CI
   double contention = 0;                // the largest median contention of its timings / the comparison
+  double decision_contention = 0;       // the comparison's contention (the evidence a fast verdict rests on)
   bool evidence_disturbed = false;      // the evidence the decision rested on was disturbed
   bool retimed = false;                 // evaluated once more because the first evidence was disturbed
   std::optional<double> margin_demanded;  // still disturbed: speedup_vs_incumbent's lower bound had to exceed this

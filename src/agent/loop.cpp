@@ -595,8 +595,9 @@ void Loop::finalize(Attempt& a, const std::optional<memory::CaseRecord>& source)
         lower = a.speedup_vs_incumbent;
       }
       if (faster && a.evidence_disturbed) {
-        // Still disturbed after re-timing: only a margin beyond the disturbance replaces.
-        double c = std::clamp(std::max(a.contention, compared ? 0.0 : inc->contention), 0.0, 0.9);
+        // Still disturbed after re-timing: only a margin beyond the disturbance of the evidence
+        // the decision rests on (the comparison's pairs; without one, both recorded timings).
+        double c = std::clamp(compared ? a.decision_contention : std::max(a.contention, inc->contention), 0.0, 0.9);
         a.margin_demanded = (1 + m_cfg.min_improvement) / (1 - c);
         faster = lower && *lower > *a.margin_demanded;
       }

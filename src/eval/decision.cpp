@@ -138,6 +138,9 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
   Schedule s = schedule(rule);
   const size_t n0 = s.looks.front();
   const size_t last_look = s.looks.back();
+  // A case whose time is up still gets its second look: at the first the interval is the range
+  // of the pairs, which one interrupted batch can make useless.
+  const size_t min_on_time = s.looks.size() > 1 ? s.looks[1] : n0;
   std::vector<PairSample> pairs;
   CaseRatio est;
   size_t li = 0;
@@ -157,7 +160,7 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
     time_up = time_up || st == PairStatus::time_up;
     size_t n = pairs.size();
     bool scheduled = li < s.looks.size() && n >= s.looks[li];
-    bool out_of_time = time_up && n >= n0;
+    bool out_of_time = time_up && n >= min_on_time;
     if (!scheduled && !out_of_time) continue;
     if (scheduled) ++li;
     est = paired_ratio(pairs, s.alpha, rule.clean_contention, n0);

@@ -8,7 +8,8 @@
 //
 // The rule (stated here and in README "Faster timed verdicts"):
 //   - Each case is sampled in pairs and looked at after n_0, ⌈1.5 n_0⌉, ⌈1.5² n_0⌉, ... pairs up
-//     to max_pairs (the schedule is fixed in advance), plus once when its time is up. At each look
+//     to max_pairs (the schedule is fixed in advance), plus once when its time is up (but not
+//     before the second scheduled look: the first interval is the pairs' range). At each look
 //     the case's interval for log θ_c is the distribution-free order-statistic interval of the
 //     median of the paired log ratios (stats.h, the sign-test interval) at level α' = α / (K·L),
 //     K timed cases, L looks per case: Bonferroni over every look of every case, so all the
@@ -87,7 +88,8 @@ CombinedRatio combine_cases(const std::vector<CaseRatio>& cases, const DecisionR
 // What the sampling callback reports for one pair.
 enum class PairStatus {
   ok,       // a pair was added
-  time_up,  // a pair was added and the case's time is up (stops at the next chance once n_0 pairs exist)
+  time_up,  // a pair was added and the case's time is up (stops at the next chance once the
+            // second scheduled look's pairs exist)
   failed,   // no pair: a kernel failed; the driver returns at once
 };
 
