@@ -71,7 +71,7 @@ struct Attempt {
   double decision_contention = 0;       // the comparison's contention (the evidence a fast verdict rests on)
   bool evidence_disturbed = false;      // the evidence the decision rested on was disturbed
   bool retimed = false;                 // evaluated once more because the first evidence was disturbed
-  std::optional<double> margin_demanded;  // still disturbed: speedup_vs_incumbent's lower bound had to exceed this
+  std::optional<double> margin_demanded;  // still disturbed: speedup_vs_incumbent had to exceed this
   std::string label;                    // outcome label (effective/partial/ineffective/negative)
   int64_t tokens_prompt = 0;            // reported by the provider (or estimated)
   int64_t tokens_completion = 0;

@@ -16,9 +16,10 @@
 // above 1 + min_improvement) is the rule; otherwise the candidate's times are compared with the
 // incumbent's recorded ones. Disturbed evidence (eval::timing_disturbed on a timed case, or a
 // disturbed comparison) never replaces the incumbent alone: the candidate is evaluated once
-// more ("retime" event); if that is disturbed too, the ratio's lower bound must exceed
+// more ("retime" event); if that is disturbed too, the measured speedup must also exceed
 // (1 + min_improvement) / (1 − contention), a margin beyond what the waiting for a CPU could
-// explain (Attempt::margin_demanded). The journal says which happened.
+// explain (contention of the comparison's pairs, or of both recorded timings without one,
+// capped at 0.9; Attempt::margin_demanded). The journal says which happened.
 // r (speedup_vs_parent, which the outcome label is computed from, as the memory computes it):
 // against the parent kernel when the parent is correct and timed, else against the reference;
 // for a replay, the ratio of the speedups vs reference here and at the source case.
