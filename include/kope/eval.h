@@ -119,6 +119,61 @@ struct LibraryConfig {
   std::string forced_note() const;
 };
 
+// Whether a timing was disturbed by other load on the machine (CaseTiming::disturbed: its
+// figures had to use batches that waited for a CPU). The one place the agent asks.
+bool timing_disturbed(const CaseTiming& t);
+// Whether a median contention (the share of runnable time spent waiting for a CPU) is at or
+// above k_clean_contention (2%): used for the comparison's pairs, which have no clean subset.
+bool contention_disturbed(double median_contention);
+
+// --- Fast verdicts: the candidate against the incumbent --------------------------------------
+
+// What the interleaved comparison with the incumbent decided (eval/decision.h states the rule).
+enum class IncumbentDecision {
+  faster,       // "faster_than_incumbent": the ratio's interval lies above 1 + margin
+  slower,       // "slower_than_incumbent": ... below 1
+  not_faster,   // "not_faster_than_incumbent": ... below 1 + margin (as fast, within the margin)
+  undecided,    // "undecided": the time ran out with the interval across 1 + margin (a tie)
+  unavailable,  // "unavailable": the incumbent could not be built or timed (see problem)
+};
+std::string_view incumbent_decision_name(IncumbentDecision d);
+std::optional<IncumbentDecision> parse_incumbent_decision(std::string_view s);
+// The decision for an interval [lower, upper] of incumbent time / candidate time.
+IncumbentDecision classify_ratio_interval(double lower, double upper, double margin);
+
+// One timed case of the comparison.
+struct CaseComparison {
+  int case_index = 0;
+  std::string label;
+  double ratio = 1;      // median of the paired per-batch ratios incumbent / candidate
+  double lower = 0;      // its interval (per look, Bonferroni-corrected); 0 when none exists
+  std::optional<double> upper;  // unset when none exists (infinite)
+  int pairs = 0;         // pairs of batches the estimate used
+  int pairs_total = 0;   // pairs timed
+  int looks = 0;
+  double contention = 0; // median over the pairs of the larger batch contention
+  double seconds = 0;
+};
+
+struct IncumbentComparison {
+  IncumbentDecision decision = IncumbentDecision::unavailable;
+  double ratio = 1;      // geomean over the timed cases of CaseComparison::ratio (> 1: candidate faster)
+  double lower = 0;      // simultaneous interval over all looks and cases, level 1 - alpha
+  std::optional<double> upper;
+  double alpha = 0.05;
+  double margin = 0.01;
+  int pairs = 0;         // over all cases
+  double seconds = 0;    // wall time of the comparison (under the timing lock)
+  // True: a candidate that may become the incumbent was then timed to the full CI with the
+  // reference and library baselines. False: EvalResult::timing holds the comparison's early
+  // figures (the candidate's batches of the comparison, baselines from the cache).
+  bool full_timing = false;
+  bool disturbed = false;  // contention_disturbed(contention)
+  double contention = 0;   // the largest CaseComparison::contention
+  std::vector<CaseComparison> cases;
+  std::string problem;     // unavailable: why (the incumbent did not build, failed, ...)
+};
+
 struct EvalResult {
   Verdict verdict = Verdict::rejected;
   std::string message;      // one line a person (and the model) can act on
@@ -146,9 +201,13 @@ struct EvalResult {
   // part on timings taken under outside load. `kope eval --json`: "disturbed".
   bool disturbed = false;
 
+  // Set when EvalOptions::incumbent_source was given and the candidate was correct and timed.
+  std::optional<IncumbentComparison> incumbent;
+
   // The `kope eval --json` object: verdict, message, op, target, cases[], timing[],
   // speedup_vs_reference, speedup_vs_library, plus the other fields above (library_config as an
-  // object, and library_forced: whether the library's configuration was forced).
+  // object, library_forced: whether the library's configuration was forced; "incumbent" only
+  // when a comparison was asked for).
   std::string to_json() const;
   static Result<EvalResult> from_json(std::string_view text);
 };
@@ -160,6 +219,15 @@ struct EvalOptions {
   double max_seconds_per_case = 10;  // timing cap per timed case
   std::vector<std::string> extra_flags;  // appended to the backend's compile flags
                                          // (only -O, -f, -m, -D, -U, -W, -g; others are a usage error)
+  // Fast verdicts. With the incumbent's source, a correct candidate is timed against the
+  // incumbent in alternating batches, and the timing stops as soon as the sequential rule of
+  // eval/decision.h decides (error rate decision_alpha, per timed case at most
+  // max_seconds_per_case for both kernels together). Only a candidate found faster (by more than
+  // incumbent_margin) is then timed to the full CI with the baselines; the others keep the
+  // comparison's figures (EvalResult::incumbent says which).
+  std::optional<std::string> incumbent_source;
+  double incumbent_margin = 0.01;        // "faster": incumbent / candidate > 1 + this
+  double decision_alpha = 0.05;
 };
 
 // The evaluator interface. The agent loop is tested against a fake implementation.

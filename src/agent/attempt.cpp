@@ -1,5 +1,6 @@
 #include "agent/attempt.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "agent/prompt.h"
@@ -88,6 +89,17 @@ json to_json(const Attempt& a) {
               {"fraction_of_roofline", opt(a.fraction_of_roofline)},
               {"library_config", a.library_config ? eval::library_config_to_json(*a.library_config) : json(nullptr)},
               {"improved", a.improved},
+              {"incumbent_decision", a.decision.empty() ? json(nullptr)
+                                                        : json{{"decision", a.decision},
+                                                               {"lower", opt(a.decision_lower)},
+                                                               {"upper", opt(a.decision_upper)},
+                                                               {"pairs", a.decision_pairs},
+                                                               {"early_figures", a.early_figures},
+                                                               {"disturbed", a.evidence_disturbed},
+                                                               {"retimed", a.retimed},
+                                                               {"margin_demanded", opt(a.margin_demanded)},
+                                                               {"contention", a.decision_contention}}},
+              {"contention", a.contention},
               {"label", a.label},
               {"tokens_prompt", a.tokens_prompt},
               {"tokens_completion", a.tokens_completion},
@@ -136,6 +148,18 @@ Result<Attempt> attempt_from_json(const json& j) {
     a.fraction_of_roofline = get_opt<double>(j, "fraction_of_roofline");
     if (auto lc = j.find("library_config"); lc != j.end() && lc->is_object()) a.library_config = eval::library_config_from_json(*lc);
     a.improved = j.value("improved", false);
+    if (auto d = j.find("incumbent_decision"); d != j.end() && d->is_object()) {
+      a.decision = d->value("decision", "");
+      a.decision_lower = get_opt<double>(*d, "lower");
+      a.decision_upper = get_opt<double>(*d, "upper");
+      a.decision_pairs = d->value("pairs", 0);
+      a.early_figures = d->value("early_figures", false);
+      a.evidence_disturbed = d->value("disturbed", false);
+      a.retimed = d->value("retimed", false);
+      a.margin_demanded = get_opt<double>(*d, "margin_demanded");
+      a.decision_contention = d->value("contention", 0.0);
+    }
+    a.contention = j.value("contention", 0.0);
     a.label = j.value("label", "");
     a.tokens_prompt = j.value("tokens_prompt", int64_t{0});
     a.tokens_completion = j.value("tokens_completion", int64_t{0});
@@ -201,6 +225,32 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.fraction_of_roofline = r.fraction_of_roofline;
   a.eval_seed = r.seed;
   a.eval_seconds = r.wall_seconds;
+  a.contention = 0;
+  for (const auto& t : r.timing) a.contention = std::max(a.contention, t.contention);
+  a.decision.clear();
+  a.decision_lower.reset();
+  a.decision_upper.reset();
+  a.decision_pairs = 0;
+  a.decision_contention = 0;
+  a.early_figures = false;
+  if (r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable) {
+    const eval::IncumbentComparison& c = *r.incumbent;
+    a.decision = std::string(eval::incumbent_decision_name(c.decision));
+    if (c.lower > 0) a.decision_lower = c.lower;
+    a.decision_upper = c.upper;
+    a.decision_pairs = c.pairs;
+    a.early_figures = !c.full_timing;
+    a.speedup_vs_incumbent = c.ratio;
+    a.contention = std::max(a.contention, c.contention);
+    a.decision_contention = c.contention;
+  }
+}
+
+bool eval_disturbed(const eval::EvalResult& r) {
+  for (const auto& t : r.timing) {
+    if (eval::timing_disturbed(t)) return true;
+  }
+  return r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable && r.incumbent->disturbed;
 }
 
 std::optional<double> relative_speed(const std::vector<TimingSummary>& before, const std::vector<TimingSummary>& after) {

@@ -71,6 +71,19 @@ struct Attempt {
   // The library baseline's configuration, and whether the environment forced it.
   std::optional<eval::LibraryConfig> library_config;
   bool improved = false;                // became the incumbent
+  // How the incumbent decision was reached (set when there was an incumbent to beat).
+  // decision: the evaluator's interleaved comparison (eval::incumbent_decision_name), or
+  // "recorded_timings" when the candidate was compared with the incumbent's recorded timings.
+  std::string decision;
+  std::optional<double> decision_lower;  // the interval of speedup_vs_incumbent, when measured
+  std::optional<double> decision_upper;
+  int decision_pairs = 0;               // pairs of batches the comparison timed
+  bool early_figures = false;           // timings are the comparison's early figures, not the full CI
+  double contention = 0;                // the largest median contention of its timings / the comparison
+  double decision_contention = 0;       // the comparison's contention (the evidence a fast verdict rests on)
+  bool evidence_disturbed = false;      // the evidence the decision rested on was disturbed
+  bool retimed = false;                 // evaluated once more because the first evidence was disturbed
+  std::optional<double> margin_demanded;  // still disturbed: speedup_vs_incumbent had to exceed this
   std::string label;                    // outcome label (effective/partial/ineffective/negative)
   int64_t tokens_prompt = 0;            // reported by the provider (or estimated)
   int64_t tokens_completion = 0;
@@ -101,8 +114,13 @@ struct Attempt {
 nlohmann::json to_json(const Attempt& a);
 Result<Attempt> attempt_from_json(const nlohmann::json& j);
 
-// Fills verdict, message, diagnostics, checks and timings from an evaluation.
+// Fills verdict, message, diagnostics, checks and timings from an evaluation (and, when it holds
+// a comparison with the incumbent, decision, its interval, pairs, early_figures, contention).
 void apply_eval_result(Attempt& a, const eval::EvalResult& r);
+
+// Whether an evaluation's timing evidence was disturbed by other load: any timed case
+// (eval::timing_disturbed) or the comparison with the incumbent.
+bool eval_disturbed(const eval::EvalResult& r);
 
 // Geometric mean over the timed cases both have of before.median_us / after.median_us (how much
 // faster `after` is); nullopt when they share no timed case.

@@ -6,6 +6,10 @@
 //   // fake-verdict: wrong_result        (default: correct when kope_kernel is defined)
 //   // fake-time-us: 250                 (per call on every timed case; default: the reference's)
 //   // fake-message: something broke     (the evaluator's one-line message)
+//   // fake-contention: 0.3, 0           (median contention of the timings, one value per
+//                                         evaluation of this source; the last repeats)
+// Given EvalOptions::incumbent_source, it also answers the comparison: the ratio of the two
+// fake times with a ±1% interval, decided by eval::classify_ratio_interval.
 // InMemoryStore implements the whole memory::Store contract in memory (natural-key idempotence,
 // lessons changed by deltas, simple scored retrieval, crediting idempotent per prompt id).
 // ScriptedLlm answers through a function and records every call.

@@ -11,7 +11,15 @@
 // nothing, a replayed kernel from the memory case it came from.
 // Incumbent: replaced only by a candidate correct on every case and faster on the timed cases:
 // the geometric mean over the timed cases of incumbent time / candidate time must exceed
-// 1 + min_improvement (so timing noise alone does not churn it).
+// 1 + min_improvement (so timing noise alone does not churn it). With fast_verdict the
+// evaluator times candidate and incumbent interleaved and its decision (the ratio's interval
+// above 1 + min_improvement) is the rule; otherwise the candidate's times are compared with the
+// incumbent's recorded ones. Disturbed evidence (eval::timing_disturbed on a timed case, or a
+// disturbed comparison) never replaces the incumbent alone: the candidate is evaluated once
+// more ("retime" event); if that is disturbed too, the measured speedup must also exceed
+// (1 + min_improvement) / (1 − contention), a margin beyond what the waiting for a CPU could
+// explain (contention of the comparison's pairs, or of both recorded timings without one,
+// capped at 0.9; Attempt::margin_demanded). The journal says which happened.
 // r (speedup_vs_parent, which the outcome label is computed from, as the memory computes it):
 // against the parent kernel when the parent is correct and timed, else against the reference;
 // for a replay, the ratio of the speedups vs reference here and at the source case.
@@ -74,6 +82,11 @@ struct LoopConfig {
   int replay_limit = 3;              // kernels re-verified per op by the replay policy
   std::optional<uint64_t> seed;      // derives the model's and the evaluator's seeds
   eval::EvalOptions eval_options;
+  // Fast verdicts: a candidate is timed against the incumbent in alternating batches until the
+  // evaluator's sequential rule decides (eval/decision.h); only a candidate found faster is timed
+  // to the full CI. Off: every candidate is timed to the full CI and compared with the
+  // incumbent's recorded timings.
+  bool fast_verdict = true;
   std::vector<double> backoff_seconds = {10, 60};  // waits after the client gave up (rate limit, 5xx)
   int context_shrink_retries = 3;
 };

@@ -599,5 +599,128 @@ TEST(Loop, RewardsFollowTheMemorysStageRewards) {
   EXPECT_NEAR(reward_for(a), std::log(0.5), 1e-12);
 }
 
+// A kernel answer whose timings the FakeEvaluator reports with this contention per evaluation.
+std::string disturbed_answer(const std::string& optimisation, double time_us, const std::string& contention) {
+  std::string a = kernel_answer(optimisation, "correct", time_us);
+  return util::replace_all(a, "// fake-time-us:", "// fake-contention: " + contention + "\n// fake-time-us:");
+}
+
+// With fast verdicts the evaluator times the candidate against the incumbent and its decision is
+// the rule; a clearly slower candidate keeps the comparison's early figures, marked as such, and
+// its speedup vs the parent is the measured ratio. Without, the recorded timings decide.
+TEST(Loop, FastVerdictDecidesAgainstTheIncumbent) {
+  for (bool fast : {true, false}) {
+    Harness h;
+    h.config.max_iterations = 3;
+    h.config.fast_verdict = fast;
+    h.answers = {{1, kernel_answer("a", "correct", 500)}, {2, kernel_answer("b", "correct", 550)}, {3, kernel_answer("c", "correct", 400)}};
+    OpState st;
+    ASSERT_TRUE(h.run(st));
+    ASSERT_EQ(st.attempts.size(), 3u);
+    EXPECT_TRUE(st.attempts[0].decision.empty());  // nothing to beat
+    const Attempt& slower = st.attempts[1];
+    const Attempt& faster = st.attempts[2];
+    EXPECT_FALSE(slower.improved);
+    EXPECT_TRUE(faster.improved);
+    EXPECT_NEAR(*slower.speedup_vs_incumbent, 500.0 / 550, 1e-9);
+    EXPECT_NEAR(*slower.speedup_vs_parent, 500.0 / 550, 1e-9);
+    EXPECT_EQ(slower.label, "ineffective");
+    EXPECT_NEAR(*faster.speedup_vs_incumbent, 1.25, 1e-9);
+    if (fast) {
+      EXPECT_EQ(slower.decision, "slower_than_incumbent");
+      EXPECT_TRUE(slower.early_figures);
+      EXPECT_NEAR(*slower.decision_upper, 500.0 / 550 * 1.01, 1e-9);
+      EXPECT_EQ(slower.decision_pairs, 12 * static_cast<int>(h.op.timed_cases().size()));
+      EXPECT_NE(slower.journal.find("early figures"), std::string::npos) << slower.journal;
+      EXPECT_EQ(faster.decision, "faster_than_incumbent");
+      EXPECT_FALSE(faster.early_figures);
+      EXPECT_NE(faster.journal.find("alternating batches: faster_than_incumbent"), std::string::npos) << faster.journal;
+      // The incumbent's source went to the evaluator with each later candidate.
+      auto json = to_json(slower);
+      EXPECT_EQ(json["incumbent_decision"]["decision"], "slower_than_incumbent");
+      auto back = attempt_from_json(json);
+      ASSERT_TRUE(back);
+      EXPECT_EQ(back->decision, slower.decision);
+      EXPECT_EQ(back->early_figures, true);
+      EXPECT_EQ(back->decision_upper, slower.decision_upper);
+    } else {
+      EXPECT_EQ(slower.decision, "recorded_timings");
+      EXPECT_FALSE(slower.early_figures);
+      EXPECT_NE(slower.journal.find("recorded timings"), std::string::npos) << slower.journal;
+    }
+    EXPECT_EQ(h.evaluator.calls(), 3);
+  }
+}
+
+// A replacement resting on disturbed timing is re-timed once; a clean re-time decides.
+TEST(Loop, DisturbedEvidenceIsRetimedOnce) {
+  for (bool fast : {true, false}) {
+    Harness h;
+    h.config.max_iterations = 2;
+    h.config.fast_verdict = fast;
+    h.answers = {{1, kernel_answer("a", "correct", 500)}, {2, disturbed_answer("b", 400, "0.3, 0")}};
+    OpState st;
+    ASSERT_TRUE(h.run(st));
+    ASSERT_EQ(st.attempts.size(), 2u);
+    const Attempt& b = st.attempts[1];
+    EXPECT_TRUE(b.retimed);
+    EXPECT_FALSE(b.evidence_disturbed);
+    EXPECT_TRUE(b.improved);
+    EXPECT_FALSE(b.margin_demanded);
+    EXPECT_EQ(h.evaluator.calls(), 3);
+    auto retimes = h.events_of("retime");
+    ASSERT_EQ(retimes.size(), 1u);
+    EXPECT_EQ(retimes[0]["iteration"], 2);
+    EXPECT_NEAR(retimes[0]["contention"].get<double>(), 0.3, 1e-9);
+    EXPECT_NE(b.journal.find("timed once more"), std::string::npos) << b.journal;
+  }
+}
+
+// Disturbed again after the re-time: only a margin beyond the disturbance replaces the
+// incumbent. 25% faster with 30% contention is not enough ((1.01 / 0.7) = 1.44x needed); 2x is.
+TEST(Loop, DisturbedEvidenceAloneDoesNotReplaceTheIncumbent) {
+  for (bool fast : {true, false}) {
+    Harness h;
+    h.config.max_iterations = 4;
+    h.config.fast_verdict = fast;
+    h.answers = {{1, kernel_answer("a", "correct", 500)},
+                 {2, disturbed_answer("b", 400, "0.3")},
+                 {3, disturbed_answer("c", 250, "0.3")},
+                 {4, disturbed_answer("d", 300, "0.3")}};  // slower than c: no re-time at all
+    OpState st;
+    ASSERT_TRUE(h.run(st));
+    ASSERT_EQ(st.attempts.size(), 4u);
+    const Attempt& b = st.attempts[1];
+    EXPECT_TRUE(b.retimed);
+    EXPECT_TRUE(b.evidence_disturbed);
+    EXPECT_FALSE(b.improved) << b.journal;
+    ASSERT_TRUE(b.margin_demanded);
+    EXPECT_NEAR(*b.margin_demanded, 1.01 / 0.7, 1e-9);
+    EXPECT_NE(b.journal.find("so the incumbent stays"), std::string::npos) << b.journal;
+    const Attempt& c = st.attempts[2];
+    EXPECT_TRUE(c.retimed);
+    EXPECT_TRUE(c.improved) << c.journal;
+    EXPECT_TRUE(c.margin_demanded);
+    EXPECT_NE(c.journal.find("which it had"), std::string::npos) << c.journal;
+    const Attempt& d = st.attempts[3];
+    EXPECT_FALSE(d.retimed);
+    EXPECT_FALSE(d.improved);
+    EXPECT_EQ(st.incumbent()->iteration, 3);
+    EXPECT_EQ(h.events_of("retime").size(), 2u);
+    EXPECT_EQ(h.evaluator.calls(), 6);
+    // The decision's evidence is in the logged attempt.
+    bool found = false;
+    for (const auto& e : h.events_of("attempt")) {
+      if (e["attempt"]["iteration"] == 2) {
+        found = true;
+        EXPECT_TRUE(e["attempt"]["incumbent_decision"]["disturbed"].get<bool>());
+        EXPECT_TRUE(e["attempt"]["incumbent_decision"]["retimed"].get<bool>());
+        EXPECT_FALSE(e["attempt"]["incumbent_decision"]["margin_demanded"].is_null());
+      }
+    }
+    EXPECT_TRUE(found);
+  }
+}
+
 }  // namespace
 }  // namespace kope::agent

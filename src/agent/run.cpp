@@ -72,7 +72,8 @@ json loop_config_to_json(const LoopConfig& c) {
               {"passive_retrieval_limit", c.passive_retrieval_limit},
               {"replay_limit", c.replay_limit},
               {"seed", c.seed ? json(*c.seed) : json(nullptr)},
-              {"eval", {{"target_ci", c.eval_options.target_ci}, {"max_seconds_per_case", c.eval_options.max_seconds_per_case}}},
+              {"eval", {{"target_ci", c.eval_options.target_ci}, {"max_seconds_per_case", c.eval_options.max_seconds_per_case},
+                        {"fast_verdict", c.fast_verdict}}},
               {"backoff_seconds", c.backoff_seconds},
               {"context_shrink_retries", c.context_shrink_retries}};
 }
@@ -105,6 +106,7 @@ Result<LoopConfig> loop_config_from_json(const json& j) {
     if (!j.at("seed").is_null()) c.seed = j.at("seed").get<uint64_t>();
     c.eval_options.target_ci = j.at("eval").at("target_ci").get<double>();
     c.eval_options.max_seconds_per_case = j.at("eval").at("max_seconds_per_case").get<double>();
+    c.fast_verdict = j.at("eval").value("fast_verdict", true);
     c.backoff_seconds = j.at("backoff_seconds").get<std::vector<double>>();
     c.context_shrink_retries = j.at("context_shrink_retries").get<int>();
     return c;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/library.h"
+#include "eval/measure.h"
 #include "kope/eval.h"
 
 namespace kope::eval {
@@ -35,7 +36,72 @@ std::optional<double> get_optional(const json& j, const char* key) {
   return it->get<double>();
 }
 
+json comparison_json(const IncumbentComparison& c) {
+  json cases = json::array();
+  for (const auto& k : c.cases) {
+    cases.push_back({{"case", k.case_index},
+                     {"label", k.label},
+                     {"ratio", number(k.ratio)},
+                     {"lower", number(k.lower)},
+                     {"upper", optional_number(k.upper)},
+                     {"pairs", k.pairs},
+                     {"pairs_total", k.pairs_total},
+                     {"looks", k.looks},
+                     {"contention", number(k.contention)},
+                     {"seconds", number(k.seconds)}});
+  }
+  return {{"decision", std::string(incumbent_decision_name(c.decision))},
+          {"ratio", number(c.ratio)},
+          {"lower", number(c.lower)},
+          {"upper", optional_number(c.upper)},
+          {"alpha", number(c.alpha)},
+          {"margin", number(c.margin)},
+          {"pairs", c.pairs},
+          {"seconds", number(c.seconds)},
+          {"full_timing", c.full_timing},
+          {"disturbed", c.disturbed},
+          {"contention", number(c.contention)},
+          {"cases", cases},
+          {"problem", c.problem.empty() ? json(nullptr) : json(c.problem)}};
+}
+
+IncumbentComparison comparison_from(const json& j) {
+  IncumbentComparison c;
+  c.decision = parse_incumbent_decision(j.value("decision", "unavailable")).value_or(IncumbentDecision::unavailable);
+  c.ratio = get_number(j, "ratio", 1);
+  c.lower = get_number(j, "lower");
+  c.upper = get_optional(j, "upper");
+  c.alpha = get_number(j, "alpha", 0.05);
+  c.margin = get_number(j, "margin", 0.01);
+  c.pairs = j.value("pairs", 0);
+  c.seconds = get_number(j, "seconds");
+  c.full_timing = j.value("full_timing", false);
+  c.disturbed = j.value("disturbed", false);
+  c.contention = get_number(j, "contention");
+  for (const auto& k : j.value("cases", json::array())) {
+    CaseComparison cc;
+    cc.case_index = k.value("case", 0);
+    cc.label = k.value("label", "");
+    cc.ratio = get_number(k, "ratio", 1);
+    cc.lower = get_number(k, "lower");
+    cc.upper = get_optional(k, "upper");
+    cc.pairs = k.value("pairs", 0);
+    cc.pairs_total = k.value("pairs_total", 0);
+    cc.looks = k.value("looks", 0);
+    cc.contention = get_number(k, "contention");
+    cc.seconds = get_number(k, "seconds");
+    c.cases.push_back(std::move(cc));
+  }
+  auto p = j.find("problem");
+  if (p != j.end() && p->is_string()) c.problem = p->get<std::string>();
+  return c;
+}
+
 }  // namespace
+
+bool contention_disturbed(double median_contention) { return median_contention >= k_clean_contention; }
+
+bool timing_disturbed(const CaseTiming& t) { return t.disturbed; }
 
 std::string_view verdict_name(Verdict v) {
   for (const auto& [verdict, name] : k_names) {
@@ -108,6 +174,7 @@ std::string EvalResult::to_json() const {
   j["compile_cached"] = compile_cached;
   j["wall_seconds"] = number(wall_seconds);
   j["disturbed"] = disturbed;
+  if (incumbent) j["incumbent"] = comparison_json(*incumbent);
   return j.dump(2);
 }
 
@@ -170,6 +237,7 @@ Result<EvalResult> EvalResult::from_json(std::string_view text) {
     r.compile_cached = j.value("compile_cached", false);
     r.wall_seconds = get_number(j, "wall_seconds");
     r.disturbed = j.value("disturbed", false);
+    if (auto it = j.find("incumbent"); it != j.end() && it->is_object()) r.incumbent = comparison_from(*it);
     return r;
   } catch (const json::exception& e) {
     return fail(ErrorKind::corrupt, "evaluation result JSON is unreadable: {}", e.what());

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <ctime>
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -25,6 +26,7 @@
 
 #include "eval/backend.h"
 #include "eval/library.h"
+#include "eval/decision.h"
 #include "eval/measure.h"
 #include "eval/stats.h"
 #include "util/file_lock.h"
@@ -484,6 +486,130 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   return g;
 }
 
+// --- fast verdicts: the candidate against the incumbent ------------------------------------------
+
+struct ComparisonRun {
+  IncumbentComparison comparison;
+  std::vector<TimingOutcome> candidate;  // per timed case, in order (every case when it ran through)
+  // The candidate failed while being timed: the timed case's index and what happened.
+  std::optional<std::pair<int, Violation>> violation;
+};
+
+// Times the candidate and the incumbent case by case in alternating batches (the order within a
+// pair alternates too) and stops each case as the rule of eval/decision.h allows; the candidate
+// then gets its fresh-data check on each case. An incumbent that fails makes the comparison
+// `unavailable` (problem says why), never the candidate's verdict. The caller holds the timing lock.
+Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::vector<const spec::Case*>& timed,
+                                             const std::function<Result<CaseData*>(size_t)>& case_data, Session& candidate,
+                                             Session& incumbent, const TimingPlan& cand_plan, const EvalOptions& eo,
+                                             std::mt19937_64& rng) {
+  ComparisonRun run;
+  IncumbentComparison& cmp = run.comparison;
+  cmp.alpha = eo.decision_alpha;
+  cmp.margin = eo.incumbent_margin;
+  DecisionRule rule;
+  rule.alpha = eo.decision_alpha;
+  rule.margin = eo.incumbent_margin;
+  rule.cases = static_cast<int>(timed.size());
+  rule.precision = std::max(0.005, eo.target_ci / 2);
+  rule.clean_contention = k_clean_contention;
+  TimingPlan inc_plan = cand_plan;
+  inc_plan.fresh_check = false;
+  auto t0 = Clock::now();
+  std::vector<CaseRatio> estimates;
+  for (const spec::Case* c : timed) {
+    KOPE_ASSIGN(CaseData * data, case_data(static_cast<size_t>(c->index)));
+    CaseTimer ct(candidate, op, *c, *data, cand_plan, rng());
+    CaseTimer it(incumbent, op, *c, *data, inc_plan, rng());
+    KOPE_ASSIGN(bool ok, ct.prepare());
+    if (!ok) {
+      run.violation = {c->index, *ct.outcome().violation};
+      return run;
+    }
+    KOPE_ASSIGN(ok, it.prepare());
+    auto incumbent_failed = [&](const TimingOutcome& t) {
+      cmp.decision = IncumbentDecision::unavailable;
+      cmp.problem = fmt::format("the incumbent failed while being timed on case {} ({}): {}", c->index, op.case_label(*c),
+                                t.violation ? t.violation->message : std::string("?"));
+      run.candidate.clear();
+      return run;
+    };
+    if (!ok) return incumbent_failed(it.outcome());
+    auto case_start = Clock::now();
+    std::optional<Error> error;
+    bool cand_failed = false, inc_failed = false;
+    size_t index = 0;
+    auto next = [&](PairSample& p) -> PairStatus {
+      // Which kernel goes first alternates, so neither always inherits the other's cache state.
+      CaseTimer* order[2] = {&ct, &it};
+      if (index++ % 2 == 1) std::swap(order[0], order[1]);
+      for (CaseTimer* t : order) {
+        auto r = t->sample();
+        if (!r) {
+          error = r.error();
+          return PairStatus::failed;
+        }
+        if (!*r) {
+          (t == &ct ? cand_failed : inc_failed) = true;
+          return PairStatus::failed;
+        }
+      }
+      TimingOutcome oc = ct.outcome(), oi = it.outcome();
+      p.candidate = oc.samples_s.back();
+      p.incumbent = oi.samples_s.back();
+      p.contention = std::max(oc.contention.empty() ? 0.0 : oc.contention.back(), oi.contention.empty() ? 0.0 : oi.contention.back());
+      double elapsed = std::chrono::duration<double>(Clock::now() - case_start).count();
+      return elapsed >= eo.max_seconds_per_case ? PairStatus::time_up : PairStatus::ok;
+    };
+    CaseRatio est = run_case(rule, next);
+    if (error) return std::unexpected(*error);
+    if (cand_failed) {
+      run.violation = {c->index, *ct.outcome().violation};
+      return run;
+    }
+    if (inc_failed) return incumbent_failed(it.outcome());
+    if (cand_plan.fresh_check) {
+      KOPE_ASSIGN(bool fresh_ok, ct.fresh_check());
+      if (!fresh_ok) {
+        run.violation = {c->index, *ct.outcome().violation};
+        return run;
+      }
+    }
+    CaseComparison cc;
+    cc.case_index = c->index;
+    cc.label = op.case_label(*c);
+    cc.ratio = est.ratio;
+    cc.lower = est.lower;
+    if (std::isfinite(est.upper)) cc.upper = est.upper;
+    cc.pairs = static_cast<int>(est.pairs);
+    cc.pairs_total = static_cast<int>(est.pairs_total);
+    cc.looks = est.looks;
+    cc.contention = est.contention;
+    cc.seconds = std::chrono::duration<double>(Clock::now() - case_start).count();
+    cmp.pairs += cc.pairs_total;
+    cmp.contention = std::max(cmp.contention, cc.contention);
+    cmp.cases.push_back(std::move(cc));
+    estimates.push_back(est);
+    run.candidate.push_back(ct.outcome());
+  }
+  CombinedRatio combined = combine_cases(estimates, rule);
+  cmp.decision = combined.decision;
+  cmp.ratio = combined.ratio;
+  cmp.lower = combined.lower;
+  if (std::isfinite(combined.upper)) cmp.upper = combined.upper;
+  cmp.disturbed = contention_disturbed(cmp.contention);
+  cmp.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return run;
+}
+
+std::string describe_comparison(const IncumbentComparison& c) {
+  if (c.decision == IncumbentDecision::unavailable) return "no comparison with the incumbent: " + c.problem;
+  return fmt::format("vs the incumbent: {} ({:.3g}x, interval [{:.3g}, {}] at {:.0f}%, {} pairs of batches, {:.1f} s{}){}",
+                     incumbent_decision_name(c.decision), c.ratio, c.lower, c.upper ? fmt::format("{:.3g}", *c.upper) : "inf",
+                     100 * (1 - c.alpha), c.pairs, c.seconds, c.disturbed ? fmt::format(", disturbed: {:.0f}% contention", 100 * c.contention) : "",
+                     c.full_timing ? "" : "; timings are the comparison's early figures");
+}
+
 // --- the evaluator -----------------------------------------------------------------------------
 
 class SandboxedEvaluator final : public Evaluator {
@@ -541,6 +667,13 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   Trace trace;
   ReferencePipeline ref(*m_backend, op, res.seed, options.time, m_options);
   ref.start();
+  // Fast verdicts: the incumbent is built beside the candidate (normally a compile-cache hit).
+  std::future<Result<BuildOutcome>> incumbent_build;
+  if (options.time && options.incumbent_source && !op.timed_cases().empty()) {
+    incumbent_build = std::async(std::launch::async, [this, &op, &options] {
+      return m_backend->build_candidate(op, *options.incumbent_source, options.extra_flags);
+    });
+  }
 
   // Compiles and verification hold the machine lock shared: they wait while any kope times.
   KOPE_ASSIGN(util::SharedLock build_work, util::lock_for_work());
@@ -621,24 +754,40 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
 
   // --library-config best selects (and caches) the library's configuration before the lock.
   KOPE_ASSIGN(LibraryChoice library_choice, choose_library(m_hw, op, m_options, options));
+  // The incumbent (fast verdicts): its build was started beside the candidate's.
+  std::unique_ptr<Session> incumbent_session;
+  std::optional<IncumbentComparison> comparison;
+  if (incumbent_build.valid()) {
+    comparison.emplace();
+    comparison->alpha = options.decision_alpha;
+    comparison->margin = options.incumbent_margin;
+    auto ib = incumbent_build.get();
+    if (!ib) {
+      comparison->problem = "the incumbent could not be built: " + ib.error().message;
+    } else if (ib->status != BuildOutcome::Status::ok) {
+      comparison->problem = "the incumbent did not build: " + ib->message;
+    } else {
+      auto is = Session::start(ib->shared_object, m_backend->runner_options(proto::Mode::candidate, in + out), in, out);
+      if (!is) {
+        comparison->problem = "the incumbent's runner did not start: " + is.error().message;
+      } else if ((*is)->failure()) {
+        comparison->problem = "the incumbent cannot be loaded: " + (*is)->failure()->message;
+      } else {
+        incumbent_session = std::move(*is);
+      }
+    }
+    trace(fmt::format("incumbent {}", incumbent_session ? "ready" : comparison->problem));
+  }
+
   // Timing: exclusive on this machine.
   KOPE_ASSIGN(Session * ref_session, ref.session());
   KOPE_ASSIGN(util::SharedLock lock, util::lock_for_timing());
   trace("timing lock held");
   std::unique_ptr<Session> library_session;
   std::vector<double> vs_ref, vs_lib, fractions;
-  for (const spec::Case* c : timed) {
-    KOPE_ASSIGN(CaseData * data, ref.wait(static_cast<size_t>(c->index)));
-    KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
-                                               options, rng(), library_choice));
-    const TimingOutcome& t = *g.candidate;
-    trace(fmt::format("case {}: timed", c->index));
-    if (t.violation) {
-      lock.release();
-      res.timing.clear();
-      return fail_verdict(t.violation->verdict, fmt::format("case {} ({}): {}", c->index, op.case_label(*c), t.violation->message),
-                          op.cases.size(), "");
-    }
+  // One timed case's figures from the candidate's timing and the baselines; a failure verdict
+  // (CPU fallback, below the floor) when the figures show the work is not being done.
+  auto add_case = [&](const spec::Case* c, const TimingOutcome& t, const GroupResult& g) -> std::optional<std::pair<Verdict, std::string>> {
     const BaselineResult& rb = g.reference;
     const std::optional<BaselineResult>& lb = g.library;
     CaseTiming ct;
@@ -646,7 +795,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     ct.label = op.case_label(*c);
     ct.median_us = t.median_s * 1e6;
     ct.ci95_us = t.ci95_s * 1e6;
-    for (double s : t.samples_s) ct.samples_us.push_back(s * 1e6);
+    for (double smp : t.samples_s) ct.samples_us.push_back(smp * 1e6);
     ct.calls_per_batch = t.calls_per_batch;
     ct.reference_us = rb.timing->median_us;
     ct.reference_ci95_us = rb.timing->ci95_us;
@@ -679,11 +828,9 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       // The bound is loose on purpose: the wall time includes downloading the outputs, which
       // for a memory-bound kernel on a fast GPU is 100x its device time.
       if (wall > 1e-3 && t.median_s < 0.001 * wall) {
-        lock.release();
-        return fail_verdict(Verdict::rejected,
-                            fmt::format("case {} ({}): the device ran kernels for {:.3g} µs of a {:.3g} µs call: the work is not being done "
-                                        "on the device (CPU fallback)", c->index, ct.label, t.median_s * 1e6, wall * 1e6),
-                            op.cases.size(), "");
+        return std::pair{Verdict::rejected,
+                         fmt::format("case {} ({}): the device ran kernels for {:.3g} µs of a {:.3g} µs call: the work is not being done "
+                                     "on the device (CPU fallback)", c->index, ct.label, t.median_s * 1e6, wall * 1e6)};
       }
     }
     ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
@@ -706,17 +853,65 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       notes += (notes.empty() ? "" : "\n") + *note;
     }
     if (ct.floor_us > 0 && ct.median_us < m_options.floor_margin * ct.floor_us) {
-      lock.release();
-      return fail_verdict(Verdict::rejected,
-                          fmt::format("case {} ({}): {:.3g} µs per call is below the hardware floor of {:.3g} µs for {:.3g} flop and "
-                                      "{} (x{} margin): not physically possible here, so the work is not being done",
-                                      c->index, ct.label, ct.median_us, ct.floor_us, flops, util::human_bytes(bytes), m_options.floor_margin),
-                          op.cases.size(), "");
+      return std::pair{Verdict::rejected,
+                       fmt::format("case {} ({}): {:.3g} µs per call is below the hardware floor of {:.3g} µs for {:.3g} flop and "
+                                   "{} (x{} margin): not physically possible here, so the work is not being done",
+                                   c->index, ct.label, ct.median_us, ct.floor_us, flops, util::human_bytes(bytes), m_options.floor_margin)};
     }
     vs_ref.push_back(ct.reference_us / ct.median_us);
     if (ct.library_us) vs_lib.push_back(*ct.library_us / ct.median_us);
     if (ct.fraction_of_roofline > 0) fractions.push_back(ct.fraction_of_roofline);
     res.timing.push_back(std::move(ct));
+    return std::nullopt;
+  };
+  auto timing_failed = [&](const spec::Case* c, const Violation& v) {
+    lock.release();
+    res.timing.clear();
+    return fail_verdict(v.verdict, fmt::format("case {} ({}): {}", c->index, op.case_label(*c), v.message), op.cases.size(), "");
+  };
+
+  bool full = true;
+  if (incumbent_session) {
+    TimingPlan cand_plan = make_plan(m_options, options, true, m_backend->device_clock());
+    KOPE_ASSIGN(ComparisonRun run, compare_with_incumbent(op, timed, [&](size_t i) { return ref.wait(i); }, *session,
+                                                          *incumbent_session, cand_plan, options, rng));
+    incumbent_session->close();
+    incumbent_session.reset();
+    trace(fmt::format("compared with the incumbent: {}", incumbent_decision_name(run.comparison.decision)));
+    if (run.violation) {
+      const spec::Case* c = *std::find_if(timed.begin(), timed.end(), [&](const spec::Case* x) { return x->index == run.violation->first; });
+      return timing_failed(c, run.violation->second);
+    }
+    comparison = run.comparison;
+    if (comparison->decision != IncumbentDecision::faster && comparison->decision != IncumbentDecision::unavailable) {
+      // Not a new incumbent: the comparison's figures stand, with the (cached) baselines.
+      full = false;
+      for (size_t i = 0; i < timed.size(); ++i) {
+        const spec::Case* c = timed[i];
+        KOPE_ASSIGN(CaseData * data, ref.wait(static_cast<size_t>(c->index)));
+        KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, nullptr, ref_session, &library_session, m_options,
+                                                   options, rng(), library_choice));
+        if (auto bad = add_case(c, run.candidate[i], g)) {
+          lock.release();
+          return fail_verdict(bad->first, bad->second, op.cases.size(), "");
+        }
+      }
+    }
+  }
+  if (comparison) comparison->full_timing = full;
+  if (full) {
+    for (const spec::Case* c : timed) {
+      KOPE_ASSIGN(CaseData * data, ref.wait(static_cast<size_t>(c->index)));
+      KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
+                                                 options, rng(), library_choice));
+      const TimingOutcome& t = *g.candidate;
+      trace(fmt::format("case {}: timed", c->index));
+      if (t.violation) return timing_failed(c, *t.violation);
+      if (auto bad = add_case(c, t, g)) {
+        lock.release();
+        return fail_verdict(bad->first, bad->second, op.cases.size(), "");
+      }
+    }
   }
   lock.release();
   session->close();
@@ -732,6 +927,14 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
                             res.speedup_vs_library ? fmt::format(", {:.3g}x the library's{}", *res.speedup_vs_library, forced) : std::string(),
                             res.timing.size(), res.timing.size() == 1 ? "" : "s");
   if (res.disturbed) res.message += fmt::format("; timing disturbed by other load on {} of {} timed cases", disturbed, res.timing.size());
+  if (comparison) {
+    if (comparison->decision == IncumbentDecision::unavailable) {
+      notes += (notes.empty() ? "" : "\n") + describe_comparison(*comparison);
+    } else {
+      res.message += "; " + describe_comparison(*comparison);
+    }
+    res.incumbent = comparison;
+  }
   res.diagnostics = notes;
   return finish(res);
 }

@@ -63,6 +63,118 @@ TEST(Evaluator, ReferenceAgainstItselfIsOne) {
   EXPECT_TRUE(machine_damage().empty()) << machine_damage();
 }
 
+// A single-threaded matmul the compiler vectorises (no OpenMP, so a loaded machine slows it no
+// more than the reference); about an order of magnitude faster than the op's scalar,
+// double-accumulating reference.
+const char* k_matmul_ikj = R"(
+#include <cstdint>
+#include <cstring>
+extern "C" void kope_kernel(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
+  for (int64_t i = 0; i < M; ++i) {
+    float* c = C + i * N;
+    std::memset(c, 0, static_cast<size_t>(N) * sizeof(float));
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = A[i * K + k];
+      const float* b = B + k * N;
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+    }
+  }
+}
+)";
+
+// Fast verdicts: two real kernels of very different speed (the op's own double-accumulating
+// reference and a vectorised one), each timed against the other with a tiny cap. The slow one
+// is found slower and keeps the comparison's early figures; the fast one is found faster and
+// then timed to the full CI with the baselines. A kernel against itself is never "faster". An
+// incumbent that does not build leaves the candidate's verdict and full timing as they were.
+// A decision in the wrong direction fails at once; an `undecided` one (heavy outside load can
+// leave the interval wide within the cap) is measured again, up to three times.
+TEST(Evaluator, FastVerdictAgainstTheIncumbent) {
+  spec::OpSpec op = test_op("matmul_small");
+  auto slow = util::read_file(op.reference_path);
+  ASSERT_TRUE(slow);
+  std::string fast = k_matmul_ikj;
+  auto eo = test_eval_options(true);
+  eo.max_seconds_per_case = 1;
+  auto judge = [&](const std::string& candidate, const std::string& incumbent, eval::IncumbentDecision want,
+                   std::vector<eval::IncumbentDecision> wrong) -> std::optional<eval::EvalResult> {
+    eo.incumbent_source = incumbent;
+    std::string log;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto r = evaluator().evaluate(op, unique_comment() + candidate, eo);
+      if (!r) {
+        ADD_FAILURE() << r.error().message;
+        return std::nullopt;
+      }
+      if (r->verdict != eval::Verdict::correct || !r->incumbent) {
+        ADD_FAILURE() << r->message;
+        return std::nullopt;
+      }
+      for (auto w : wrong) EXPECT_NE(r->incumbent->decision, w) << r->message;
+      if (r->incumbent->decision == want) return *r;
+      log += r->message + "\n";
+    }
+    ADD_FAILURE() << "no decision in three tries:\n" << log;
+    return std::nullopt;
+  };
+
+  auto r = judge(*slow, fast, eval::IncumbentDecision::slower, {eval::IncumbentDecision::faster});
+  ASSERT_TRUE(r);
+  const eval::IncumbentComparison& lose = *r->incumbent;
+  EXPECT_FALSE(lose.full_timing);
+  EXPECT_LT(lose.ratio, 1.0);
+  ASSERT_TRUE(lose.upper);
+  EXPECT_LT(*lose.upper, 1.0);
+  ASSERT_EQ(lose.cases.size(), 1u);
+  EXPECT_GT(lose.cases[0].pairs, 0);
+  EXPECT_NE(r->message.find("slower_than_incumbent"), std::string::npos) << r->message;
+  EXPECT_NE(r->message.find("early figures"), std::string::npos) << r->message;
+  // The early figures are a full record: time, reference, roofline, speedups.
+  ASSERT_EQ(r->timing.size(), 1u);
+  EXPECT_GT(r->timing[0].median_us, 0);
+  EXPECT_GT(r->timing[0].reference_us, 0);
+  EXPECT_EQ(static_cast<int>(r->timing[0].samples_us.size()), lose.cases[0].pairs_total);
+  ASSERT_TRUE(r->speedup_vs_reference);
+  auto back = eval::EvalResult::from_json(r->to_json());
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(back->incumbent);
+  EXPECT_EQ(back->incumbent->decision, lose.decision);
+  EXPECT_EQ(back->incumbent->cases.size(), 1u);
+
+  r = judge(fast, *slow, eval::IncumbentDecision::faster, {eval::IncumbentDecision::slower, eval::IncumbentDecision::not_faster});
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->incumbent->full_timing);
+  EXPECT_GT(r->incumbent->lower, 1.01);
+  ASSERT_EQ(r->timing.size(), 1u);
+  EXPECT_GT(r->timing[0].reference_us / r->timing[0].median_us, 1.0);
+
+  eo.incumbent_source = fast;
+  auto same = evaluator().evaluate(op, unique_comment() + fast, eo);
+  ASSERT_TRUE(same) << same.error().message;
+  ASSERT_TRUE(same->incumbent);
+  EXPECT_NE(same->incumbent->decision, eval::IncumbentDecision::faster) << same->message;
+
+  eo.incumbent_source = std::string("int broken(");
+  auto broken = evaluator().evaluate(op, unique_comment() + fast, eo);
+  ASSERT_TRUE(broken) << broken.error().message;
+  EXPECT_EQ(broken->verdict, eval::Verdict::correct) << broken->message;
+  ASSERT_TRUE(broken->incumbent);
+  EXPECT_EQ(broken->incumbent->decision, eval::IncumbentDecision::unavailable);
+  EXPECT_TRUE(broken->incumbent->full_timing);
+  EXPECT_NE(broken->incumbent->problem.find("did not build"), std::string::npos) << broken->incumbent->problem;
+  EXPECT_NE(broken->diagnostics.find("no comparison with the incumbent"), std::string::npos) << broken->diagnostics;
+  EXPECT_EQ(broken->timing.size(), 1u);
+
+  // Without an incumbent the result has no comparison (and its JSON no "incumbent").
+  eo.incumbent_source.reset();
+  auto plain = evaluator().evaluate(op, unique_comment() + fast, eo);
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_FALSE(plain->incumbent);
+  EXPECT_EQ(plain->to_json().find("\"incumbent\""), std::string::npos);
+  EXPECT_TRUE(machine_damage().empty()) << machine_damage();
+}
+
 // A time below the hardware's floor is rejected, not celebrated. Here the profile claims a
 // machine so slow that any real time undercuts it; the floor then falls to the fastest trusted
 // baseline (the profile must be pessimistic: baselines only ever lower the floor), and a kernel

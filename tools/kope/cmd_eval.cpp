@@ -106,6 +106,18 @@ std::string eval_text(const eval::EvalResult& r, const spec::OpSpec& op, int thr
     }
   }
   if (r.library_config) out += "library: " + r.library_config->describe() + "\n";
+  if (r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable) {
+    const eval::IncumbentComparison& c = *r.incumbent;
+    out += fmt::format("\nvs the incumbent (alternating batches, {:.0f}% interval): {}, {:.3g}x [{:.3g}, {}], {} pairs in {:.1f} s{}\n",
+                       100 * (1 - c.alpha), eval::incumbent_decision_name(c.decision), c.ratio, c.lower,
+                       c.upper ? fmt::format("{:.3g}", *c.upper) : "inf", c.pairs, c.seconds,
+                       c.full_timing ? "" : " (timings above: the comparison's early figures)");
+    for (const auto& k : c.cases) {
+      out += fmt::format("  case {}: {:.3g}x [{:.3g}, {}], {} of {} pairs, {} looks{}\n", k.case_index, k.ratio, k.lower,
+                         k.upper ? fmt::format("{:.3g}", *k.upper) : "inf", k.pairs, k.pairs_total, k.looks,
+                         eval::contention_disturbed(k.contention) ? fmt::format(", disturbed ({:.0f}% contention)", 100 * k.contention) : "");
+    }
+  }
   out += fmt::format("\ncompile {:.2f} s{}, total {:.2f} s\n", r.compile_seconds, r.compile_cached ? " (cached)" : "", r.wall_seconds);
   return out;
 }
@@ -125,9 +137,16 @@ void register_eval_command(CLI::App& app, Action& action) {
     bool refresh = false;
     std::string backend = "cpu";
     std::string library_config = "environment";
+    std::string incumbent;
+    double margin = 0.01;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("kernel", o->kernel, "The kernel's source file (C++, OpenCL C or CUDA, per --backend)")->required();
+  cmd->add_option("--incumbent", o->incumbent,
+                  "A kernel to beat: time both in alternating batches and stop as soon as \"faster or not\" is clear; only a faster "
+                  "kernel is timed to the full CI");
+  cmd->add_option("--margin", o->margin, "With --incumbent: faster means more than 1 + this times the incumbent's speed (0.01)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--backend", o->backend, "cpu (C++), opencl (OpenCL C on PoCL), cuda (.cu, needs a GPU), ascend; see `kope backends`")
       ->check(CLI::IsMember({"cpu", "opencl", "cuda", "ascend"}));
   cmd->add_option("--op", o->op, "Operator name (from the suite) or path to an op folder")->required();
@@ -159,6 +178,11 @@ void register_eval_command(CLI::App& app, Action& action) {
       eo.max_seconds_per_case = o->max_seconds;
       eo.target_ci = o->target_ci;
       eo.extra_flags = o->flags;
+      if (!o->incumbent.empty()) {
+        KOPE_ASSIGN(std::string incumbent, util::read_file(o->incumbent));
+        eo.incumbent_source = std::move(incumbent);
+        eo.incumbent_margin = o->margin;
+      }
       KOPE_ASSIGN(eval::EvalResult r, evaluator->evaluate(op, source, eo));
       if (o->json) {
         print(r.to_json() + "\n");

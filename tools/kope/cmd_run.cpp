@@ -89,6 +89,7 @@ struct RunOptions {
   double eval_ci = 0;
   double eval_max_seconds = 0;
   std::string library_config = "environment";
+  bool full_timing = false;
 };
 
 // Options that define a run; with --resume the run's own configuration is used instead.
@@ -96,7 +97,7 @@ const std::vector<std::string> k_defining = {"--ops", "--level", "--backend", "-
                                              "--time-limit", "--roofline-target", "--patience", "--context", "--memory",
                                              "--run-dir", "--seed", "--policy", "--no-reflect", "--suite",
                                              "--replay-limit", "--window", "--generation", "--recency-reserve",
-                                             "--eval-ci", "--eval-max-seconds", "--library-config"};
+                                             "--eval-ci", "--eval-max-seconds", "--library-config", "--full-timing"};
 
 std::string shell_quote(const std::string& s) {
   if (s.find_first_of(" \t'\"\\$`") == std::string::npos) return s;
@@ -151,6 +152,7 @@ Result<agent::RunConfig> new_config(const RunOptions& o, const std::optional<llm
   l.replay_limit = o.replay_limit > 0 ? o.replay_limit : 2;
   l.eval_options.target_ci = o.eval_ci > 0 ? o.eval_ci : (replay ? 0.05 : 0.02);
   l.eval_options.max_seconds_per_case = o.eval_max_seconds > 0 ? o.eval_max_seconds : (replay ? 2.0 : 10.0);
+  l.fast_verdict = !o.full_timing;
   (void)ops;
   return c;
 }
@@ -405,6 +407,9 @@ void register_run(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"environment", "best"}));
   cmd->add_option("--eval-ci", o->eval_ci, "Timing precision: stop when the 95% CI is within this fraction of the median");
   cmd->add_option("--eval-max-seconds", o->eval_max_seconds, "Timing cap per timed case, in seconds");
+  cmd->add_flag("--full-timing", o->full_timing,
+                "Time every correct candidate to the full CI and compare it with the incumbent's recorded timings (default: "
+                "time it against the incumbent and stop as soon as the decision is clear)");
   cmd->callback([o, cmd, &action] {
     std::vector<std::string> given;
     for (const CLI::Option* opt : cmd->get_options()) {

@@ -1,0 +1,172 @@
+#include "eval/decision.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "eval/stats.h"
+
+namespace kope::eval {
+
+namespace {
+
+struct Schedule {
+  std::vector<size_t> looks;
+  double alpha = 0;  // per look
+};
+
+// The smallest n for which the order-statistic interval of the median exists at level `alpha`.
+size_t first_look(double alpha) {
+  size_t n = 6;
+  while (median_ci_rank(n, alpha) == 0 && n < 4096) ++n;
+  return n;
+}
+
+Schedule schedule(const DecisionRule& rule) {
+  const double k = std::max(1, rule.cases);
+  // L depends on n_0, which depends on L: iterate to the fixed point (L only grows).
+  size_t looks = 2;
+  Schedule s;
+  for (int iter = 0; iter < 32; ++iter) {
+    s.alpha = rule.alpha / (k * static_cast<double>(looks));
+    s.looks.clear();
+    size_t n0 = first_look(s.alpha);
+    size_t last = std::max(rule.max_pairs, n0);
+    for (size_t n = n0; n < last; n = std::max(n + 1, static_cast<size_t>(std::ceil(static_cast<double>(n) * 1.5)))) {
+      s.looks.push_back(n);
+    }
+    s.looks.push_back(last);
+    size_t needed = s.looks.size() + 1;  // + the look when the time is up
+    if (needed <= looks) break;
+    looks = needed;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string_view incumbent_decision_name(IncumbentDecision d) {
+  switch (d) {
+    case IncumbentDecision::faster: return "faster_than_incumbent";
+    case IncumbentDecision::slower: return "slower_than_incumbent";
+    case IncumbentDecision::not_faster: return "not_faster_than_incumbent";
+    case IncumbentDecision::undecided: return "undecided";
+    case IncumbentDecision::unavailable: return "unavailable";
+  }
+  return "undecided";
+}
+
+std::optional<IncumbentDecision> parse_incumbent_decision(std::string_view s) {
+  for (auto d : {IncumbentDecision::faster, IncumbentDecision::slower, IncumbentDecision::not_faster, IncumbentDecision::undecided,
+                 IncumbentDecision::unavailable}) {
+    if (incumbent_decision_name(d) == s) return d;
+  }
+  return std::nullopt;
+}
+
+IncumbentDecision classify_ratio_interval(double lower, double upper, double margin) {
+  if (lower > 1 + margin) return IncumbentDecision::faster;
+  if (upper < 1) return IncumbentDecision::slower;
+  if (upper <= 1 + margin) return IncumbentDecision::not_faster;
+  return IncumbentDecision::undecided;
+}
+
+std::vector<size_t> decision_looks(const DecisionRule& rule) { return schedule(rule).looks; }
+
+double per_look_alpha(const DecisionRule& rule) { return schedule(rule).alpha; }
+
+CaseRatio paired_ratio(const std::vector<PairSample>& pairs, double alpha, double clean_contention, size_t min_clean) {
+  CaseRatio r;
+  r.pairs_total = pairs.size();
+  std::vector<double> all, clean, contention;
+  for (const PairSample& p : pairs) {
+    contention.push_back(p.contention);
+    if (!(p.candidate > 0) || !(p.incumbent > 0)) continue;
+    double d = std::log(p.incumbent / p.candidate);
+    all.push_back(d);
+    if (p.contention < clean_contention) clean.push_back(d);
+  }
+  r.contention = median(contention);
+  const std::vector<double>& used = clean.size() >= min_clean ? clean : all;
+  r.pairs = used.size();
+  if (used.empty()) return r;
+  MedianCi ci = median_ci(used, alpha);
+  r.ratio = std::exp(ci.median);
+  if (median_ci_rank(used.size(), alpha) >= 1) {
+    r.lower = std::exp(ci.lower);
+    r.upper = std::exp(ci.upper);
+  }
+  return r;
+}
+
+bool case_settled(const CaseRatio& c, const DecisionRule& rule) {
+  if (!(c.lower > 0) || !std::isfinite(c.upper)) return false;
+  double t = std::log1p(rule.margin);
+  double lo = std::log(c.lower), hi = std::log(c.upper);
+  bool one_side = lo > t || hi <= t;
+  if (rule.cases <= 1) return one_side;
+  double half = 0.5 * (hi - lo);
+  return half <= rule.precision || (one_side && half <= rule.decided_precision);
+}
+
+CombinedRatio combine_cases(const std::vector<CaseRatio>& cases, const DecisionRule& rule) {
+  CombinedRatio out;
+  if (cases.empty()) return out;
+  double lr = 0, ll = 0, lu = 0;
+  bool lower_ok = true, upper_ok = true;
+  for (const CaseRatio& c : cases) {
+    lr += std::log(c.ratio);
+    if (c.lower > 0) {
+      ll += std::log(c.lower);
+    } else {
+      lower_ok = false;
+    }
+    if (std::isfinite(c.upper)) {
+      lu += std::log(c.upper);
+    } else {
+      upper_ok = false;
+    }
+  }
+  auto n = static_cast<double>(cases.size());
+  out.ratio = std::exp(lr / n);
+  out.lower = lower_ok ? std::exp(ll / n) : 0.0;
+  out.upper = upper_ok ? std::exp(lu / n) : std::numeric_limits<double>::infinity();
+  out.decision = classify_ratio_interval(out.lower, out.upper, rule.margin);
+  return out;
+}
+
+CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(PairSample&)>& next, bool* failed) {
+  Schedule s = schedule(rule);
+  const size_t n0 = s.looks.front();
+  const size_t last_look = s.looks.back();
+  // A case whose time is up still gets its second look: at the first the interval is the range
+  // of the pairs, which one interrupted batch can make useless.
+  const size_t min_on_time = s.looks.size() > 1 ? s.looks[1] : n0;
+  std::vector<PairSample> pairs;
+  CaseRatio est;
+  size_t li = 0;
+  int looks = 0;
+  bool time_up = false;
+  if (failed) *failed = false;
+  for (;;) {
+    PairSample p;
+    PairStatus st = next(p);
+    if (st == PairStatus::failed) {
+      if (failed) *failed = true;
+      est = paired_ratio(pairs, s.alpha, rule.clean_contention, n0);
+      est.looks = looks;
+      return est;
+    }
+    pairs.push_back(p);
+    time_up = time_up || st == PairStatus::time_up;
+    size_t n = pairs.size();
+    bool scheduled = li < s.looks.size() && n >= s.looks[li];
+    bool out_of_time = time_up && n >= min_on_time;
+    if (!scheduled && !out_of_time) continue;
+    if (scheduled) ++li;
+    est = paired_ratio(pairs, s.alpha, rule.clean_contention, n0);
+    est.looks = ++looks;
+    if (case_settled(est, rule) || out_of_time || n >= last_look) return est;
+  }
+}
+
+}  // namespace kope::eval

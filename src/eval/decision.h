@@ -1,0 +1,101 @@
+// eval/decision.h — the sequential rule that decides "is the candidate faster than the incumbent?"
+//
+// The candidate and the incumbent are timed in alternating batches (CaseTimer, one batch each in
+// turn), so batch i of each saw the same machine conditions; pair i gives the paired ratio
+// incumbent_i / candidate_i (> 1: the candidate is faster). Per timed case c the parameter is
+// θ_c, the median of that ratio; over the op it is the geometric mean of the θ_c. "Faster" means
+// geomean θ > 1 + margin (the agent's min_improvement), exactly the agent's incumbent rule.
+//
+// The rule (stated here and in README "Faster timed verdicts"):
+//   - Each case is sampled in pairs and looked at after n_0, ⌈1.5 n_0⌉, ⌈1.5² n_0⌉, ... pairs up
+//     to max_pairs (the schedule is fixed in advance), plus once when its time is up (but not
+//     before the second scheduled look: the first interval is the pairs' range). At each look
+//     the case's interval for log θ_c is the distribution-free order-statistic interval of the
+//     median of the paired log ratios (stats.h, the sign-test interval) at level α' = α / (K·L),
+//     K timed cases, L looks per case: Bonferroni over every look of every case, so all the
+//     intervals the rule ever computes hold at once with probability ≥ 1 − α, whatever the
+//     stopping times. n_0 is the smallest n for which that interval exists.
+//   - A case stops at the first look where it is settled: with one timed case, when its interval
+//     lies wholly above or wholly below log(1 + margin); with several, when its interval is
+//     narrower than ±precision (±decided_precision once it lies on one side), so the geometric
+//     mean can be formed tightly.
+//   - The op's interval is [exp(mean_c log lower_c), exp(mean_c log upper_c)]. Decision:
+//     lower > 1 + margin: faster_than_incumbent; upper < 1: slower_than_incumbent;
+//     upper ≤ 1 + margin: not_faster_than_incumbent; otherwise undecided (a tie: the incumbent
+//     stays). The probability of a wrong decision (faster when geomean θ ≤ 1 + margin, or
+//     slower / not faster when it is above) is at most α (default 0.05); Bonferroni makes the
+//     real rate far lower (the simulation in decision_test.cpp measures it).
+//   - When enough pairs have both batches undisturbed (contention < k_clean_contention), a look
+//     uses those pairs only (as CaseTimer does for medians).
+// Assumption: within a case the pairs are exchangeable (no trend the alternation does not cancel).
+// Pure functions and a driver over a sampling callback; thread-compatible.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "kope/eval.h"
+
+namespace kope::eval {
+
+struct DecisionRule {
+  double alpha = 0.05;            // total error rate of the decision
+  double margin = 0.01;           // faster means geomean ratio > 1 + margin
+  int cases = 1;                  // K: the timed cases combined
+  size_t max_pairs = 200;         // the last scheduled look
+  double precision = 0.01;        // several cases: settled when the log interval is within ±this
+  double decided_precision = 0.05;  // ... or within ±this when it lies wholly on one side of 1 + margin
+  double clean_contention = 0.02; // a pair is clean when both batches waited less than this share
+};
+
+// The looks (pair counts) of the schedule, increasing; the last is max_pairs.
+std::vector<size_t> decision_looks(const DecisionRule& rule);
+// α' = α / (K · L), L = looks + 1 (the look when the time is up).
+double per_look_alpha(const DecisionRule& rule);
+
+struct PairSample {
+  double candidate = 0;   // seconds per call of the candidate's batch
+  double incumbent = 0;   // ... and of the incumbent's batch that followed it
+  double contention = 0;  // the larger of the two batches' contention
+};
+
+// The paired estimate of one case at a look.
+struct CaseRatio {
+  double ratio = 1;       // θ_c: median of incumbent / candidate
+  double lower = 0;       // its interval at per_look_alpha; 0 / inf when it does not exist yet
+  double upper = std::numeric_limits<double>::infinity();
+  size_t pairs = 0;       // pairs the estimate used
+  size_t pairs_total = 0; // pairs sampled
+  double contention = 0;  // median pair contention over all pairs
+  int looks = 0;          // looks taken
+};
+
+// The estimate from `pairs` at level `alpha` (clean pairs only when at least `min_clean` exist).
+CaseRatio paired_ratio(const std::vector<PairSample>& pairs, double alpha, double clean_contention, size_t min_clean);
+
+// Whether a case's estimate lets it stop (see the header comment).
+bool case_settled(const CaseRatio& c, const DecisionRule& rule);
+
+// The op's decision from its cases' final estimates.
+struct CombinedRatio {
+  IncumbentDecision decision = IncumbentDecision::undecided;
+  double ratio = 1, lower = 0, upper = std::numeric_limits<double>::infinity();
+};
+CombinedRatio combine_cases(const std::vector<CaseRatio>& cases, const DecisionRule& rule);
+
+// What the sampling callback reports for one pair.
+enum class PairStatus {
+  ok,       // a pair was added
+  time_up,  // a pair was added and the case's time is up (stops at the next chance once the
+            // second scheduled look's pairs exist)
+  failed,   // no pair: a kernel failed; the driver returns at once
+};
+
+// Runs the rule on one case: calls `next` for each pair, looks at the schedule, and returns the
+// estimate at the look where the case settled, its time ran out, or max_pairs was reached.
+// `failed` is set when `next` reported a failure (the estimate is then whatever was there).
+CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(PairSample&)>& next, bool* failed = nullptr);
+
+}  // namespace kope::eval
