@@ -171,7 +171,7 @@ struct Generator {
         double s = base * std::exp(std::normal_distribution<double>(0.05, 0.25)(rng));
         c.speedup_vs_reference = std::clamp(s, 0.05, 400.0);
         c.fraction_of_roofline = std::min(0.95, 0.01 * *c.speedup_vs_reference);
-        c.timings.push_back({3, 100.0 / *c.speedup_vs_reference, 0.5, 100.0, 80.0});
+        c.timings.push_back({3, 100.0 / *c.speedup_vs_reference, 0.5, 100.0, 80.0, false, 0.0, std::nullopt});
         c.message = "correct on 6 cases";
       } else if (p < 0.8) {
         c.verdict = "compile_error";

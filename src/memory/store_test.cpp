@@ -32,7 +32,7 @@ TEST(Store, RecordsAndReadsBackEveryField) {
   c.tokens_prompt = 1200;
   c.tokens_completion = 340;
   c.wall_seconds = 12.5;
-  c.timings.push_back({4, 55.0, 0.5, 130.0, 60.0, true, 0.35});
+  c.timings.push_back({4, 55.0, 0.5, 130.0, 60.0, true, 0.35, std::nullopt});
   int64_t id = record(*t.store, c);
   ASSERT_GT(id, 0);
   CaseRecord r = get(*t.store, id);

@@ -53,7 +53,7 @@ inline CaseRecord make_case(const std::string& key, const std::string& op, doubl
     c.message = "correct on 4 cases";
     c.speedup_vs_reference = speedup;
     c.fraction_of_roofline = 0.3;
-    c.timings.push_back({3, 100.0 / speedup, 1.0, 100.0, std::nullopt});
+    c.timings.push_back({3, 100.0 / speedup, 1.0, 100.0, std::nullopt, false, 0.0, std::nullopt});
   } else {
     c.verdict = "compile_error";
     c.message = "compilation failed";
