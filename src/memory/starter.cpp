@@ -1,10 +1,10 @@
 #include "memory/starter.h"
 
-#include <ctime>
 #include <iostream>
 #include <sstream>
 
 #include "memory/codec.h"
+#include "memory/text.h"
 #include "util/fs.h"
 #include "util/hash.h"
 
@@ -15,15 +15,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view k_starter_file = "starter/memory.json.zst";
-
-std::string iso_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 Result<std::string> read_raw(const std::filesystem::path& path) {
   if (path == "-") {
@@ -107,7 +98,7 @@ Result<StarterImport> import_starter(Store& store, const std::filesystem::path& 
   KOPE_ASSIGN(out.report, store.import_json(text, io));
   json note{{"file", file.string()},
             {"origin", out.report.origin},
-            {"imported_at", iso_now()},
+            {"imported_at", now_iso8601()},
             {"cases_added", out.report.cases_added},
             {"lessons_added", out.report.lessons_added}};
   // After the import: a crash in between only repeats an idempotent import.
