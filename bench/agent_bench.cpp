@@ -24,7 +24,7 @@
 #include <fmt/format.h>
 
 #include "agent/events.h"
-#include "agent/fakes.h"
+#include "fakes/fakes.h"
 #include "agent/loop.h"
 #include "agent/prompt.h"
 #include "kope/memory.h"
@@ -32,6 +32,7 @@
 
 using namespace kope;
 using namespace kope::agent;
+using namespace kope::fakes;
 
 namespace {
 
@@ -83,14 +84,16 @@ void fill_store(memory::Store& store, const spec::OpSpec& op, int lessons, int c
     if (d.lesson.kind == memory::LessonKind::fix) d.lesson.error_signature = fmt::format("compile_error: {}", phrase(2));
     deltas.push_back(std::move(d));
   }
-  if (!store.apply_all(deltas)) {
-    for (const auto& d : deltas) (void)store.apply(d);  // stores without the batch API
+  // A database has the batch API of StoreAdmin; the in-memory store only the agent's Store.
+  auto* admin = dynamic_cast<memory::StoreAdmin*>(&store);
+  if (!admin || !admin->apply_all(deltas)) {
+    for (const auto& d : deltas) (void)store.apply(d);
   }
   std::vector<memory::CaseRecord> batch;
   auto flush = [&] {
     if (batch.empty()) return;
-    if (!store.record_cases(batch)) {
-      for (const auto& c : batch) (void)store.record_case(c);  // stores without the batch API
+    if (!admin || !admin->record_cases(batch)) {
+      for (const auto& c : batch) (void)store.record_case(c);
     }
     batch.clear();
   };

@@ -16,7 +16,7 @@ function(kope_add_test name)
     set(ARG_TIMEOUT 600)
   endif()
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE kope_lib kope_warnings GTest::gtest GTest::gtest_main
+  target_link_libraries(${name} PRIVATE kope_lib kope_test_support kope_warnings GTest::gtest GTest::gtest_main
                         ${ARG_LIBS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_definitions(${name} PRIVATE

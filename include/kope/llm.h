@@ -1,7 +1,7 @@
 // kope/llm.h — talking to language models: the client interface the agent uses.
 //
 // One interface, several providers (OpenAI-compatible chat completions, Anthropic Messages),
-// plus a fake for tests (src/llm/fake_client.h). A failed call is an LlmError with a class the
+// plus a scripted fake for tests (fakes::ScriptedLlm, src/fakes/fakes.h). A failed call is an LlmError with a class the
 // caller can react to (shrink the context, back off, stop); retries of transient failures happen
 // inside the client. Clients are thread-safe; rate limits and the concurrency cap are shared by
 // all callers that use the same client object (and, by default, by all clients made for the same

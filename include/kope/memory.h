@@ -389,27 +389,70 @@ struct CheckReport {
   bool ok() const { return problems.empty(); }
 };
 
+// The parent's facts the step rules read (the began-from case as the store holds it).
+struct ParentFacts {
+  std::string verdict;
+  std::optional<double> speedup_vs_reference;
+  std::string error_signature;
+};
+
+// What the store computes for an attempt (the rules of the header comment, docs/design.md §4).
+// The store is the one owner of these rules: callers read them back from assess_attempt or
+// record_attempt, never compute them themselves.
+struct CaseAssessment {
+  double ratio = 0;               // r
+  Outcome outcome = Outcome::negative;
+  std::string error_signature;    // normalised ("" for a correct case)
+  std::string quarantine_reason;  // why a correct case is quarantined ("" when it is not)
+};
+
+// The rules applied to `c` with its parent (nullptr for a root): r (speedup_vs_reference over
+// the parent's when the parent is correct and timed, else over the reference; the caller's
+// speedup_vs_parent for a correct case without timings, else 1; 0 when not correct), the
+// outcome from r, the error signature (c.error_signature when set, else error_signature() of the
+// verdict) and the quarantine reason (hardware floor, roofline, jump over the parent, speedup
+// over the reference, c.quarantined). Pure function, thread-safe; every Store kind applies it.
+CaseAssessment assess_case(const CaseRecord& c, const ParentFacts* parent);
+
+// A recorded case with what the store computed for it (for a retried write: what it computed
+// the first time).
+struct RecordedCase {
+  int64_t id = 0;
+  CaseAssessment assessment;
+};
+
+// What the agent needs from the memory (docs/design.md §1, §4): recording attempts, reading
+// cases back, lessons through their deltas, retrieval and credit. Thread-safe.
 class Store {
  public:
   virtual ~Store() = default;
 
-  // Appends a case (idempotent on natural_key) and updates downstream scores. Returns its id.
-  // The store computes r, the outcome, the error signature (when empty), quarantine and d(v);
-  // a retry with a known natural key returns the recorded id and changes nothing. Fails with
-  // usage (no natural key, op or target; unknown verdict; non-finite speedups), not_found (the
-  // parent does not exist), io or corrupt (the database).
-  virtual Result<int64_t> record_case(const CaseRecord& c) = 0;
+  // Appends a case (idempotent on natural_key) and updates downstream scores. Returns its id and
+  // the assessment (assess_case with the stored parent) it was recorded with. The store computes
+  // r, the outcome, the error signature (when empty), quarantine and d(v); a retry with a known
+  // natural key returns the recorded case and changes nothing. Fails with usage (no natural key,
+  // op or target; unknown verdict; non-finite speedups), not_found (the parent does not exist),
+  // io or corrupt (the database).
+  virtual Result<RecordedCase> record_attempt(const CaseRecord& c) = 0;
+  // What record_attempt would compute for `c` now (assess_case with its parent as stored),
+  // without writing: for callers that state the outcome in the record itself (the journal).
+  // Fails with not_found when the parent does not exist.
+  virtual Result<CaseAssessment> assess_attempt(const CaseRecord& c) = 0;
+  // record_attempt's id alone.
+  Result<int64_t> record_case(const CaseRecord& c);
   // The case with its code decompressed; nullopt when there is none.
   virtual Result<std::optional<CaseRecord>> get_case(int64_t id) = 0;
   virtual Result<std::optional<CaseRecord>> find_case(const std::string& natural_key) = 0;
   // The fastest correct, non-quarantined cases for an op on a target ("" = any), best first.
   // Cases imported as foreign are never included (speed does not transfer).
   virtual Result<std::vector<CaseRecord>> best_cases(const std::string& op, const std::string& target, int limit) = 0;
+  // Cases matching `filter`, newest first, at most filter.limit.
+  virtual Result<std::vector<CaseRecord>> cases(const CaseFilter& filter) = 0;
 
   // Applies one logged delta; returns the lesson id (for an add that duplicates an existing
   // lesson, that lesson's id). Fails with usage (empty lesson, merge into itself or into a
   // deprecated lesson, change of a merged lesson) or not_found (unknown lesson or case).
-  virtual Result<std::string> apply(const LessonDelta& delta) = 0;  // returns the lesson id
+  virtual Result<std::string> apply(const LessonDelta& delta) = 0;
   // Active lessons whose scope is compatible with `filter` (an empty field on either side matches
   // anything), most helpful first.
   virtual Result<std::vector<Lesson>> lessons(const LessonScope& filter) = 0;
@@ -423,60 +466,70 @@ class Store {
   // A prompt is credited once; a second credit succeeds and changes nothing. Fails with
   // not_found for a prompt that was never logged, usage for a non-finite reward.
   virtual Status credit(const std::string& prompt_id, double reward) = 0;
+};
+
+// Administration of a memory database (`kope memory`, reports, imports, the starter
+// experience): batches, listings, lineage, re-verification, exchange, checks and meta values.
+// Thread-safe. Every store kind kept in a file or a server implements it beside Store.
+class StoreAdmin {
+ public:
+  virtual ~StoreAdmin() = default;
 
   virtual Result<Stats> stats() = 0;
 
-  // --- Extensions (defaults fail with `unavailable`, so simple fakes need not implement them).
-
   // Records many cases in one transaction (parents may precede children in the same batch).
-  // Idempotent per case as record_case. All or nothing.
-  virtual Result<std::vector<int64_t>> record_cases(const std::vector<CaseRecord>& cs);
+  // Idempotent per case as record_attempt. All or nothing.
+  virtual Result<std::vector<int64_t>> record_cases(const std::vector<CaseRecord>& cs) = 0;
   // Applies many lesson deltas in one transaction, in order (all or nothing); ids as apply().
-  virtual Result<std::vector<std::string>> apply_all(const std::vector<LessonDelta>& deltas);
-  virtual Result<std::vector<CaseRecord>> cases(const CaseFilter& filter);
+  virtual Result<std::vector<std::string>> apply_all(const std::vector<LessonDelta>& deltas) = 0;
   // The began-from forest of an op's cases (on one target, or all for ""), parents first.
-  virtual Result<std::vector<LineageNode>> lineage(const std::string& op, const std::string& target);
+  virtual Result<std::vector<LineageNode>> lineage(const std::string& op, const std::string& target) = 0;
   // Re-verification of a quarantined case: confirmed lifts the quarantine (the case becomes
   // speed evidence and its d(v) chain is updated), otherwise it is marked refuted for good.
-  virtual Status verify_case(int64_t id, bool confirmed, const std::string& note);
+  virtual Status verify_case(int64_t id, bool confirmed, const std::string& note) = 0;
 
-  virtual Result<std::optional<Lesson>> get_lesson(const std::string& id);
-  virtual Result<std::vector<Lesson>> find_lessons(const LessonFilter& filter);
-  virtual Result<std::vector<LessonLogEntry>> lesson_history(const std::string& id);
+  virtual Result<std::optional<Lesson>> get_lesson(const std::string& id) = 0;
+  virtual Result<std::vector<Lesson>> find_lessons(const LessonFilter& filter) = 0;
+  virtual Result<std::vector<LessonLogEntry>> lesson_history(const std::string& id) = 0;
   // The log entry of a prompt, if it was logged.
-  virtual Result<std::optional<RetrievalLogEntry>> retrieval_entry(const std::string& prompt_id);
+  virtual Result<std::optional<RetrievalLogEntry>> retrieval_entry(const std::string& prompt_id) = 0;
 
   // Writes every task, case (with code and journal), lesson (with history) as one JSON document.
-  virtual Status export_json(std::ostream& out, const ExportOptions& options);
+  virtual Status export_json(std::ostream& out, const ExportOptions& options) = 0;
   // Writes the lineage forest as a Graphviz digraph (cases coloured by outcome, lessons linked to
   // the cases they came from).
-  virtual Status export_dot(std::ostream& out, const ExportOptions& options);
+  virtual Status export_dot(std::ostream& out, const ExportOptions& options) = 0;
   // Imports an export_json document; idempotent (a second import adds nothing) and keeps
   // provenance (origin instance, natural keys, lesson ids). All or nothing.
-  virtual Result<ImportReport> import_json(std::string_view json, const ImportOptions& options);
+  virtual Result<ImportReport> import_json(std::string_view json, const ImportOptions& options) = 0;
   // Imports every case and lesson of another kope database (read through a private copy, so the
   // other file is never modified).
-  virtual Result<ImportReport> merge_from(const std::filesystem::path& other, const ImportOptions& options);
-  // PRAGMA integrity_check plus kope's invariants: lineage points to earlier existing cases, code
-  // blobs present and matching their hashes, d(v) and summaries consistent, lesson logs replaying
-  // to the lessons' current state, FTS indexes sound.
-  virtual Result<CheckReport> check();
+  virtual Result<ImportReport> merge_from(const std::filesystem::path& other, const ImportOptions& options) = 0;
+  // The store's integrity check plus kope's invariants: lineage points to earlier existing
+  // cases, code blobs present and matching their hashes, d(v) and summaries consistent, lesson
+  // logs replaying to the lessons' current state, search indexes sound.
+  virtual Result<CheckReport> check() = 0;
 
   // Small named values kept with the database (e.g. that the starter experience was imported).
   // Keys are free text; "instance", "created_at" and "created_by" are the store's own and
   // cannot be set. get_meta returns nullopt for an unknown key; meta_with_prefix every key
   // beginning with `prefix`, in key order.
-  virtual Result<std::optional<std::string>> get_meta(const std::string& key);
-  virtual Status set_meta(const std::string& key, const std::string& value);
-  virtual Result<std::map<std::string, std::string>> meta_with_prefix(const std::string& prefix);
+  virtual Result<std::optional<std::string>> get_meta(const std::string& key) = 0;
+  virtual Status set_meta(const std::string& key, const std::string& value) = 0;
+  virtual Result<std::map<std::string, std::string>> meta_with_prefix(const std::string& prefix) = 0;
 
-  virtual std::filesystem::path path() const { return {}; }
+  // Where the database lives (a file path; empty for a private in-memory database).
+  virtual std::filesystem::path path() const = 0;
 };
+
+// A memory database: the agent's Store and its administration, what open_store returns and what
+// a store kind (SQLite here) implements.
+class Database : public Store, public StoreAdmin {};
 
 // Opens (creating and migrating as needed) the SQLite store at `path`. Fails with corrupt for
 // a damaged file, a file that is not a kope database, or a schema from a newer kope, naming the
 // file; with io when the file cannot be opened or is locked past the busy timeout.
-Result<std::unique_ptr<Store>> open_store(const std::filesystem::path& path);
+Result<std::unique_ptr<Database>> open_store(const std::filesystem::path& path);
 
 // The schema version this build writes (PRAGMA user_version of a current database).
 int store_schema_version();

@@ -111,8 +111,10 @@ class Loop {
   Status evaluate(Attempt& a, const std::string& code, int k);
   // Whether an evaluation would replace the incumbent `inc` (disturbance aside).
   bool would_replace(const eval::EvalResult& r, const Attempt& inc) const;
-  void finalize(Attempt& a, const std::optional<memory::CaseRecord>& source);
+  Status finalize(Attempt& a);
   std::string journal(const Attempt& a) const;
+  // The memory's record of an attempt, without its code and journal.
+  memory::CaseRecord case_record(const Attempt& a) const;
   Status record(const Attempt& a);
   std::string lang() const { return code_language(m_env.evaluator->backend()); }
   Status reflect(const std::string& rkey, const std::string& trigger, const std::string& summary, const std::string& code,
@@ -126,6 +128,7 @@ class Loop {
   const LoopConfig& m_cfg;
   const spec::OpSpec& m_op;
   OpState& m_state;
+  std::map<int, std::string> m_error_signatures;  // iteration -> the store's error signature
   std::string m_op_dir;
   std::optional<std::string> m_reference;
   std::optional<std::string> m_signature_types;
@@ -227,8 +230,10 @@ memory::RetrievalQuery Loop::query(const Plan& plan) const {
   if (plan.stage == memory::Stage::repair && plan.parent_iteration) {
     const Attempt& failed = m_state.attempts[static_cast<size_t>(*plan.parent_iteration - 1)];
     auto id = m_state.case_ids.find(failed.iteration);
-    if (id != m_state.case_ids.end()) {
-      auto c = m_env.store->get_case(id->second);
+    if (auto sig = m_error_signatures.find(failed.iteration); sig != m_error_signatures.end()) {
+      q.last_error_signature = sig->second;  // as the store computed it when recording
+    } else if (id != m_state.case_ids.end()) {
+      auto c = m_env.store->get_case(id->second);  // recorded before a resume: read back once
       if (c && *c) q.last_error_signature = (*c)->error_signature;
     }
     q.text = failed.verdict + " " + failed.message + " " + util::truncate_text(failed.diagnostics, 600, 8);
@@ -602,13 +607,13 @@ Result<std::optional<Attempt>> Loop::replay_attempt(int k, const Plan& plan) {
   a.optimisation = fmt::format("replay of case {} ({} on {}): {}", src.id, src.task.op, src.hardware.target, src.optimisation);
   if (a.optimisation.size() > 200) a.optimisation = a.optimisation.substr(0, 197) + "...";
   KOPE_TRY(evaluate(a, src.code, k));
-  finalize(a, src);
+  KOPE_TRY(finalize(a));
   return std::optional<Attempt>{std::move(a)};
 }
 
 // --- bookkeeping -----------------------------------------------------------------------------
 
-void Loop::finalize(Attempt& a, const std::optional<memory::CaseRecord>& source) {
+Status Loop::finalize(Attempt& a) {
   const Attempt* inc = m_state.incumbent();
   const Attempt* parent = a.parent_iteration ? &m_state.attempts[static_cast<size_t>(*a.parent_iteration - 1)] : nullptr;
   if (parent && !a.parent_case_id) {
@@ -642,21 +647,15 @@ void Loop::finalize(Attempt& a, const std::optional<memory::CaseRecord>& source)
     } else {
       a.improved = true;
     }
-    if (parent && parent == inc && compared && a.speedup_vs_incumbent) {
-      r = a.speedup_vs_incumbent;  // measured side by side with the parent
-    } else if (parent && parent->correct() && !parent->timings.empty()) {
-      r = relative_speed(parent->timings, a.timings);
-    } else if (source && source->speedup_vs_reference && *source->speedup_vs_reference > 0 && a.speedup_vs_reference) {
-      r = *a.speedup_vs_reference / *source->speedup_vs_reference;
-    } else {
-      r = a.speedup_vs_reference;  // a root, or a parent that was not correct: the reference
-    }
-    if (!r) r = 1.0;  // correct but untimed: as good as its baseline
-    a.speedup_vs_parent = r;
-    a.label = std::string(memory::outcome_name(memory::outcome_for_ratio(*r)));
-  } else {
-    a.label = std::string(memory::outcome_name(memory::Outcome::negative));
   }
+  // r and the outcome label are the memory's (its rule over the parent case it holds, or the
+  // replay's source case); the journal states them, so they are asked for before recording.
+  KOPE_ASSIGN(memory::CaseAssessment step, m_env.store->assess_attempt(case_record(a)));
+  if (a.correct()) {
+    r = step.ratio;
+    a.speedup_vs_parent = r;
+  }
+  a.label = std::string(memory::outcome_name(step.outcome));
   if (!m_state.attempts.empty() && a.correct() && !m_state.attempts.back().correct()) {
     const Attempt& prev = m_state.attempts.back();
     a.notable = true;
@@ -667,6 +666,7 @@ void Loop::finalize(Attempt& a, const std::optional<memory::CaseRecord>& source)
     a.notable_reason = fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, *r);
   }
   a.journal = journal(a);
+  return {};
 }
 
 // How the incumbent decision was reached, for the journal.
@@ -751,7 +751,7 @@ std::string Loop::journal(const Attempt& a) const {
   return out;
 }
 
-Status Loop::record(const Attempt& a) {
+memory::CaseRecord Loop::case_record(const Attempt& a) const {
   memory::CaseRecord c;
   c.natural_key = key(a.iteration);
   c.run_id = m_env.run_id;
@@ -762,9 +762,6 @@ Status Loop::record(const Attempt& a) {
   c.parent_id = a.parent_case_id;
   c.stage = a.stage;
   c.optimisation = a.optimisation;
-  if (a.has_code) {
-    KOPE_ASSIGN(c.code, util::read_file(m_env.run_dir / a.code_file));
-  }
   c.verdict = a.verdict;
   c.message = a.message;
   c.diagnostics = a.diagnostics;
@@ -776,13 +773,22 @@ Status Loop::record(const Attempt& a) {
   c.speedup_vs_reference = a.speedup_vs_reference;
   c.speedup_vs_library = a.speedup_vs_library;
   c.fraction_of_roofline = a.fraction_of_roofline;
-  c.outcome = a.correct() ? memory::outcome_for_ratio(a.speedup_vs_parent.value_or(1.0)) : memory::Outcome::negative;
   c.tokens_prompt = a.tokens_prompt;
   c.tokens_completion = a.tokens_completion;
   c.wall_seconds = a.wall_seconds;
+  return c;
+}
+
+Status Loop::record(const Attempt& a) {
+  memory::CaseRecord c = case_record(a);
+  if (a.has_code) {
+    KOPE_ASSIGN(c.code, util::read_file(m_env.run_dir / a.code_file));
+  }
   c.journal = a.journal;
-  KOPE_ASSIGN(int64_t id, m_env.store->record_case(c));
+  KOPE_ASSIGN(memory::RecordedCase recorded, m_env.store->record_attempt(c));
+  const int64_t id = recorded.id;
   m_state.case_ids[a.iteration] = id;
+  m_error_signatures[a.iteration] = recorded.assessment.error_signature;
   if (a.policy == "llm" && !a.prompt_id.empty()) {
     memory::RetrievalLogEntry entry;
     entry.prompt_id = a.prompt_id;
@@ -1021,7 +1027,7 @@ Result<OpEnd> Loop::run() {
       KOPE_ASSIGN(a, attempt_from_answer(answer));
       a.parent_iteration = plan.parent_iteration;
       a.stage = plan.stage;
-      finalize(a, std::nullopt);
+      KOPE_TRY(finalize(a));
     }
     a.wall_seconds = seconds_since(t0) + a.llm_seconds * (m_state.pending ? 1 : 0);
     m_state.pending.reset();

@@ -12,12 +12,17 @@
 #include <fmt/format.h>
 
 #include "agent/events.h"
-#include "agent/fakes.h"
+#include "fakes/fakes.h"
 #include "agent/loop.h"
 #include "agent/prompt.h"
 #include "util/fs.h"
 
 namespace kope::agent::testing {
+
+using fakes::FakeEvaluator;
+using fakes::InMemoryStore;
+using fakes::ScriptedLlm;
+using fakes::fake_response;
 
 inline spec::OpSpec load_softmax() {
   auto op = spec::load_op(std::filesystem::path(KOPE_SOURCE_DIR) / "ops/normalization/softmax");

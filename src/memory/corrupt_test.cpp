@@ -36,7 +36,7 @@ std::filesystem::path make_db(const util::TempDir& dir, const std::string& name 
   return path;
 }
 
-void expect_corrupt(const Result<std::unique_ptr<Store>>& r, const std::filesystem::path& path,
+void expect_corrupt(const Result<std::unique_ptr<Database>>& r, const std::filesystem::path& path,
                     const std::string& words) {
   ASSERT_FALSE(r) << "opened a damaged file";
   EXPECT_EQ(r.error().kind, ErrorKind::corrupt) << r.error().message;

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "open: %s\n", store.error().message.c_str());
     return 1;
   }
-  Store& s = **store;
+  Database& s = **store;
   int64_t first = std::atoll(argv[2]);
   std::optional<int64_t> parent;
   std::string last_key;

@@ -397,8 +397,8 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
       if (!c.quarantine_status.empty()) src.quarantine_state = quarantine_state_from(c.quarantine_status);
       if (!c.quarantine_reason.empty()) src.review_note = "imported: " + c.quarantine_reason;
       c.error_signature = c.error_signature;  // kept as exported
-      KOPE_ASSIGN(int64_t id, insert_case_locked(c, src));
-      key_map[exported_key] = id;
+      KOPE_ASSIGN(RecordedCase recorded, insert_case_locked(c, src));
+      key_map[exported_key] = recorded.id;
       ++report.cases_added;
     }
 

@@ -17,7 +17,7 @@ namespace {
 using namespace testing;
 
 // A small history: a failed draft, its repair, a refinement, on two targets, plus lessons.
-void populate(Store& s, const std::string& prefix) {
+void populate(Database& s, const std::string& prefix) {
   auto failed = s.record_case(make_case(prefix + "/0", "softmax", 0));
   ASSERT_TRUE(failed);
   auto fixed = s.record_case(make_case(prefix + "/1", "softmax", 1.4, k_native, *failed));
@@ -38,7 +38,7 @@ void populate(Store& s, const std::string& prefix) {
   ASSERT_TRUE(s.apply(up));
 }
 
-std::string export_text(Store& s, const ExportOptions& o = {}) {
+std::string export_text(Database& s, const ExportOptions& o = {}) {
   std::ostringstream out;
   auto r = s.export_json(out, o);
   EXPECT_TRUE(r) << (r ? "" : r.error().message);

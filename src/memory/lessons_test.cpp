@@ -9,7 +9,7 @@ namespace {
 
 using namespace testing;
 
-std::string add_lesson(Store& s, const std::string& title, const std::string& text, LessonKind kind = LessonKind::strategy,
+std::string add_lesson(Database& s, const std::string& title, const std::string& text, LessonKind kind = LessonKind::strategy,
                        const std::string& category = "normalization", std::optional<int64_t> source = std::nullopt) {
   LessonDelta d;
   d.op = LessonDelta::Op::add;
@@ -25,7 +25,7 @@ std::string add_lesson(Store& s, const std::string& title, const std::string& te
   return id ? *id : "";
 }
 
-Status vote(Store& s, const std::string& id, bool up) {
+Status vote(Database& s, const std::string& id, bool up) {
   LessonDelta d;
   d.op = up ? LessonDelta::Op::upvote : LessonDelta::Op::downvote;
   d.lesson_id = id;
@@ -35,7 +35,7 @@ Status vote(Store& s, const std::string& id, bool up) {
   return {};
 }
 
-Lesson lesson(Store& s, const std::string& id) {
+Lesson lesson(Database& s, const std::string& id) {
   auto l = s.get_lesson(id);
   EXPECT_TRUE(l && *l);
   return l && *l ? **l : Lesson{};

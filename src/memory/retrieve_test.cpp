@@ -37,7 +37,7 @@ RetrievalQuery query(Stage stage, const std::string& op = "softmax") {
 
 TEST(Retrieve, NativeSpeedEvidenceBeatsForeignAndForeignFixesStillAppear) {
   auto t = temp_store();
-  Store& s = *t.store;
+  Database& s = *t.store;
   int64_t native_fast = *s.record_case(make_case("n/fast", "softmax", 3.0));
   ASSERT_TRUE(s.record_case(make_case("n/slow", "softmax", 1.2)));
   // The foreign kernel is much faster on its own hardware: that says nothing about speed here.

@@ -182,9 +182,9 @@ Result<CaseRecord> case_from_row(const Stmt& st, bool with_code) {
 // ----------------------------------------------------------------------------------------------
 // Opening
 
-Result<std::unique_ptr<Store>> open_store(const std::filesystem::path& path) {
+Result<std::unique_ptr<Database>> open_store(const std::filesystem::path& path) {
   KOPE_ASSIGN(auto store, SqliteStore::open(path));
-  return std::unique_ptr<Store>(std::move(store));
+  return std::unique_ptr<Database>(std::move(store));
 }
 
 std::filesystem::path default_store_path() {
@@ -419,18 +419,7 @@ Result<std::optional<int64_t>> SqliteStore::case_id_by_key_locked(const std::str
 // ----------------------------------------------------------------------------------------------
 // Recording cases
 
-Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const InsertSource& src,
-                                                const PreparedCase* prepared) {
-  if (c.natural_key.empty()) return fail(ErrorKind::usage, "case has no natural key");
-  KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
-  if (existing) return *existing;  // idempotent: a retried write changes nothing
-  PreparedCase local;
-  if (!prepared) {
-    local = prepare_case(c);
-    prepared = &local;
-  }
-  const PreparedCase& p = *prepared;
-
+Status SqliteStore::validate_case(const CaseRecord& c) {
   if (c.task.op.empty()) return fail(ErrorKind::usage, "case {}: no op", c.natural_key);
   if (c.hardware.target.empty()) return fail(ErrorKind::usage, "case {}: no hardware target", c.natural_key);
   if (!known_verdict(c.verdict)) {
@@ -443,80 +432,64 @@ Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const Inser
                   c.natural_key);
     }
   }
+  return {};
+}
 
-  std::optional<int64_t> parent_id = c.parent_id;
-  if (!parent_id && !c.parent_key.empty()) {
+Result<SqliteStore::ParentOfCase> SqliteStore::parent_locked(const CaseRecord& c) {
+  ParentOfCase out;
+  out.id = c.parent_id;
+  if (!out.id && !c.parent_key.empty()) {
     KOPE_ASSIGN(auto pid, case_id_by_key_locked(c.parent_key));
     if (!pid) return fail(ErrorKind::not_found, "case {}: parent case '{}' does not exist", c.natural_key, c.parent_key);
-    parent_id = pid;
+    out.id = pid;
   }
+  if (!out.id) return out;
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.verdict, c.speedup_ref, c.error_signature, d.quarantine "
+                                     "FROM cases c JOIN case_derived d ON d.case_id = c.id WHERE c.id = ?"));
+  st.bind(1, *out.id);
+  KOPE_ASSIGN(bool row, st.step());
+  if (!row) return fail(ErrorKind::not_found, "case {}: parent case {} does not exist", c.natural_key, *out.id);
+  out.facts = ParentFacts{st.text(0), st.opt_real(1), st.text(2)};
+  return out;
+}
 
-  // The parent's facts, for r, plausibility and error->fix links.
-  bool parent_correct_timed = false;
-  double parent_speed = 1.0;  // the reference
-  std::string parent_verdict, parent_signature;
-  if (parent_id) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.verdict, c.speedup_ref, c.error_signature, d.quarantine "
-                                       "FROM cases c JOIN case_derived d ON d.case_id = c.id WHERE c.id = ?"));
-    st.bind(1, *parent_id);
-    KOPE_ASSIGN(bool row, st.step());
-    if (!row) return fail(ErrorKind::not_found, "case {}: parent case {} does not exist", c.natural_key, *parent_id);
-    parent_verdict = st.text(0);
-    auto ps = st.opt_real(1);
-    parent_signature = st.text(2);
-    if (parent_verdict == "correct" && finite_positive(ps)) {
-      parent_correct_timed = true;
-      parent_speed = *ps;
-    }
+// The writes of one new case, in one open transaction: the case row, its journal and search
+// entry, its derived row with d(v) up the ancestor chain, the error->fix link it completes, the
+// run's and the task summary's counts. Kept in one function because the rows share a dozen
+// values (ids, r, quarantine) that splitting would pass around.
+Result<RecordedCase> SqliteStore::insert_case_locked(const CaseRecord& c, const InsertSource& src,
+                                                     const PreparedCase* prepared) {
+  if (c.natural_key.empty()) return fail(ErrorKind::usage, "case has no natural key");
+  KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
+  if (existing) return recorded_case_locked(*existing);  // idempotent: a retried write changes nothing
+  PreparedCase local;
+  if (!prepared) {
+    local = prepare_case(c);
+    prepared = &local;
   }
+  const PreparedCase& p = *prepared;
+
+  KOPE_TRY(validate_case(c));
+  // The parent's facts, for r, plausibility and error->fix links.
+  KOPE_ASSIGN(ParentOfCase found, parent_locked(c));
+  const std::optional<int64_t>& parent_id = found.id;
+  const std::optional<ParentFacts>& parent = found.facts;
+  const std::string parent_verdict = parent ? parent->verdict : std::string();
+  const std::string parent_signature = parent ? parent->error_signature : std::string();
 
   const bool correct = c.verdict == "correct";
-  double r = 0;
+  RecordedCase recorded;
+  recorded.assessment = assess_case(c, parent ? &*parent : nullptr);
+  const double r = recorded.assessment.ratio;
+  const Outcome outcome = recorded.assessment.outcome;
   std::optional<double> speedup_parent = c.speedup_vs_parent;
-  if (correct) {
-    if (finite_positive(c.speedup_vs_reference)) {
-      r = *c.speedup_vs_reference / parent_speed;
-      if (!speedup_parent && parent_id) speedup_parent = r;
-    } else if (finite_positive(c.speedup_vs_parent)) {
-      r = *c.speedup_vs_parent;
-    } else {
-      r = 1.0;
-    }
-  }
-  Outcome outcome = outcome_for_ratio(r);
+  if (correct && !speedup_parent && parent_id && finite_positive(c.speedup_vs_reference)) speedup_parent = r;
 
-  std::string quarantine_reason;
-  if (correct) {
-    // The conservative bound: a timed case below its hardware floor.
-    const CaseTimingRecord* below_floor = nullptr;
-    bool has_floors = false;
-    for (const auto& t : c.timings) {
-      if (!t.floor_us || !(*t.floor_us > 0)) continue;
-      has_floors = true;
-      if (t.median_us > 0 && t.median_us < *t.floor_us && !below_floor) below_floor = &t;
-    }
-    if (below_floor) {
-      quarantine_reason = fmt::format(
-          "faster than the hardware allows: case {} ran in {:.3g} µs, below its floor of {:.3g} µs (the fastest measured "
-          "cache bandwidth and the FP32 peak; no roofline allows that)",
-          below_floor->case_index, below_floor->median_us, *below_floor->floor_us);
-    } else if (!has_floors && c.fraction_of_roofline && *c.fraction_of_roofline > k_quarantine_roofline_fraction) {
-      // A record without floors (an older kope, an import): only its roofline fraction is known.
-      quarantine_reason = fmt::format("faster than the roofline allows (fraction {:.3g} > {:.3g})",
-                                      *c.fraction_of_roofline, k_quarantine_roofline_fraction);
-    } else if (parent_correct_timed && r > k_quarantine_jump) {
-      quarantine_reason = fmt::format("{:.3g}x over its parent (more than {:.3g}x)", r, k_quarantine_jump);
-    } else if (!parent_correct_timed && finite_positive(c.speedup_vs_reference) &&
-               *c.speedup_vs_reference > k_quarantine_root_speedup) {
-      quarantine_reason = fmt::format("{:.3g}x over the reference (more than {:.3g}x)", *c.speedup_vs_reference,
-                                      k_quarantine_root_speedup);
-    } else if (c.quarantined) {
-      quarantine_reason = "quarantined by the caller";
-    }
-  }
+  std::string quarantine_reason = recorded.assessment.quarantine_reason;
   int quarantine = quarantine_reason.empty() ? q_none : q_quarantined;
   if (src.quarantine_state) quarantine = *src.quarantine_state;
   if (quarantine != q_none && quarantine_reason.empty()) quarantine_reason = "quarantined in the source database";
+  recorded.assessment.quarantine_reason = quarantine_reason;
 
   KOPE_ASSIGN(int64_t task_id, ensure_task_locked(c.task));
   KOPE_ASSIGN(int64_t hw_id, ensure_hardware_locked(c.hardware));
@@ -603,7 +576,8 @@ Result<int64_t> SqliteStore::insert_case_locked(const CaseRecord& c, const Inser
     }
     KOPE_TRY(st.run());
   }
-  return id;
+  recorded.id = id;
+  return recorded;
 }
 
 Status SqliteStore::propagate_downstream_locked(std::optional<int64_t> start, double delta) {
@@ -631,15 +605,37 @@ Status SqliteStore::propagate_downstream_locked(std::optional<int64_t> start, do
   return {};
 }
 
-Result<int64_t> SqliteStore::record_case(const CaseRecord& c) {
+Result<RecordedCase> SqliteStore::record_attempt(const CaseRecord& c) {
   PreparedCase prepared = prepare_case(c);  // pure work, outside the lock
   std::lock_guard lock(m_mutex);
   KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));  // a retry needs no write
-  if (existing) return *existing;
+  if (existing) return recorded_case_locked(*existing);
   KOPE_ASSIGN(Transaction tx, begin_locked());  // a rollback resets the caches
-  KOPE_ASSIGN(int64_t id, insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared));
+  KOPE_ASSIGN(RecordedCase recorded,
+              insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared));
   KOPE_TRY(commit_locked(tx));
-  return id;
+  return recorded;
+}
+
+Result<RecordedCase> SqliteStore::recorded_case_locked(int64_t id) {
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.ratio, c.outcome, c.error_signature, c.quarantine_reason "
+                                     "FROM cases c WHERE c.id = ?"));
+  st.bind(1, id);
+  KOPE_ASSIGN(bool row, st.step());
+  if (!row) return fail(ErrorKind::not_found, "case {} does not exist", id);
+  RecordedCase out;
+  out.id = id;
+  out.assessment.ratio = st.real(0);
+  out.assessment.outcome = static_cast<Outcome>(std::clamp<int64_t>(st.int64(1), 0, 3));
+  out.assessment.error_signature = st.text(2);
+  out.assessment.quarantine_reason = st.text(3);
+  return out;
+}
+
+Result<CaseAssessment> SqliteStore::assess_attempt(const CaseRecord& c) {
+  std::lock_guard lock(m_mutex);
+  KOPE_ASSIGN(ParentOfCase parent, parent_locked(c));
+  return assess_case(c, parent.facts ? &*parent.facts : nullptr);
 }
 
 Result<std::vector<int64_t>> SqliteStore::record_cases(const std::vector<CaseRecord>& cs) {
@@ -649,8 +645,9 @@ Result<std::vector<int64_t>> SqliteStore::record_cases(const std::vector<CaseRec
   ids.reserve(cs.size());
   KOPE_ASSIGN(Transaction tx, begin_locked());
   for (size_t i = 0; i < cs.size(); ++i) {
-    KOPE_ASSIGN(int64_t id, insert_case_locked(cs[i], InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared[i]));
-    ids.push_back(id);
+    KOPE_ASSIGN(RecordedCase recorded,
+                insert_case_locked(cs[i], InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared[i]));
+    ids.push_back(recorded.id);
   }
   KOPE_TRY(commit_locked(tx));
   return ids;
@@ -976,57 +973,10 @@ Result<std::map<std::string, std::string>> SqliteStore::meta_with_prefix(const s
 }
 
 // ----------------------------------------------------------------------------------------------
-// Defaults of the Store extensions, for implementations that do not provide them.
 
-namespace {
-template <class T>
-Result<T> not_supported(std::string_view what) {
-  return fail(ErrorKind::unavailable, "this memory store does not support {}", what);
-}
-}  // namespace
-
-Result<std::vector<int64_t>> Store::record_cases(const std::vector<CaseRecord>& cs) {
-  std::vector<int64_t> ids;
-  for (const auto& c : cs) {
-    KOPE_ASSIGN(int64_t id, record_case(c));
-    ids.push_back(id);
-  }
-  return ids;
-}
-Result<std::vector<std::string>> Store::apply_all(const std::vector<LessonDelta>& deltas) {
-  std::vector<std::string> ids;
-  for (const auto& d : deltas) {
-    KOPE_ASSIGN(std::string id, apply(d));
-    ids.push_back(std::move(id));
-  }
-  return ids;
-}
-Result<std::vector<CaseRecord>> Store::cases(const CaseFilter&) { return not_supported<std::vector<CaseRecord>>("case listings"); }
-Result<std::vector<LineageNode>> Store::lineage(const std::string&, const std::string&) {
-  return not_supported<std::vector<LineageNode>>("lineage");
-}
-Status Store::verify_case(int64_t, bool, const std::string&) { return not_supported<void>("re-verification"); }
-Result<std::optional<Lesson>> Store::get_lesson(const std::string&) { return not_supported<std::optional<Lesson>>("get_lesson"); }
-Result<std::vector<Lesson>> Store::find_lessons(const LessonFilter&) { return not_supported<std::vector<Lesson>>("find_lessons"); }
-Result<std::vector<LessonLogEntry>> Store::lesson_history(const std::string&) {
-  return not_supported<std::vector<LessonLogEntry>>("lesson history");
-}
-Result<std::optional<RetrievalLogEntry>> Store::retrieval_entry(const std::string&) {
-  return not_supported<std::optional<RetrievalLogEntry>>("retrieval log reads");
-}
-Status Store::export_json(std::ostream&, const ExportOptions&) { return not_supported<void>("export"); }
-Status Store::export_dot(std::ostream&, const ExportOptions&) { return not_supported<void>("export"); }
-Result<ImportReport> Store::import_json(std::string_view, const ImportOptions&) { return not_supported<ImportReport>("import"); }
-Result<ImportReport> Store::merge_from(const std::filesystem::path&, const ImportOptions&) {
-  return not_supported<ImportReport>("merge");
-}
-Result<CheckReport> Store::check() { return not_supported<CheckReport>("check"); }
-Result<std::optional<std::string>> Store::get_meta(const std::string&) {
-  return not_supported<std::optional<std::string>>("meta values");
-}
-Status Store::set_meta(const std::string&, const std::string&) { return not_supported<void>("meta values"); }
-Result<std::map<std::string, std::string>> Store::meta_with_prefix(const std::string&) {
-  return not_supported<std::map<std::string, std::string>>("meta values");
+Result<int64_t> Store::record_case(const CaseRecord& c) {
+  KOPE_ASSIGN(RecordedCase recorded, record_attempt(c));
+  return recorded.id;
 }
 
 }  // namespace kope::memory

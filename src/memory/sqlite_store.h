@@ -1,4 +1,5 @@
-// memory/sqlite_store.h — the SQLite implementation of kope::memory::Store (internal).
+// memory/sqlite_store.h — the SQLite implementation of kope::memory::Database (internal): the
+// agent's Store and the StoreAdmin interface.
 //
 // One connection per store, guarded by a mutex (the Store is thread-safe); every write runs in
 // one BEGIN IMMEDIATE transaction, so a crash leaves either all of a write or none of it.
@@ -30,11 +31,13 @@ struct SignatureShape {
 };
 SignatureShape signature_shape(std::string_view signature);
 
-class SqliteStore final : public Store {
+class SqliteStore final : public Database {
  public:
   static Result<std::unique_ptr<SqliteStore>> open(const std::filesystem::path& path);
 
-  Result<int64_t> record_case(const CaseRecord& c) override;
+  // Store
+  Result<RecordedCase> record_attempt(const CaseRecord& c) override;
+  Result<CaseAssessment> assess_attempt(const CaseRecord& c) override;
   Result<std::optional<CaseRecord>> get_case(int64_t id) override;
   Result<std::optional<CaseRecord>> find_case(const std::string& natural_key) override;
   Result<std::vector<CaseRecord>> best_cases(const std::string& op, const std::string& target, int limit) override;
@@ -43,11 +46,12 @@ class SqliteStore final : public Store {
   Result<std::vector<RetrievedItem>> retrieve(const RetrievalQuery& q) override;
   Status log_retrieval(const RetrievalLogEntry& entry) override;
   Status credit(const std::string& prompt_id, double reward) override;
-  Result<Stats> stats() override;
+  Result<std::vector<CaseRecord>> cases(const CaseFilter& filter) override;
 
+  // StoreAdmin
+  Result<Stats> stats() override;
   Result<std::vector<int64_t>> record_cases(const std::vector<CaseRecord>& cs) override;
   Result<std::vector<std::string>> apply_all(const std::vector<LessonDelta>& deltas) override;
-  Result<std::vector<CaseRecord>> cases(const CaseFilter& filter) override;
   Result<std::vector<LineageNode>> lineage(const std::string& op, const std::string& target) override;
   Status verify_case(int64_t id, bool confirmed, const std::string& note) override;
   Result<std::optional<Lesson>> get_lesson(const std::string& id) override;
@@ -104,8 +108,20 @@ class SqliteStore final : public Store {
 
   // --- cases (sqlite_store.cpp); all *_locked functions expect m_mutex held and a transaction
   // open where they write.
-  Result<int64_t> insert_case_locked(const CaseRecord& c, const InsertSource& src,
-                                     const PreparedCase* prepared = nullptr);
+  Result<RecordedCase> insert_case_locked(const CaseRecord& c, const InsertSource& src,
+                                          const PreparedCase* prepared = nullptr);
+  // Fails with usage for a case the store cannot record (no op or target, unknown verdict,
+  // non-finite or negative speedups).
+  static Status validate_case(const CaseRecord& c);
+  // The parent a case names (by id or natural key) with its facts; nothing for a root. Fails
+  // with not_found when the named parent does not exist.
+  struct ParentOfCase {
+    std::optional<int64_t> id;
+    std::optional<ParentFacts> facts;
+  };
+  Result<ParentOfCase> parent_locked(const CaseRecord& c);
+  // A recorded case's id and the assessment it was recorded with.
+  Result<RecordedCase> recorded_case_locked(int64_t id);
   Result<std::optional<int64_t>> case_id_by_key_locked(const std::string& key);
   Result<int64_t> ensure_task_locked(const TaskInfo& t);
   Result<int64_t> ensure_hardware_locked(const HardwareInfo& h);

@@ -77,7 +77,7 @@ json export_summary_json(const ExportSummary& s) {
 
 std::optional<std::filesystem::path> starter_memory_file() { return util::find_share_file(k_starter_file); }
 
-Result<StarterImport> import_starter(Store& store, const std::filesystem::path& file) {
+Result<StarterImport> import_starter(StoreAdmin& store, const std::filesystem::path& file) {
   StarterImport out;
   out.file = file;
   KOPE_ASSIGN(std::string raw, util::read_file(file));
@@ -107,7 +107,7 @@ Result<StarterImport> import_starter(Store& store, const std::filesystem::path& 
   return out;
 }
 
-Result<std::set<std::string>> starter_origins(Store& store) {
+Result<std::set<std::string>> starter_origins(StoreAdmin& store) {
   KOPE_ASSIGN(auto rows, store.meta_with_prefix(std::string(k_starter_meta_prefix)));
   std::set<std::string> out;
   for (const auto& [key, value] : rows) {

@@ -60,9 +60,9 @@ struct StarterImport {
 // Imports the starter memory in `file` into `store` as foreign experience, once per content: a
 // meta row "starter:<sha256>" records the import (file, origin, time) and a second call only
 // reads it back. Fails as read_export_file, summarise_export and Store::import_json do.
-Result<StarterImport> import_starter(Store& store, const std::filesystem::path& file);
+Result<StarterImport> import_starter(StoreAdmin& store, const std::filesystem::path& file);
 
 // Instance ids (origins) of every starter export this store imported.
-Result<std::set<std::string>> starter_origins(Store& store);
+Result<std::set<std::string>> starter_origins(StoreAdmin& store);
 
 }  // namespace kope::memory

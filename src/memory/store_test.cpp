@@ -13,13 +13,13 @@ namespace {
 
 using namespace testing;
 
-int64_t record(Store& s, const CaseRecord& c) {
+int64_t record(Database& s, const CaseRecord& c) {
   auto id = s.record_case(c);
   EXPECT_TRUE(id.has_value()) << (id ? "" : id.error().message);
   return id ? *id : 0;
 }
 
-CaseRecord get(Store& s, int64_t id) {
+CaseRecord get(Database& s, int64_t id) {
   auto c = s.get_case(id);
   EXPECT_TRUE(c.has_value() && c->has_value());
   return c && *c ? **c : CaseRecord{};
@@ -383,7 +383,7 @@ TEST(Store, ConcurrentWritersThreadsAndConnections) {
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int w = 0; w < 4; ++w) {
-    Store* s = w % 2 == 0 ? t.store.get() : second->get();
+    Database* s = w % 2 == 0 ? t.store.get() : second->get();
     threads.emplace_back([s, w, &failures] {
       std::optional<int64_t> parent;
       for (int i = 0; i < 25; ++i) {

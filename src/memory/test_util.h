@@ -65,7 +65,7 @@ inline CaseRecord make_case(const std::string& key, const std::string& op, doubl
 
 struct TempStore {
   util::TempDir dir;
-  std::unique_ptr<Store> store;
+  std::unique_ptr<Database> store;
   std::filesystem::path path;
 };
 
@@ -78,6 +78,6 @@ inline TempStore temp_store(const std::string& name = "memory.db") {
   return TempStore{std::move(*dir), std::move(*store), path};
 }
 
-inline SqliteStore& sqlite(Store& s) { return dynamic_cast<SqliteStore&>(s); }
+inline SqliteStore& sqlite(Database& s) { return dynamic_cast<SqliteStore&>(s); }
 
 }  // namespace kope::memory::testing

@@ -5,7 +5,7 @@
 
 #include <regex>
 
-#include "agent/fakes.h"
+#include "fakes/fakes.h"
 #include "agent/run.h"
 #include "agent/test_support.h"
 #include "util/fs.h"
@@ -59,7 +59,7 @@ class DemoEvaluator : public eval::Evaluator {
  public:
   DemoEvaluator()
       : m_without([] {
-          agent::FakeEvaluator::Config c;
+          fakes::FakeEvaluator::Config c;
           c.library_us = std::nullopt;
           return c;
         }()) {}
@@ -73,8 +73,8 @@ class DemoEvaluator : public eval::Evaluator {
   std::string backend() const override { return "cpu"; }
 
  private:
-  agent::FakeEvaluator m_with;
-  agent::FakeEvaluator m_without;
+  fakes::FakeEvaluator m_with;
+  fakes::FakeEvaluator m_without;
 };
 
 // The scripted model: better answers with more context (q = 0 none, 1 passive, 2 active).
@@ -136,13 +136,13 @@ std::vector<DemoRun> make_demo_runs(const fs::path& root, const std::vector<std:
     profile.context_window = 32000;
     profile.max_output_tokens = 2000;
     static const std::regex head("operator `([^`]+)`[^\\n]*attempt (\\d+) of \\d+, stage: (\\w+)");
-    agent::ScriptedLlm llm(
+    fakes::ScriptedLlm llm(
         profile,
         [q](const std::vector<llm::Message>& messages,
             const llm::ChatParams& params) -> llm::LlmResult<llm::ChatResponse> {
           llm::ChatResponse r;
           if (params.purpose == "reflect") {
-            r = agent::fake_response(
+            r = fakes::fake_response(
                 messages,
                 R"({"lessons": [{"action": "add", "kind": "strategy", "title": "Parallelise the outer loop",
           "text": "Rows are independent: an OpenMP parallel for over rows with a vectorised inner loop is the first win."}]})");
@@ -155,7 +155,7 @@ std::vector<DemoRun> make_demo_runs(const fs::path& root, const std::vector<std:
               k = std::stoi(sm[2]);
               stage = sm[3];
             }
-            r = agent::fake_response(messages, answer(op, stage, k, q));
+            r = fakes::fake_response(messages, answer(op, stage, k, q));
           }
           r.cost_usd = static_cast<double>(r.usage.prompt_tokens) * 3e-6 +
                        static_cast<double>(r.usage.completion_tokens) * 15e-6;

@@ -1,5 +1,5 @@
 // tests/report/demo_runs.h — real run directories for report tests, written by the agent's own
-// Run (agent/run.h) with its fakes (agent/fakes.h): a scripted model whose answers get better
+// Run (agent/run.h) with its fakes (fakes/fakes.h): a scripted model whose answers get better
 // with the context mode (none < passive < active), a fake evaluator with per-operator library
 // baselines, and the real SQLite memory (one database the runs share, as consecutive runs on a
 // machine do). Everything in the directories (config.json, events.jsonl, candidates,

@@ -32,7 +32,7 @@ std::filesystem::path store_path(const Common& c) {
   return c.memory.empty() ? mem::default_store_path() : std::filesystem::path(c.memory);
 }
 
-Result<std::unique_ptr<mem::Store>> open(const Common& c) { return mem::open_store(store_path(c)); }
+Result<std::unique_ptr<mem::Database>> open(const Common& c) { return mem::open_store(store_path(c)); }
 
 void add_common(CLI::App* sub, const std::shared_ptr<Common>& c, bool json_flag = true) {
   sub->add_option("--memory", c->memory, "Memory database (default: $KOPE_MEMORY, else <data dir>/memory.db)");
@@ -60,7 +60,7 @@ std::optional<int64_t> parse_case_id(std::string_view s) {
   return v;
 }
 
-Result<mem::CaseRecord> resolve_case(mem::Store& store, const std::string& ref) {
+Result<mem::CaseRecord> resolve_case(mem::Database& store, const std::string& ref) {
   if (auto id = parse_case_id(ref)) {
     KOPE_ASSIGN(auto c, store.get_case(*id));
     if (c) return std::move(*c);
@@ -236,6 +236,533 @@ Result<json> build_provenance(const std::string& memory_path, const std::vector<
   return p;
 }
 
+// --- the subcommands: each registers its options and, when chosen, sets the action that runs it.
+
+// What every subcommand registers with: the `memory` command, the action to set and the options
+// every subcommand shares (--memory, --json).
+struct MemoryCli {
+  CLI::App* memory = nullptr;
+  Action* action = nullptr;
+  std::shared_ptr<Common> common;
+
+  CLI::App* sub(const char* name, const char* help) const {
+    auto* s = memory->add_subcommand(name, help);
+    s->fallthrough();
+    return s;
+  }
+  // Sets the action to `run(common)` when `s` is chosen.
+  void on_chosen(CLI::App* s, std::function<Result<int>(const Common&)> run) const {
+    s->callback([action = action, common = common, run = std::move(run)] {
+      *action = [common, run]() -> Result<int> { return run(*common); };
+    });
+  }
+};
+
+std::string export_summary_text(const mem::ExportSummary& e, const std::string& file) {
+  std::string out;
+  out += fmt::format("export      {}  (origin {}, exported {})\n", file, e.origin, e.exported_at);
+  out += fmt::format("cases       {}  ({} correct)\nops         {}  ({} with a correct kernel)\nlessons     {}\n",
+                     e.cases, e.correct_cases, e.ops.size(), e.solved_ops.size(), e.lessons);
+  out += fmt::format("targets     {}\n", util::join(std::vector<std::string>(e.targets.begin(), e.targets.end()), ", "));
+  out += fmt::format("provenance  {}\n", provenance_line(e.provenance));
+  return out;
+}
+
+std::string stats_text(const mem::Stats& s, const std::string& path) {
+  std::string out;
+  out += fmt::format("memory      {}  (schema {}, instance {})\n", path, s.schema_version, s.instance);
+  out += fmt::format("size        {}\n", util::human_bytes(static_cast<double>(s.bytes)));
+  out += fmt::format("tasks       {}\ncases       {}  ({} runs, {} quarantined, {} foreign)\n", s.tasks, s.cases, s.runs,
+                     s.quarantined, s.foreign_cases);
+  out += fmt::format("targets     {}\ntoolchains  {}\n", s.targets, s.toolchains);
+  out += fmt::format("lessons     {}  ({} active, {} deltas)\n", s.lessons, s.lessons_active, s.lesson_deltas);
+  out += fmt::format("prompts     {}  ({} credited)\n", s.prompts, s.prompts_credited);
+  out += fmt::format("code        {} blobs, {} raw, {} stored\n", s.code_blobs,
+                     util::human_bytes(static_cast<double>(s.code_bytes_raw)),
+                     util::human_bytes(static_cast<double>(s.code_bytes_stored)));
+  auto row = [&](const char* label, const std::map<std::string, int64_t>& m) {
+    std::vector<std::string> parts;
+    for (const auto& [k, v] : m) parts.push_back(fmt::format("{} {}", k, v));
+    out += fmt::format("{:<12}{}\n", label, parts.empty() ? std::string("-") : util::join(parts, ", "));
+  };
+  row("verdicts", s.by_verdict);
+  row("outcomes", s.by_outcome);
+  row("stages", s.by_stage);
+  row("lessons by", s.lessons_by_status);
+  out += fmt::format("imports     {}\n", s.imports.size());
+  for (const auto& r : s.imports) {
+    json p = r.provenance.empty() ? json() : json::parse(r.provenance, nullptr, false);
+    out += fmt::format("  {} {}{}: {} cases, {} lessons (origin {})\n    provenance: {}\n", r.imported_at, r.source,
+                       r.foreign ? " [foreign]" : "", r.cases_added, r.lessons_added, r.origin, provenance_line(p));
+  }
+  return out;
+}
+
+// `stats [FILE]`: the database's counts, or an export file's summary.
+Result<int> run_stats(const Common& common, const std::string& file) {
+  if (!file.empty()) {
+    KOPE_ASSIGN(std::string text, mem::read_export_file(file));
+    KOPE_ASSIGN(mem::ExportSummary e, mem::summarise_export(text, file));
+    if (common.json) {
+      json j = mem::export_summary_json(e);
+      j["path"] = file;
+      print(j.dump(2) + "\n");
+    } else {
+      print(export_summary_text(e, file));
+    }
+    return 0;
+  }
+  KOPE_ASSIGN(auto store, open(common));
+  KOPE_ASSIGN(mem::Stats s, store->stats());
+  if (common.json) {
+    json j = mem::stats_json(s);
+    j["path"] = store_path(common).string();
+    print(j.dump(2) + "\n");
+  } else {
+    print(stats_text(s, store_path(common).string()));
+  }
+  return 0;
+}
+
+void add_stats(const MemoryCli& cli) {
+  auto file = std::make_shared<std::string>();
+  auto* s = cli.sub("stats", "Counts: tasks, cases, lessons, targets, verdicts, outcomes, size, imports with their provenance");
+  s->add_option("file", *file, "An export file (.json or .json.zst) to describe instead of the database");
+  cli.on_chosen(s, [file](const Common& common) { return run_stats(common, *file); });
+}
+
+struct CasesOptions {
+  std::string op, target, toolchain, run, stage, verdict, outcome, signature;
+  bool quarantined = false, foreign = false;
+  int limit = 50;
+  int64_t before = 0;
+};
+
+Result<int> run_cases(const Common& common, const CasesOptions& o) {
+  KOPE_ASSIGN(auto store, open(common));
+  mem::CaseFilter f;
+  f.op = o.op;
+  f.target = o.target;
+  f.toolchain = o.toolchain;
+  f.run_id = o.run;
+  f.stage = parse_or<mem::Stage>(o.stage, mem::parse_stage);
+  f.verdict = o.verdict;
+  f.outcome = parse_or<mem::Outcome>(o.outcome, mem::parse_outcome);
+  f.error_signature = o.signature;
+  if (o.quarantined) f.quarantined = true;
+  if (o.foreign) f.foreign_origin = true;
+  f.limit = o.limit;
+  f.before_id = o.before;
+  KOPE_ASSIGN(auto cases, store->cases(f));
+  if (common.json) {
+    json arr = json::array();
+    for (const auto& c : cases) arr.push_back(mem::case_json(c, false));
+    print(arr.dump(2) + "\n");
+  } else {
+    print(case_table(cases) + fmt::format("{} cases\n", cases.size()));
+  }
+  return 0;
+}
+
+void add_cases(const MemoryCli& cli) {
+  auto o = std::make_shared<CasesOptions>();
+  auto* s = cli.sub("cases", "List cases (newest first) with filters");
+  s->add_option("--op", o->op, "Only this op");
+  s->add_option("--target", o->target, "Only this target");
+  s->add_option("--toolchain", o->toolchain, "Only this toolchain id");
+  s->add_option("--run", o->run, "Only this run id");
+  s->add_option("--stage", o->stage, "draft, repair or refine")->check(CLI::IsMember({"draft", "repair", "refine"}));
+  s->add_option("--verdict", o->verdict, "correct, compile_error, wrong_result, ...");
+  s->add_option("--outcome", o->outcome, "effective, partial, ineffective or negative")
+      ->check(CLI::IsMember({"effective", "partial", "ineffective", "negative"}));
+  s->add_option("--signature", o->signature, "Only cases with this error signature");
+  s->add_flag("--quarantined", o->quarantined, "Only quarantined (or refuted) cases");
+  s->add_flag("--foreign", o->foreign, "Only cases imported as foreign");
+  s->add_option("--limit", o->limit, "At most this many (0 = all)")->capture_default_str();
+  s->add_option("--before", o->before, "Only ids below this (paging)");
+  cli.on_chosen(s, [o](const Common& common) { return run_cases(common, *o); });
+}
+
+struct LessonsOptions {
+  std::string kind, status = "active", category, backend, target, toolchain, search;
+  int limit = 200;
+};
+
+Result<int> run_lessons(const Common& common, const LessonsOptions& o) {
+  KOPE_ASSIGN(auto store, open(common));
+  mem::LessonFilter f;
+  f.scope = {o.category, o.backend, o.target, o.toolchain};
+  f.kind = parse_or<mem::LessonKind>(o.kind, mem::parse_lesson_kind);
+  if (o.status != "all") f.status = mem::parse_lesson_status(o.status);
+  f.text = o.search;
+  f.limit = o.limit;
+  KOPE_ASSIGN(auto lessons, store->find_lessons(f));
+  if (common.json) {
+    json arr = json::array();
+    for (const auto& l : lessons) arr.push_back(mem::lesson_json(l));
+    print(arr.dump(2) + "\n");
+  } else {
+    print(lesson_table(lessons) + fmt::format("{} lessons\n", lessons.size()));
+  }
+  return 0;
+}
+
+void add_lessons(const MemoryCli& cli) {
+  auto o = std::make_shared<LessonsOptions>();
+  auto* s = cli.sub("lessons", "List lessons with filters");
+  s->add_option("--kind", o->kind, "strategy, pitfall, fix or recipe")
+      ->check(CLI::IsMember({"strategy", "pitfall", "fix", "recipe"}));
+  s->add_option("--status", o->status, "active, quarantined, deprecated, merged or all")
+      ->check(CLI::IsMember({"active", "quarantined", "deprecated", "merged", "all"}))
+      ->capture_default_str();
+  s->add_option("--category", o->category, "Lessons for this op category (and general ones)");
+  s->add_option("--backend", o->backend, "Lessons for this backend (and general ones)");
+  s->add_option("--target", o->target, "Lessons for this target (and general ones)");
+  s->add_option("--toolchain", o->toolchain, "Lessons for this toolchain (and general ones)");
+  s->add_option("--search", o->search, "Full-text search over titles and texts");
+  s->add_option("--limit", o->limit, "At most this many (0 = all)")->capture_default_str();
+  cli.on_chosen(s, [o](const Common& common) { return run_lessons(common, *o); });
+}
+
+std::string lesson_text(const mem::Lesson& lesson, const std::vector<mem::LessonLogEntry>& history) {
+  std::string out = fmt::format("lesson {}  ({}, {})\n", lesson.id, mem::lesson_kind_name(lesson.kind),
+                                mem::lesson_status_name(lesson.status));
+  out += fmt::format("  title       {}\n  text        {}\n", lesson.title, lesson.text);
+  if (!lesson.error_signature.empty()) out += fmt::format("  fixes       {}\n", lesson.error_signature);
+  out += fmt::format("  scope       category '{}' backend '{}' target '{}' toolchain '{}'\n", lesson.scope.category,
+                     lesson.scope.backend, lesson.scope.target, lesson.scope.toolchain);
+  out += fmt::format("  votes       {} helpful, {} harmful\n", lesson.helpful, lesson.harmful);
+  for (const auto& [stage, v] : lesson.value) out += fmt::format("  value       {} {:.3f}\n", stage, v);
+  std::vector<std::string> srcs;
+  for (int64_t c : lesson.source_cases) srcs.push_back(std::to_string(c));
+  out += fmt::format("  from cases  {}\n", srcs.empty() ? std::string("-") : util::join(srcs, ", "));
+  if (!lesson.merged_into.empty()) out += fmt::format("  merged into {}\n", lesson.merged_into);
+  out += fmt::format("  valid       {} .. {}\n", lesson.valid_from, lesson.valid_to.empty() ? "now" : lesson.valid_to);
+  out += "  history\n";
+  for (const auto& e : history) {
+    out += fmt::format("    #{:<5} {:<9} {:<24} +{} -{} {:<11} {}\n", e.seq, e.op, e.created_at, e.helpful_after,
+                       e.harmful_after, e.status_after, e.reason);
+  }
+  return out;
+}
+
+// `show ID`: a lesson (an id that is no case id and names a lesson), else a case.
+Result<int> run_show(const Common& common, const std::string& id, bool code) {
+  KOPE_ASSIGN(auto store, open(common));
+  std::string lesson_id = id.starts_with("lesson:") ? id.substr(7) : id;
+  if (!parse_case_id(id)) {
+    KOPE_ASSIGN(auto lesson, store->get_lesson(lesson_id));
+    if (lesson) {
+      KOPE_ASSIGN(auto history, store->lesson_history(lesson->id));
+      if (common.json) {
+        json j = mem::lesson_json(*lesson);
+        json h = json::array();
+        for (const auto& e : history) h.push_back(mem::lesson_log_json(e));
+        j["history"] = h;
+        print(j.dump(2) + "\n");
+      } else {
+        print(lesson_text(*lesson, history));
+      }
+      return 0;
+    }
+  }
+  KOPE_ASSIGN(mem::CaseRecord c, resolve_case(*store, id));
+  if (common.json) {
+    print(mem::case_json(c, true).dump(2) + "\n");
+  } else {
+    print(case_text(c, code));
+  }
+  return 0;
+}
+
+void add_show(const MemoryCli& cli) {
+  struct Options {
+    std::string id;
+    bool code = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* s = cli.sub("show", "Show one case (id, case:ID or natural key) or lesson (its id) in full");
+  s->add_option("id", o->id, "Case id, case:ID, natural key, or lesson id (L...)")->required();
+  s->add_flag("--code", o->code, "Include the code (always included with --json)");
+  cli.on_chosen(s, [o](const Common& common) { return run_show(common, o->id, o->code); });
+}
+
+Result<int> run_journal(const Common& common, const std::string& id) {
+  KOPE_ASSIGN(auto store, open(common));
+  KOPE_ASSIGN(mem::CaseRecord c, resolve_case(*store, id));
+  if (common.json) {
+    print(json{{"case", c.id}, {"natural_key", c.natural_key}, {"journal", c.journal}}.dump(2) + "\n");
+  } else {
+    print(c.journal.empty() ? fmt::format("(case {} has no journal)\n", c.id)
+                            : c.journal + (c.journal.ends_with('\n') ? "" : "\n"));
+  }
+  return 0;
+}
+
+void add_journal(const MemoryCli& cli) {
+  auto id = std::make_shared<std::string>();
+  auto* s = cli.sub("journal", "Print a case's journal (strategy, change, status, numbers, reading)");
+  s->add_option("case", *id, "Case id or natural key")->required();
+  cli.on_chosen(s, [id](const Common& common) { return run_journal(common, *id); });
+}
+
+Result<int> run_lineage(const Common& common, const std::string& op, const std::string& target) {
+  KOPE_ASSIGN(auto store, open(common));
+  KOPE_ASSIGN(auto nodes, store->lineage(op, target));
+  if (common.json) {
+    json arr = json::array();
+    for (const auto& n : nodes) arr.push_back(mem::lineage_json(n));
+    print(arr.dump(2) + "\n");
+    return 0;
+  }
+  if (nodes.empty()) {
+    print(fmt::format("no cases for op '{}'{}\n", op, target.empty() ? "" : " on " + target));
+    return 0;
+  }
+  std::string out;
+  for (const auto& n : nodes) {
+    std::string result = n.verdict == "correct"
+                             ? fmt::format("{} r={:.2f} {} vs ref", mem::outcome_name(n.outcome), n.ratio,
+                                           fmt_speed(n.speedup_vs_reference))
+                             : n.verdict;
+    if (!n.quarantine_status.empty()) result += " [" + n.quarantine_status + "]";
+    out += fmt::format("{}#{} {} {} d={:.2f} [{}]  {}\n", std::string(static_cast<size_t>(n.depth) * 2, ' '), n.id,
+                       mem::stage_name(n.stage), result, n.downstream, n.target, one_line(n.optimisation, 60));
+  }
+  print(out);
+  return 0;
+}
+
+void add_lineage(const MemoryCli& cli) {
+  struct Options {
+    std::string op, target;
+  };
+  auto o = std::make_shared<Options>();
+  auto* s = cli.sub("lineage", "The began-from forest of an op's attempts");
+  s->add_option("task", o->op, "Op name")->required();
+  s->add_option("--target", o->target, "Only this target");
+  cli.on_chosen(s, [o](const Common& common) { return run_lineage(common, o->op, o->target); });
+}
+
+struct ExportCliOptions {
+  std::string format = "json", output, op, target;
+  int64_t max_cases = 0;
+  std::vector<std::string> run_dirs;
+  std::string note, provenance;
+};
+
+// Streams `write` to a temporary beside `target`, renamed into place once complete.
+Status write_file_streamed(const std::filesystem::path& target, const std::function<Status(std::ostream&)>& write) {
+  std::filesystem::path tmp = target;
+  tmp += ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return fail(ErrorKind::io, "cannot write {}", tmp.string());
+    if (auto st = write(out); !st) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      return std::unexpected(st.error());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) return fail(ErrorKind::io, "cannot rename {} to {}: {}", tmp.string(), target.string(), ec.message());
+  return {};
+}
+
+Result<int> run_export(const Common& common, const ExportCliOptions& o) {
+  KOPE_ASSIGN(auto store, open(common));
+  mem::ExportOptions eo{o.op, o.target, o.max_cases, {}};
+  if (o.format == "json") {
+    KOPE_ASSIGN(json prov, build_provenance(store_path(common).string(), o.run_dirs, o.note, o.provenance));
+    eo.provenance = prov.dump();
+  }
+  if (o.format == "json" && std::filesystem::path(o.output).extension() == ".zst") {
+    std::ostringstream text;
+    KOPE_TRY(store->export_json(text, eo));
+    KOPE_TRY(mem::write_export_file(o.output, text.str()));
+    return 0;
+  }
+  auto write = [&](std::ostream& out) -> Status {
+    return o.format == "dot" ? store->export_dot(out, eo) : store->export_json(out, eo);
+  };
+  if (o.output.empty() || o.output == "-") {
+    KOPE_TRY(write(std::cout));
+    return 0;
+  }
+  KOPE_TRY(write_file_streamed(o.output, write));
+  return 0;
+}
+
+void add_export(const MemoryCli& cli) {
+  auto o = std::make_shared<ExportCliOptions>();
+  auto* s = cli.sub("export", "Write the memory as JSON (to share) or Graphviz dot (to look at)");
+  s->add_option("--format", o->format, "json or dot")->check(CLI::IsMember({"json", "dot"}))->capture_default_str();
+  s->add_option("-o,--output", o->output, "Output file (default: stdout)");
+  s->add_option("--op", o->op, "Only this op");
+  s->add_option("--target", o->target, "Only this target");
+  s->add_option("--max-cases", o->max_cases, "dot: only the newest N cases");
+  s->add_option("--run-dir", o->run_dirs, "json: record this run's model, target and ops in the provenance (repeatable)");
+  s->add_option("--note", o->note, "json: where the answers came from, in words, for the provenance");
+  s->add_option("--provenance", o->provenance, "json: a file holding a JSON object merged into the provenance");
+  cli.on_chosen(s, [o](const Common& common) { return run_export(common, *o); });
+}
+
+// `import FILE` (an export, plain or zstd-compressed) or `merge DB` (another database).
+Result<int> run_import(const Common& common, const std::string& source, bool foreign, bool merge) {
+  KOPE_ASSIGN(auto store, open(common));
+  mem::ImportOptions io{foreign, source};
+  mem::ImportReport r;
+  if (merge) {
+    KOPE_ASSIGN(r, store->merge_from(source, io));
+  } else {
+    KOPE_ASSIGN(std::string text, mem::read_export_file(source));  // plain or zstd-compressed
+    KOPE_ASSIGN(r, store->import_json(text, io));
+  }
+  if (common.json) {
+    print(mem::import_report_json(r).dump(2) + "\n");
+  } else {
+    print(fmt::format("{} {} (origin {}): cases {} added, {} already present, {} renamed; lessons {} added, "
+                      "{} merged into existing, {} already present\n",
+                      merge ? "merged" : "imported", source, r.origin, r.cases_added, r.cases_skipped, r.cases_renamed,
+                      r.lessons_added, r.lessons_merged, r.lessons_skipped));
+  }
+  return 0;
+}
+
+void add_import(const MemoryCli& cli, bool merge) {
+  struct Options {
+    std::string source;
+    bool foreign = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* s = merge ? cli.sub("merge", "Merge another kope memory database into this one (the other is not modified)")
+                  : cli.sub("import", "Import a `kope memory export` file, plain or .zst (idempotent; provenance kept)");
+  s->add_option(merge ? "db" : "file", o->source, merge ? "The database to merge" : "The export file (- for stdin)")
+      ->required();
+  s->add_flag("--foreign", o->foreign, "Mark everything as from another machine (feasibility, never speed evidence)");
+  cli.on_chosen(s, [o, merge](const Common& common) { return run_import(common, o->source, o->foreign, merge); });
+}
+
+Result<int> run_check(const Common& common) {
+  KOPE_ASSIGN(auto store, open(common));
+  KOPE_ASSIGN(mem::CheckReport r, store->check());
+  if (common.json) {
+    print(mem::check_report_json(r).dump(2) + "\n");
+  } else if (r.ok()) {
+    print(fmt::format("ok: {} cases, {} code blobs, {} lessons checked\n", r.cases_checked, r.blobs_checked,
+                      r.lessons_checked));
+  } else {
+    std::string out = fmt::format("{} problems in {}:\n", r.problems.size(), store_path(common).string());
+    for (const auto& p : r.problems) out += "  " + p + "\n";
+    print(out);
+  }
+  return r.ok() ? 0 : 1;
+}
+
+void add_check(const MemoryCli& cli) {
+  cli.on_chosen(cli.sub("check", "Integrity check plus kope's invariants; exits 1 listing problems"), run_check);
+}
+
+// `verify CASE [--refute]`: the re-verification of a quarantined case.
+Result<int> run_verify(const Common& common, const std::string& id, bool refute, const std::string& note) {
+  KOPE_ASSIGN(auto store, open(common));
+  KOPE_ASSIGN(mem::CaseRecord c, resolve_case(*store, id));
+  KOPE_TRY(store->verify_case(c.id, !refute, note));
+  std::string status = refute ? "refuted" : "verified";
+  if (common.json) {
+    print(json{{"case", c.id}, {"quarantine_status", status}}.dump(2) + "\n");
+  } else {
+    print(fmt::format("case {} {}\n", c.id, status));
+  }
+  return 0;
+}
+
+void add_verify(const MemoryCli& cli) {
+  struct Options {
+    std::string id, note;
+    bool refute = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* s = cli.sub("verify", "Lift the quarantine of a re-verified case (or --refute it)");
+  s->add_option("case", o->id, "Case id or natural key")->required();
+  s->add_flag("--refute", o->refute, "The re-verification did not confirm it");
+  s->add_option("--note", o->note, "What the re-verification found");
+  cli.on_chosen(s, [o](const Common& common) { return run_verify(common, o->id, o->refute, o->note); });
+}
+
+struct RetrieveOptions {
+  std::string op, target, toolchain, backend, stage = "draft", error, bottleneck, text;
+  int limit = 20;
+  int64_t incumbent = 0;
+};
+
+std::string retrieved_text(const std::vector<mem::RetrievedItem>& items) {
+  std::string out;
+  int64_t tokens = 0;
+  for (const auto& it : items) {
+    std::vector<std::string> parts;
+    for (const auto& [k, v] : it.score_parts) parts.push_back(fmt::format("{} {:.2f}", k, v));
+    out += fmt::format("{:<16} {:<12} score {:6.3f}  {:>5} tokens{}  ({})\n", it.id, mem::item_kind_name(it.kind),
+                       it.score, it.tokens, it.foreign ? "  FOREIGN" : "", util::join(parts, ", "));
+    out += "    " + one_line(it.text, 110) + "\n";
+    tokens += it.tokens;
+  }
+  out += fmt::format("{} items, {} tokens\n", items.size(), tokens);
+  return out;
+}
+
+// `retrieve OP`: what the agent would be given for a state (the op's features from its newest
+// recorded case).
+Result<int> run_retrieve(const Common& common, const RetrieveOptions& o) {
+  KOPE_ASSIGN(auto store, open(common));
+  mem::CaseFilter f;
+  f.op = o.op;
+  f.limit = 1;
+  KOPE_ASSIGN(auto any, store->cases(f));
+  mem::RetrievalQuery q;
+  if (!any.empty()) {
+    q.task = any.front().task;
+  } else {
+    q.task.op = o.op;
+  }
+  q.target = o.target.empty() ? Target::host().str() : o.target;
+  q.toolchain = o.toolchain;
+  q.backend = o.backend;
+  q.stage = *mem::parse_stage(o.stage);
+  q.last_error_signature = o.error;
+  q.bottleneck = o.bottleneck;
+  q.text = o.text;
+  q.limit = o.limit;
+  if (o.incumbent > 0) q.incumbent_case = o.incumbent;
+  KOPE_ASSIGN(auto items, store->retrieve(q));
+  if (common.json) {
+    json arr = json::array();
+    for (const auto& it : items) arr.push_back(mem::retrieved_json(it));
+    print(arr.dump(2) + "\n");
+  } else {
+    print(retrieved_text(items));
+  }
+  return 0;
+}
+
+void add_retrieve(const MemoryCli& cli) {
+  auto o = std::make_shared<RetrieveOptions>();
+  auto* s = cli.sub("retrieve", "Show the items retrieval returns for a state, with scores and tokens");
+  s->add_option("op", o->op, "Op name (its features are taken from its recorded cases)")->required();
+  s->add_option("--target", o->target, "Target (default: this host)");
+  s->add_option("--toolchain", o->toolchain, "Toolchain id");
+  s->add_option("--backend", o->backend, "Backend (cpu, opencl, cuda, ...)");
+  s->add_option("--stage", o->stage, "draft, repair or refine")->check(CLI::IsMember({"draft", "repair", "refine"}))
+      ->capture_default_str();
+  s->add_option("--error", o->error, "Last error signature");
+  s->add_option("--bottleneck", o->bottleneck, "memory, compute or latency");
+  s->add_option("--text", o->text, "Free text for lexical search");
+  s->add_option("--incumbent", o->incumbent, "Incumbent case id (lineage signals)");
+  s->add_option("--limit", o->limit, "At most this many items")->capture_default_str();
+  cli.on_chosen(s, [o](const Common& common) { return run_retrieve(common, *o); });
+}
+
 }  // namespace
 
 void register_memory(CLI::App& app, Action& action) {
@@ -243,497 +770,19 @@ void register_memory(CLI::App& app, Action& action) {
   memory->require_subcommand(1);
   auto common = std::make_shared<Common>();
   add_common(memory, common);
-
-  auto sub = [&](const char* name, const char* help) {
-    auto* s = memory->add_subcommand(name, help);
-    s->fallthrough();
-    return s;
-  };
-
-  // --- stats
-  auto stats_file = std::make_shared<std::string>();
-  auto* stats_cmd = sub("stats", "Counts: tasks, cases, lessons, targets, verdicts, outcomes, size, imports with their provenance");
-  stats_cmd->add_option("file", *stats_file, "An export file (.json or .json.zst) to describe instead of the database");
-  stats_cmd->callback([&action, common, stats_file] {
-    action = [common, stats_file]() -> Result<int> {
-      if (!stats_file->empty()) {
-        KOPE_ASSIGN(std::string text, mem::read_export_file(*stats_file));
-        KOPE_ASSIGN(mem::ExportSummary e, mem::summarise_export(text, *stats_file));
-        if (common->json) {
-          json j = mem::export_summary_json(e);
-          j["path"] = *stats_file;
-          print(j.dump(2) + "\n");
-          return 0;
-        }
-        std::string out;
-        out += fmt::format("export      {}  (origin {}, exported {})\n", *stats_file, e.origin, e.exported_at);
-        out += fmt::format("cases       {}  ({} correct)\nops         {}  ({} with a correct kernel)\nlessons     {}\n",
-                           e.cases, e.correct_cases, e.ops.size(), e.solved_ops.size(), e.lessons);
-        out += fmt::format("targets     {}\n", util::join(std::vector<std::string>(e.targets.begin(), e.targets.end()), ", "));
-        out += fmt::format("provenance  {}\n", provenance_line(e.provenance));
-        print(out);
-        return 0;
-      }
-      KOPE_ASSIGN(auto store, open(*common));
-      KOPE_ASSIGN(mem::Stats s, store->stats());
-      if (common->json) {
-        json j = mem::stats_json(s);
-        j["path"] = store_path(*common).string();
-        print(j.dump(2) + "\n");
-        return 0;
-      }
-      std::string out;
-      out += fmt::format("memory      {}  (schema {}, instance {})\n", store_path(*common).string(), s.schema_version, s.instance);
-      out += fmt::format("size        {}\n", util::human_bytes(static_cast<double>(s.bytes)));
-      out += fmt::format("tasks       {}\ncases       {}  ({} runs, {} quarantined, {} foreign)\n", s.tasks, s.cases, s.runs,
-                         s.quarantined, s.foreign_cases);
-      out += fmt::format("targets     {}\ntoolchains  {}\n", s.targets, s.toolchains);
-      out += fmt::format("lessons     {}  ({} active, {} deltas)\n", s.lessons, s.lessons_active, s.lesson_deltas);
-      out += fmt::format("prompts     {}  ({} credited)\n", s.prompts, s.prompts_credited);
-      out += fmt::format("code        {} blobs, {} raw, {} stored\n", s.code_blobs,
-                         util::human_bytes(static_cast<double>(s.code_bytes_raw)),
-                         util::human_bytes(static_cast<double>(s.code_bytes_stored)));
-      auto row = [&](const char* label, const std::map<std::string, int64_t>& m) {
-        std::vector<std::string> parts;
-        for (const auto& [k, v] : m) parts.push_back(fmt::format("{} {}", k, v));
-        out += fmt::format("{:<12}{}\n", label, parts.empty() ? std::string("-") : util::join(parts, ", "));
-      };
-      row("verdicts", s.by_verdict);
-      row("outcomes", s.by_outcome);
-      row("stages", s.by_stage);
-      row("lessons by", s.lessons_by_status);
-      out += fmt::format("imports     {}\n", s.imports.size());
-      for (const auto& r : s.imports) {
-        json p = r.provenance.empty() ? json() : json::parse(r.provenance, nullptr, false);
-        out += fmt::format("  {} {}{}: {} cases, {} lessons (origin {})\n    provenance: {}\n", r.imported_at, r.source,
-                           r.foreign ? " [foreign]" : "", r.cases_added, r.lessons_added, r.origin, provenance_line(p));
-      }
-      print(out);
-      return 0;
-    };
-  });
-
-  // --- cases
-  {
-    struct Options {
-      std::string op, target, toolchain, run, stage, verdict, outcome, signature;
-      bool quarantined = false, foreign = false;
-      int limit = 50;
-      int64_t before = 0;
-    };
-    auto o = std::make_shared<Options>();
-    auto* s = sub("cases", "List cases (newest first) with filters");
-    s->add_option("--op", o->op, "Only this op");
-    s->add_option("--target", o->target, "Only this target");
-    s->add_option("--toolchain", o->toolchain, "Only this toolchain id");
-    s->add_option("--run", o->run, "Only this run id");
-    s->add_option("--stage", o->stage, "draft, repair or refine")->check(CLI::IsMember({"draft", "repair", "refine"}));
-    s->add_option("--verdict", o->verdict, "correct, compile_error, wrong_result, ...");
-    s->add_option("--outcome", o->outcome, "effective, partial, ineffective or negative")
-        ->check(CLI::IsMember({"effective", "partial", "ineffective", "negative"}));
-    s->add_option("--signature", o->signature, "Only cases with this error signature");
-    s->add_flag("--quarantined", o->quarantined, "Only quarantined (or refuted) cases");
-    s->add_flag("--foreign", o->foreign, "Only cases imported as foreign");
-    s->add_option("--limit", o->limit, "At most this many (0 = all)")->capture_default_str();
-    s->add_option("--before", o->before, "Only ids below this (paging)");
-    s->callback([&action, common, o] {
-      action = [common, o]() -> Result<int> {
-        KOPE_ASSIGN(auto store, open(*common));
-        mem::CaseFilter f;
-        f.op = o->op;
-        f.target = o->target;
-        f.toolchain = o->toolchain;
-        f.run_id = o->run;
-        f.stage = parse_or<mem::Stage>(o->stage, mem::parse_stage);
-        f.verdict = o->verdict;
-        f.outcome = parse_or<mem::Outcome>(o->outcome, mem::parse_outcome);
-        f.error_signature = o->signature;
-        if (o->quarantined) f.quarantined = true;
-        if (o->foreign) f.foreign_origin = true;
-        f.limit = o->limit;
-        f.before_id = o->before;
-        KOPE_ASSIGN(auto cases, store->cases(f));
-        if (common->json) {
-          json arr = json::array();
-          for (const auto& c : cases) arr.push_back(mem::case_json(c, false));
-          print(arr.dump(2) + "\n");
-        } else {
-          print(case_table(cases) + fmt::format("{} cases\n", cases.size()));
-        }
-        return 0;
-      };
-    });
-  }
-
-  // --- lessons
-  {
-    struct Options {
-      std::string kind, status = "active", category, backend, target, toolchain, search;
-      int limit = 200;
-    };
-    auto o = std::make_shared<Options>();
-    auto* s = sub("lessons", "List lessons with filters");
-    s->add_option("--kind", o->kind, "strategy, pitfall, fix or recipe")
-        ->check(CLI::IsMember({"strategy", "pitfall", "fix", "recipe"}));
-    s->add_option("--status", o->status, "active, quarantined, deprecated, merged or all")
-        ->check(CLI::IsMember({"active", "quarantined", "deprecated", "merged", "all"}))
-        ->capture_default_str();
-    s->add_option("--category", o->category, "Lessons for this op category (and general ones)");
-    s->add_option("--backend", o->backend, "Lessons for this backend (and general ones)");
-    s->add_option("--target", o->target, "Lessons for this target (and general ones)");
-    s->add_option("--toolchain", o->toolchain, "Lessons for this toolchain (and general ones)");
-    s->add_option("--search", o->search, "Full-text search over titles and texts");
-    s->add_option("--limit", o->limit, "At most this many (0 = all)")->capture_default_str();
-    s->callback([&action, common, o] {
-      action = [common, o]() -> Result<int> {
-        KOPE_ASSIGN(auto store, open(*common));
-        mem::LessonFilter f;
-        f.scope = {o->category, o->backend, o->target, o->toolchain};
-        f.kind = parse_or<mem::LessonKind>(o->kind, mem::parse_lesson_kind);
-        if (o->status != "all") f.status = mem::parse_lesson_status(o->status);
-        f.text = o->search;
-        f.limit = o->limit;
-        KOPE_ASSIGN(auto lessons, store->find_lessons(f));
-        if (common->json) {
-          json arr = json::array();
-          for (const auto& l : lessons) arr.push_back(mem::lesson_json(l));
-          print(arr.dump(2) + "\n");
-        } else {
-          print(lesson_table(lessons) + fmt::format("{} lessons\n", lessons.size()));
-        }
-        return 0;
-      };
-    });
-  }
-
-  // --- show
-  {
-    struct Options {
-      std::string id;
-      bool code = false;
-    };
-    auto o = std::make_shared<Options>();
-    auto* s = sub("show", "Show one case (id, case:ID or natural key) or lesson (its id) in full");
-    s->add_option("id", o->id, "Case id, case:ID, natural key, or lesson id (L...)")->required();
-    s->add_flag("--code", o->code, "Include the code (always included with --json)");
-    s->callback([&action, common, o] {
-      action = [common, o]() -> Result<int> {
-        KOPE_ASSIGN(auto store, open(*common));
-        std::string id = o->id;
-        std::string lesson_id = id.starts_with("lesson:") ? id.substr(7) : id;
-        if (!parse_case_id(id)) {
-          KOPE_ASSIGN(auto lesson, store->get_lesson(lesson_id));
-          if (lesson) {
-            KOPE_ASSIGN(auto history, store->lesson_history(lesson->id));
-            if (common->json) {
-              json j = mem::lesson_json(*lesson);
-              json h = json::array();
-              for (const auto& e : history) h.push_back(mem::lesson_log_json(e));
-              j["history"] = h;
-              print(j.dump(2) + "\n");
-              return 0;
-            }
-            std::string out = fmt::format("lesson {}  ({}, {})\n", lesson->id, mem::lesson_kind_name(lesson->kind),
-                                          mem::lesson_status_name(lesson->status));
-            out += fmt::format("  title       {}\n  text        {}\n", lesson->title, lesson->text);
-            if (!lesson->error_signature.empty()) out += fmt::format("  fixes       {}\n", lesson->error_signature);
-            out += fmt::format("  scope       category '{}' backend '{}' target '{}' toolchain '{}'\n", lesson->scope.category,
-                               lesson->scope.backend, lesson->scope.target, lesson->scope.toolchain);
-            out += fmt::format("  votes       {} helpful, {} harmful\n", lesson->helpful, lesson->harmful);
-            for (const auto& [stage, v] : lesson->value) out += fmt::format("  value       {} {:.3f}\n", stage, v);
-            std::vector<std::string> srcs;
-            for (int64_t c : lesson->source_cases) srcs.push_back(std::to_string(c));
-            out += fmt::format("  from cases  {}\n", srcs.empty() ? std::string("-") : util::join(srcs, ", "));
-            if (!lesson->merged_into.empty()) out += fmt::format("  merged into {}\n", lesson->merged_into);
-            out += fmt::format("  valid       {} .. {}\n", lesson->valid_from, lesson->valid_to.empty() ? "now" : lesson->valid_to);
-            out += "  history\n";
-            for (const auto& e : history) {
-              out += fmt::format("    #{:<5} {:<9} {:<24} +{} -{} {:<11} {}\n", e.seq, e.op, e.created_at, e.helpful_after,
-                                 e.harmful_after, e.status_after, e.reason);
-            }
-            print(out);
-            return 0;
-          }
-        }
-        KOPE_ASSIGN(mem::CaseRecord c, resolve_case(*store, id));
-        if (common->json) {
-          print(mem::case_json(c, true).dump(2) + "\n");
-        } else {
-          print(case_text(c, o->code));
-        }
-        return 0;
-      };
-    });
-  }
-
-  // --- journal
-  {
-    auto id = std::make_shared<std::string>();
-    auto* s = sub("journal", "Print a case's journal (strategy, change, status, numbers, reading)");
-    s->add_option("case", *id, "Case id or natural key")->required();
-    s->callback([&action, common, id] {
-      action = [common, id]() -> Result<int> {
-        KOPE_ASSIGN(auto store, open(*common));
-        KOPE_ASSIGN(mem::CaseRecord c, resolve_case(*store, *id));
-        if (common->json) {
-          print(json{{"case", c.id}, {"natural_key", c.natural_key}, {"journal", c.journal}}.dump(2) + "\n");
-        } else {
-          print(c.journal.empty() ? fmt::format("(case {} has no journal)\n", c.id)
-                                  : c.journal + (c.journal.ends_with('\n') ? "" : "\n"));
-        }
-        return 0;
-      };
-    });
-  }
-
-  // --- lineage
-  {
-    struct Options {
-      std::string op, target;
-    };
-    auto o = std::make_shared<Options>();
-    auto* s = sub("lineage", "The began-from forest of an op's attempts");
-    s->add_option("task", o->op, "Op name")->required();
-    s->add_option("--target", o->target, "Only this target");
-    s->callback([&action, common, o] {
-      action = [common, o]() -> Result<int> {
-        KOPE_ASSIGN(auto store, open(*common));
-        KOPE_ASSIGN(auto nodes, store->lineage(o->op, o->target));
-        if (common->json) {
-          json arr = json::array();
-          for (const auto& n : nodes) arr.push_back(mem::lineage_json(n));
-          print(arr.dump(2) + "\n");
-          return 0;
-        }
-        if (nodes.empty()) {
-          print(fmt::format("no cases for op '{}'{}\n", o->op, o->target.empty() ? "" : " on " + o->target));
-          return 0;
-        }
-        std::string out;
-        for (const auto& n : nodes) {
-          std::string result = n.verdict == "correct"
-                                   ? fmt::format("{} r={:.2f} {} vs ref", mem::outcome_name(n.outcome), n.ratio,
-                                                 fmt_speed(n.speedup_vs_reference))
-                                   : n.verdict;
-          if (!n.quarantine_status.empty()) result += " [" + n.quarantine_status + "]";
-          out += fmt::format("{}#{} {} {} d={:.2f} [{}]  {}\n", std::string(static_cast<size_t>(n.depth) * 2, ' '), n.id,
-                             mem::stage_name(n.stage), result, n.downstream, n.target, one_line(n.optimisation, 60));
-        }
-        print(out);
-        return 0;
-      };
-    });
-  }
-
-  // --- export
-  {
-    struct Options {
-      std::string format = "json", output, op, target;
-      int64_t max_cases = 0;
-      std::vector<std::string> run_dirs;
-      std::string note, provenance;
-    };
-    auto o = std::make_shared<Options>();
-    auto* s = sub("export", "Write the memory as JSON (to share) or Graphviz dot (to look at)");
-    s->add_option("--format", o->format, "json or dot")->check(CLI::IsMember({"json", "dot"}))->capture_default_str();
-    s->add_option("-o,--output", o->output, "Output file (default: stdout)");
-    s->add_option("--op", o->op, "Only this op");
-    s->add_option("--target", o->target, "Only this target");
-    s->add_option("--max-cases", o->max_cases, "dot: only the newest N cases");
-    s->add_option("--run-dir", o->run_dirs, "json: record this run's model, target and ops in the provenance (repeatable)");
-    s->add_option("--note", o->note, "json: where the answers came from, in words, for the provenance");
-    s->add_option("--provenance", o->provenance, "json: a file holding a JSON object merged into the provenance");
-    s->callback([&action, common, o] {
-      action = [common, o]() -> Result<int> {
-        KOPE_ASSIGN(auto store, open(*common));
-        mem::ExportOptions eo{o->op, o->target, o->max_cases, {}};
-        if (o->format == "json") {
-          KOPE_ASSIGN(json prov, build_provenance(store_path(*common).string(), o->run_dirs, o->note, o->provenance));
-          eo.provenance = prov.dump();
-        }
-        if (o->format == "json" && std::filesystem::path(o->output).extension() == ".zst") {
-          std::ostringstream text;
-          KOPE_TRY(store->export_json(text, eo));
-          KOPE_TRY(mem::write_export_file(o->output, text.str()));
-          return 0;
-        }
-        auto write = [&](std::ostream& out) -> Status {
-          return o->format == "dot" ? store->export_dot(out, eo) : store->export_json(out, eo);
-        };
-        if (o->output.empty() || o->output == "-") {
-          KOPE_TRY(write(std::cout));
-          return 0;
-        }
-        // Streamed to a temporary beside the target, renamed into place once complete.
-        std::filesystem::path target(o->output);
-        std::filesystem::path tmp = target;
-        tmp += ".partial";
-        {
-          std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-          if (!out) return fail(ErrorKind::io, "cannot write {}", tmp.string());
-          if (auto st = write(out); !st) {
-            std::error_code ec;
-            std::filesystem::remove(tmp, ec);
-            return std::unexpected(st.error());
-          }
-        }
-        std::error_code ec;
-        std::filesystem::rename(tmp, target, ec);
-        if (ec) return fail(ErrorKind::io, "cannot rename {} to {}: {}", tmp.string(), target.string(), ec.message());
-        return 0;
-      };
-    });
-  }
-
-  // --- import / merge
-  {
-    struct Options {
-      std::string source;
-      bool foreign = false;
-    };
-    for (bool merge : {false, true}) {
-      auto o = std::make_shared<Options>();
-      auto* s = merge ? sub("merge", "Merge another kope memory database into this one (the other is not modified)")
-                      : sub("import", "Import a `kope memory export` file, plain or .zst (idempotent; provenance kept)");
-      s->add_option(merge ? "db" : "file", o->source, merge ? "The database to merge" : "The export file (- for stdin)")
-          ->required();
-      s->add_flag("--foreign", o->foreign, "Mark everything as from another machine (feasibility, never speed evidence)");
-      s->callback([&action, common, o, merge] {
-        action = [common, o, merge]() -> Result<int> {
-          KOPE_ASSIGN(auto store, open(*common));
-          mem::ImportOptions io{o->foreign, o->source};
-          mem::ImportReport r;
-          if (merge) {
-            KOPE_ASSIGN(r, store->merge_from(o->source, io));
-          } else {
-            KOPE_ASSIGN(std::string text, mem::read_export_file(o->source));  // plain or zstd-compressed
-            KOPE_ASSIGN(r, store->import_json(text, io));
-          }
-          if (common->json) {
-            print(mem::import_report_json(r).dump(2) + "\n");
-          } else {
-            print(fmt::format("{} {} (origin {}): cases {} added, {} already present, {} renamed; lessons {} added, "
-                              "{} merged into existing, {} already present\n",
-                              merge ? "merged" : "imported", o->source, r.origin, r.cases_added, r.cases_skipped,
-                              r.cases_renamed, r.lessons_added, r.lessons_merged, r.lessons_skipped));
-          }
-          return 0;
-        };
-      });
-    }
-  }
-
-  // --- check
-  sub("check", "Integrity check plus kope's invariants; exits 1 listing problems")->callback([&action, common] {
-    action = [common]() -> Result<int> {
-      KOPE_ASSIGN(auto store, open(*common));
-      KOPE_ASSIGN(mem::CheckReport r, store->check());
-      if (common->json) {
-        print(mem::check_report_json(r).dump(2) + "\n");
-      } else if (r.ok()) {
-        print(fmt::format("ok: {} cases, {} code blobs, {} lessons checked\n", r.cases_checked, r.blobs_checked,
-                          r.lessons_checked));
-      } else {
-        std::string out = fmt::format("{} problems in {}:\n", r.problems.size(), store_path(*common).string());
-        for (const auto& p : r.problems) out += "  " + p + "\n";
-        print(out);
-      }
-      return r.ok() ? 0 : 1;
-    };
-  });
-
-  // --- verify (re-verification of a quarantined case)
-  {
-    struct Options {
-      std::string id, note;
-      bool refute = false;
-    };
-    auto o = std::make_shared<Options>();
-    auto* s = sub("verify", "Lift the quarantine of a re-verified case (or --refute it)");
-    s->add_option("case", o->id, "Case id or natural key")->required();
-    s->add_flag("--refute", o->refute, "The re-verification did not confirm it");
-    s->add_option("--note", o->note, "What the re-verification found");
-    s->callback([&action, common, o] {
-      action = [common, o]() -> Result<int> {
-        KOPE_ASSIGN(auto store, open(*common));
-        KOPE_ASSIGN(mem::CaseRecord c, resolve_case(*store, o->id));
-        KOPE_TRY(store->verify_case(c.id, !o->refute, o->note));
-        std::string status = o->refute ? "refuted" : "verified";
-        if (common->json) {
-          print(json{{"case", c.id}, {"quarantine_status", status}}.dump(2) + "\n");
-        } else {
-          print(fmt::format("case {} {}\n", c.id, status));
-        }
-        return 0;
-      };
-    });
-  }
-
-  // --- retrieve (what the agent would be given for a state)
-  {
-    struct Options {
-      std::string op, target, toolchain, backend, stage = "draft", error, bottleneck, text;
-      int limit = 20;
-      int64_t incumbent = 0;
-    };
-    auto o = std::make_shared<Options>();
-    auto* s = sub("retrieve", "Show the items retrieval returns for a state, with scores and tokens");
-    s->add_option("op", o->op, "Op name (its features are taken from its recorded cases)")->required();
-    s->add_option("--target", o->target, "Target (default: this host)");
-    s->add_option("--toolchain", o->toolchain, "Toolchain id");
-    s->add_option("--backend", o->backend, "Backend (cpu, opencl, cuda, ...)");
-    s->add_option("--stage", o->stage, "draft, repair or refine")->check(CLI::IsMember({"draft", "repair", "refine"}))
-        ->capture_default_str();
-    s->add_option("--error", o->error, "Last error signature");
-    s->add_option("--bottleneck", o->bottleneck, "memory, compute or latency");
-    s->add_option("--text", o->text, "Free text for lexical search");
-    s->add_option("--incumbent", o->incumbent, "Incumbent case id (lineage signals)");
-    s->add_option("--limit", o->limit, "At most this many items")->capture_default_str();
-    s->callback([&action, common, o] {
-      action = [common, o]() -> Result<int> {
-        KOPE_ASSIGN(auto store, open(*common));
-        mem::CaseFilter f;
-        f.op = o->op;
-        f.limit = 1;
-        KOPE_ASSIGN(auto any, store->cases(f));
-        mem::RetrievalQuery q;
-        if (!any.empty()) {
-          q.task = any.front().task;
-        } else {
-          q.task.op = o->op;
-        }
-        q.target = o->target.empty() ? Target::host().str() : o->target;
-        q.toolchain = o->toolchain;
-        q.backend = o->backend;
-        q.stage = *mem::parse_stage(o->stage);
-        q.last_error_signature = o->error;
-        q.bottleneck = o->bottleneck;
-        q.text = o->text;
-        q.limit = o->limit;
-        if (o->incumbent > 0) q.incumbent_case = o->incumbent;
-        KOPE_ASSIGN(auto items, store->retrieve(q));
-        if (common->json) {
-          json arr = json::array();
-          for (const auto& it : items) arr.push_back(mem::retrieved_json(it));
-          print(arr.dump(2) + "\n");
-          return 0;
-        }
-        std::string out;
-        int64_t tokens = 0;
-        for (const auto& it : items) {
-          std::vector<std::string> parts;
-          for (const auto& [k, v] : it.score_parts) parts.push_back(fmt::format("{} {:.2f}", k, v));
-          out += fmt::format("{:<16} {:<12} score {:6.3f}  {:>5} tokens{}  ({})\n", it.id, mem::item_kind_name(it.kind),
-                             it.score, it.tokens, it.foreign ? "  FOREIGN" : "", util::join(parts, ", "));
-          out += "    " + one_line(it.text, 110) + "\n";
-          tokens += it.tokens;
-        }
-        out += fmt::format("{} items, {} tokens\n", items.size(), tokens);
-        print(out);
-        return 0;
-      };
-    });
-  }
+  const MemoryCli cli{memory, &action, common};
+  add_stats(cli);
+  add_cases(cli);
+  add_lessons(cli);
+  add_show(cli);
+  add_journal(cli);
+  add_lineage(cli);
+  add_export(cli);
+  add_import(cli, false);
+  add_import(cli, true);
+  add_check(cli);
+  add_verify(cli);
+  add_retrieve(cli);
 }
 
 }  // namespace kope::cli

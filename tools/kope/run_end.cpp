@@ -73,7 +73,7 @@ std::string kernel_source(const json& op, const json& run_model, memory::Store& 
   return fmt::format("this machine's memory ({}run {})", what, c.run_id);
 }
 
-std::string run_summary_table(const json& results, memory::Store& store, const std::string& here) {
+std::string run_summary_table(const json& results, memory::Database& store, const std::string& here) {
   std::set<std::string> starters;
   if (auto s = memory::starter_origins(store)) starters = std::move(*s);
   const json model = results.contains("model") ? results["model"] : json();

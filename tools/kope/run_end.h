@@ -26,6 +26,6 @@ std::string kernel_source(const nlohmann::json& op, const nlohmann::json& run_mo
 
 // The per-op table printed at the end of a run: op, best speedup vs reference and vs library,
 // fraction of the roofline, where the kernel came from. Unsolved ops share one line at the end.
-std::string run_summary_table(const nlohmann::json& results, memory::Store& store, const std::string& here);
+std::string run_summary_table(const nlohmann::json& results, memory::Database& store, const std::string& here);
 
 }  // namespace kope::cli

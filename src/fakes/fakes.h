@@ -1,6 +1,8 @@
-// agent/fakes.h — fast, deterministic stand-ins for the evaluator, the memory store and the
-// model, used by the agent's unit tests and by bench/agent_bench (which measures the agent's
-// own overhead, so model latency and evaluation must cost nothing).
+// fakes/fakes.h — fast, deterministic stand-ins for the evaluator, the memory store and the
+// model, used by the agent's unit tests, the report's demo runs and bench/agent_bench (which
+// measures the agent's own overhead, so model latency and evaluation must cost nothing).
+// Test support: compiled into kope_test_support, which only tests and benchmarks link; the kope
+// executable contains none of it.
 //
 // FakeEvaluator reads its verdict from directives in the candidate's source:
 //   // fake-verdict: wrong_result        (default: correct when kope_kernel is defined)
@@ -10,8 +12,9 @@
 //                                         evaluation of this source; the last repeats)
 // Given EvalOptions::incumbent_source, it also answers the comparison: the ratio of the two
 // fake times with a ±1% interval, decided by eval::classify_ratio_interval.
-// InMemoryStore implements the whole memory::Store contract in memory (natural-key idempotence,
-// lessons changed by deltas, simple scored retrieval, crediting idempotent per prompt id).
+// InMemoryStore implements the agent's memory::Store in memory (natural-key idempotence, the
+// store's rules through memory::assess_case, lessons changed by deltas, simple scored retrieval,
+// crediting idempotent per prompt id). It has no administration (memory::StoreAdmin).
 // ScriptedLlm answers through a function and records every call.
 // All three are thread-safe.
 #pragma once
@@ -26,7 +29,7 @@
 #include "kope/llm.h"
 #include "kope/memory.h"
 
-namespace kope::agent {
+namespace kope::fakes {
 
 class FakeEvaluator : public eval::Evaluator {
  public:
@@ -57,7 +60,8 @@ class FakeEvaluator : public eval::Evaluator {
 
 class InMemoryStore : public memory::Store {
  public:
-  Result<int64_t> record_case(const memory::CaseRecord& c) override;
+  Result<memory::RecordedCase> record_attempt(const memory::CaseRecord& c) override;
+  Result<memory::CaseAssessment> assess_attempt(const memory::CaseRecord& c) override;
   Result<std::optional<memory::CaseRecord>> get_case(int64_t id) override;
   Result<std::optional<memory::CaseRecord>> find_case(const std::string& natural_key) override;
   Result<std::vector<memory::CaseRecord>> best_cases(const std::string& op, const std::string& target, int limit) override;
@@ -66,7 +70,7 @@ class InMemoryStore : public memory::Store {
   Result<std::vector<memory::RetrievedItem>> retrieve(const memory::RetrievalQuery& q) override;
   Status log_retrieval(const memory::RetrievalLogEntry& entry) override;
   Status credit(const std::string& prompt_id, double reward) override;
-  Result<memory::Stats> stats() override;
+  Result<std::vector<memory::CaseRecord>> cases(const memory::CaseFilter& filter) override;
 
   // Test access.
   std::vector<memory::CaseRecord> all_cases() const;
@@ -86,6 +90,8 @@ class InMemoryStore : public memory::Store {
   std::map<std::string, double> m_credited;
   std::map<int64_t, double> m_case_values;
   int m_record_calls = 0;
+
+  Result<memory::CaseAssessment> assess_locked(const memory::CaseRecord& c) const;
 };
 
 class ScriptedLlm : public llm::LlmClient {
@@ -111,4 +117,4 @@ class ScriptedLlm : public llm::LlmClient {
 // A ChatResponse with `text`, usage estimated as bytes/4 of the prompt and of the answer.
 llm::ChatResponse fake_response(const std::vector<llm::Message>& messages, std::string text);
 
-}  // namespace kope::agent
+}  // namespace kope::fakes

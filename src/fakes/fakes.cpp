@@ -1,4 +1,4 @@
-#include "agent/fakes.h"
+#include "fakes/fakes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "util/hash.h"
 #include "util/strings.h"
 
-namespace kope::agent {
+namespace kope::fakes {
 
 namespace {
 
@@ -150,28 +150,51 @@ std::vector<std::string> FakeEvaluator::sources() const {
 
 // --- InMemoryStore ---------------------------------------------------------------------------
 
-Result<int64_t> InMemoryStore::record_case(const memory::CaseRecord& c) {
+Result<memory::CaseAssessment> InMemoryStore::assess_locked(const memory::CaseRecord& c) const {
+  std::optional<int64_t> parent_id = c.parent_id;
+  if (!parent_id && !c.parent_key.empty()) {
+    auto it = m_by_key.find(c.parent_key);
+    if (it == m_by_key.end()) return fail(ErrorKind::not_found, "record_case: parent case '{}' does not exist", c.parent_key);
+    parent_id = it->second;
+  }
+  if (!parent_id) return memory::assess_case(c, nullptr);
+  if (*parent_id < 1 || *parent_id > static_cast<int64_t>(m_cases.size())) {
+    return fail(ErrorKind::not_found, "record_case: parent case {} does not exist", *parent_id);
+  }
+  const memory::CaseRecord& p = m_cases[static_cast<size_t>(*parent_id - 1)];
+  memory::ParentFacts facts{p.verdict, p.speedup_vs_reference, p.error_signature};
+  return memory::assess_case(c, &facts);
+}
+
+Result<memory::CaseAssessment> InMemoryStore::assess_attempt(const memory::CaseRecord& c) {
+  std::lock_guard lock(m_mutex);
+  return assess_locked(c);
+}
+
+Result<memory::RecordedCase> InMemoryStore::record_attempt(const memory::CaseRecord& c) {
   std::lock_guard lock(m_mutex);
   ++m_record_calls;
+  auto recorded = [](const memory::CaseRecord& r) {
+    return memory::RecordedCase{r.id, {r.ratio, r.outcome, r.error_signature, r.quarantine_reason}};
+  };
   if (!c.natural_key.empty()) {
     auto it = m_by_key.find(c.natural_key);
-    if (it != m_by_key.end()) return it->second;
+    if (it != m_by_key.end()) return recorded(m_cases[static_cast<size_t>(it->second - 1)]);
   }
-  if (c.parent_id && (*c.parent_id < 1 || *c.parent_id > static_cast<int64_t>(m_cases.size()))) {
-    return fail(ErrorKind::not_found, "record_case: parent case {} does not exist", *c.parent_id);
-  }
+  KOPE_ASSIGN(memory::CaseAssessment assessed, assess_locked(c));
   memory::CaseRecord rec = c;
   rec.id = static_cast<int64_t>(m_cases.size()) + 1;
-  if (rec.verdict != "correct") {
-    rec.outcome = memory::Outcome::negative;
-  } else {
-    rec.outcome = memory::outcome_for_ratio(rec.speedup_vs_parent.value_or(rec.speedup_vs_reference.value_or(0)));
-  }
-  if (rec.error_signature.empty() && rec.verdict != "correct") rec.error_signature = rec.verdict + ": " + rec.message;
+  rec.ratio = assessed.ratio;
+  rec.outcome = assessed.outcome;
+  rec.error_signature = assessed.error_signature;
+  rec.quarantine_reason = assessed.quarantine_reason;
+  rec.quarantined = !assessed.quarantine_reason.empty();
+  rec.quarantine_status = rec.quarantined ? "quarantined" : "";
+  if (!rec.code.empty()) rec.code_hash = util::sha256_hex(rec.code);
   rec.created_at = "2026-01-01T00:00:00Z";
   m_cases.push_back(rec);
   if (!rec.natural_key.empty()) m_by_key[rec.natural_key] = rec.id;
-  return rec.id;
+  return recorded(rec);
 }
 
 Result<std::optional<memory::CaseRecord>> InMemoryStore::get_case(int64_t id) {
@@ -355,19 +378,26 @@ Status InMemoryStore::credit(const std::string& prompt_id, double reward) {
   return {};
 }
 
-Result<memory::Stats> InMemoryStore::stats() {
+Result<std::vector<memory::CaseRecord>> InMemoryStore::cases(const memory::CaseFilter& f) {
   std::lock_guard lock(m_mutex);
-  memory::Stats s;
-  std::set<std::string> tasks, targets;
-  for (const auto& c : m_cases) {
-    tasks.insert(c.task.op);
-    targets.insert(c.hardware.target);
+  auto fits = [](const std::string& want, const std::string& have) { return want.empty() || want == have; };
+  std::vector<memory::CaseRecord> out;
+  for (auto it = m_cases.rbegin(); it != m_cases.rend(); ++it) {  // newest first
+    const memory::CaseRecord& c = *it;
+    if (f.limit > 0 && out.size() >= static_cast<size_t>(f.limit)) break;
+    if (f.before_id > 0 && c.id >= f.before_id) continue;
+    if (!fits(f.op, c.task.op) || !fits(f.target, c.hardware.target) || !fits(f.toolchain, c.toolchain.id) ||
+        !fits(f.run_id, c.run_id) || !fits(f.verdict, c.verdict) || !fits(f.error_signature, c.error_signature)) {
+      continue;
+    }
+    if ((f.stage && *f.stage != c.stage) || (f.outcome && *f.outcome != c.outcome) ||
+        (f.quarantined && *f.quarantined != c.quarantined) || (f.foreign_origin && *f.foreign_origin != c.foreign_origin)) {
+      continue;
+    }
+    out.push_back(c);
+    if (!f.with_code) out.back().code.clear();
   }
-  s.tasks = static_cast<int64_t>(tasks.size());
-  s.cases = static_cast<int64_t>(m_cases.size());
-  s.lessons = static_cast<int64_t>(m_lessons.size());
-  s.targets = static_cast<int64_t>(targets.size());
-  return s;
+  return out;
 }
 
 std::vector<memory::CaseRecord> InMemoryStore::all_cases() const {
@@ -428,4 +458,4 @@ llm::ChatResponse fake_response(const std::vector<llm::Message>& messages, std::
   return r;
 }
 
-}  // namespace kope::agent
+}  // namespace kope::fakes
