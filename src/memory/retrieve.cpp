@@ -269,74 +269,110 @@ static Result<std::vector<LexicalHit>> lexical_search(Db& db, int corpus, std::s
   return hits;
 }
 
-Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q) {
-  std::lock_guard lock(m_mutex);
-  static const bool trace = std::getenv("KOPE_TRACE_RETRIEVE") != nullptr;
-  auto t_prev = std::chrono::steady_clock::now();
-  auto mark = [&](const char* what) {
+// One retrieval, as the stages of its pipeline: candidates from each signal (tasks, lessons,
+// fix links, the op's graph, best kernels, lineage, journals), their facts loaded in bulk, the
+// learned values, one scoring pass, then the cut with journals and kernel sources added to the
+// items that made it. Runs with the store's mutex held.
+class RetrievalEngine {
+ public:
+  RetrievalEngine(SqliteStore& store, const RetrievalQuery& q)
+      : m_store(store), m_db(*store.m_db), m_q(q), m_weights(weights_for(q.stage)),
+        m_lexical_text(q.text + " " + q.last_error_signature + " " + q.bottleneck) {}
+
+  Result<std::vector<RetrievedItem>> run() {
+    plan_tasks();
+    mark("tasks");
+    KOPE_TRY(fix_lessons());
+    mark("fixlessons");
+    KOPE_TRY(lexical_lessons());
+    mark("lessonfts");
+    KOPE_TRY(scope_lessons());
+    mark("scopelessons");
+    KOPE_TRY(fix_links());
+    mark("fixlinks");
+    KOPE_TRY(graph_cases());
+    mark("graph");
+    KOPE_TRY(best_kernels());
+    mark("summaries");
+    KOPE_TRY(lineage());
+    mark("lineage");
+    KOPE_TRY(lexical_journals());
+    mark("journalfts");
+    KOPE_TRY(load_facts());
+    mark("load");
+    KOPE_TRY(load_values());
+    mark("values");
+    std::vector<RetrievedItem> items = score();
+    mark("score");
+    KOPE_ASSIGN(auto out, finish(std::move(items)));
+    mark("kernels");
+    return out;
+  }
+
+ private:
+  // KOPE_TRACE_RETRIEVE: each stage's time on stderr.
+  void mark(const char* what) {
+    static const bool trace = std::getenv("KOPE_TRACE_RETRIEVE") != nullptr;
     if (!trace) return;
     auto now = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "%-12s %8.3f ms\n", what, std::chrono::duration<double, std::milli>(now - t_prev).count());
-    t_prev = now;
-  };
-  KOPE_TRY(refresh_tasks_locked());
-  const Weights weights = weights_for(q.stage);
-  std::unordered_map<std::string, Candidate> cands;  // keyed by item id
-  auto case_cand = [&](int64_t id, RetrievedItem::Kind kind = RetrievedItem::Kind::case_summary) -> Candidate& {
+    std::fprintf(stderr, "%-12s %8.3f ms\n", what, std::chrono::duration<double, std::milli>(now - m_t_prev).count());
+    m_t_prev = now;
+  }
+
+  Candidate& case_cand(int64_t id, RetrievedItem::Kind kind = RetrievedItem::Kind::case_summary) {
     std::string key = (kind == RetrievedItem::Kind::best_kernel ? "kernel:" : "case:") + std::to_string(id);
-    Candidate& c = cands[key];
+    Candidate& c = m_cands[key];
     c.kind = kind;
     c.case_id = id;
     return c;
-  };
-  auto lesson_cand = [&](int64_t seq) -> Candidate& {
-    Candidate& c = cands["lseq:" + std::to_string(seq)];
+  }
+  Candidate& lesson_cand(int64_t seq) {
+    Candidate& c = m_cands["lseq:" + std::to_string(seq)];
     c.kind = RetrievedItem::Kind::lesson;
     c.lesson_seq = seq;
     return c;
-  };
+  }
 
   // Tasks of this op, and the most similar other ops.
-  const SignatureShape q_shape = signature_shape(q.task.signature);
-  std::vector<int64_t> op_tasks;
-  std::vector<std::pair<double, int64_t>> similar;
-  std::unordered_map<int64_t, const TaskRow*> task_by_id;
-  for (const auto& t : m_tasks) {
-    task_by_id[t.id] = &t;
-    if (t.info.op == q.task.op) {
-      op_tasks.push_back(t.id);
-    } else {
-      similar.emplace_back(task_similarity(q.task, q_shape, t.info, t.shape), t.id);
+  void plan_tasks() {
+    m_shape = signature_shape(m_q.task.signature);
+    for (const auto& t : m_store.m_tasks) {
+      m_task_by_id[t.id] = &t;
+      if (t.info.op == m_q.task.op) {
+        m_op_tasks.push_back(t.id);
+      } else {
+        m_similar.emplace_back(task_similarity(m_q.task, m_shape, t.info, t.shape), t.id);
+      }
     }
+    std::partial_sort(m_similar.begin(), m_similar.begin() + std::min<size_t>(m_similar.size(), k_similar_tasks * 3),
+                      m_similar.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   }
-  std::partial_sort(similar.begin(), similar.begin() + std::min<size_t>(similar.size(), k_similar_tasks * 3),
-                    similar.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
 
-  mark("tasks");
   // --- Lessons: fixes for the error, lexical matches, and lessons of this scope.
-  if (!q.last_error_signature.empty()) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq FROM lessons WHERE error_signature = ? AND error_signature <> '' "
-                                       "AND status = 0 ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
-    st.bind(1, q.last_error_signature).bind(2, k_fix_lessons_limit);
+  Status fix_lessons() {
+    if (m_q.last_error_signature.empty()) return {};
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT seq FROM lessons WHERE error_signature = ? AND error_signature <> '' "
+                                      "AND status = 0 ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
+    st.bind(1, m_q.last_error_signature).bind(2, k_fix_lessons_limit);
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
+      if (!row) return {};
       lesson_cand(st.int64(0)).raise("fix", 1.0);
     }
   }
-  mark("fixlessons");
-  std::string lexical_text = q.text + " " + q.last_error_signature + " " + q.bottleneck;
-  {
-    KOPE_ASSIGN(auto hits, lexical_search(*m_db, 1, lexical_text));
+
+  Status lexical_lessons() {
+    KOPE_ASSIGN(auto hits, lexical_search(m_db, 1, m_lexical_text));
     for (size_t i = 0; i < hits.size() && i < k_lexical_lessons; ++i) {
       lesson_cand(hits[i].rowid).raise("lexical", hits[i].bm25 / (hits[i].bm25 + k_lexical_half));
     }
+    return {};
   }
-  mark("lessonfts");
-  {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq FROM lessons WHERE status = 0 AND category = ? "
-                                       "ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
-    for (const std::string& category : {q.task.category, std::string()}) {
+
+  Status scope_lessons() {
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT seq FROM lessons WHERE status = 0 AND category = ? "
+                                      "ORDER BY helpful - harmful DESC, seq DESC LIMIT ?"));
+    for (const std::string& category : {m_q.task.category, std::string()}) {
       st.reset().bind(1, category).bind(2, k_scope_lessons_limit);
       for (;;) {
         KOPE_ASSIGN(bool row, st.step());
@@ -344,84 +380,89 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
         lesson_cand(st.int64(0));
       }
     }
+    return {};
   }
-  mark("scopelessons");
-  // --- Cases: error->fix links (any hardware: fixes transfer).
-  if (!q.last_error_signature.empty()) {
-    // The newest fixes of this error for this op, on this hardware, and anywhere.
+
+  // --- Cases: error->fix links (any hardware: fixes transfer). The newest fixes of this error
+  // for this op, on this hardware, and anywhere.
+  Status fix_links() {
+    if (m_q.last_error_signature.empty()) return {};
     std::vector<int64_t> hardware_ids;
     {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM hardware WHERE target = ?"));
-      st.bind(1, q.target);
+      KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT id FROM hardware WHERE target = ?"));
+      st.bind(1, m_q.target);
       for (;;) {
         KOPE_ASSIGN(bool row, st.step());
         if (!row) break;
         hardware_ids.push_back(st.int64(0));
       }
     }
-    auto take = [&](Stmt& st) -> Status {
+    // Each query binds the signature, then its key (task or hardware, when given), then the limit.
+    auto links = [&](const char* sql, const std::vector<int64_t>& keys) -> Status {
+      KOPE_ASSIGN(Stmt st, m_db.prepare(sql));
+      for (size_t i = 0; i < std::max<size_t>(keys.size(), 1); ++i) {
+        if (keys.empty()) {
+          st.reset().bind(1, m_q.last_error_signature).bind(2, k_fix_links_limit);
+        } else {
+          st.reset().bind(1, m_q.last_error_signature).bind(2, keys[i]).bind(3, k_fix_links_limit);
+        }
+        for (;;) {
+          KOPE_ASSIGN(bool row, st.step());
+          if (!row) break;
+          Candidate& c = case_cand(st.int64(0));
+          c.raise("fix", 1.0);
+          c.failed_case = st.int64(1);
+        }
+      }
+      return {};
+    };
+    if (!m_op_tasks.empty()) {
+      KOPE_TRY(links("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
+                     "AND task_id = ? ORDER BY fix_case DESC LIMIT ?", m_op_tasks));
+    }
+    if (!hardware_ids.empty()) {
+      KOPE_TRY(links("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
+                     "AND hardware_id = ? ORDER BY fix_case DESC LIMIT ?", hardware_ids));
+    }
+    return links("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
+                 "ORDER BY fix_case DESC LIMIT ?", {});
+  }
+
+  // The op's cases with the highest downstream scores.
+  Status graph_cases() {
+    for (int64_t tid : m_op_tasks) {
+      KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT case_id FROM case_derived WHERE task_id = ? "
+                                        "ORDER BY downstream DESC LIMIT ?"));
+      st.bind(1, tid).bind(2, k_graph_limit);
       for (;;) {
         KOPE_ASSIGN(bool row, st.step());
-        if (!row) return {};
-        Candidate& c = case_cand(st.int64(0));
-        c.raise("fix", 1.0);
-        c.failed_case = st.int64(1);
-      }
-    };
-    {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
-                                         "AND task_id = ? ORDER BY fix_case DESC LIMIT ?"));
-      for (int64_t tid : op_tasks) {
-        st.reset().bind(1, q.last_error_signature).bind(2, tid).bind(3, k_fix_links_limit);
-        KOPE_TRY(take(st));
+        if (!row) break;
+        case_cand(st.int64(0));
       }
     }
-    {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
-                                         "AND hardware_id = ? ORDER BY fix_case DESC LIMIT ?"));
-      for (int64_t hid : hardware_ids) {
-        st.reset().bind(1, q.last_error_signature).bind(2, hid).bind(3, k_fix_links_limit);
-        KOPE_TRY(take(st));
-      }
-    }
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT fix_case, failed_case FROM fix_link WHERE error_signature = ? "
-                                       "ORDER BY fix_case DESC LIMIT ?"));
-    st.bind(1, q.last_error_signature).bind(2, k_fix_links_limit);
-    KOPE_TRY(take(st));
+    return {};
   }
-  mark("fixlinks");
-  // The op's cases with the highest downstream scores.
-  for (int64_t tid : op_tasks) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT case_id FROM case_derived WHERE task_id = ? "
-                                       "ORDER BY downstream DESC LIMIT ?"));
-    st.bind(1, tid).bind(2, k_graph_limit);
-    for (;;) {
-      KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
-      case_cand(st.int64(0));
-    }
-  }
-  mark("graph");
+
   // Best kernels from the per-task summaries: this op and the most similar ops (native only),
   // and the first correct case of this op elsewhere (what compiles and passes there).
-  {
+  Status best_kernels() {
     std::vector<std::pair<int64_t, double>> tasks;  // task id, similarity
-    for (int64_t tid : op_tasks) tasks.emplace_back(tid, 1.0);
-    for (size_t i = 0; i < similar.size() && i < static_cast<size_t>(k_similar_tasks); ++i) {
-      tasks.emplace_back(similar[i].second, similar[i].first);
+    for (int64_t tid : m_op_tasks) tasks.emplace_back(tid, 1.0);
+    for (size_t i = 0; i < m_similar.size() && i < static_cast<size_t>(k_similar_tasks); ++i) {
+      tasks.emplace_back(m_similar[i].second, m_similar[i].first);
     }
-    KOPE_ASSIGN(Stmt st, m_db->prepare(
+    KOPE_ASSIGN(Stmt st, m_db.prepare(
                              "SELECT s.best_case, s.first_correct, h.target = ?2 AS native FROM task_summary s "
                              "JOIN hardware h ON h.id = s.hardware_id JOIN toolchain tc ON tc.id = s.toolchain_id "
                              "WHERE s.task_id = ?1 AND s.foreign_origin = 0 "
                              "ORDER BY native DESC, tc.name = ?3 DESC, s.best_speedup DESC LIMIT 6"));
     for (const auto& [tid, sim] : tasks) {
-      st.reset().bind(1, tid).bind(2, q.target).bind(3, q.toolchain);
+      st.reset().bind(1, tid).bind(2, m_q.target).bind(3, m_q.toolchain);
       for (;;) {
         KOPE_ASSIGN(bool row, st.step());
         if (!row) break;
         bool native = st.int64(2) != 0;
-        bool same_op = sim >= 1.0 && task_by_id.count(tid) && task_by_id[tid]->info.op == q.task.op;
+        bool same_op = sim >= 1.0 && m_task_by_id.count(tid) && m_task_by_id[tid]->info.op == m_q.task.op;
         if (native && !st.is_null(0)) {
           Candidate& c = case_cand(st.int64(0), RetrievedItem::Kind::best_kernel);
           if (!same_op) {
@@ -433,46 +474,49 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
         }
       }
     }
+    return {};
   }
-  mark("summaries");
+
   // Lineage around the incumbent: its ancestors, what was already tried from it and from its
   // parent (alternative branches and their outcomes).
-  if (q.incumbent_case) {
-    std::optional<int64_t> cur = *q.incumbent_case;
+  Status lineage() {
+    if (!m_q.incumbent_case) return {};
+    std::optional<int64_t> cur = *m_q.incumbent_case;
     std::optional<int64_t> parent;
     for (int depth = 0; cur && depth <= k_lineage_ancestors; ++depth) {
       Candidate& c = case_cand(*cur);
       c.raise("lineage", depth == 0 ? 1.0 : 0.8 - 0.05 * depth);
       if (c.lineage_note.empty()) c.lineage_note = depth == 0 ? "the incumbent" : fmt::format("ancestor {} of the incumbent", depth);
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT parent_id FROM cases WHERE id = ?"));
+      KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT parent_id FROM cases WHERE id = ?"));
       st.bind(1, *cur);
       KOPE_ASSIGN(bool row, st.step());
       cur = row ? st.opt_int64(0) : std::nullopt;
       if (depth == 0) parent = cur;
     }
-    for (auto [from, note, strength] : {std::tuple{q.incumbent_case, "tried from the incumbent", 0.9},
+    for (auto [from, note, strength] : {std::tuple{m_q.incumbent_case, "tried from the incumbent", 0.9},
                                         std::tuple{parent, "a sibling branch of the incumbent", 0.5}}) {
       if (!from) continue;
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM cases WHERE parent_id = ? ORDER BY id DESC LIMIT ?"));
+      KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT id FROM cases WHERE parent_id = ? ORDER BY id DESC LIMIT ?"));
       st.bind(1, *from).bind(2, k_lineage_children);
       for (;;) {
         KOPE_ASSIGN(bool row, st.step());
         if (!row) break;
-        if (st.int64(0) == *q.incumbent_case) continue;
+        if (st.int64(0) == *m_q.incumbent_case) continue;
         Candidate& c = case_cand(st.int64(0));
         c.raise("lineage", strength);
         if (c.lineage_note.empty()) c.lineage_note = note;
       }
     }
+    return {};
   }
-  mark("lineage");
+
   // Recent journals matching the query text, restricted to this op or category.
-  {
-    KOPE_ASSIGN(auto hits, lexical_search(*m_db, 0, lexical_text));
+  Status lexical_journals() {
+    KOPE_ASSIGN(auto hits, lexical_search(m_db, 0, m_lexical_text));
     size_t overall = 0, in_category = 0;
     for (const auto& h : hits) {
-      auto t = task_by_id.find(h.task_id);
-      bool near = t != task_by_id.end() && t->second->info.category == q.task.category;
+      auto t = m_task_by_id.find(h.task_id);
+      bool near = t != m_task_by_id.end() && t->second->info.category == m_q.task.category;
       if (overall < k_lexical_journals) {
         ++overall;
       } else if (near && in_category < k_lexical_journals) {
@@ -482,21 +526,27 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       }
       case_cand(h.rowid).raise("lexical", h.bm25 / (h.bm25 + k_lexical_half));
     }
+    return {};
   }
-  mark("journalfts");
+
   // --- Load the candidates' facts in two queries.
-  std::vector<int64_t> case_ids, lesson_seqs;
-  for (const auto& [key, c] : cands) {
-    if (c.kind == RetrievedItem::Kind::lesson) {
-      lesson_seqs.push_back(c.lesson_seq);
-    } else {
-      case_ids.push_back(c.case_id);
-      if (c.failed_case) case_ids.push_back(*c.failed_case);
+  Status load_facts() {
+    std::vector<int64_t> case_ids, lesson_seqs;
+    for (const auto& [key, c] : m_cands) {
+      if (c.kind == RetrievedItem::Kind::lesson) {
+        lesson_seqs.push_back(c.lesson_seq);
+      } else {
+        case_ids.push_back(c.case_id);
+        if (c.failed_case) case_ids.push_back(*c.failed_case);
+      }
     }
+    if (!case_ids.empty()) KOPE_TRY(load_case_facts(case_ids));
+    if (!lesson_seqs.empty()) KOPE_TRY(load_lesson_facts(lesson_seqs));
+    return {};
   }
-  std::unordered_map<int64_t, CaseFacts> facts;
-  if (!case_ids.empty()) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare(
+
+  Status load_case_facts(const std::vector<int64_t>& case_ids) {
+    KOPE_ASSIGN(Stmt st, m_db.prepare(
                              "SELECT c.id, c.task_id, t.op, t.category, h.target, tc.name, c.parent_id, c.stage, "
                              "c.optimisation, c.verdict, c.error_signature, c.message, c.speedup_ref, c.ratio, "
                              "c.outcome, d.downstream, d.quarantine, c.foreign_origin, c.code_id, tc.backend "
@@ -506,7 +556,7 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
     st.bind(1, json_ids(case_ids));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
+      if (!row) return {};
       CaseFacts f;
       f.id = st.int64(0);
       f.task_id = st.int64(1);
@@ -528,18 +578,18 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       f.foreign_origin = st.int64(17) != 0;
       f.code_id = st.opt_int64(18);
       f.backend = st.text(19);
-      facts[f.id] = std::move(f);
+      m_facts[f.id] = std::move(f);
     }
   }
-  std::unordered_map<int64_t, LessonFacts> lessons_by_seq;
-  if (!lesson_seqs.empty()) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq, id, kind, title, text, error_signature, category, backend, target, "
-                                       "toolchain, status, helpful, harmful, foreign_origin FROM lessons "
-                                       "WHERE seq IN (SELECT value FROM json_each(?))"));
+
+  Status load_lesson_facts(const std::vector<int64_t>& lesson_seqs) {
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT seq, id, kind, title, text, error_signature, category, backend, target, "
+                                      "toolchain, status, helpful, harmful, foreign_origin FROM lessons "
+                                      "WHERE seq IN (SELECT value FROM json_each(?))"));
     st.bind(1, json_ids(lesson_seqs));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
+      if (!row) return {};
       LessonFacts lf;
       lf.seq = st.int64(0);
       Lesson& l = lf.lesson;
@@ -553,236 +603,276 @@ Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q
       l.helpful = static_cast<int>(st.int64(11));
       l.harmful = static_cast<int>(st.int64(12));
       l.foreign_origin = st.int64(13) != 0;
-      lessons_by_seq[lf.seq] = std::move(lf);
+      m_lessons_by_seq[lf.seq] = std::move(lf);
     }
   }
 
-  mark("load");
-  // --- Learned values for the stage.
-  auto item_id_of = [&](const std::string& key, const Candidate& c) -> std::string {
-    if (c.kind == RetrievedItem::Kind::lesson) {
-      auto it = lessons_by_seq.find(c.lesson_seq);
-      return it == lessons_by_seq.end() ? std::string() : "lesson:" + it->second.lesson.id;
-    }
-    return key;
-  };
-  std::unordered_map<std::string, std::pair<double, int64_t>> values;  // value, n
-  std::unordered_map<std::string, std::pair<int64_t, int64_t>> stats;  // helpful, harmful
-  {
+  // --- Learned values for the stage, and the items' helpful/harmful counts.
+  Status load_values() {
     std::vector<std::string> ids;
-    for (const auto& [key, c] : cands) {
-      std::string id = item_id_of(key, c);
+    for (const auto& [key, c] : m_cands) {
+      std::string id = key;
+      if (c.kind == RetrievedItem::Kind::lesson) {
+        auto it = m_lessons_by_seq.find(c.lesson_seq);
+        id = it == m_lessons_by_seq.end() ? std::string() : "lesson:" + it->second.lesson.id;
+      }
       if (!id.empty()) ids.push_back(id);
     }
-    if (!ids.empty()) {
-      std::string arr = json_strings(ids);
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT item_id, value, n FROM item_value WHERE stage = ? AND item_id IN "
-                                         "(SELECT value FROM json_each(?))"));
-      st.bind(1, static_cast<int>(q.stage)).bind(2, arr);
-      for (;;) {
-        KOPE_ASSIGN(bool row, st.step());
-        if (!row) break;
-        values[st.text(0)] = {st.real(1), st.int64(2)};
-      }
-      KOPE_ASSIGN(Stmt s2, m_db->prepare("SELECT item_id, helpful, harmful FROM item_stats WHERE item_id IN "
-                                         "(SELECT value FROM json_each(?))"));
-      s2.bind(1, arr);
-      for (;;) {
-        KOPE_ASSIGN(bool row, s2.step());
-        if (!row) break;
-        stats[s2.text(0)] = {s2.int64(1), s2.int64(2)};
-      }
+    if (ids.empty()) return {};
+    std::string arr = json_strings(ids);
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT item_id, value, n FROM item_value WHERE stage = ? AND item_id IN "
+                                      "(SELECT value FROM json_each(?))"));
+    st.bind(1, static_cast<int>(m_q.stage)).bind(2, arr);
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      m_values[st.text(0)] = {st.real(1), st.int64(2)};
+    }
+    KOPE_ASSIGN(Stmt s2, m_db.prepare("SELECT item_id, helpful, harmful FROM item_stats WHERE item_id IN "
+                                      "(SELECT value FROM json_each(?))"));
+    s2.bind(1, arr);
+    for (;;) {
+      KOPE_ASSIGN(bool row, s2.step());
+      if (!row) return {};
+      m_stats[s2.text(0)] = {s2.int64(1), s2.int64(2)};
     }
   }
-  auto value_part = [&](const std::string& item_id, int64_t helpful, int64_t harmful) {
-    double v = stage_prior(q.stage);
+
+  double value_part(const std::string& item_id, int64_t helpful, int64_t harmful) const {
+    double v = stage_prior(m_q.stage);
     int64_t n = 0;
-    if (auto it = values.find(item_id); it != values.end()) std::tie(v, n) = it->second;
-    double v_norm = q.stage == Stage::refine ? v : 2.0 * v - 1.0;  // both in [-1, 1]
+    if (auto it = m_values.find(item_id); it != m_values.end()) std::tie(v, n) = it->second;
+    double v_norm = m_q.stage == Stage::refine ? v : 2.0 * v - 1.0;  // both in [-1, 1]
     double confidence = static_cast<double>(n) / (static_cast<double>(n) + 3.0);
     double helpfulness = (static_cast<double>(helpful) + 1.0) / (static_cast<double>(helpful + harmful) + 2.0);
     return v_norm * confidence + (helpfulness - 0.5);
-  };
-
-  mark("values");
-  // --- Score and render.
-  std::vector<RetrievedItem> items;
-  std::vector<std::pair<size_t, std::optional<int64_t>>> kernels_to_load;  // item index, code id
-  std::unordered_map<size_t, int64_t> cands_case_of;  // item index -> case id (for the fence language)
-  std::unordered_map<size_t, int64_t> journal_of;                          // item index, case id
-  // A case offered as a best kernel is not offered again as a summary: its signals move over.
-  std::unordered_set<int64_t> kernel_cases;
-  for (auto& [key, c] : cands) {
-    if (c.kind != RetrievedItem::Kind::case_summary) continue;
-    auto k = cands.find("kernel:" + std::to_string(c.case_id));
-    if (k == cands.end()) continue;
-    for (const auto& [part, v] : c.parts) k->second.raise(part, v);
-    if (k->second.lineage_note.empty()) k->second.lineage_note = c.lineage_note;
-    kernel_cases.insert(c.case_id);
   }
-  for (auto& [key, cand] : cands) {
-    Candidate c = cand;
-    RetrievedItem item;
-    item.kind = c.kind;
-    if (c.kind == RetrievedItem::Kind::lesson) {
-      auto it = lessons_by_seq.find(c.lesson_seq);
-      if (it == lessons_by_seq.end()) continue;
-      const Lesson& l = it->second.lesson;
-      if (l.status != LessonStatus::active) continue;
-      if (!l.scope.backend.empty() && !q.backend.empty() && l.scope.backend != q.backend) continue;
-      item.id = "lesson:" + l.id;
-      item.target = l.scope.target;
-      item.foreign = (!l.scope.target.empty() && l.scope.target != q.target) ||
-                     (!l.scope.toolchain.empty() && !q.toolchain.empty() && l.scope.toolchain != q.toolchain) ||
-                     l.foreign_origin;
-      c.raise("exact", l.scope.category == q.task.category && !l.scope.category.empty() ? 1.0
-                       : l.scope.category.empty()                                        ? 0.6
+
+  // --- Score and render. A case offered as a best kernel is not offered again as a summary:
+  // its signals move over.
+  std::vector<RetrievedItem> score() {
+    for (auto& [key, c] : m_cands) {
+      if (c.kind != RetrievedItem::Kind::case_summary) continue;
+      auto k = m_cands.find("kernel:" + std::to_string(c.case_id));
+      if (k == m_cands.end()) continue;
+      for (const auto& [part, v] : c.parts) k->second.raise(part, v);
+      if (k->second.lineage_note.empty()) k->second.lineage_note = c.lineage_note;
+      m_kernel_cases.insert(c.case_id);
+    }
+    std::vector<RetrievedItem> items;
+    for (auto& [key, cand] : m_cands) {
+      Candidate c = cand;
+      RetrievedItem item;
+      item.kind = c.kind;
+      bool offered = c.kind == RetrievedItem::Kind::lesson ? score_lesson(c, item) : score_case(key, c, item, items.size());
+      if (!offered) continue;
+      double score = 0;
+      for (const auto& [part, v] : c.parts) {
+        double w = m_weights(part) * v;
+        item.score_parts[part] = w;
+        score += w;
+      }
+      item.score = score;
+      item.tokens = estimate_tokens(item.text);
+      items.push_back(std::move(item));
+    }
+    return items;
+  }
+
+  // A lesson's parts and text; false when it is not offered (inactive, another backend).
+  bool score_lesson(Candidate& c, RetrievedItem& item) const {
+    auto it = m_lessons_by_seq.find(c.lesson_seq);
+    if (it == m_lessons_by_seq.end()) return false;
+    const Lesson& l = it->second.lesson;
+    if (l.status != LessonStatus::active) return false;
+    if (!l.scope.backend.empty() && !m_q.backend.empty() && l.scope.backend != m_q.backend) return false;
+    item.id = "lesson:" + l.id;
+    item.target = l.scope.target;
+    item.foreign = (!l.scope.target.empty() && l.scope.target != m_q.target) ||
+                   (!l.scope.toolchain.empty() && !m_q.toolchain.empty() && l.scope.toolchain != m_q.toolchain) ||
+                   l.foreign_origin;
+    c.raise("exact", l.scope.category == m_q.task.category && !l.scope.category.empty() ? 1.0
+                     : l.scope.category.empty()                                          ? 0.6
                                                                                          : 0.0);
-      if (l.kind == LessonKind::fix && !q.last_error_signature.empty() && l.error_signature == q.last_error_signature) {
-        c.raise("fix", 1.0);
-      }
-      if (l.kind == LessonKind::pitfall || l.kind == LessonKind::fix) c.raise("feasibility", 0.5);
-      c.parts["value"] = value_part(item.id, l.helpful, l.harmful);
-      std::string scope = l.scope.category.empty() ? "any op" : l.scope.category;
-      if (!l.scope.backend.empty()) scope += "/" + l.scope.backend;
-      if (!l.scope.target.empty()) scope += " on " + l.scope.target;
-      item.text = fmt::format("[lesson {} · {} · {}{}] {}{}{}", l.id, lesson_kind_name(l.kind), scope,
-                              item.foreign ? " · from other hardware: feasibility only" : "", l.title,
-                              l.text.empty() ? "" : ": ", l.text);
-      if (l.kind == LessonKind::fix && !l.error_signature.empty()) item.text += fmt::format(" (fixes: {})", l.error_signature);
-    } else {
-      auto it = facts.find(c.case_id);
-      if (it == facts.end()) continue;
-      const CaseFacts& f = it->second;
-      if (f.quarantine == 3) continue;  // refuted: never offered
-      if (c.kind == RetrievedItem::Kind::case_summary && kernel_cases.count(f.id)) continue;  // shown as kernel
-      const bool foreign = f.target != q.target || (!q.toolchain.empty() && f.toolchain != q.toolchain) || f.foreign_origin;
-      const bool evidence = !foreign && (f.quarantine == 0 || f.quarantine == 2) && f.verdict == "correct";
-      if (c.kind == RetrievedItem::Kind::best_kernel && (foreign || !evidence)) continue;
-      item.id = key;
-      item.foreign = foreign;
-      item.target = f.target;
-      item.op = f.op;
-      item.quarantined = f.quarantine == 1;
-      c.raise("exact", f.op == q.task.op ? 1.0 : f.category == q.task.category ? 0.5 : 0.0);
-      if (f.op == q.task.op) {
-        c.raise("similarity", 1.0);
-      } else if (auto t = task_by_id.find(f.task_id); t != task_by_id.end()) {
-        c.raise("similarity", task_similarity(q.task, q_shape, t->second->info, t->second->shape));
-      }
-      if (evidence) {
-        c.raise("graph", squash(f.downstream));
-        if (f.speedup_ref && *f.speedup_ref > 0) c.raise("speed", squash(std::log2(1.0 + *f.speedup_ref)));
-      }
-      if (f.verdict == "correct") c.raise("feasibility", 1.0);  // it compiled and passed
-      if (!q.last_error_signature.empty() && f.signature == q.last_error_signature) c.raise("feasibility", 0.3);
-      auto st = stats.find(key);
-      c.parts["value"] = value_part(key, st == stats.end() ? 0 : st->second.first, st == stats.end() ? 0 : st->second.second);
+    if (l.kind == LessonKind::fix && !m_q.last_error_signature.empty() && l.error_signature == m_q.last_error_signature) {
+      c.raise("fix", 1.0);
+    }
+    if (l.kind == LessonKind::pitfall || l.kind == LessonKind::fix) c.raise("feasibility", 0.5);
+    c.parts["value"] = value_part(item.id, l.helpful, l.harmful);
+    std::string scope = l.scope.category.empty() ? "any op" : l.scope.category;
+    if (!l.scope.backend.empty()) scope += "/" + l.scope.backend;
+    if (!l.scope.target.empty()) scope += " on " + l.scope.target;
+    item.text = fmt::format("[lesson {} · {} · {}{}] {}{}{}", l.id, lesson_kind_name(l.kind), scope,
+                            item.foreign ? " · from other hardware: feasibility only" : "", l.title,
+                            l.text.empty() ? "" : ": ", l.text);
+    if (l.kind == LessonKind::fix && !l.error_signature.empty()) item.text += fmt::format(" (fixes: {})", l.error_signature);
+    return true;
+  }
 
-      std::string where = foreign ? fmt::format("{} (other hardware or toolchain: shows what compiles and passes "
-                                                "there, not what is fast here)", f.target)
-                                  : f.target;
-      if (c.kind == RetrievedItem::Kind::best_kernel) {
-        item.text = fmt::format("[best kernel · {} ({}{}) on {} · {:.2f}x vs reference · case {}]\nchange: {}\n", f.op,
-                                f.category, c.similar_op ? ", a similar op" : "", f.target,
-                                f.speedup_ref.value_or(0), f.id, short_line(f.optimisation, 1000));
-        if (!c.lineage_note.empty()) item.text += "lineage: " + c.lineage_note + "\n";
-        kernels_to_load.emplace_back(items.size(), f.code_id);
-        cands_case_of[items.size()] = f.id;
-      } else if (c.failed_case) {
-        auto failed = facts.find(*c.failed_case);
-        std::string failed_msg = failed == facts.end() ? std::string() : short_line(failed->second.message, 200);
-        item.text = fmt::format("[fix · case {} -> case {} · {} on {}]\nerror: {}\n{}fixed by: {}\n", *c.failed_case, f.id,
-                                f.op, where, failed == facts.end() ? std::string("?") : failed->second.signature,
-                                failed_msg.empty() ? "" : "message: " + failed_msg + "\n", short_line(f.optimisation, 1000));
-        journal_of[items.size()] = f.id;
-      } else {
-        std::string result = f.verdict;
-        if (f.verdict == "correct" && !foreign) {
-          result += fmt::format(" · {} r={:.2f}", outcome_name(f.outcome), f.ratio);
-          if (f.speedup_ref) result += fmt::format(" · {:.2f}x vs reference", *f.speedup_ref);
-          if (f.quarantine == 1) result += " · QUARANTINED: awaiting re-verification, not evidence";
-        }
-        item.text = fmt::format("[case {} · {} on {} · {} · {}]\n", f.id, f.op, where, stage_name(f.stage), result);
-        if (!c.lineage_note.empty()) item.text += "lineage: " + c.lineage_note + "\n";
-        if (f.parent_id) item.text += fmt::format("began from: case {}\n", *f.parent_id);
-        if (!f.optimisation.empty()) item.text += "change: " + short_line(f.optimisation, 1000) + "\n";
-        if (f.verdict != "correct" && !f.signature.empty()) item.text += "error: " + f.signature + "\n";
-        journal_of[items.size()] = f.id;
+  // A case's parts and text (as item number `index`); false when it is not offered (refuted,
+  // shown as a kernel, a best kernel that is not native evidence).
+  bool score_case(const std::string& key, Candidate& c, RetrievedItem& item, size_t index) {
+    auto it = m_facts.find(c.case_id);
+    if (it == m_facts.end()) return false;
+    const CaseFacts& f = it->second;
+    if (f.quarantine == 3) return false;  // refuted: never offered
+    if (c.kind == RetrievedItem::Kind::case_summary && m_kernel_cases.count(f.id)) return false;  // shown as kernel
+    const bool foreign = f.target != m_q.target || (!m_q.toolchain.empty() && f.toolchain != m_q.toolchain) || f.foreign_origin;
+    const bool evidence = !foreign && (f.quarantine == 0 || f.quarantine == 2) && f.verdict == "correct";
+    if (c.kind == RetrievedItem::Kind::best_kernel && (foreign || !evidence)) return false;
+    item.id = key;
+    item.foreign = foreign;
+    item.target = f.target;
+    item.op = f.op;
+    item.quarantined = f.quarantine == 1;
+    c.raise("exact", f.op == m_q.task.op ? 1.0 : f.category == m_q.task.category ? 0.5 : 0.0);
+    if (f.op == m_q.task.op) {
+      c.raise("similarity", 1.0);
+    } else if (auto t = m_task_by_id.find(f.task_id); t != m_task_by_id.end()) {
+      c.raise("similarity", task_similarity(m_q.task, m_shape, t->second->info, t->second->shape));
+    }
+    if (evidence) {
+      c.raise("graph", squash(f.downstream));
+      if (f.speedup_ref && *f.speedup_ref > 0) c.raise("speed", squash(std::log2(1.0 + *f.speedup_ref)));
+    }
+    if (f.verdict == "correct") c.raise("feasibility", 1.0);  // it compiled and passed
+    if (!m_q.last_error_signature.empty() && f.signature == m_q.last_error_signature) c.raise("feasibility", 0.3);
+    auto st = m_stats.find(key);
+    c.parts["value"] = value_part(key, st == m_stats.end() ? 0 : st->second.first, st == m_stats.end() ? 0 : st->second.second);
+    item.text = case_text(f, c, foreign, index);
+    return true;
+  }
+
+  // The prompt text of a case item: a best kernel (its source added after the cut), a fix, or a
+  // case summary (its journal added after the cut).
+  std::string case_text(const CaseFacts& f, const Candidate& c, bool foreign, size_t index) {
+    std::string where = foreign ? fmt::format("{} (other hardware or toolchain: shows what compiles and passes "
+                                              "there, not what is fast here)", f.target)
+                                : f.target;
+    std::string text;
+    if (c.kind == RetrievedItem::Kind::best_kernel) {
+      text = fmt::format("[best kernel · {} ({}{}) on {} · {:.2f}x vs reference · case {}]\nchange: {}\n", f.op,
+                         f.category, c.similar_op ? ", a similar op" : "", f.target,
+                         f.speedup_ref.value_or(0), f.id, short_line(f.optimisation, 1000));
+      if (!c.lineage_note.empty()) text += "lineage: " + c.lineage_note + "\n";
+      m_kernels_to_load.emplace_back(index, f.code_id);
+      m_case_of_item[index] = f.id;
+    } else if (c.failed_case) {
+      auto failed = m_facts.find(*c.failed_case);
+      std::string failed_msg = failed == m_facts.end() ? std::string() : short_line(failed->second.message, 200);
+      text = fmt::format("[fix · case {} -> case {} · {} on {}]\nerror: {}\n{}fixed by: {}\n", *c.failed_case, f.id,
+                         f.op, where, failed == m_facts.end() ? std::string("?") : failed->second.signature,
+                         failed_msg.empty() ? "" : "message: " + failed_msg + "\n", short_line(f.optimisation, 1000));
+      m_journal_of[index] = f.id;
+    } else {
+      std::string result = f.verdict;
+      if (f.verdict == "correct" && !foreign) {
+        result += fmt::format(" · {} r={:.2f}", outcome_name(f.outcome), f.ratio);
+        if (f.speedup_ref) result += fmt::format(" · {:.2f}x vs reference", *f.speedup_ref);
+        if (f.quarantine == 1) result += " · QUARANTINED: awaiting re-verification, not evidence";
       }
+      text = fmt::format("[case {} · {} on {} · {} · {}]\n", f.id, f.op, where, stage_name(f.stage), result);
+      if (!c.lineage_note.empty()) text += "lineage: " + c.lineage_note + "\n";
+      if (f.parent_id) text += fmt::format("began from: case {}\n", *f.parent_id);
+      if (!f.optimisation.empty()) text += "change: " + short_line(f.optimisation, 1000) + "\n";
+      if (f.verdict != "correct" && !f.signature.empty()) text += "error: " + f.signature + "\n";
+      m_journal_of[index] = f.id;
     }
-    double score = 0;
-    for (const auto& [part, v] : c.parts) {
-      double w = weights(part) * v;
-      item.score_parts[part] = w;
-      score += w;
+    return text;
+  }
+
+  // --- The cut: best first (ties by id, for determinism), at most q.limit; journals and kernel
+  // sources are read only for the items that made it.
+  Result<std::vector<RetrievedItem>> finish(std::vector<RetrievedItem> items) {
+    std::vector<size_t> order(items.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (items[a].score != items[b].score) return items[a].score > items[b].score;
+      return items[a].id < items[b].id;
+    });
+    size_t limit = m_q.limit > 0 ? static_cast<size_t>(m_q.limit) : order.size();
+    if (order.size() > limit) order.resize(limit);
+    KOPE_ASSIGN(auto journals, load_journals(order));
+    std::unordered_map<size_t, std::optional<int64_t>> code_of(m_kernels_to_load.begin(), m_kernels_to_load.end());
+    std::vector<RetrievedItem> out;
+    out.reserve(order.size());
+    for (size_t i : order) {
+      RetrievedItem item = std::move(items[i]);
+      if (auto j = m_journal_of.find(i); j != m_journal_of.end()) {
+        auto text = journals.find(j->second);
+        if (text != journals.end() && !text->second.empty()) {
+          item.text += "journal: " + whole_lines(text->second, k_journal_excerpt) + "\n";
+        }
+      }
+      if (auto k = code_of.find(i); k != code_of.end() && k->second) KOPE_TRY(add_kernel_source(item, i, *k->second));
+      item.tokens = estimate_tokens(item.text);
+      out.push_back(std::move(item));
     }
-    item.score = score;
-    item.tokens = estimate_tokens(item.text);
-    items.push_back(std::move(item));
+    return out;
   }
-  mark("score");
-  // Best first; ties by id for determinism.
-  std::vector<size_t> order(items.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (items[a].score != items[b].score) return items[a].score > items[b].score;
-    return items[a].id < items[b].id;
-  });
-  size_t limit = q.limit > 0 ? static_cast<size_t>(q.limit) : order.size();
-  if (order.size() > limit) order.resize(limit);
-  std::unordered_map<size_t, std::optional<int64_t>> code_of(kernels_to_load.begin(), kernels_to_load.end());
-  std::unordered_map<size_t, std::string> fence_of;
-  for (const auto& [i, code] : kernels_to_load) {
-    auto f = facts.find(cands_case_of[i]);
-    fence_of[i] = f != facts.end() && f->second.backend == "opencl" ? "c" : "cpp";
-  }
-  // Journals are read only for the items that made the cut.
-  std::unordered_map<int64_t, std::string> journals;
-  {
+
+  // The journals of the items in `order` that show one, by case id.
+  Result<std::unordered_map<int64_t, std::string>> load_journals(const std::vector<size_t>& order) {
+    std::unordered_map<int64_t, std::string> journals;
     std::vector<int64_t> ids;
     for (size_t i : order) {
-      if (auto j = journal_of.find(i); j != journal_of.end()) ids.push_back(j->second);
+      if (auto j = m_journal_of.find(i); j != m_journal_of.end()) ids.push_back(j->second);
     }
-    if (!ids.empty()) {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT case_id, text FROM journal WHERE case_id IN (SELECT value FROM json_each(?))"));
-      st.bind(1, json_ids(ids));
-      for (;;) {
-        KOPE_ASSIGN(bool row, st.step());
-        if (!row) break;
-        journals[st.int64(0)] = st.text(1);
-      }
-    }
-  }
-  std::vector<RetrievedItem> out;
-  out.reserve(order.size());
-  for (size_t i : order) {
-    RetrievedItem item = std::move(items[i]);
-    if (auto j = journal_of.find(i); j != journal_of.end()) {
-      auto text = journals.find(j->second);
-      if (text != journals.end() && !text->second.empty()) {
-        item.text += "journal: " + whole_lines(text->second, k_journal_excerpt) + "\n";
-      }
-    }
-    if (auto k = code_of.find(i); k != code_of.end() && k->second) {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT raw_size, data FROM blob WHERE id = ?"));
-      st.bind(1, *k->second);
+    if (ids.empty()) return journals;
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT case_id, text FROM journal WHERE case_id IN (SELECT value FROM json_each(?))"));
+    st.bind(1, json_ids(ids));
+    for (;;) {
       KOPE_ASSIGN(bool row, st.step());
-      if (row) {
-        KOPE_ASSIGN(std::string code, decompress(st.blob(1), static_cast<size_t>(st.int64(0))));
-        if (code.size() <= k_max_kernel_code) {
-          if (!code.empty() && code.back() != '\n') code += '\n';
-          item.text += "```" + fence_of[i] + "\n" + code + "```\n";
-        } else {
-          item.text += fmt::format("(its source, {} bytes, is too long to show whole)\n", code.size());
-        }
-      }
+      if (!row) return journals;
+      journals[st.int64(0)] = st.text(1);
     }
-    item.tokens = estimate_tokens(item.text);
-    out.push_back(std::move(item));
   }
-  mark("kernels");
-  return out;
+
+  // Appends the kernel's whole source to item number `index` (fenced in its backend's language),
+  // or a note when it is too long to show whole.
+  Status add_kernel_source(RetrievedItem& item, size_t index, int64_t code_id) {
+    auto f = m_facts.find(m_case_of_item[index]);
+    const char* fence = f != m_facts.end() && f->second.backend == "opencl" ? "c" : "cpp";
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT raw_size, data FROM blob WHERE id = ?"));
+    st.bind(1, code_id);
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) return {};
+    KOPE_ASSIGN(std::string code, decompress(st.blob(1), static_cast<size_t>(st.int64(0))));
+    if (code.size() <= k_max_kernel_code) {
+      if (!code.empty() && code.back() != '\n') code += '\n';
+      item.text += "```" + std::string(fence) + "\n" + code + "```\n";
+    } else {
+      item.text += fmt::format("(its source, {} bytes, is too long to show whole)\n", code.size());
+    }
+    return {};
+  }
+
+  SqliteStore& m_store;
+  Db& m_db;
+  const RetrievalQuery& m_q;
+  const Weights m_weights;
+  const std::string m_lexical_text;
+  std::chrono::steady_clock::time_point m_t_prev = std::chrono::steady_clock::now();
+
+  SignatureShape m_shape;
+  std::vector<int64_t> m_op_tasks;
+  std::vector<std::pair<double, int64_t>> m_similar;  // similarity, task id
+  std::unordered_map<int64_t, const SqliteStore::TaskRow*> m_task_by_id;
+  std::unordered_map<std::string, Candidate> m_cands;  // keyed by item id
+  std::unordered_map<int64_t, CaseFacts> m_facts;
+  std::unordered_map<int64_t, LessonFacts> m_lessons_by_seq;
+  std::unordered_map<std::string, std::pair<double, int64_t>> m_values;  // value, n
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> m_stats;  // helpful, harmful
+  std::unordered_set<int64_t> m_kernel_cases;
+  std::vector<std::pair<size_t, std::optional<int64_t>>> m_kernels_to_load;  // item index, code id
+  std::unordered_map<size_t, int64_t> m_case_of_item;  // item index -> case id (for the fence language)
+  std::unordered_map<size_t, int64_t> m_journal_of;    // item index -> case id
+};
+
+Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q) {
+  std::lock_guard lock(m_mutex);
+  KOPE_TRY(refresh_tasks_locked());
+  return RetrievalEngine(*this, q).run();
 }
 
 }  // namespace kope::memory
