@@ -331,6 +331,18 @@ void add_stats(const MemoryCli& cli) {
   cli.on_chosen(s, [file](const Common& common) { return run_stats(common, *file); });
 }
 
+// A listing as a JSON array (--json) or as a table with a count line.
+template <class T, class ToJson, class Table>
+void print_listing(const Common& common, const std::vector<T>& items, ToJson to_json, Table table, const char* noun) {
+  if (common.json) {
+    json arr = json::array();
+    for (const auto& x : items) arr.push_back(to_json(x));
+    print(arr.dump(2) + "\n");
+  } else {
+    print(table(items) + fmt::format("{} {}\n", items.size(), noun));
+  }
+}
+
 struct CasesOptions {
   std::string op, target, toolchain, run, stage, verdict, outcome, signature;
   bool quarantined = false, foreign = false;
@@ -354,13 +366,7 @@ Result<int> run_cases(const Common& common, const CasesOptions& o) {
   f.limit = o.limit;
   f.before_id = o.before;
   KOPE_ASSIGN(auto cases, store->cases(f));
-  if (common.json) {
-    json arr = json::array();
-    for (const auto& c : cases) arr.push_back(mem::case_json(c, false));
-    print(arr.dump(2) + "\n");
-  } else {
-    print(case_table(cases) + fmt::format("{} cases\n", cases.size()));
-  }
+  print_listing(common, cases, [](const mem::CaseRecord& c) { return mem::case_json(c, false); }, case_table, "cases");
   return 0;
 }
 
@@ -397,13 +403,7 @@ Result<int> run_lessons(const Common& common, const LessonsOptions& o) {
   f.text = o.search;
   f.limit = o.limit;
   KOPE_ASSIGN(auto lessons, store->find_lessons(f));
-  if (common.json) {
-    json arr = json::array();
-    for (const auto& l : lessons) arr.push_back(mem::lesson_json(l));
-    print(arr.dump(2) + "\n");
-  } else {
-    print(lesson_table(lessons) + fmt::format("{} lessons\n", lessons.size()));
-  }
+  print_listing(common, lessons, mem::lesson_json, lesson_table, "lessons");
   return 0;
 }
 
