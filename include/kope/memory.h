@@ -1,4 +1,6 @@
-// kope/memory.h — the Experience Graph Memory (docs/design.md §4): the contract the agent uses.
+// kope/memory.h — the Experience Graph Memory (docs/design.md §4): the contract the agent uses
+// (Store) and the administration of a memory database (StoreAdmin); a store kind implements both
+// as a Database.
 //
 // Every attempt becomes an append-only Case with its lineage ("began-from" parent), verdict,
 // timings and outcome; Lessons are short distilled items changed only by logged deltas; a
