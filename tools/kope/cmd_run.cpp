@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,17 @@ const std::vector<std::string> k_defining = {"--ops", "--level", "--backend", "-
 std::string shell_quote(const std::string& s) {
   if (s.find_first_of(" \t'\"\\$`") == std::string::npos) return s;
   return "'" + util::replace_all(s, "'", "'\\''") + "'";
+}
+
+// Where the starter experience was recorded, said as it is. Foreign experience either way: its
+// timings were taken on another machine and count here only once a kernel is re-timed here.
+std::string starter_origin(const std::set<std::string>& targets, const std::string& here) {
+  std::string listed = util::join(std::vector<std::string>(targets.begin(), targets.end()), ", ");
+  std::string where = targets.empty()                                 ? "on another machine"
+                      : targets.size() == 1 && targets.contains(here) ? "on the same target as this machine (" + here + ")"
+                      : targets.contains(here) ? fmt::format("on several targets ({}), this machine's among them", listed)
+                                               : fmt::format("on other hardware ({}; this machine is {})", listed, here);
+  return "It was recorded " + where + "; it counts as foreign experience until re-timed here.";
 }
 
 Result<agent::RunConfig> new_config(const RunOptions& o, const std::optional<llm::Profile>& profile, const std::string& policy,
@@ -255,12 +267,11 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
         say(fmt::format("kope run: imported the starter experience shipped with kope into {}: {} verified kernels for {} "
                         "operators{}, from {}.", cfg.memory_path, sum.correct_cases, sum.solved_ops.size(), made,
                         file->string()));
-        say(cfg.loop.policy == "replay"
-                ? "  It comes from other hardware, so this run replays it: every kernel is re-verified on every case and "
-                  "re-timed on this machine; a kernel that fails here is recorded as failed and never counts. "
-                  "(--no-starter skips this.)"
-                : "  It comes from other hardware: the model sees it as feasibility evidence, never as speed evidence. "
-                  "(--no-starter skips this.)");
+        say("  " + starter_origin(sum.targets, evaluator->target().str()) +
+            (cfg.loop.policy == "replay"
+                 ? " This run replays it: every kernel is re-verified on every case and re-timed on this machine; a "
+                   "kernel that fails here is recorded as failed and never counts. (--no-starter skips this.)"
+                 : " The model sees it as feasibility evidence, never as speed evidence. (--no-starter skips this.)"));
       }
     }
   }
