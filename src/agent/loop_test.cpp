@@ -434,6 +434,16 @@ int64_t record_replayable(Harness& h, const spec::OpSpec& op, const std::string&
   return *h.store.record_case(c);
 }
 
+// Replays h.op (softmax) with no model; the attempts are in the returned state.
+OpState run_replay(Harness& h) {
+  h.config.policy = "replay";
+  h.llm.reset();
+  OpState st;
+  auto end = run_op(h.env(), h.op, st);
+  EXPECT_TRUE(end) << end.error().message;
+  return st;
+}
+
 TEST(Loop, ReplayReverifiesKernelsFromMemory) {
   Harness h;
   auto twin_dir = util::TempDir::create("kope-twin");
@@ -443,13 +453,8 @@ TEST(Loop, ReplayReverifiesKernelsFromMemory) {
   // signature, another op).
   int64_t own = record_replayable(h, h.op, "x86_64-avx512", 250, "from another machine", "g++ other");
   record_replayable(h, twin, "x86_64-avx2-fma", 400, "twin kernel", h.evaluator.toolchain_id());
-  h.config.policy = "replay";
   h.config.replay_limit = 3;
-  h.llm.reset();
-  OpState st;
-  OpEnvironment env = h.env();
-  auto end = run_op(env, h.op, st);
-  ASSERT_TRUE(end) << end.error().message;
+  OpState st = run_replay(h);
   // The op's own kernel, re-verified and re-timed here, answers it: replay stops there, and the
   // twin's kernel is never tried (native or not, it is another op's).
   ASSERT_EQ(st.attempts.size(), 1u);
@@ -484,14 +489,9 @@ TEST(Loop, ReplayTriesTheNextKernelOnlyWhenOneFailsHere) {
     int64_t next = record_replayable(h, h.op, "x86_64-avx512", 250, "second there", "g++ other");
     int64_t third = record_replayable(h, h.op, "x86_64-avx512", 300, "third there", "g++ other");
     record_replayable(h, twin, "x86_64-avx2-fma", 100, "twin kernel", h.evaluator.toolchain_id());
-    h.config.policy = "replay";
     h.config.replay_limit = 3;
     h.config.replay_all = all;
-    h.llm.reset();
-    OpState st;
-    OpEnvironment env = h.env();
-    auto end = run_op(env, h.op, st);
-    ASSERT_TRUE(end) << end.error().message;
+    OpState st = run_replay(h);
     std::vector<int64_t> sources;
     for (const auto& a : st.attempts) sources.push_back(a.source_case_id.value_or(0));
     if (all) {
@@ -519,12 +519,7 @@ TEST(Loop, ReplayTriesAnotherOpsKernelOnlyForAnOpWithoutItsOwn) {
   spec::OpSpec twin = testing::make_twin(twin_dir->path(), "softmax_twin", "normalization");
   h.known_ops = {&twin};
   int64_t related = record_replayable(h, twin, "x86_64-avx2-fma", 400, "twin kernel", h.evaluator.toolchain_id());
-  h.config.policy = "replay";
-  h.llm.reset();
-  OpState st;
-  OpEnvironment env = h.env();
-  auto end = run_op(env, h.op, st);
-  ASSERT_TRUE(end) << end.error().message;
+  OpState st = run_replay(h);
   ASSERT_EQ(st.attempts.size(), 1u);
   EXPECT_EQ(st.attempts[0].source_case_id, related);
   EXPECT_TRUE(st.attempts[0].correct());

@@ -185,6 +185,15 @@ class AgentE2E : public ::testing::Test {
     return out;
   }
 
+  // Waits until the run in `dir` has logged an event of `type`; false when `p` ended first.
+  static bool wait_for_event(const fs::path& dir, const std::string& type, util::Process& p) {
+    for (int t = 0; t < 6000; ++t) {
+      if (!events(dir, type).empty()) return true;
+      if (p.try_wait()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
   static const json& op_entry(const json& results, const std::string& name) {
     for (const auto& op : results["ops"]) {
       if (op["name"] == name) return op;
@@ -456,13 +465,7 @@ TEST_F(AgentE2E, ASecondKopeOnARunDirectoryInUseFailsAtOnceNamingTheHolder) {
   configure_model("fake-fixed-usage-model");
   fs::path dir = project() / "busy";
   util::Process first = spawn_kope(run_args(dir, {k_scale.string()}, 6, {"--quiet"}));
-  bool started = false;
-  for (int t = 0; t < 6000 && !started; ++t) {
-    started = !events(dir, "op_started").empty();
-    if (!started && first.try_wait()) break;
-    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(started) << "the first run ended before its first operator started";
+  ASSERT_TRUE(wait_for_event(dir, "op_started", first)) << "the first run ended before its first operator started";
   std::string holder = fmt::format("(pid {})", first.pid());
   for (const auto& args : {std::vector<std::string>{"run", "--resume", dir.string(), "--quiet"},
                            run_args(dir, {k_scale.string()}, 6, {"--quiet"})}) {
@@ -536,17 +539,8 @@ TEST_F(AgentE2E, CtrlCStopsCleanlyAndSaysHowToResume) {
   configure_model("fake-fixed-usage-model");
   fs::path dir = project() / "interrupted";
   util::Process p = spawn_kope(run_args(dir, {k_scale.string()}, 6, {"--quiet"}));
-  bool sent = false;
-  for (int t = 0; t < 6000 && !sent; ++t) {
-    if (!events(dir, "answer").empty()) {
-      p.kill_group(SIGINT);
-      sent = true;
-    } else if (p.try_wait()) {
-      break;
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
+  bool sent = wait_for_event(dir, "answer", p);
+  if (sent) p.kill_group(SIGINT);
   ASSERT_TRUE(sent) << "the run finished before the interrupt";
   util::ExitStatus st = p.wait();
   std::string err;
