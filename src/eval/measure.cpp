@@ -525,12 +525,14 @@ Result<bool> CaseTimer::fresh_check() {
   // comparison is one-sided in the kernel's favour: the fresh call counts only its floor (CPU
   // time less the spinning the other threads' waits allow, wall time less the waits;
   // fresh_call_cost), the seen call its full cost, the least of up to k_seen_tries calls (seen
-  // data can be measured again; the tries stop at an undisturbed one). A cache shows whatever
+  // data can be measured again; the tries stop at an undisturbed one, or when they have taken
+  // their time). A cache shows whatever
   // the load: its fresh call computes for real on its own threads, which waiting never adds to.
   // A round flags the kernel when the median over its pairs of floor/seen exceeds fresh_factor
   // (and the difference the slack) in both CPU and wall time; the kernel is rejected when a
   // second round on other never-seen sets confirms it (with one set, one round).
-  constexpr int k_seen_tries = 3;
+  constexpr int k_seen_tries = 8;
+  constexpr double k_seen_budget_calls = 8;
   auto timeout = std::max(t.plan.min_call_timeout, milliseconds(static_cast<int64_t>(t.out.median_s * 100 * 1000) + 1000));
   bool cpu = t.s.runner_pid() > 0;
   // Writes `set` into input slot `slot` (and records it for the integrity check).
@@ -571,15 +573,19 @@ Result<bool> CaseTimer::fresh_check() {
     if (!warm) return false;
     return call(slot, cost);
   };
-  // The seen call's cost: the least over tries, stopping at one that did not wait for a CPU.
+  // The seen call's cost: the least over tries, stopping at one that did not wait for a CPU
+  // (or when the tries have taken k_seen_budget_calls batch-median calls, at least 0.1 s).
+  const double seen_budget = std::max(0.1, k_seen_budget_calls * t.out.median_s);
   auto measured_seen = [&](int slot, FreshCallCost* cost) -> Result<bool> {
+    double spent = 0;
     for (int k = 0; k < k_seen_tries; ++k) {
       FreshCallCost c;
       KOPE_ASSIGN(bool ok, measured(slot, seen_set, &c));
       if (!ok) return false;
       if (k == 0 || c.wall < cost->wall) cost->wall = c.wall, cost->wait = c.wait;
       if (k == 0 || c.cpu < cost->cpu) cost->cpu = c.cpu;
-      if (c.wait <= std::max(20e-6, k_clean_contention * c.wall)) break;
+      spent += 2 * c.wall;  // with its warm-up call
+      if (c.wait <= std::max(20e-6, k_clean_contention * c.wall) || spent > seen_budget) break;
     }
     cost->cpu_floor = cost->cpu;
     cost->wall_floor = cost->wall;
