@@ -54,8 +54,8 @@ start_run() {
     while :; do
       n=$((n + 1))
       "$0" run --ops "$1" --jobs 2 --policy replay --iterations 3 --no-reflect --quiet \
-        --memory "$2/memory.$n.db" --run-dir "$2/run.$n" > "$2/run.$n.log" 2>&1 || sleep 1
-    done' "$kope" "$run_ops" "$scratch" &
+        --memory "$2/memory.$3.$n.db" --run-dir "$2/run.$3.$n" > "$2/run.$3.$n.log" 2>&1 || sleep 1
+    done' "$kope" "$run_ops" "$scratch" "$1" &
   run_pid=$!
 }
 
@@ -82,13 +82,13 @@ for r in $(seq 1 "$rounds"); do
   read -r us cont dist < <(time_once)
   alone+=("$us")
   echo "round $r alone : $us us per call (contention $cont, disturbed $dist)"
-  start_run
+  start_run "$r"
   sleep 3  # the run is compiling and verifying by now
   read -r us cont dist < <(time_once)
-  busy=$(ls -d "$scratch"/run.* 2>/dev/null | wc -l)
+  busy=$(ls "$scratch"/run."$r".*.log 2>/dev/null | wc -l)
   stop_run
   during+=("$us")
-  echo "round $r during: $us us per call (contention $cont, disturbed $dist; kope runs started so far: $busy)"
+  echo "round $r during: $us us per call (contention $cont, disturbed $dist; kope runs started in this round: $busy)"
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "${alone[*]}" "${during[*]}" <<'EOF'
