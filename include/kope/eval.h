@@ -228,6 +228,13 @@ struct EvalOptions {
   std::optional<std::string> incumbent_source;
   double incumbent_margin = 0.01;        // "faster": incumbent / candidate > 1 + this
   double decision_alpha = 0.05;
+  // The comparison's budget: each timed case gets comparison_seconds / (timed cases) of
+  // alternating batches (at most max_seconds_per_case); a case whose share is spent stops at
+  // its next scheduled look (the first one at the earliest). A comparison still undecided then
+  // is "not shown faster" and keeps the incumbent: the budget never raises the chance of a
+  // wrong replacement (at most decision_alpha), it only gives up on telling a small gain from
+  // a tie. 0: no budget beyond max_seconds_per_case.
+  double comparison_seconds = 6;
 };
 
 // The evaluator interface. The agent loop is tested against a fake implementation.

@@ -145,7 +145,7 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
   CaseRatio est;
   size_t li = 0;
   int looks = 0;
-  bool time_up = false;
+  bool time_up = false, budget_spent = false;
   if (failed) *failed = false;
   for (;;) {
     PairSample p;
@@ -158,9 +158,10 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
     }
     pairs.push_back(p);
     time_up = time_up || st == PairStatus::time_up;
+    budget_spent = budget_spent || st == PairStatus::budget_spent;
     size_t n = pairs.size();
     bool scheduled = li < s.looks.size() && n >= s.looks[li];
-    bool out_of_time = time_up && n >= min_on_time;
+    bool out_of_time = (time_up && n >= min_on_time) || (budget_spent && scheduled);
     if (!scheduled && !out_of_time) continue;
     if (scheduled) ++li;
     est = paired_ratio(pairs, s.alpha, rule.clean_contention, n0);

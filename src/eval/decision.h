@@ -90,6 +90,8 @@ enum class PairStatus {
   ok,       // a pair was added
   time_up,  // a pair was added and the case's time is up (stops at the next chance once the
             // second scheduled look's pairs exist)
+  budget_spent,  // a pair was added and the case's share of the comparison budget is spent:
+                 // stops at the next scheduled look (the first at the earliest)
   failed,   // no pair: a kernel failed; the driver returns at once
 };
 

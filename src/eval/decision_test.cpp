@@ -129,6 +129,37 @@ TEST(Decision, TiesKeepTheIncumbent) {
   EXPECT_EQ(o.combined.decision, IncumbentDecision::not_faster);
 }
 
+// The comparison budget: a case whose share is spent stops at its next scheduled look, the first
+// one at the earliest (not the second, as when max_seconds is up); a tie is then undecided (the
+// incumbent stays), a clear win still decides.
+TEST(Decision, ASpentBudgetStopsAtTheNextLook) {
+  DecisionRule rule;
+  rule.cases = 3;
+  const std::vector<size_t> looks = decision_looks(rule);
+  ASSERT_GE(looks.size(), 2u);
+  auto run = [&](Synthetic& s, size_t spent_after) {
+    size_t n = 0;
+    return run_case(rule, [&](PairSample& p) {
+      p = s.next();
+      return ++n >= spent_after ? PairStatus::budget_spent : PairStatus::ok;
+    });
+  };
+  Synthetic tie;
+  CaseRatio r = run(tie, 1);
+  EXPECT_EQ(r.pairs_total, looks[0]);
+  EXPECT_EQ(r.looks, 1);
+  EXPECT_EQ(classify_ratio_interval(r.lower, r.upper, rule.margin), IncumbentDecision::undecided);
+  Synthetic tie2;
+  tie2.rng.seed(7);
+  EXPECT_EQ(run(tie2, looks[0] + 1).pairs_total, looks[1]);  // spent between looks: the next one
+  Synthetic win;
+  win.incumbent_us = 150;
+  win.outlier_rate = 0;
+  CaseRatio w = run(win, 1);
+  EXPECT_EQ(w.pairs_total, looks[0]);
+  EXPECT_GT(w.lower, 1 + rule.margin);
+}
+
 TEST(Decision, ImprovementWithinTheMarginIsNotAReplacement) {
   // 0.5% faster, margin 1%: the rule may say undecided or not faster, never faster.
   DecisionRule rule;

@@ -365,10 +365,12 @@ struct GroupResult {
 // Times one case: the candidate (when given) and whichever baselines are not cached, batch by
 // batch in alternation, so that their ratio is measured under the same machine conditions.
 // Baselines measured here are written to the cache. The caller holds the timing lock.
+// `fresh_done`: the candidate already passed its fresh-data check on this case (in the
+// comparison with the incumbent) with this median call; it is not run twice.
 Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
                                     Session* candidate, Session* reference, std::unique_ptr<Session>* library_session,
                                     const CpuEvaluatorOptions& options, const EvalOptions& eo, uint64_t seed,
-                                    const LibraryChoice& lib) {
+                                    const LibraryChoice& lib, std::optional<double> fresh_done = std::nullopt) {
   GroupResult g;
   std::mt19937_64 rng(seed);
   fs::path ref_path = baseline_path(b, op, c, false);
@@ -449,10 +451,11 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   if (!group.empty()) KOPE_TRY(time_group(group, cand_plan));
   if (cand_t) {
     g.candidate = cand_t->outcome();
-    if (!g.candidate->violation && cand_plan.fresh_check) {
+    if (!g.candidate->violation && cand_plan.fresh_check && !fresh_done) {
       KOPE_TRY(cand_t->fresh_check());
       g.candidate = cand_t->outcome();
     }
+    if (fresh_done) g.candidate->fresh_s = *fresh_done;
     // A failed candidate ends the evaluation: no partial baseline is kept.
     if (g.candidate->violation) return g;
   }
@@ -516,6 +519,8 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
   TimingPlan inc_plan = cand_plan;
   inc_plan.fresh_check = false;
   auto t0 = Clock::now();
+  // Each case's share of the comparison budget (EvalOptions::comparison_seconds).
+  const double budget_share = eo.comparison_seconds > 0 ? eo.comparison_seconds / static_cast<double>(timed.size()) : 0.0;
   std::vector<CaseRatio> estimates;
   for (const spec::Case* c : timed) {
     KOPE_ASSIGN(CaseData * data, case_data(static_cast<size_t>(c->index)));
@@ -559,7 +564,8 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       p.incumbent = oi.samples_s.back();
       p.contention = std::max(oc.contention.empty() ? 0.0 : oc.contention.back(), oi.contention.empty() ? 0.0 : oi.contention.back());
       double elapsed = std::chrono::duration<double>(Clock::now() - case_start).count();
-      return elapsed >= eo.max_seconds_per_case ? PairStatus::time_up : PairStatus::ok;
+      if (elapsed >= eo.max_seconds_per_case) return PairStatus::time_up;
+      return budget_share > 0 && elapsed >= budget_share ? PairStatus::budget_spent : PairStatus::ok;
     };
     CaseRatio est = run_case(rule, next);
     if (error) return std::unexpected(*error);
@@ -871,6 +877,8 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   };
 
   bool full = true;
+  // Per timed case, the fresh-data check's median call when the comparison already ran it.
+  std::vector<std::optional<double>> fresh_done(timed.size());
   if (incumbent_session) {
     TimingPlan cand_plan = make_plan(m_options, options, true, m_backend->device_clock());
     KOPE_ASSIGN(ComparisonRun run, compare_with_incumbent(op, timed, [&](size_t i) { return ref.wait(i); }, *session,
@@ -883,6 +891,9 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       return timing_failed(c, run.violation->second);
     }
     comparison = run.comparison;
+    if (cand_plan.fresh_check && run.candidate.size() == timed.size()) {
+      for (size_t i = 0; i < timed.size(); ++i) fresh_done[i] = run.candidate[i].fresh_s;
+    }
     if (comparison->decision != IncumbentDecision::faster && comparison->decision != IncumbentDecision::unavailable) {
       // Not a new incumbent: the comparison's figures stand, with the (cached) baselines.
       full = false;
@@ -900,10 +911,11 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   }
   if (comparison) comparison->full_timing = full;
   if (full) {
-    for (const spec::Case* c : timed) {
+    for (size_t i = 0; i < timed.size(); ++i) {
+      const spec::Case* c = timed[i];
       KOPE_ASSIGN(CaseData * data, ref.wait(static_cast<size_t>(c->index)));
       KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
-                                                 options, rng(), library_choice));
+                                                 options, rng(), library_choice, fresh_done[i]));
       const TimingOutcome& t = *g.candidate;
       trace(fmt::format("case {}: timed", c->index));
       if (t.violation) return timing_failed(c, *t.violation);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <random>
@@ -27,6 +29,11 @@ uint64_t mix(uint64_t a, uint64_t b) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+
+bool trace_on() {
+  static const bool on = std::getenv("KOPE_EVAL_TRACE") != nullptr;
+  return on;
 }
 
 size_t page_size() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
@@ -438,6 +445,67 @@ size_t CaseTimer::sample_count() const { return m->out.samples_s.size(); }
 
 TimingOutcome CaseTimer::outcome() const { return m->out; }
 
+FreshCallCost fresh_call_cost(const Session::CpuTimes& before, const Session::CpuTimes& after, double wall, bool have_cpu) {
+  FreshCallCost c;
+  c.wall = std::max(0.0, wall);
+  if (!have_cpu) {
+    c.cpu = c.cpu_floor = c.wall_floor = c.wall;
+    return c;
+  }
+  // Per-thread deltas (a thread absent before started during the call).
+  struct Delta {
+    double run = 0, wait = 0;
+  };
+  std::vector<Delta> d;
+  for (const Session::ThreadTimes& a : after.threads) {
+    Delta x{static_cast<double>(a.run_ns) * 1e-9, static_cast<double>(a.wait_ns) * 1e-9};
+    for (const Session::ThreadTimes& b : before.threads) {
+      if (b.tid == a.tid) {
+        x.run -= static_cast<double>(b.run_ns) * 1e-9;
+        x.wait -= static_cast<double>(b.wait_ns) * 1e-9;
+        break;
+      }
+    }
+    d.push_back({std::max(0.0, x.run), std::max(0.0, x.wait)});
+  }
+  for (const Delta& x : d) {
+    c.cpu += x.run;
+    c.wait += x.wait;
+  }
+  // A thread of a parallel kernel spins (burning CPU time) while a teammate waits for a CPU:
+  // that spinning is bounded by the other threads' waits. What is left is the kernel's own
+  // work, whatever the machine's other load did to the call.
+  for (const Delta& x : d) c.cpu_floor += std::max(0.0, x.run - (c.wait - x.wait));
+  c.wall_floor = std::max(0.0, c.wall - c.wait);
+  return c;
+}
+
+FreshRound judge_fresh_round(const std::vector<FreshPair>& pairs, double factor, double slack_seconds) {
+  FreshRound rd;
+  rd.pairs = pairs.size();
+  if (pairs.empty()) return rd;
+  constexpr double tiny = 1e-7;
+  std::vector<double> cpu_ratios, wall_ratios, fresh_cpu, seen_cpu, fresh_wall, seen_wall;
+  for (const FreshPair& p : pairs) {
+    cpu_ratios.push_back(p.fresh.cpu_floor / std::max(p.seen.cpu, tiny));
+    wall_ratios.push_back(p.fresh.wall_floor / std::max(p.seen.wall, tiny));
+    fresh_cpu.push_back(p.fresh.cpu_floor);
+    seen_cpu.push_back(p.seen.cpu);
+    fresh_wall.push_back(p.fresh.wall_floor);
+    seen_wall.push_back(p.seen.wall);
+  }
+  rd.cpu_ratio = median(cpu_ratios);
+  rd.wall_ratio = median(wall_ratios);
+  rd.fresh_cpu = median(fresh_cpu);
+  rd.seen_cpu = median(seen_cpu);
+  rd.fresh_wall = median(fresh_wall);
+  rd.seen_wall = median(seen_wall);
+  bool by_wall = rd.wall_ratio > factor && rd.fresh_wall - rd.seen_wall > slack_seconds;
+  bool by_cpu = rd.cpu_ratio > factor && rd.fresh_cpu - rd.seen_cpu > slack_seconds;
+  rd.flagged = by_wall && by_cpu;
+  return rd;
+}
+
 Result<bool> CaseTimer::fresh_check() {
   Impl& t = *m;
   if (t.out.violation) return false;
@@ -451,23 +519,28 @@ Result<bool> CaseTimer::fresh_check() {
   //   - a warm-up call on seen data in the other slot comes right before (the thread pool is
   //     awake, the kernel's own scratch was just allocated and freed, and the seen contents were
   //     just computed: a cache keyed by content holds them whatever its size).
-  // Each call's cost is measured twice: the CPU time of the runner's threads (scheduler
-  // statistics, not inflated by waiting for a CPU) and the wall time (not inflated by threads
-  // that spin while idle). A round flags the kernel when the median over its pairs of the
-  // fresh/seen ratio exceeds fresh_factor (and the difference the slack) in both; the kernel is
-  // rejected when a second round on other never-seen sets confirms it (with one set, one round).
+  // A single call is at the mercy of the machine's other load: a thread of it that waits for a
+  // CPU stretches the wall time, and its teammates spin meanwhile, which stretches the CPU time
+  // too (an honest OpenMP kernel of 0.3 ms measured 30 ms this way beside two CPU hogs). So the
+  // comparison is one-sided in the kernel's favour: the fresh call counts only its floor (CPU
+  // time less the spinning the other threads' waits allow, wall time less the waits;
+  // fresh_call_cost), the seen call its full cost, the least of up to k_seen_tries calls (seen
+  // data can be measured again; the tries stop at an undisturbed one, or when they have taken
+  // their time). A cache shows whatever
+  // the load: its fresh call computes for real on its own threads, which waiting never adds to.
+  // A round flags the kernel when the median over its pairs of floor/seen exceeds fresh_factor
+  // (and the difference the slack) in both CPU and wall time; the kernel is rejected when a
+  // second round on other never-seen sets confirms it (with one set, one round).
+  constexpr int k_seen_tries = 8;
+  constexpr double k_seen_budget_calls = 8;
   auto timeout = std::max(t.plan.min_call_timeout, milliseconds(static_cast<int64_t>(t.out.median_s * 100 * 1000) + 1000));
   bool cpu = t.s.runner_pid() > 0;
-  struct Cost {
-    double cpu = 0;
-    double wall = 0;
-  };
   // Writes `set` into input slot `slot` (and records it for the integrity check).
   auto place = [&](int slot, const DataSet& set) {
     t.slot_data[static_cast<size_t>(slot)] = &set;
     load_inputs(t.s.arena(), t.l, slot, set, t.in_canary);
   };
-  auto call = [&](int slot, Cost* cost) -> Result<bool> {
+  auto call = [&](int slot, FreshCallCost* cost) -> Result<bool> {
     t.out_seeds[static_cast<size_t>(slot)] = poison_outputs(t.s.arena(), t.l, slot, t.rng());
     Session::CpuTimes before = t.s.cpu_times();
     double wall = 0;
@@ -477,10 +550,7 @@ Result<bool> CaseTimer::fresh_check() {
       return false;
     }
     Session::CpuTimes after = t.s.cpu_times();
-    if (cost != nullptr) {
-      cost->wall = std::max(0.0, wall - t.out.overhead_s);
-      cost->cpu = cpu ? static_cast<double>(after.run_ns - before.run_ns) * 1e-9 : cost->wall;
-    }
+    if (cost != nullptr) *cost = fresh_call_cost(before, after, wall - t.out.overhead_s, cpu);
     if (auto bad = check_integrity(t.s.arena(), t.op, t.l, t.slot_data, t.in_canary, t.out_seeds)) {
       t.out.violation = bad;
       return false;
@@ -495,7 +565,7 @@ Result<bool> CaseTimer::fresh_check() {
   };
   const DataSet& seen_set = t.data.sets[0];
   // One measured call on `set` in `slot`, after the warm-up call on the seen set in the other.
-  auto measured = [&](int slot, const DataSet& set, Cost* cost) -> Result<bool> {
+  auto measured = [&](int slot, const DataSet& set, FreshCallCost* cost) -> Result<bool> {
     int other = 1 - slot;
     place(slot, set);
     place(other, seen_set);
@@ -503,90 +573,83 @@ Result<bool> CaseTimer::fresh_check() {
     if (!warm) return false;
     return call(slot, cost);
   };
+  // The seen call's cost: the least over tries, stopping at one that did not wait for a CPU
+  // (or when the tries have taken k_seen_budget_calls batch-median calls, at least 0.1 s).
+  const double seen_budget = std::max(0.1, k_seen_budget_calls * t.out.median_s);
+  auto measured_seen = [&](int slot, FreshCallCost* cost) -> Result<bool> {
+    double spent = 0;
+    for (int k = 0; k < k_seen_tries; ++k) {
+      FreshCallCost c;
+      KOPE_ASSIGN(bool ok, measured(slot, seen_set, &c));
+      if (!ok) return false;
+      if (k == 0 || c.wall < cost->wall) cost->wall = c.wall, cost->wait = c.wait;
+      if (k == 0 || c.cpu < cost->cpu) cost->cpu = c.cpu;
+      spent += 2 * c.wall;  // with its warm-up call
+      if (c.wait <= std::max(20e-6, k_clean_contention * c.wall) || spent > seen_budget) break;
+    }
+    cost->cpu_floor = cost->cpu;
+    cost->wall_floor = cost->wall;
+    return true;
+  };
   std::vector<size_t> unseen;
   for (size_t f = k_rotating_sets; f < t.data.sets.size(); ++f) unseen.push_back(f);
   size_t rounds = unseen.size() >= 2 ? 2 : 1;
   size_t per_round = unseen.size() / rounds;
-  std::vector<Cost> fresh_all, seen_all;
-  struct Round {
-    bool flagged = false;
-    double cpu_ratio = 0, wall_ratio = 0;
-    double fresh_cpu = 0, seen_cpu = 0, fresh_wall = 0, seen_wall = 0;
-    size_t pairs = 0;
-  };
-  std::vector<Round> done;
+  std::vector<double> fresh_cpu_all;
+  std::vector<FreshRound> done;
   size_t pair_index = 0;
   for (size_t r = 0; r < rounds; ++r) {
-    std::vector<Cost> fresh, seen;
-    std::vector<double> cpu_ratios, wall_ratios;
+    std::vector<FreshPair> pairs;
     for (size_t k = 0; k < per_round; ++k, ++pair_index) {
       const DataSet& novel = t.data.sets[unseen[r * per_round + k]];
       int slot = static_cast<int>(pair_index % 2);
-      Cost f, sn;
+      FreshPair p;
       if (pair_index % 2 == 0) {
-        KOPE_ASSIGN(bool ok, measured(slot, seen_set, &sn));
+        KOPE_ASSIGN(bool ok, measured_seen(slot, &p.seen));
         if (!ok) return false;
-        KOPE_ASSIGN(bool ok2, measured(slot, novel, &f));
+        KOPE_ASSIGN(bool ok2, measured(slot, novel, &p.fresh));
         if (!ok2) return false;
       } else {
-        KOPE_ASSIGN(bool ok, measured(slot, novel, &f));
+        KOPE_ASSIGN(bool ok, measured(slot, novel, &p.fresh));
         if (!ok) return false;
-        KOPE_ASSIGN(bool ok2, measured(slot, seen_set, &sn));
+        KOPE_ASSIGN(bool ok2, measured_seen(slot, &p.seen));
         if (!ok2) return false;
       }
-      fresh.push_back(f);
-      seen.push_back(sn);
-      constexpr double tiny = 1e-7;
-      cpu_ratios.push_back(f.cpu / std::max(sn.cpu, tiny));
-      wall_ratios.push_back(f.wall / std::max(sn.wall, tiny));
+      if (trace_on()) {
+        std::fprintf(stderr,
+                     "[fresh] round %zu pair %zu: fresh cpu %.3f (floor %.3f) wall %.3f (floor %.3f) wait %.3f ms; seen cpu %.3f wall %.3f "
+                     "wait %.3f ms\n",
+                     r, pair_index, p.fresh.cpu * 1e3, p.fresh.cpu_floor * 1e3, p.fresh.wall * 1e3, p.fresh.wall_floor * 1e3,
+                     p.fresh.wait * 1e3, p.seen.cpu * 1e3, p.seen.wall * 1e3, p.seen.wait * 1e3);
+      }
+      fresh_cpu_all.push_back(p.fresh.cpu);
+      pairs.push_back(p);
     }
-    auto med = [](const std::vector<Cost>& v, double Cost::*field) {
-      std::vector<double> x;
-      for (const Cost& c : v) x.push_back(c.*field);
-      return median(x);
-    };
-    Round rd;
-    rd.pairs = fresh.size();
-    rd.cpu_ratio = median(cpu_ratios);
-    rd.wall_ratio = median(wall_ratios);
-    rd.fresh_cpu = med(fresh, &Cost::cpu);
-    rd.seen_cpu = med(seen, &Cost::cpu);
-    rd.fresh_wall = med(fresh, &Cost::wall);
-    rd.seen_wall = med(seen, &Cost::wall);
-    double f = t.plan.fresh_factor, slack = t.plan.fresh_slack_seconds;
-    bool by_wall = rd.wall_ratio > f && rd.fresh_wall - rd.seen_wall > slack;
-    bool by_cpu = rd.cpu_ratio > f && rd.fresh_cpu - rd.seen_cpu > slack;
-    rd.flagged = by_wall && by_cpu;
-    fresh_all.insert(fresh_all.end(), fresh.begin(), fresh.end());
-    seen_all.insert(seen_all.end(), seen.begin(), seen.end());
-    done.push_back(rd);
-    if (!rd.flagged) break;  // the confirmation round runs only after a flagged one
+    done.push_back(judge_fresh_round(pairs, t.plan.fresh_factor, t.plan.fresh_slack_seconds));
+    if (!done.back().flagged) break;  // the confirmation round runs only after a flagged one
   }
   // Leave the rotating sets where the timing expects them.
   t.slot_data = {&t.data.sets[0], &t.data.sets[1]};
   t.reload();
-  {
-    std::vector<double> x;
-    for (const Cost& c : fresh_all) x.push_back(c.cpu);
-    t.out.fresh_s = median(x);
-  }
-  bool rejected = !done.empty() && std::all_of(done.begin(), done.end(), [](const Round& rd) { return rd.flagged; }) && done.size() == rounds;
+  t.out.fresh_s = median(fresh_cpu_all);
+  bool rejected = done.size() == rounds && std::all_of(done.begin(), done.end(), [](const FreshRound& rd) { return rd.flagged; });
   if (rejected) {
     std::string detail;
     for (size_t r = 0; r < done.size(); ++r) {
-      const Round& rd = done[r];
+      const FreshRound& rd = done[r];
       detail += fmt::format("{}round {} ({} pair{}): {} vs {} of {}, {} vs {} wall, median ratios {:.2f}x and {:.2f}x",
                             r ? "; " : "", r + 1, rd.pairs, rd.pairs == 1 ? "" : "s", fmt_seconds(rd.fresh_cpu), fmt_seconds(rd.seen_cpu),
                             cpu ? "CPU time" : "time", fmt_seconds(rd.fresh_wall), fmt_seconds(rd.seen_wall), rd.cpu_ratio, rd.wall_ratio);
     }
-    const Round& first = done.front();
+    const FreshRound& first = done.front();
     t.out.violation = Violation{
         Verdict::rejected,
         fmt::format("needed {} of {} on never-seen inputs but {} on inputs it had seen before ({}; single verified calls in "
                     "interleaved pairs of alternating order, each after the same warm-up call and a fresh write of its inputs; "
-                    "limit {:.3g}x in both CPU and wall time, medians over the pairs; {} per call in batches): results may not "
-                    "be cached between calls",
-                    fmt_seconds(first.fresh_cpu), cpu ? "CPU time" : "time", fmt_seconds(first.seen_cpu), detail,
+                    "never-seen calls counted without the time their threads waited for a CPU or could have spun for a waiting "
+                    "one, seen calls in full, the least of up to {} tries; limit {:.3g}x in both CPU and wall time, medians "
+                    "over the pairs; {} per call in batches): results may not be cached between calls",
+                    fmt_seconds(first.fresh_cpu), cpu ? "CPU time" : "time", fmt_seconds(first.seen_cpu), detail, k_seen_tries,
                     t.plan.fresh_factor, fmt_seconds(t.out.median_s))};
     return false;
   }

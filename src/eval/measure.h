@@ -154,9 +154,11 @@ class CaseTimer {
   size_t sample_count() const;
   // Pairs of verified single calls, one on a never-seen data set (sets 2..) and one on a seen
   // one, in alternating order, each after the same warm-up call and a fresh write of its inputs;
-  // a violation when the median fresh/seen ratio over the pairs exceeds plan.fresh_factor (plus
-  // the slack) in CPU time and in wall time, in a first round and in a confirmation round on
-  // other never-seen sets (one round when there is one set). The message gives the numbers.
+  // a violation when the median ratio over the pairs of the fresh call's floor (its cost less
+  // what waiting for a CPU explains, fresh_call_cost) to the seen call's cost (the least of a
+  // few tries) exceeds plan.fresh_factor (plus the slack) in CPU time and in wall time, in a
+  // first round and in a confirmation round on other never-seen sets (one round when there is
+  // one set; judge_fresh_round). The message gives the numbers.
   Result<bool> fresh_check();
   // The median, CI and samples so far.
   TimingOutcome outcome() const;
@@ -165,6 +167,33 @@ class CaseTimer {
   struct Impl;
   std::unique_ptr<Impl> m;
 };
+
+// The cost of one single call of the fresh-data check, from the runner's per-thread scheduler
+// statistics before and after it and the call's wall time (round trip subtracted). cpu: the
+// CPU time of its threads; wait: their time runnable but waiting for a CPU; cpu_floor: the CPU
+// time less, per thread, the other threads' waits (a thread of a parallel kernel spins while a
+// teammate waits, so that much of its time may be the load's doing, not the kernel's);
+// wall_floor: the wall time less the waits. Without scheduler statistics (have_cpu false)
+// everything is the wall time.
+struct FreshCallCost {
+  double cpu = 0, wall = 0, wait = 0;
+  double cpu_floor = 0, wall_floor = 0;
+};
+FreshCallCost fresh_call_cost(const Session::CpuTimes& before, const Session::CpuTimes& after, double wall, bool have_cpu);
+
+// One pair of the fresh-data check: the never-seen call and the seen call.
+struct FreshPair {
+  FreshCallCost fresh, seen;
+};
+// One round's judgement: the medians over its pairs of the fresh floors and the seen costs, and
+// of their ratios; flagged when both ratios exceed `factor` and both differences `slack_seconds`.
+struct FreshRound {
+  bool flagged = false;
+  double cpu_ratio = 0, wall_ratio = 0;
+  double fresh_cpu = 0, seen_cpu = 0, fresh_wall = 0, seen_wall = 0;
+  size_t pairs = 0;
+};
+FreshRound judge_fresh_round(const std::vector<FreshPair>& pairs, double factor, double slack_seconds);
 
 // Times the kernels of `timers` (already prepared) in alternation, one batch each in turn,
 // until every one has converged, or the time cap (plan.max_seconds per timer) has passed and

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -225,6 +226,7 @@ Session::CpuTimes Session::cpu_times() const {
       t.run_ns += run;
       t.wait_ns += wait;
       if (run > 0) ++t.busy_threads;
+      t.threads.push_back({static_cast<pid_t>(std::atoi(e.path().filename().c_str())), run, wait});
     }
   }
   return t;

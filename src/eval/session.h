@@ -95,10 +95,16 @@ class Session {
   // CPU accounting of the runner's threads, from the kernel's scheduler statistics
   // (/proc/<pid>/task/*/schedstat): time spent running and time spent runnable but waiting for
   // a CPU (other load on the machine). Zeros when unavailable.
+  struct ThreadTimes {
+    pid_t tid = 0;
+    uint64_t run_ns = 0;
+    uint64_t wait_ns = 0;
+  };
   struct CpuTimes {
     uint64_t run_ns = 0;
     uint64_t wait_ns = 0;
     int busy_threads = 0;  // threads that ran at all
+    std::vector<ThreadTimes> threads;  // per thread, the same figures
   };
   CpuTimes cpu_times() const;
   // The runner's pid as this process sees it (learnt from the socket's credentials), or 0.

@@ -139,6 +139,7 @@ void register_eval_command(CLI::App& app, Action& action) {
     std::string library_config = "environment";
     std::string incumbent;
     double margin = 0.01;
+    double comparison_seconds = eval::EvalOptions{}.comparison_seconds;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("kernel", o->kernel, "The kernel's source file (C++, OpenCL C or CUDA, per --backend)")->required();
@@ -147,6 +148,11 @@ void register_eval_command(CLI::App& app, Action& action) {
                   "kernel is timed to the full CI");
   cmd->add_option("--margin", o->margin, "With --incumbent: faster means more than 1 + this times the incumbent's speed (0.01)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--comparison-seconds", o->comparison_seconds,
+                  "With --incumbent: the comparison's budget over all timed cases; still undecided then, the incumbent stays "
+                  "(0: up to --max-seconds per case)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu (C++), opencl (OpenCL C on PoCL), cuda (.cu, needs a GPU), ascend; see `kope backends`")
       ->check(CLI::IsMember({"cpu", "opencl", "cuda", "ascend"}));
   cmd->add_option("--op", o->op, "Operator name (from the suite) or path to an op folder")->required();
@@ -182,6 +188,7 @@ void register_eval_command(CLI::App& app, Action& action) {
         KOPE_ASSIGN(std::string incumbent, util::read_file(o->incumbent));
         eo.incumbent_source = std::move(incumbent);
         eo.incumbent_margin = o->margin;
+        eo.comparison_seconds = o->comparison_seconds;
       }
       KOPE_ASSIGN(eval::EvalResult r, evaluator->evaluate(op, source, eo));
       if (o->json) {

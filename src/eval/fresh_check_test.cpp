@@ -1,0 +1,99 @@
+// The fresh-data check's arithmetic (measure.h: fresh_call_cost, judge_fresh_round) on calls
+// recorded from real evaluations.
+#include <gtest/gtest.h>
+
+#include "eval/measure.h"
+
+namespace kope::eval {
+namespace {
+
+// Scheduler statistics of a runner: per thread (tid, run ms, wait ms).
+Session::CpuTimes times(std::initializer_list<std::tuple<pid_t, double, double>> threads) {
+  Session::CpuTimes t;
+  for (auto [tid, run_ms, wait_ms] : threads) {
+    auto run = static_cast<uint64_t>(run_ms * 1e6), wait = static_cast<uint64_t>(wait_ms * 1e6);
+    t.threads.push_back({tid, run, wait});
+    t.run_ns += run;
+    t.wait_ns += wait;
+  }
+  return t;
+}
+
+// A call as the old check counted it: its full cost, also for a never-seen call.
+FreshCallCost raw(FreshCallCost c) {
+  c.cpu_floor = c.cpu;
+  c.wall_floor = c.wall;
+  return c;
+}
+
+FreshCallCost seen(double cpu_ms, double wall_ms) {
+  FreshCallCost c;
+  c.cpu = c.cpu_floor = cpu_ms * 1e-3;
+  c.wall = c.wall_floor = wall_ms * 1e-3;
+  return c;
+}
+
+TEST(FreshCheck, CallCostSubtractsWaitsAndTheSpinningTheyAllow) {
+  // Two threads: the first computes its half (0.15 ms) and spins 7.4 ms at the barrier while
+  // the second waits 56 ms for a CPU before computing its half.
+  Session::CpuTimes before = times({{100, 10, 1}, {101, 20, 2}});
+  Session::CpuTimes after = times({{100, 10 + 7.55, 1}, {101, 20 + 0.15, 2 + 56}});
+  FreshCallCost c = fresh_call_cost(before, after, 27.6e-3, true);
+  EXPECT_NEAR(c.cpu, 7.7e-3, 1e-6);
+  EXPECT_NEAR(c.wait, 56e-3, 1e-6);
+  EXPECT_NEAR(c.cpu_floor, 0.15e-3, 1e-6);  // the first thread's time is all explainable by the wait
+  EXPECT_EQ(c.wall_floor, 0.0);
+  // A thread that started during the call counts from zero; without statistics, wall time only.
+  FreshCallCost n = fresh_call_cost(times({{100, 1, 0}}), times({{100, 2, 0}, {102, 0.5, 0}}), 1.6e-3, true);
+  EXPECT_NEAR(n.cpu, 1.5e-3, 1e-6);
+  EXPECT_NEAR(n.cpu_floor, 1.5e-3, 1e-6);
+  FreshCallCost w = fresh_call_cost({}, {}, 2e-3, false);
+  EXPECT_EQ(w.cpu, 2e-3);
+  EXPECT_EQ(w.cpu_floor, 2e-3);
+}
+
+// Regression (issue 12): honest_matmul_tiled_omp (0.3 ms per call, two OpenMP threads) beside two
+// CPU hogs, both rounds as recorded: its never-seen calls happened to wait for a CPU, some seen
+// calls did not, and the check counted the waiting against the kernel ("rejected": 7.84 ms vs
+// 3.97 ms of CPU time, median ratios 13x and 50x).
+TEST(FreshCheck, AnHonestParallelKernelWhoseFreshCallsWaitedIsNotFlagged) {
+  auto fresh = [](double cpu_ms, double wall_ms, double wait_ms) {
+    // Thread 0 computed its half and spun for the rest; thread 1 waited, then computed its half.
+    double half = 0.15;
+    return fresh_call_cost(times({{7, 0, 0}, {8, 0, 0}}), times({{7, cpu_ms - half, 0}, {8, half, wait_ms}}), wall_ms * 1e-3, true);
+  };
+  std::vector<FreshPair> round1 = {{fresh(7.622, 27.641, 55.999), seen(7.630, 27.676)}, {fresh(8.052, 31.736, 51.675), seen(0.316, 0.323)}};
+  std::vector<FreshPair> round2 = {{fresh(8.015, 35.769, 55.771), seen(0.267, 0.264)}, {fresh(5.335, 23.725, 46.388), seen(7.990, 31.645)}};
+  const double factor = 3, slack = 0.0005;
+  // Counted in full, as the old check did, both rounds flag it: a false rejection.
+  auto as_old = [](std::vector<FreshPair> r) {
+    for (auto& p : r) p.fresh = raw(p.fresh);
+    return r;
+  };
+  EXPECT_TRUE(judge_fresh_round(as_old(round1), factor, slack).flagged);
+  EXPECT_TRUE(judge_fresh_round(as_old(round2), factor, slack).flagged);
+  // Counted by their floors, neither does.
+  EXPECT_FALSE(judge_fresh_round(round1, factor, slack).flagged);
+  EXPECT_FALSE(judge_fresh_round(round2, factor, slack).flagged);
+}
+
+// cache_by_content_global beside two CPU hogs, as recorded: its never-seen calls compute on one
+// thread (6.2 ms) and wait up to 14 ms for a CPU; its seen calls copy a cached result.
+TEST(FreshCheck, ACacheIsFlaggedWhateverItsCallsWaited) {
+  auto fresh = [](double cpu_ms, double wall_ms, double wait_ms) {
+    return fresh_call_cost(times({{7, 0, 0}, {8, 0, 0}}), times({{7, cpu_ms, wait_ms}, {8, 0, 0}}), wall_ms * 1e-3, true);
+  };
+  std::vector<FreshPair> round1 = {{fresh(6.538, 18.558, 12.010), seen(0.025, 0.024)}, {fresh(6.549, 15.754, 4.008), seen(0.023, 0.019)}};
+  std::vector<FreshPair> round2 = {{fresh(6.203, 6.211, 0.007), seen(0.024, 0.018)}, {fresh(6.052, 19.719, 14.145), seen(0.020, 0.013)}};
+  FreshRound r1 = judge_fresh_round(round1, 3, 0.0005), r2 = judge_fresh_round(round2, 3, 0.0005);
+  EXPECT_TRUE(r1.flagged);
+  EXPECT_TRUE(r2.flagged);
+  EXPECT_GT(r1.cpu_ratio, 100);
+  EXPECT_NEAR(r1.fresh_cpu, 6.54e-3, 1e-5);  // a single thread's CPU time is its own work
+  // Slower seen calls than that hide nothing: within the factor, no flag.
+  std::vector<FreshPair> close = {{fresh(6.2, 6.3, 0), seen(2.5, 2.6)}};
+  EXPECT_FALSE(judge_fresh_round(close, 3, 0.0005).flagged);
+}
+
+}  // namespace
+}  // namespace kope::eval
