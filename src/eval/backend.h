@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "eval/compile.h"
+#include "eval/cpu/compile.h"
 #include "eval/session.h"
 #include "kope/eval.h"
 #include "kope/hw.h"

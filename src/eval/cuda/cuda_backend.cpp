@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/backend.h"
-#include "eval/compile.h"
+#include "eval/cpu/compile.h"
 #include "eval/sandbox.h"
 #include "util/fs.h"
 #include "util/hash.h"

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/backend.h"
-#include "eval/compile.h"
+#include "eval/cpu/compile.h"
 #include "eval/elf.h"
 #include "eval/inspect.h"
 #include "eval/sandbox.h"

@@ -1,4 +1,4 @@
-#include "eval/compile.h"
+#include "eval/cpu/compile.h"
 
 #include <signal.h>
 #include <sys/stat.h>
