@@ -12,6 +12,7 @@
 
 #include "agent/answer.h"
 #include "agent/reflect.h"
+#include "agent/replay.h"
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/strings.h"
@@ -139,6 +140,7 @@ std::optional<std::string> Loop::stop_reason() const {
   const auto& attempts = m_state.attempts;
   int limit = m_cfg.policy == "replay" ? m_cfg.replay_limit : m_cfg.max_iterations;
   if (static_cast<int>(attempts.size()) >= limit) return "iterations";
+  if (auto replayed = replay_stop_reason(m_cfg, m_state)) return replayed;
   if (m_cfg.token_budget > 0 && m_state.tokens_prompt() + m_state.tokens_completion() >= m_cfg.token_budget) {
     return "token_budget";
   }
@@ -505,11 +507,13 @@ Result<std::vector<ReplayCandidate>> Loop::replay_candidates() {
   std::set<std::string> tried, failed_here;
   for (const auto& a : m_state.attempts) tried.insert(a.code_hash);
   std::map<std::string, ReplayCandidate> by_code;
+  bool has_own = false;  // memory holds a verified kernel of this op itself (tried or not)
   auto consider = [&](const memory::CaseRecord& c) {
     if (c.verdict != "correct" || c.quarantined || c.code.empty() || c.run_id == m_env.run_id) return;
     // A kernel in another backend's language (C++ on OpenCL) cannot be replayed here.
     if (!c.toolchain.backend.empty() && c.toolchain.backend != m_env.evaluator->backend()) return;
     if (signature_types(c.task.signature) != types) return;
+    has_own = has_own || replay_same_op(c.task, m_op);
     std::string h = util::sha256_hex(c.code);
     if (tried.contains(h) || failed_here.contains(h)) return;
     ReplayCandidate cand{c, c.hardware.target == here && c.toolchain.id == toolchain};
@@ -555,21 +559,26 @@ Result<std::vector<ReplayCandidate>> Loop::replay_candidates() {
   if (foreign) {
     for (const auto& c : *foreign) consider(c);
   }
+  // Another op's kernel (same parameter types) is tried only for an op memory holds no kernel
+  // of its own for: it rarely computes this op, and an op with its own kernels would spend its
+  // few replay attempts on failures (relu's kernel on softmax).
   std::set<std::string> related;
-  for (const auto* o : m_env.known_ops) {
-    if (o->name != m_op.name && signature_types(spec::render_signature(*o)) == types) related.insert(o->name);
-  }
-  // Best kernels the memory associates with this op (other ops with the same ABI, other machines).
-  memory::RetrievalQuery q;
-  q.task = task_info(m_op);
-  q.target = here;
-  q.toolchain = toolchain;
-  q.backend = m_env.evaluator->backend();
-  q.limit = 40;
-  KOPE_ASSIGN(auto items, m_env.store->retrieve(q));
-  for (const auto& it : items) {
-    if (it.kind != memory::RetrievedItem::Kind::best_kernel || !it.id.starts_with("case:")) continue;
-    if (!it.op.empty() && it.op != m_op.name) related.insert(it.op);
+  if (!has_own) {
+    for (const auto* o : m_env.known_ops) {
+      if (o->name != m_op.name && signature_types(spec::render_signature(*o)) == types) related.insert(o->name);
+    }
+    // Best kernels the memory associates with this op (other ops with the same ABI, other machines).
+    memory::RetrievalQuery q;
+    q.task = task_info(m_op);
+    q.target = here;
+    q.toolchain = toolchain;
+    q.backend = m_env.evaluator->backend();
+    q.limit = 40;
+    KOPE_ASSIGN(auto items, m_env.store->retrieve(q));
+    for (const auto& it : items) {
+      if (it.kind != memory::RetrievedItem::Kind::best_kernel || !it.id.starts_with("case:")) continue;
+      if (!it.op.empty() && it.op != m_op.name) related.insert(it.op);
+    }
   }
   for (const auto& name : related) {
     KOPE_ASSIGN(auto cases, m_env.store->best_cases(name, "", per_op));
@@ -578,9 +587,9 @@ Result<std::vector<ReplayCandidate>> Loop::replay_candidates() {
   std::vector<ReplayCandidate> out;
   for (auto& [h, c] : by_code) out.push_back(std::move(c));
   std::stable_sort(out.begin(), out.end(), [&](const ReplayCandidate& a, const ReplayCandidate& b) {
-    bool a_same = a.source.task.op == m_op.name, b_same = b.source.task.op == m_op.name;
-    if (a.native != b.native) return a.native;
+    bool a_same = replay_same_op(a.source.task, m_op), b_same = replay_same_op(b.source.task, m_op);
     if (a_same != b_same) return a_same;
+    if (a.native != b.native) return a.native;
     double sa = a.source.speedup_vs_reference.value_or(0), sb = b.source.speedup_vs_reference.value_or(0);
     if (sa != sb) return sa > sb;
     return a.source.id < b.source.id;

@@ -26,8 +26,9 @@
 // Stopping (checked before each iteration): iterations, per-op tokens (prompt + completion,
 // reflections included), per-op wall time, the incumbent reaching `roofline_target` of the
 // roofline, `patience` iterations without a new incumbent (once there is one), and for replay
-// no candidates left. An answer without usable code is recorded as verdict `compile_error`
-// with message "no code in answer: <why>" and counts as an attempt.
+// no candidates left or (unless replay_all) a replayed kernel correct here. An answer without
+// usable code is recorded as verdict `compile_error` with message "no code in answer: <why>"
+// and counts as an attempt.
 // Reflection (unless switched off): after a fix that follows a failure, after an improvement of
 // at least `notable_speedup` over the parent, and when the op ends; at most three lesson deltas.
 // Rewards credited to the prompt's memory items (the memory's stage rewards): draft/repair 1 for
@@ -79,7 +80,8 @@ struct LoopConfig {
   context::Budget budget;            // window, generation, reserve, caps (from the model profile)
   int retrieval_limit = 40;          // items asked for in active mode (the broad query: half)
   int passive_retrieval_limit = 400; // passive mode: every relevant item up to the window
-  int replay_limit = 3;              // kernels re-verified per op by the replay policy
+  int replay_limit = 3;              // replay: at most this many kernels tried per op
+  bool replay_all = false;           // replay: go on after a kernel is correct here (agent/replay.h)
   std::optional<uint64_t> seed;      // derives the model's and the evaluator's seeds
   eval::EvalOptions eval_options;
   // Fast verdicts: a candidate is timed against the incumbent in alternating batches until the

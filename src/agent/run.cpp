@@ -28,13 +28,44 @@ namespace {
 
 constexpr int k_config_version = 1;
 
+// What a run's lock file says about its holder: " (pid N)", or "" when it has not written its
+// pid yet (it has just started).
+std::string lock_holder(int fd) {
+  char buf[32] = {};
+  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return "";
+  std::string text(buf, static_cast<size_t>(n));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return "";
+  return " (pid " + text + ")";
+}
+
+// Locks the run directory for this process for as long as the Run lives: flock on DIR/.lock
+// (the kernel drops it when the process dies, so a killed run never stays locked), then this
+// process's pid into the file, so that a second kope can say who holds it.
 Result<int> lock_dir(const fs::path& dir) {
   fs::path p = dir / ".lock";
   int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return fail(ErrorKind::io, "cannot open {}: {}", p.string(), std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  int rc;
+  do {
+    rc = ::flock(fd, LOCK_EX | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int saved = errno;
+    std::string holder = lock_holder(fd);
     ::close(fd);
-    return fail(ErrorKind::usage, "the run in {} is being driven by another kope process", dir.string());
+    if (saved != EWOULDBLOCK) return fail(ErrorKind::io, "cannot lock {}: {}", p.string(), std::strerror(saved));
+    return fail(ErrorKind::usage,
+                "the run directory {} is in use by another kope process{}; wait for it to end (or stop it), or choose "
+                "another --run-dir",
+                dir.string(), holder);
+  }
+  std::string pid = fmt::format("{}\n", ::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    int saved = errno;
+    ::close(fd);
+    return fail(ErrorKind::io, "cannot write {}: {}", p.string(), std::strerror(saved));
   }
   return fd;
 }
@@ -71,6 +102,7 @@ json loop_config_to_json(const LoopConfig& c) {
               {"retrieval_limit", c.retrieval_limit},
               {"passive_retrieval_limit", c.passive_retrieval_limit},
               {"replay_limit", c.replay_limit},
+              {"replay_all", c.replay_all},
               {"seed", c.seed ? json(*c.seed) : json(nullptr)},
               {"eval", {{"target_ci", c.eval_options.target_ci}, {"max_seconds_per_case", c.eval_options.max_seconds_per_case},
                         {"fast_verdict", c.fast_verdict}}},
@@ -103,6 +135,7 @@ Result<LoopConfig> loop_config_from_json(const json& j) {
     c.retrieval_limit = j.at("retrieval_limit").get<int>();
     c.passive_retrieval_limit = j.at("passive_retrieval_limit").get<int>();
     c.replay_limit = j.at("replay_limit").get<int>();
+    c.replay_all = j.value("replay_all", true);  // runs made before the setting tried every kernel
     if (!j.at("seed").is_null()) c.seed = j.at("seed").get<uint64_t>();
     c.eval_options.target_ci = j.at("eval").at("target_ci").get<double>();
     c.eval_options.max_seconds_per_case = j.at("eval").at("max_seconds_per_case").get<double>();
@@ -170,14 +203,15 @@ Result<RunConfig> config_from_json(const json& j) {
 }
 
 Result<std::unique_ptr<Run>> Run::create(RunConfig config, std::vector<spec::OpSpec> ops, const fs::path& dir) {
-  std::error_code ec;
-  if (fs::exists(dir / "config.json", ec)) {
-    return fail(ErrorKind::usage, "{} already holds a run (resume it with --resume {})", dir.string(), dir.string());
-  }
+  // The lock first: a run that another process is creating in `dir` right now is in use, not free.
   KOPE_TRY(util::make_dirs(dir));
   std::unique_ptr<Run> run(new Run());
   run->m_dir = dir;
   KOPE_ASSIGN(run->m_lock_fd, lock_dir(dir));
+  std::error_code ec;
+  if (fs::exists(dir / "config.json", ec)) {
+    return fail(ErrorKind::usage, "{} already holds a run (resume it with --resume {})", dir.string(), dir.string());
+  }
   config.ops.clear();
   std::set<std::string> names;
   for (const auto& op : ops) {
