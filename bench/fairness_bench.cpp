@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
 
   auto hw = load_hardware_profile();
   HardwareProfile profile = hw ? *hw : describe_host();
-  eval::CpuEvaluatorOptions options;
+  eval::EvaluatorOptions options;
   options.min_samples = 6;
   options.min_call_timeout = std::chrono::milliseconds(5000);
   auto ev = eval::make_cpu_evaluator(profile, options);

@@ -249,13 +249,34 @@ class Evaluator {
   virtual std::string backend() const = 0;  // "cpu", "opencl", "cuda", "ascend"
 };
 
-// --- The CPU C++ backend ------------------------------------------------------------------------
+// --- Evaluator options ---------------------------------------------------------------------
 
-// Knobs of the CPU evaluator. The defaults are what `kope eval` uses; tests shrink the limits.
-// The evaluator returned by make_cpu_evaluator is thread-safe: evaluate() may run on several
-// threads at once (each evaluation has its own sandboxes; timings take turns on the lock).
-struct CpuEvaluatorOptions {
+// The CPU C++ backend's own knobs (eval/cpu/). Every backend's references and library baselines
+// are CPU C++ built and run with these.
+struct CpuBackendOptions {
   int threads = 0;                         // OpenMP threads per kernel; 0: the profile's cores
+  uint64_t memory_bytes = 0;               // a kernel's memory beyond its buffers; 0: automatic
+  std::chrono::seconds compile_timeout{120};
+  uint64_t compile_memory_bytes = 4ull << 30;
+};
+
+// The OpenCL backend's own knobs (eval/opencl/): PoCL's build (LLVM maps a lot of memory).
+struct OpenClBackendOptions {
+  std::chrono::seconds compile_timeout{120};
+  uint64_t compile_memory_bytes = 8ull << 30;
+};
+
+// The CUDA backend's own knobs (eval/cuda/): nvcc runs several compilers, hence the longer time.
+struct CudaBackendOptions {
+  std::chrono::seconds compile_timeout{240};
+  uint64_t compile_memory_bytes = 8ull << 30;
+};
+
+// Knobs of an evaluator: the judging and timing rules every backend shares, then each
+// backend's own. The defaults are what `kope eval` uses; tests shrink the limits.
+// The evaluators made with them are thread-safe: evaluate() may run on several threads at once
+// (each evaluation has its own sandboxes; timings take turns on the lock).
+struct EvaluatorOptions {
   // Object inspection (rejecting forbidden symbols, constructors, raw syscalls) before loading.
   // Tests turn it off to prove the runtime sandbox catches the same kernels on its own.
   bool inspect = true;
@@ -263,9 +284,6 @@ struct CpuEvaluatorOptions {
   // is a timeout.
   std::chrono::milliseconds min_call_timeout{10000};
   double call_timeout_factor = 20;
-  uint64_t memory_bytes = 0;               // a kernel's memory beyond its buffers; 0: automatic
-  std::chrono::seconds compile_timeout{120};
-  uint64_t compile_memory_bytes = 4ull << 30;
   double min_batch_seconds = 0.002;        // a timed batch is at least this long ...
   double target_batch_seconds = 0.005;     // ... and aims at this
   int min_samples = 10;                    // batches before the CI may stop the timing
@@ -282,6 +300,10 @@ struct CpuEvaluatorOptions {
   // "best" (the fastest configuration this CPU runs that is correct on every case, chosen once
   // per op by select_library_config and cached).
   std::string library_config = "environment";
+
+  CpuBackendOptions cpu;
+  OpenClBackendOptions opencl;
+  CudaBackendOptions cuda;
 };
 
 // A reference or library time for one timed case, measured like a candidate's.
@@ -311,13 +333,13 @@ struct CaseBaselines {
 // seccomp, verification on every case, timing under the machine-wide timing lock. Fails with
 // unavailable when the sandbox (bwrap, user namespaces) or the runner is missing.
 Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw,
-                                                      const CpuEvaluatorOptions& options = {});
+                                                      const EvaluatorOptions& options = {});
 
 // Times the reference and (when the op has one) the library baseline of every timed case
 // through the evaluator's path, reusing cached times (cache_dir()/eval/baselines) unless
 // options.refresh_baselines. `progress` (may be null) receives one line per measurement.
 Result<std::vector<CaseBaselines>> measure_cpu_baselines(
-    const HardwareProfile& hw, const spec::OpSpec& op, const CpuEvaluatorOptions& options,
+    const HardwareProfile& hw, const spec::OpSpec& op, const EvaluatorOptions& options,
     const EvalOptions& timing, const std::function<void(std::string_view)>& progress = {});
 
 // The roofline of case `c` of `op` (HardwareProfile::roofline with the case's flops and bytes;
@@ -358,7 +380,7 @@ struct LibrarySelection {
 // each), and keeps the fastest correct one. The result is cached next to the baseline cache and
 // reused until options.refresh_baselines. nullopt for an op without a library baseline.
 Result<std::optional<LibrarySelection>> select_library_config(
-    const HardwareProfile& hw, const spec::OpSpec& op, const CpuEvaluatorOptions& options, const EvalOptions& timing,
+    const HardwareProfile& hw, const spec::OpSpec& op, const EvaluatorOptions& options, const EvalOptions& timing,
     const std::function<void(std::string_view)>& progress = {});
 
 // --- Backends (eval backend v2) ---------------------------------------------------------------
@@ -379,11 +401,11 @@ struct BackendInfo {
 // (tool versions, devices) once per process; never fails: problems are in `detail`.
 std::vector<BackendInfo> list_backends(const HardwareProfile& hw);
 
-// The evaluator for a backend by name. `options` is shared by all backends (the CPU names are
-// historical): limits, inspection, timing. Fails with usage for an unknown name and with
+// The evaluator for a backend by name (a row of eval/registry.h), configured by the common part
+// of `options` and the backend's own. Fails with usage for an unknown name and with
 // unavailable, saying why, for a backend that cannot run here (no OpenCL platform, no GPU,
 // no CANN toolkit).
 Result<std::unique_ptr<Evaluator>> make_evaluator(std::string_view backend, const HardwareProfile& hw,
-                                                  const CpuEvaluatorOptions& options = {});
+                                                  const EvaluatorOptions& options = {});
 
 }  // namespace kope::eval

@@ -9,7 +9,7 @@
 
 #include "agent/template.h"
 #include "eval/native.h"
-#include "eval/opencl/opencl.h"
+#include "eval/registry.h"
 #include "hw/cpu_id.h"
 #include "util/fs.h"
 #include "util/strings.h"
@@ -86,7 +86,8 @@ constexpr const char* k_knowledge_keys[] = {"exp_kernels", "exp_cases", "exp_les
 Result<PromptLibrary> PromptLibrary::load(const fs::path& root, std::string_view backend) {
   PromptLibrary lib;
   lib.backend = std::string(backend);
-  lib.dir = root / backend;
+  const eval::BackendRow* row = eval::find_backend_row(backend);
+  lib.dir = root / (row ? row->prompt_folder : backend);
   std::error_code ec;
   if (!fs::is_directory(lib.dir, ec)) {
     return fail(ErrorKind::not_found, "no prompt templates for backend '{}' (expected folder {})", backend, lib.dir.string());
@@ -280,7 +281,7 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                     {"stage", std::string(memory::stage_name(in.stage))},
                     {"hardware", in.hardware},
                     {"op_spec", render_op_spec(*in.op)},
-                    {"signature", lib.backend == "opencl" ? eval::opencl::render_signature(*in.op) : spec::render_signature(*in.op)},
+                    {"signature", eval::backend_row_or_default(lib.backend).signature(*in.op)},
                     {"reference", in.reference_source},
                     {"incumbent", in.incumbent},
                     {"feedback", in.feedback},
@@ -406,38 +407,11 @@ HardwareGuide describe_hardware_guide(std::string_view backend) {
   g.microarchitecture = hw::microarchitecture(id);
   g.cpu_family = id.family;
   g.cpu_model = id.model;
-  auto tc = eval::cpu_toolchain();
-  if (backend != "opencl" && tc) {
-    if (auto t = eval::compiler_target(*tc)) {
-      g.isa_extensions = t->isa_extensions;
-      g.compiler_tune = t->tune;
-    }
-  }
-  if (backend == "opencl") {
-    const auto& p = eval::opencl::platform();
-    if (p.usable) {
-      // PoCL names the CPU its LLVM compiles for in the device name: "pthread-haswell-AMD EPYC".
-      std::string cpu = p.device_name.starts_with("pthread-") ? p.device_name.substr(8) : "";
-      cpu = cpu.substr(0, cpu.find('-'));
-      g.compiler_tune = cpu;
-      if (tc && !cpu.empty()) {
-        eval::Toolchain as_pocl = *tc;
-        as_pocl.flags = {"-march=" + cpu};
-        if (auto t = eval::compiler_target(as_pocl)) g.isa_extensions = t->isa_extensions;
-      }
-      g.local_mem_bytes = p.local_mem_bytes;
-      g.max_work_group_size = p.max_work_group_size;
-      g.max_work_item_sizes = p.max_work_item_sizes;
-      g.compute_units = p.compute_units;
-      g.fp64 = p.fp64;
-      g.device_name = p.device_name;
-    }
-  }
+  eval::backend_row_or_default(backend).describe_device(g);
   return g;
 }
 
 std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain, const HardwareGuide& guide) {
-  const bool opencl = guide.backend == "opencl";
   std::string out;
   out += fmt::format("- target: {}\n", hw.target.str());
   if (!hw.cpu_model.empty()) {
@@ -448,39 +422,7 @@ std::string render_hardware(const HardwareProfile& hw, std::string_view toolchai
     if (!ident.empty()) cpu += " (" + util::join(ident, ", ") + ")";
     out += fmt::format("- CPU: {}\n", cpu);
   }
-  std::vector<std::string> isa = guide.isa_extensions;
-  if (isa.empty() && !opencl) isa = hw.target.features;
-  std::string tune = guide.compiler_tune.empty() ? "" : fmt::format(" (the compiler targets {})", guide.compiler_tune);
-  if (opencl) {
-    std::string for_cpu = guide.compiler_tune.empty() ? "" : fmt::format(" (it compiles for the CPU '{}')", guide.compiler_tune);
-    out += fmt::format("- ISA extensions PoCL's compiler vectorises work-items with{}: {}; OpenCL C has no intrinsics\n", for_cpu,
-                       isa.empty() ? "unknown" : util::join(isa, ", "));
-    if (!guide.device_name.empty()) out += fmt::format("- OpenCL device: {}\n", guide.device_name);
-    int units = guide.compute_units > 0 ? guide.compute_units : hw.cores;
-    out += fmt::format("- compute units: {} (PoCL runs one work-group at a time on each CPU core)\n", units);
-    if (guide.max_work_group_size > 0) {
-      std::string per_dim;
-      if (!guide.max_work_item_sizes.empty()) {
-        std::vector<std::string> dims;
-        for (int64_t v : guide.max_work_item_sizes) dims.push_back(std::to_string(v));
-        per_dim = fmt::format(", at most ({}) per dimension", util::join(dims, ", "));
-      }
-      out += fmt::format("- work-group size: at most {} work-items in total{}; kope accepts local sizes whose product is "
-                         "at most 4096\n",
-                         guide.max_work_group_size, per_dim);
-    }
-    if (guide.local_mem_bytes > 0) {
-      out += fmt::format("- local memory (__local) per work-group: {} (PoCL keeps it in ordinary cached memory)\n",
-                         util::human_bytes(static_cast<double>(guide.local_mem_bytes)));
-    }
-    if (guide.compute_units > 0 || guide.max_work_group_size > 0) {
-      out += fmt::format("- double precision (cl_khr_fp64): {}\n", guide.fp64 ? "supported" : "not supported");
-    }
-  } else {
-    out += fmt::format("- ISA extensions the compile flags enable{}: {}; intrinsics for these, and only these, may be used\n",
-                       tune, isa.empty() ? "none beyond the base ISA" : util::join(isa, ", "));
-    out += fmt::format("- cores available to the kernel: {} (OpenMP uses all of them)\n", hw.cores);
-  }
+  out += eval::backend_row_or_default(guide.backend).device_section(hw, guide);
   if (hw.l1d_bytes || hw.l2_bytes || hw.l3_bytes) {
     out += fmt::format("- caches: L1d {} per core, L2 {} per core, L3 {} shared\n",
                        util::human_bytes(static_cast<double>(hw.l1d_bytes)), util::human_bytes(static_cast<double>(hw.l2_bytes)),
@@ -546,7 +488,7 @@ std::string render_op_spec(const spec::OpSpec& op) {
   return out;
 }
 
-std::string code_language(std::string_view backend) { return backend == "opencl" ? "c" : "cpp"; }
+std::string code_language(std::string_view backend) { return std::string(eval::backend_row_or_default(backend).fence); }
 
 std::string fence_code(std::string_view code, std::string_view lang) {
   std::string out = "```" + std::string(lang) + "\n";

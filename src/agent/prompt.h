@@ -19,6 +19,7 @@
 
 #include "agent/attempt.h"
 #include "context/context.h"
+#include "eval/registry.h"
 #include "kope/error.h"
 #include "kope/hw.h"
 #include "kope/llm.h"
@@ -121,24 +122,11 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                                         const KnowledgeCandidates& knowledge, const context::Budget& budget,
                                         context::Mode mode, const SharedEstimator& estimator);
 
-// What the hardware guide shows beyond the profile: facts of the toolchain and the device.
-struct HardwareGuide {
-  std::string backend = "cpu";
-  std::vector<std::string> isa_extensions;  // what the compile flags enable ("avx512vbmi2", ...)
-  std::string compiler_tune;                // the CPU the flags tune for ("znver3"), may be empty
-  std::string microarchitecture;            // from CPUID ("Zen 5"), empty when not identified
-  int cpu_family = 0, cpu_model = 0;        // CPUID display family and model (0: unknown)
-  // OpenCL: the device's limits (0 / empty when unknown).
-  int64_t local_mem_bytes = 0;
-  int64_t max_work_group_size = 0;
-  std::vector<int64_t> max_work_item_sizes;
-  int compute_units = 0;
-  bool fp64 = false;
-  std::string device_name;
-};
+// What the hardware guide shows beyond the profile (the backend's row fills the device facts).
+using HardwareGuide = eval::HardwareGuide;
 
-// The guide for `backend` on this machine: CPUID, the CPU toolchain's predefined macros, and
-// for opencl the platform probe. What cannot be found is left empty (never an error).
+// The guide for `backend` on this machine: CPUID, then the facts its row describes (the CPU
+// toolchain's predefined macros, an OpenCL platform's probe). What cannot be found is left empty (never an error).
 HardwareGuide describe_hardware_guide(std::string_view backend);
 
 // Hot-tier text blocks.
@@ -154,7 +142,7 @@ std::string render_timings(const Attempt& a);
 // line boundary, with a line saying so).
 inline constexpr size_t k_max_code_shown = 24000;
 
-// The fence language of a backend's kernels: "c" for opencl (OpenCL C), "cpp" otherwise.
+// The fence language of a backend's kernels (its row's; "cpp" for a name kope does not know).
 std::string code_language(std::string_view backend);
 // `code` in a fenced block of `lang`, ending with a newline.
 std::string fence_code(std::string_view code, std::string_view lang);

@@ -36,7 +36,7 @@ struct RunConfig {
   std::vector<std::string> selectors;
   int level = 0;                  // 0: any
   std::string backend = "cpu";
-  // Library baselines: "environment" or "best" (eval::CpuEvaluatorOptions::library_config).
+  // Library baselines: "environment" or "best" (eval::EvaluatorOptions::library_config).
   std::string library_config = "environment";
   std::string suite_root;
   LoopConfig loop;

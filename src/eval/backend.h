@@ -3,9 +3,11 @@
 // The evaluator (eval/evaluator.cpp) owns the judging: reference data, verification, timing,
 // baselines, verdicts. A Backend owns what differs per kernel language and device: how an
 // untrusted candidate is compiled and inspected, how trusted kernels (references, library
-// baselines) are built, and how the runner that executes a built kernel is configured. The CPU
-// C++ backend is the first; OpenCL and CUDA backends plug in here with their own compile
-// commands, ABI shims, runners and inspection rules. Implementations are thread-safe.
+// baselines) are built, and how the runner that executes a built kernel is configured. Each
+// backend lives in its folder (eval/cpu/, eval/opencl/, eval/cuda/, eval/ascend/) with its own
+// compile commands (over the shared recipe of eval/build_recipe.h), ABI shims, runners and
+// inspection rules, and has a row in the backend table (eval/registry.h). Implementations are
+// thread-safe.
 #pragma once
 
 #include <filesystem>
@@ -15,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "eval/compile.h"
+#include "eval/build_recipe.h"
 #include "eval/session.h"
 #include "kope/eval.h"
 #include "kope/hw.h"
@@ -45,26 +47,20 @@ class Backend {
   virtual std::optional<HardwareProfile> device_profile() const { return std::nullopt; }
 };
 
-Result<std::unique_ptr<Backend>> make_cpu_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options);
+Result<std::unique_ptr<Backend>> make_cpu_backend(const HardwareProfile& hw, const EvaluatorOptions& options);
 
 // The OpenCL backend (eval/opencl/): OpenCL C candidates built by PoCL in the compile sandbox,
 // run through the trusted host shim in kope-runner; references and library baselines are the
 // op's CPU C++ ones. Fails with unavailable when kope was built without it or no OpenCL platform
 // with a CPU device is installed (the message says which).
-Result<std::unique_ptr<Backend>> make_opencl_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options);
+Result<std::unique_ptr<Backend>> make_opencl_backend(const HardwareProfile& hw, const EvaluatorOptions& options);
 
 // The CUDA backend (eval/cuda/): .cu candidates built by nvcc in the compile sandbox. Building
 // works wherever nvcc is installed; running needs an NVIDIA GPU and its driver.
-Result<std::unique_ptr<Backend>> make_cuda_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options);
-
-// What each backend finds on this machine (see kope::eval::list_backends).
-BackendInfo cpu_backend_info(const HardwareProfile& hw);
-BackendInfo opencl_backend_info();
-BackendInfo cuda_backend_info();
-BackendInfo ascend_backend_info();
+Result<std::unique_ptr<Backend>> make_cuda_backend(const HardwareProfile& hw, const EvaluatorOptions& options);
 
 // The generic sandboxed evaluator (eval/evaluator.cpp) over any backend.
 std::unique_ptr<Evaluator> make_sandboxed_evaluator(std::unique_ptr<Backend> backend, const HardwareProfile& hw,
-                                                    const CpuEvaluatorOptions& options);
+                                                    const EvaluatorOptions& options);
 
 }  // namespace kope::eval

@@ -101,7 +101,7 @@ Status check_op_fits(const spec::OpSpec& op) {
   return {};
 }
 
-TimingPlan make_plan(const CpuEvaluatorOptions& o, const EvalOptions& e, bool candidate, bool device_clock = false) {
+TimingPlan make_plan(const EvaluatorOptions& o, const EvalOptions& e, bool candidate, bool device_clock = false) {
   TimingPlan p;
   p.device_clock = candidate && device_clock;
   p.target_ci = e.target_ci;
@@ -122,7 +122,7 @@ TimingPlan make_plan(const CpuEvaluatorOptions& o, const EvalOptions& e, bool ca
 class ReferencePipeline {
  public:
   ReferencePipeline(const Backend& backend, const spec::OpSpec& op, uint64_t seed, bool timed,
-                    const CpuEvaluatorOptions& options)
+                    const EvaluatorOptions& options)
       : m_backend(backend), m_op(op), m_seed(seed), m_timed(timed), m_options(options), m_data(op.cases.size()),
         m_ready(op.cases.size(), false) {}
 
@@ -239,7 +239,7 @@ class ReferencePipeline {
   const spec::OpSpec& m_op;
   uint64_t m_seed;
   bool m_timed;
-  CpuEvaluatorOptions m_options;
+  EvaluatorOptions m_options;
   std::vector<CaseData> m_data;
   std::vector<bool> m_ready;
   std::optional<Error> m_error;
@@ -265,15 +265,15 @@ struct LibraryChoice {
   std::string setting = "environment";
 };
 
-// CpuEvaluatorOptions::library_config: the user's environment, or the cached (or now measured)
+// EvaluatorOptions::library_config: the user's environment, or the cached (or now measured)
 // fastest correct configuration. Called before the timing lock is taken (selecting times).
-Result<LibraryChoice> choose_library(const HardwareProfile& hw, const spec::OpSpec& op, const CpuEvaluatorOptions& options,
+Result<LibraryChoice> choose_library(const HardwareProfile& hw, const spec::OpSpec& op, const EvaluatorOptions& options,
                                      const EvalOptions& timing) {
   LibraryChoice choice;
   if (options.library_config != "best" || !op.library_path) return choice;
   // The cached selection when there is one: --refresh-baselines re-times baselines, not the
   // choice (`kope bench --library-config best --refresh` makes it again, before this runs).
-  CpuEvaluatorOptions cached = options;
+  EvaluatorOptions cached = options;
   cached.refresh_baselines = false;
   KOPE_ASSIGN(auto sel, select_library_config(hw, op, cached, timing));
   if (!sel || sel->best < 0) return choice;  // nothing correct: the environment's, which then fails visibly
@@ -369,7 +369,7 @@ struct GroupResult {
 // comparison with the incumbent) with this median call; it is not run twice.
 Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
                                     Session* candidate, Session* reference, std::unique_ptr<Session>* library_session,
-                                    const CpuEvaluatorOptions& options, const EvalOptions& eo, uint64_t seed,
+                                    const EvaluatorOptions& options, const EvalOptions& eo, uint64_t seed,
                                     const LibraryChoice& lib, std::optional<double> fresh_done = std::nullopt) {
   GroupResult g;
   std::mt19937_64 rng(seed);
@@ -620,7 +620,7 @@ std::string describe_comparison(const IncumbentComparison& c) {
 
 class SandboxedEvaluator final : public Evaluator {
  public:
-  SandboxedEvaluator(std::unique_ptr<Backend> backend, HardwareProfile hw, CpuEvaluatorOptions options)
+  SandboxedEvaluator(std::unique_ptr<Backend> backend, HardwareProfile hw, EvaluatorOptions options)
       : m_backend(std::move(backend)), m_hw(m_backend->device_profile().value_or(std::move(hw))), m_options(options) {}
 
   Target target() const override { return m_backend->target(); }
@@ -637,7 +637,7 @@ class SandboxedEvaluator final : public Evaluator {
 
   std::unique_ptr<Backend> m_backend;
   HardwareProfile m_hw;
-  CpuEvaluatorOptions m_options;
+  EvaluatorOptions m_options;
 };
 
 void mark_unchecked(EvalResult& r, const spec::OpSpec& op, size_t from, std::string_view why) {
@@ -954,17 +954,17 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
 }  // namespace
 
 std::unique_ptr<Evaluator> make_sandboxed_evaluator(std::unique_ptr<Backend> backend, const HardwareProfile& hw,
-                                                    const CpuEvaluatorOptions& options) {
+                                                    const EvaluatorOptions& options) {
   return std::unique_ptr<Evaluator>(new SandboxedEvaluator(std::move(backend), hw, options));
 }
 
-Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw, const CpuEvaluatorOptions& options) {
+Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw, const EvaluatorOptions& options) {
   KOPE_ASSIGN(auto backend, make_cpu_backend(hw, options));
   return make_sandboxed_evaluator(std::move(backend), hw, options);
 }
 
 Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& hw, const spec::OpSpec& op,
-                                                         const CpuEvaluatorOptions& options, const EvalOptions& timing,
+                                                         const EvaluatorOptions& options, const EvalOptions& timing,
                                                          const std::function<void(std::string_view)>& progress) {
   KOPE_TRY(check_op_fits(op));
   KOPE_ASSIGN(auto backend, make_cpu_backend(hw, options));

@@ -288,15 +288,17 @@ std::string SymbolPolicy::definition_problem(std::string_view raw, bool strong) 
   return "";
 }
 
+void InspectionReport::reject(std::string finding) {
+  if (!rejected) {
+    rejected = true;
+    reason = finding;
+  }
+  if (findings.size() < 30) findings.push_back(std::move(finding));
+}
+
 InspectionReport SymbolPolicy::inspect(const elf::File& object, std::string_view flagged_instructions) const {
   InspectionReport rep;
-  auto add = [&](std::string finding) {
-    if (!rep.rejected) {
-      rep.rejected = true;
-      rep.reason = finding;
-    }
-    if (rep.findings.size() < 30) rep.findings.push_back(std::move(finding));
-  };
+  auto add = [&](std::string finding) { rep.reject(std::move(finding)); };
   if (object.type != ET_REL) add("the compiler did not produce a relocatable object");
   if (object.machine != EM_X86_64) add("the object is not x86-64 code");
 

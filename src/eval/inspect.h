@@ -29,6 +29,9 @@ struct InspectionReport {
   std::vector<std::string> findings;  // every rule broken, one line each
   std::vector<std::string> notes;     // worth knowing, not fatal (e.g. writable static data)
   bool defines_entry = false;         // kope_kernel is defined as a global function
+
+  // Records a broken rule: the first one becomes the reason; at most 30 findings are kept.
+  void reject(std::string finding);
 };
 
 // The export lists of the runtime libraries a toolchain links against.

@@ -328,7 +328,7 @@ uint64_t random_seed() {
 }  // namespace
 
 Result<std::optional<LibrarySelection>> select_library_config(const HardwareProfile& hw, const spec::OpSpec& op,
-                                                              const CpuEvaluatorOptions& options, const EvalOptions& timing,
+                                                              const EvaluatorOptions& options, const EvalOptions& timing,
                                                               const std::function<void(std::string_view)>& progress) {
   if (!op.library_path) return std::optional<LibrarySelection>();
   KOPE_ASSIGN(auto backend, make_cpu_backend(hw, options));

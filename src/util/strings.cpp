@@ -59,6 +59,8 @@ std::string replace_all(std::string s, std::string_view from, std::string_view t
   return s;
 }
 
+std::string shell_quote(std::string_view s) { return "'" + replace_all(std::string(s), "'", "'\\''") + "'"; }
+
 std::string truncate_text(std::string_view s, size_t max_bytes, size_t max_lines) {
   size_t lines = 0, end = 0;
   while (end < s.size() && end < max_bytes) {

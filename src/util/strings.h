@@ -15,6 +15,8 @@ bool ends_with(std::string_view s, std::string_view suffix);
 std::string to_lower(std::string_view s);
 // Replaces every occurrence of `from` with `to`.
 std::string replace_all(std::string s, std::string_view from, std::string_view to);
+// `s` as one word for /bin/sh: in single quotes, each ' written as '\''.
+std::string shell_quote(std::string_view s);
 // Keeps the first `max_lines` lines and at most `max_bytes` bytes, marking what was cut.
 std::string truncate_text(std::string_view s, size_t max_bytes, size_t max_lines = SIZE_MAX);
 // Shell-style glob match supporting '*', '?' and '[...]' (used for op selectors).

@@ -128,14 +128,16 @@ HardwareProfile test_profile() {
   return p;
 }
 
-eval::CpuEvaluatorOptions test_options(bool inspect) {
-  eval::CpuEvaluatorOptions o;
-  o.threads = 2;
+eval::EvaluatorOptions test_options(bool inspect) {
+  eval::EvaluatorOptions o;
+  o.cpu.threads = 2;
   o.inspect = inspect;
   o.min_call_timeout = std::chrono::milliseconds(3000);
-  o.memory_bytes = 512ull << 20;
-  o.compile_timeout = std::chrono::seconds(60);
-  o.compile_memory_bytes = 1536ull << 20;
+  o.cpu.memory_bytes = 512ull << 20;
+  o.cpu.compile_timeout = std::chrono::seconds(60);
+  o.cpu.compile_memory_bytes = 1536ull << 20;
+  o.opencl.compile_timeout = std::chrono::seconds(60);
+  o.cuda.compile_timeout = std::chrono::seconds(120);
   o.min_samples = 6;
   return o;
 }

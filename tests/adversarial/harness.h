@@ -36,7 +36,7 @@ int listener_connections();
 HardwareProfile test_profile();
 
 // Evaluator options sized for tests: short timeouts, small memory allowance, short timing.
-eval::CpuEvaluatorOptions test_options(bool inspect = true);
+eval::EvaluatorOptions test_options(bool inspect = true);
 eval::EvalOptions test_eval_options(bool time);
 
 // Evaluators shared by the tests of this process.

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "eval/registry.h"
 #include "kope/eval.h"
 #include "kope/hw.h"
 
@@ -31,7 +32,7 @@ std::string backends_text(const std::vector<eval::BackendInfo>& list) {
 }
 
 void register_backends(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("backends", "List the kernel backends (cpu, opencl, cuda, ascend): usable here, and why not");
+  auto* cmd = app.add_subcommand("backends", fmt::format("List the kernel backends ({}): usable here, and why not", eval::backend_names()));
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print JSON");
   cmd->callback([&action, json] {

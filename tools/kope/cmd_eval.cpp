@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "eval/registry.h"
 #include "kope/eval.h"
 #include "kope/hw.h"
 #include "kope/spec.h"
@@ -122,6 +123,15 @@ std::string eval_text(const eval::EvalResult& r, const spec::OpSpec& op, int thr
   return out;
 }
 
+// --backend's help: every backend of the table, with what its row says of it.
+std::string backend_help() {
+  std::vector<std::string> parts;
+  for (const auto& r : eval::backend_rows()) {
+    parts.push_back(r.cli_help.empty() ? std::string(r.name) : fmt::format("{} ({})", r.name, r.cli_help));
+  }
+  return util::join(parts, ", ") + "; see `kope backends`";
+}
+
 void register_eval_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("eval", "Judge a kernel: sandboxed compile, verification on every case, timing");
   struct Options {
@@ -153,8 +163,7 @@ void register_eval_command(CLI::App& app, Action& action) {
                   "(0: up to --max-seconds per case)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--backend", o->backend, "cpu (C++), opencl (OpenCL C on PoCL), cuda (.cu, needs a GPU), ascend; see `kope backends`")
-      ->check(CLI::IsMember({"cpu", "opencl", "cuda", "ascend"}));
+  cmd->add_option("--backend", o->backend, backend_help())->check(CLI::IsMember(eval::backend_name_list()));
   cmd->add_option("--op", o->op, "Operator name (from the suite) or path to an op folder")->required();
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_flag("--no-time", o->no_time, "Verify only; do not time");
@@ -173,8 +182,8 @@ void register_eval_command(CLI::App& app, Action& action) {
       KOPE_ASSIGN(std::string source, util::read_file(o->kernel));
       KOPE_ASSIGN(spec::OpSpec op, spec::resolve_op(o->op));
       KOPE_ASSIGN(HardwareProfile hw, profile());
-      eval::CpuEvaluatorOptions co;
-      co.threads = o->threads;
+      eval::EvaluatorOptions co;
+      co.cpu.threads = o->threads;
       co.refresh_baselines = o->refresh;
       co.library_config = o->library_config;
       KOPE_ASSIGN(auto evaluator, eval::make_evaluator(o->backend, hw, co));
@@ -229,7 +238,7 @@ void register_bench_command(CLI::App& app, Action& action) {
       std::vector<std::string> sel = o->all ? std::vector<std::string>{"all"} : o->selectors;
       KOPE_ASSIGN(auto ops, spec::select_ops(sel));
       KOPE_ASSIGN(HardwareProfile hw, profile());
-      eval::CpuEvaluatorOptions co;
+      eval::EvaluatorOptions co;
       co.refresh_baselines = o->refresh;
       co.library_config = o->library_config;
       eval::EvalOptions eo;

@@ -26,6 +26,7 @@
 #include "agent/results.h"
 #include "agent/run.h"
 #include "cli.h"
+#include "eval/registry.h"
 #include "kope/eval.h"
 #include "kope/hw.h"
 #include "kope/llm.h"
@@ -101,9 +102,10 @@ const std::vector<std::string> k_defining = {"--ops", "--level", "--backend", "-
                                              "--replay-limit", "--replay-all", "--window", "--generation", "--recency-reserve",
                                              "--eval-ci", "--eval-max-seconds", "--library-config", "--full-timing"};
 
-std::string shell_quote(const std::string& s) {
+// `s` as a shell word, quoted only when it has to be (for the commands kope prints).
+std::string shell_word(const std::string& s) {
   if (s.find_first_of(" \t'\"\\$`") == std::string::npos) return s;
-  return "'" + util::replace_all(s, "'", "'\\''") + "'";
+  return util::shell_quote(s);
 }
 
 // Where the starter experience was recorded, said as it is. Foreign experience either way: its
@@ -212,8 +214,8 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
       return fail(ErrorKind::usage, "--policy must be llm or replay (got '{}')", o.policy);
     }
     if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
-    if (o.backend != "cpu" && o.backend != "opencl" && o.backend != "cuda" && o.backend != "ascend") {
-      return fail(ErrorKind::usage, "--backend must be cpu, opencl, cuda or ascend (got '{}'); see `kope backends`", o.backend);
+    if (!eval::find_backend_row(o.backend)) {
+      return fail(ErrorKind::usage, "--backend must be {} (got '{}'); see `kope backends`", eval::backend_names(", ", " or "), o.backend);
     }
     std::string policy = o.policy;
     if (policy != "replay") {
@@ -373,7 +375,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   }
   if (!report.complete) {
     std::fprintf(stderr, "kope: the run stopped before every operator finished. Resume it with:\n  kope run --resume %s\n",
-                 shell_quote(run->dir().string()).c_str());
+                 shell_word(run->dir().string()).c_str());
     return report.cancelled ? 130 : 1;
   }
   return prompts_ok ? 0 : 1;

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "eval/registry.h"
 #include "kope/eval.h"
 #include "kope/hw.h"
 #include "kope/memory.h"
@@ -128,9 +129,7 @@ Result<int> transfer_command(const TransferOptions& o) {
     if (needed && !b.usable) return fail(ErrorKind::unavailable, "backend {} cannot run here: {}", b.name, b.detail);
   }
   for (const auto& name : {o.from, o.to}) {
-    if (name != "cpu" && name != "opencl" && name != "cuda" && name != "ascend") {
-      return fail(ErrorKind::usage, "unknown backend '{}' (known: cpu, opencl, cuda, ascend)", name);
-    }
+    if (!eval::find_backend_row(name)) return fail(ErrorKind::usage, "unknown backend '{}' (known: {})", name, eval::backend_names());
   }
   fs::path dir = o.dir.empty() ? util::data_dir() / "transfer" / fmt::format("{}-{}-to-{}", stamp(), o.from, o.to) : fs::absolute(o.dir);
   std::error_code ec;

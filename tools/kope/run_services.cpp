@@ -21,7 +21,7 @@ Result<std::unique_ptr<eval::Evaluator>> make_run_evaluator(const std::string& b
                                                             const std::string& library_config) {
   // Every backend with prompt templates (prompts/<backend>/) can run; make_evaluator says why
   // one cannot run here (no OpenCL platform, no GPU, no CANN).
-  eval::CpuEvaluatorOptions options;
+  eval::EvaluatorOptions options;
   options.library_config = library_config;
   return eval::make_evaluator(backend, hw, options);
 }

@@ -22,7 +22,7 @@ struct ModelChoice {
 Result<ModelChoice> resolve_model_profile(const std::string& name);
 
 // The evaluator of `backend` on this machine.
-// `library_config`: eval::CpuEvaluatorOptions::library_config ("environment" or "best").
+// `library_config`: eval::EvaluatorOptions::library_config ("environment" or "best").
 Result<std::unique_ptr<eval::Evaluator>> make_run_evaluator(const std::string& backend, const HardwareProfile& hw,
                                                             const std::string& library_config = "environment");
 

@@ -6,9 +6,15 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "kope/eval.h"
+#include "kope/hw.h"
+#include "kope/target.h"
 
 namespace kope::eval::ascend {
 
@@ -28,4 +34,17 @@ struct Toolkit {
 // Looks for CANN and the NPUs (runs `npu-smi info -l` when it exists). Never fails.
 Toolkit find_toolkit();
 
+// The backend's entries in the backend table (eval/registry.h).
+inline constexpr std::string_view k_file_extension = ".cpp";  // Ascend C is C++ with extensions
+Target target();                                               // ascend-910c
+
 }  // namespace kope::eval::ascend
+
+namespace kope::eval {
+
+// What this machine has for the Ascend C backend (CANN, ccec, msprof, NPUs).
+BackendInfo ascend_backend_info();
+// Always unavailable: kope has no Ascend runner yet (the message says what is missing).
+Result<std::unique_ptr<Evaluator>> make_ascend_evaluator(const HardwareProfile& hw, const EvaluatorOptions& options);
+
+}  // namespace kope::eval

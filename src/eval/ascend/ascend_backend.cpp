@@ -60,13 +60,12 @@ std::vector<std::string> Toolkit::missing() const {
   return m;
 }
 
+Target target() { return *Target::parse("ascend-910c"); }
+
 }  // namespace ascend
 
 BackendInfo ascend_backend_info() {
   BackendInfo b;
-  b.name = "ascend";
-  b.language = "Ascend C";
-  b.target = "ascend-910c";
   b.built = true;
   ascend::Toolkit t = ascend::find_toolkit();
   if (t.ccec) b.toolchain = t.ccec->string();
@@ -81,6 +80,11 @@ BackendInfo ascend_backend_info() {
     b.detail = "missing " + util::join(missing, "; ");
   }
   return b;
+}
+
+Result<std::unique_ptr<Evaluator>> make_ascend_evaluator(const HardwareProfile&, const EvaluatorOptions&) {
+  BackendInfo info = ascend_backend_info();
+  return fail(ErrorKind::unavailable, "the Ascend C backend cannot evaluate here: {} (see src/eval/ascend/ABI.md)", info.detail);
 }
 
 }  // namespace kope::eval

@@ -15,7 +15,9 @@
 #include "eval/elf.h"
 #include "eval/inspect.h"
 #include "kope/error.h"
+#include "kope/eval.h"
 #include "kope/hw.h"
+#include "kope/target.h"
 
 namespace kope::eval::cuda {
 
@@ -57,4 +59,17 @@ InspectionReport inspect_candidate(const SymbolPolicy& policy, const elf::File& 
 // Source of the trusted host shim compiled with every candidate (kope_entry, kope_host_*).
 std::string_view host_shim_source();
 
+// The backend's entries in the backend table (eval/registry.h).
+inline constexpr std::string_view k_file_extension = ".cu";  // the candidate is kernel.cu
+Target target();                                              // cuda-sm90: the toolkit's arch
+
 }  // namespace kope::eval::cuda
+
+namespace kope::eval {
+
+// The CUDA evaluator (make_cuda_backend behind the sandboxed evaluator); unavailable unless
+// candidates can run here (a GPU and its driver). What this machine has for the backend.
+Result<std::unique_ptr<Evaluator>> make_cuda_evaluator(const HardwareProfile& hw, const EvaluatorOptions& options);
+BackendInfo cuda_backend_info();
+
+}  // namespace kope::eval

@@ -12,7 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/backend.h"
-#include "eval/compile.h"
+#include "eval/build_recipe.h"
+#include "eval/cpu/compile.h"
 #include "eval/sandbox.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -24,14 +25,11 @@ namespace kope::eval::cuda {
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 constexpr const char* k_recipe = "kope-cuda-build-1";
 constexpr const char* k_shim =
 #include "eval/cuda/host_shim.inc"
     ;
-
-std::string quote(std::string_view s) { return "'" + util::replace_all(std::string(s), "'", "'\\''") + "'"; }
 
 std::optional<fs::path> find_nvcc() {
   if (auto p = util::get_env("KOPE_NVCC")) return fs::path(*p);
@@ -79,6 +77,8 @@ std::string_view host_shim_source() { return k_shim; }
 std::vector<std::string> nvcc_flags(const std::string& arch) {
   return {"-O3", "-std=c++17", fmt::format("-arch={}", arch), "-Xcompiler", "-fPIC", "-Xcompiler", "-fno-gnu-unique"};
 }
+
+Target target() { return *Target::parse("cuda-" + util::replace_all(toolkit().arch, "_", "")); }
 
 std::string Toolkit::toolchain_id() const {
   return fmt::format("nvcc {} | {}", nvcc_version, util::join(nvcc_flags(arch), " "));
@@ -167,13 +167,7 @@ HardwareProfile gpu_profile(const Gpu& gpu, const std::string& arch) {
 
 InspectionReport inspect_candidate(const SymbolPolicy& policy, const elf::File& object, std::string_view flagged) {
   InspectionReport rep;
-  auto add = [&](std::string finding) {
-    if (!rep.rejected) {
-      rep.rejected = true;
-      rep.reason = finding;
-    }
-    if (rep.findings.size() < 30) rep.findings.push_back(std::move(finding));
-  };
+  auto add = [&](std::string finding) { rep.reject(std::move(finding)); };
   if (object.type != ET_REL) add("nvcc did not produce a relocatable object");
   bool registers = false, stub = false, launch = false;
   for (const auto& s : object.symbols) {
@@ -233,13 +227,22 @@ InspectionReport inspect_candidate(const SymbolPolicy& policy, const elf::File& 
 
 namespace {
 
+// nvcc's build: several compilers in turn, large temporary files.
+CompileLimits nvcc_limits(const CudaBackendOptions& o) {
+  CompileLimits l = compile_limits(o.compile_timeout, o.compile_memory_bytes);
+  l.object_bytes = 256ull << 20;
+  l.tmp_bytes = 1ull << 30;
+  l.processes = 64;
+  return l;
+}
+
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const HardwareProfile& hw, const CpuEvaluatorOptions& o, std::unique_ptr<Backend> cpu, Toolchain cpu_tc)
-      : m_hw(hw), m_options(o), m_cpu(std::move(cpu)), m_cpu_tc(std::move(cpu_tc)), m_tk(toolkit()) {}
+  CudaBackend(const EvaluatorOptions& o, std::unique_ptr<Backend> cpu, Toolchain cpu_tc)
+      : m_inspect(o.inspect), m_limits(nvcc_limits(o.cuda)), m_cpu(std::move(cpu)), m_cpu_tc(std::move(cpu_tc)), m_tk(toolkit()) {}
 
   std::string name() const override { return "cuda"; }
-  Target target() const override { return *Target::parse("cuda-" + util::replace_all(m_tk.arch, "_", "")); }
+  Target target() const override { return cuda::target(); }
   std::string toolchain_id() const override { return m_tk.toolchain_id(); }
   int threads() const override { return m_cpu->threads(); }
   bool device_clock() const override { return true; }
@@ -270,179 +273,116 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  Result<BuildOutcome> conclude(const fs::path& dir, const json& j, bool cached, Clock::time_point t0) const;
+  // The files of one candidate's build: what the scratch directory gets and the key covers.
+  struct Sources {
+    std::string_view kernel;
+    std::string signature;  // kope_signature.h
+    std::string entry;      // kope_entry.cu
+    std::vector<std::string> flags;
+  };
+  Result<FreshBuild> build_fresh(const spec::OpSpec& op, const Sources& s, const fs::path& scratch) const;
+  Result<BuildOutcome> conclude(const fs::path& dir, const json& j) const;
 
-  HardwareProfile m_hw;
-  CpuEvaluatorOptions m_options;
+  bool m_inspect;
+  CompileLimits m_limits;
   std::unique_ptr<Backend> m_cpu;
   Toolchain m_cpu_tc;
   const Toolkit& m_tk;
 };
 
-Result<BuildOutcome> CudaBackend::conclude(const fs::path& dir, const json& j, bool cached, Clock::time_point t0) const {
-  BuildOutcome o;
-  o.cached = cached;
-  auto done = [&](BuildOutcome b) {
-    b.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    return b;
-  };
-  if (j.value("status", "") != "built") {
-    o.status = BuildOutcome::Status::compile_error;
-    o.message = j.value("message", "does not compile");
-    o.diagnostics = j.value("diagnostics", "");
-    return done(o);
-  }
+Result<BuildOutcome> CudaBackend::conclude(const fs::path& dir, const json& j) const {
+  if (j.value("status", "") != "built") return stored_compile_error(j);
   KOPE_ASSIGN(auto policy, SymbolPolicy::for_compiler(m_cpu_tc.compiler));
-  KOPE_ASSIGN(elf::File obj, elf::read(dir / "kernel.o"));
-  std::string flagged;
-  if (auto t = util::read_file(dir / "flagged.txt")) flagged = *t;
-  o.inspection = inspect_candidate(*policy, obj, flagged);
-  if (m_options.inspect && o.inspection.rejected) {
-    o.status = BuildOutcome::Status::rejected;
-    o.message = o.inspection.reason;
-    o.diagnostics = util::join(o.inspection.findings, "\n");
-    return done(o);
-  }
-  if (!o.inspection.defines_entry) {
-    o.status = BuildOutcome::Status::compile_error;
-    o.message = "the source defines no extern \"C\" host function kope_kernel";
-    return done(o);
-  }
-  if (!j.value("linked", false)) {
-    o.status = BuildOutcome::Status::compile_error;
-    o.message = "does not link";
-    o.diagnostics = j.value("link_diagnostics", "");
-    return done(o);
-  }
-  o.status = BuildOutcome::Status::ok;
-  o.shared_object = dir / "kernel.so";
-  o.message = "built";
-  return done(o);
+  KOPE_ASSIGN(BuiltObject obj, read_built_object(dir));
+  ObjectRules rules;
+  rules.enforce = m_inspect;
+  rules.no_entry = "the source defines no extern \"C\" host function kope_kernel";
+  rules.not_linked = "does not link";
+  return conclude_object_build(dir, j, inspect_candidate(*policy, obj.object, obj.flagged), rules);
 }
 
 Result<BuildOutcome> CudaBackend::build_candidate(const spec::OpSpec& op, std::string_view source,
                                                   const std::vector<std::string>& extra_flags) const {
-  auto t0 = Clock::now();
   for (const auto& f : extra_flags) {
     std::string why = extra_flag_problem(f);
     if (!why.empty()) return fail(ErrorKind::usage, "extra compile flag {}", why);
   }
-  if (source.size() > (1u << 20)) {
+  if (source.size() > m_limits.source_bytes) {
     BuildOutcome o;
     o.message = "the source is larger than 1 MiB";
     return o;
   }
-  auto flags = nvcc_flags(m_tk.arch);
+  Sources s;
+  s.kernel = source;
+  s.flags = nvcc_flags(m_tk.arch);
   for (const auto& f : extra_flags) {
-    flags.emplace_back("-Xcompiler");
-    flags.push_back(f);
+    s.flags.emplace_back("-Xcompiler");
+    s.flags.push_back(f);
   }
-  std::string signature = fmt::format("// The kernel ABI of op {} (kope, CUDA: pointers are device pointers).\n#pragma once\n#include "
-                                      "<stdint.h>\n{}\n",
-                                      op.name, spec::render_signature(op));
-  std::string entry_src = spec::render_entry_shim(op);
-  std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", k_recipe, m_tk.toolchain_id(), util::join(flags, " "),
-                                                 util::sha256_hex(signature), util::sha256_hex(entry_src), util::sha256_hex(k_shim),
+  s.signature = fmt::format("// The kernel ABI of op {} (kope, CUDA: pointers are device pointers).\n#pragma once\n#include "
+                            "<stdint.h>\n{}\n",
+                            op.name, spec::render_signature(op));
+  s.entry = spec::render_entry_shim(op);
+  std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", k_recipe, m_tk.toolchain_id(), util::join(s.flags, " "),
+                                                 util::sha256_hex(s.signature), util::sha256_hex(s.entry), util::sha256_hex(k_shim),
                                                  util::sha256_hex(source)));
-  fs::path entry = util::cache_dir() / "eval" / "cuda" / key.substr(0, 2) / key.substr(0, 40);
-  std::error_code ec;
-  if (fs::exists(entry / "outcome.json", ec)) {
-    if (auto text = util::read_file(entry / "outcome.json")) {
-      try {
-        return conclude(entry, json::parse(*text), true, t0);
-      } catch (const json::exception&) {
-      }
-    }
-  }
-  KOPE_ASSIGN(util::TempDir scratch, util::TempDir::create("kope-cc-", sandbox_scratch_parent()));
-  KOPE_TRY(util::write_file_atomic(scratch.path() / "kernel.cu", source));
-  KOPE_TRY(util::write_file_atomic(scratch.path() / "kope_signature.h", signature));
-  KOPE_TRY(util::write_file_atomic(scratch.path() / "kope_entry.cu", entry_src));
-  KOPE_TRY(util::write_file_atomic(scratch.path() / "kope_host.cu", std::string(k_shim)));
-  static const auto objdump = util::find_executable("objdump");
-  if (!objdump) return fail(ErrorKind::unavailable, "objdump (binutils) is not installed; it is needed to inspect candidates");
-  std::string nvcc = quote(m_tk.nvcc->string());
+  CandidateBuild b;
+  b.entry = util::cache_dir() / "eval" / "cuda" / key.substr(0, 2) / key.substr(0, 40);
+  b.build = [&](const fs::path& scratch) { return build_fresh(op, s, scratch); };
+  b.conclude = [&](const fs::path& dir, const json& j) { return conclude(dir, j); };
+  return run_candidate_build(b);
+}
+
+Result<FreshBuild> CudaBackend::build_fresh(const spec::OpSpec& op, const Sources& s, const fs::path& scratch) const {
+  KOPE_TRY(util::write_file_atomic(scratch / fmt::format("kernel{}", k_file_extension), s.kernel));
+  KOPE_TRY(util::write_file_atomic(scratch / "kope_signature.h", s.signature));
+  KOPE_TRY(util::write_file_atomic(scratch / "kope_entry.cu", s.entry));
+  KOPE_TRY(util::write_file_atomic(scratch / "kope_host.cu", std::string(k_shim)));
+  KOPE_ASSIGN(fs::path objdump, objdump_path());
+  std::string nvcc = util::shell_quote(m_tk.nvcc->string());
   std::string fl;
-  for (const auto& f : flags) fl += " " + quote(f);
-  std::string marker = "@@kope-cuda ";
+  for (const auto& f : s.flags) fl += " " + util::shell_quote(f);
+  std::string marker = step_marker();
   std::string script = "set -u\n";
   script += fmt::format("echo '{}compile' >&2\n", marker);
   script += fmt::format("{}{} -include kope_signature.h -c kernel.cu -o kernel.o || exit 10\n", nvcc, fl);
-  script += fmt::format("{} -d --no-show-raw-insn -w kernel.o | grep -E {} | head -c 1000000 > flagged.txt\n", quote(objdump->string()),
-                        quote(k_disassembly_filter));
+  script += fmt::format("{} -d --no-show-raw-insn -w kernel.o | grep -E {} | head -c 1000000 > flagged.txt\n", util::shell_quote(objdump.string()),
+                        util::shell_quote(k_disassembly_filter));
   script += fmt::format("echo '{}link' >&2\n", marker);
   script += fmt::format("{}{} -c kope_host.cu -o kope_host.o || exit 13\n", nvcc, fl);
   script += fmt::format("{}{} -Dkope_entry=kope_device_entry -include kope_signature.h -c kope_entry.cu -o kope_entry.o || exit 13\n",
                         nvcc, fl);
   script += fmt::format("{} -shared -arch={} -o kernel.so kernel.o kope_host.o kope_entry.o -Xlinker -z,now,-z,noexecstack || exit 12\n", nvcc, m_tk.arch);
-  SandboxSpec spec;
-  spec.uid = prepare_sandbox_uid({scratch.path()});
-  spec.rw_binds.emplace_back(scratch.path(), "/build");
+  SandboxSpec spec = build_sandbox(scratch, m_limits, std::move(script));
   if (!m_tk.cuda_home.string().starts_with("/usr/")) spec.ro_binds.emplace_back(m_tk.cuda_home, m_tk.cuda_home.string());
-  spec.chdir = "/build";
-  spec.tmp_bytes = 1ull << 30;
-  spec.env = {{"PATH", "/usr/bin:/bin"}, {"LANG", "C"}, {"LC_ALL", "C"}, {"TMPDIR", "/tmp"}, {"HOME", "/tmp"}};
-  spec.command = {"/bin/sh", "-c", script};
-  KOPE_ASSIGN(auto argv, sandbox_argv(spec));
-  util::RunOptions ro;
-  ro.spawn.argv = std::move(argv);
-  ro.spawn.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "LANG=C"};
-  ro.spawn.limits.cpu_seconds = static_cast<uint64_t>(m_options.compile_timeout.count()) * 2;
-  ro.spawn.limits.address_space_bytes = std::max<uint64_t>(m_options.compile_memory_bytes, 8ull << 30);
-  ro.spawn.limits.file_size_bytes = 256ull << 20;
-  ro.spawn.limits.open_files = 256;
-  ro.spawn.limits.processes = 64;
-  ro.timeout = m_options.compile_timeout * 2;  // nvcc runs several compilers
-  ro.stdout_cap = 64 << 10;
-  ro.stderr_cap = 256 << 10;
-  ro.kill_on_output_cap = true;
-  KOPE_ASSIGN(util::RunResult r, util::run(ro));
-  std::map<std::string, std::string> steps;
-  {
-    std::string step = "setup";
-    for (auto& line : util::split(r.err, '\n')) {
-      if (line.starts_with(marker)) {
-        step = line.substr(marker.size());
-        continue;
-      }
-      steps[step] += line + "\n";
-    }
-  }
-  std::vector<std::string> scrub = {"/build", scratch.path().string()};
+  KOPE_ASSIGN(util::RunResult r, run_build_sandbox(spec, m_limits));
+  auto steps = split_steps(r.err, marker);
+  std::vector<std::string> scrub = {"/build", scratch.string()};
   std::string diag = scrub_diagnostics(steps["compile"], scrub);
   if (steps["setup"].find("bwrap:") != std::string::npos) return fail(ErrorKind::unavailable, "the compile sandbox could not start: {}", util::trim(steps["setup"]));
-  json j;
   int code = r.status.exited ? r.status.code : 128 + r.status.signal;
   if (r.timed_out || r.output_capped || code > 128) {
     BuildOutcome o;
     o.message = r.timed_out ? "nvcc ran past its time limit and was stopped"
                             : (r.output_capped ? "nvcc's output passed its limit" : fmt::format("nvcc was killed by {}", util::signal_name(code - 128)));
     o.diagnostics = diag;
-    o.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    return o;
+    return FreshBuild{std::nullopt, std::move(o)};
   }
   if (code == 10) {
-    j["status"] = "compile_error";
-    std::string first;
-    for (auto& line : util::split(diag, '\n')) {
-      if (line.find("error") != std::string::npos) {
-        first = std::string(util::trim(line)).substr(0, 300);
-        break;
-      }
-    }
-    j["message"] = first.empty() ? std::string("does not compile") : "does not compile: " + first;
-    j["diagnostics"] = diag;
-  } else if (code == 13) {
+    std::string first = first_line_where(diag, [](std::string_view l) { return l.find("error") != std::string_view::npos; });
+    return FreshBuild{compile_error_record(first, diag), {}};
+  }
+  if (code == 13) {
     return fail(ErrorKind::internal, "the CUDA host shim does not compile for op {}: {}", op.name, util::truncate_text(steps["link"], 2000, 20));
-  } else if (code == 0 || code == 12) {
-    j["status"] = "built";
-    j["linked"] = code == 0;
-    j["link_diagnostics"] = scrub_diagnostics(steps["link"], scrub);
-  } else {
+  }
+  if (code != 0 && code != 12) {
     return fail(ErrorKind::internal, "the CUDA build sandbox {}: {}", r.status.describe(), util::truncate_text(r.err, 2000, 20));
   }
-  KOPE_TRY(store_native_build(scratch.path(), entry, j.dump(2)));
-  return conclude(entry, j, false, t0);
+  json j;
+  j["status"] = "built";
+  j["linked"] = code == 0;
+  j["link_diagnostics"] = scrub_diagnostics(steps["link"], scrub);
+  return FreshBuild{std::move(j), {}};
 }
 
 }  // namespace
@@ -453,10 +393,7 @@ namespace kope::eval {
 
 BackendInfo cuda_backend_info() {
   BackendInfo b;
-  b.name = "cuda";
-  b.language = "CUDA C++";
   const auto& t = cuda::toolkit();
-  b.target = "cuda-" + util::replace_all(t.arch, "_", "");
   b.built = KOPE_HAVE_CUDA != 0;
   if (!b.built) {
     b.detail = "kope was built without the CUDA backend (KOPE_CUDA=OFF)";
@@ -482,12 +419,19 @@ BackendInfo cuda_backend_info() {
   return b;
 }
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options) {
+Result<std::unique_ptr<Backend>> make_cuda_backend(const HardwareProfile& hw, const EvaluatorOptions& options) {
   BackendInfo info = cuda_backend_info();
   if (!info.can_compile) return fail(ErrorKind::unavailable, "the CUDA backend cannot build here: {}", info.detail);
   KOPE_ASSIGN(auto cpu, make_cpu_backend(hw, options));
   KOPE_ASSIGN(Toolchain tc, cpu_toolchain());
-  return std::unique_ptr<Backend>(new cuda::CudaBackend(hw, options, std::move(cpu), std::move(tc)));
+  return std::unique_ptr<Backend>(new cuda::CudaBackend(options, std::move(cpu), std::move(tc)));
+}
+
+Result<std::unique_ptr<Evaluator>> make_cuda_evaluator(const HardwareProfile& hw, const EvaluatorOptions& options) {
+  BackendInfo info = cuda_backend_info();
+  if (!info.usable) return fail(ErrorKind::unavailable, "the CUDA backend cannot run kernels here: {}", info.detail);
+  KOPE_ASSIGN(auto backend, make_cuda_backend(hw, options));
+  return make_sandboxed_evaluator(std::move(backend), hw, options);
 }
 
 }  // namespace kope::eval

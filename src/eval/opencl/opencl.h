@@ -2,7 +2,8 @@
 //
 // The backend itself is made by make_opencl_backend (eval/backend.h). Here: the platform probe
 // (PoCL's CPU device, found once per process), the launch-geometry header of a candidate, the
-// launch table the host shim reads, and the kernel signature for prompts and messages. The ABI
+// launch table the host shim reads, the kernel signature for prompts and messages, and the
+// backend's row functions. The ABI
 // is documented in ABI.md beside this file. Everything here is thread-safe.
 #pragma once
 
@@ -12,8 +13,12 @@
 #include <string_view>
 #include <vector>
 
+#include "eval/registry.h"
 #include "kope/error.h"
+#include "kope/eval.h"
+#include "kope/hw.h"
 #include "kope/spec.h"
+#include "kope/target.h"
 
 namespace kope::eval::opencl {
 
@@ -60,4 +65,21 @@ std::string render_signature(const spec::OpSpec& op);
 // Why an extra build option may not be passed to the OpenCL compiler, or "" when it may.
 std::string option_problem(std::string_view option);
 
+// The backend's entries in the backend table (eval/registry.h).
+inline constexpr std::string_view k_file_extension = ".cl";  // the candidate is kernel.cl
+Target target();                                              // opencl-pocl-cpu
+// The platform's facts for the prompt: the CPU PoCL compiles for, its ISA, the device's limits.
+void describe_device(HardwareGuide& guide);
+// The prompt's lines on PoCL's vectorisation, the device, work-groups and __local memory.
+std::string device_section(const HardwareProfile& hw, const HardwareGuide& guide);
+
 }  // namespace kope::eval::opencl
+
+namespace kope::eval {
+
+// The OpenCL evaluator (make_opencl_backend behind the sandboxed evaluator), and what this
+// machine has for it.
+Result<std::unique_ptr<Evaluator>> make_opencl_evaluator(const HardwareProfile& hw, const EvaluatorOptions& options);
+BackendInfo opencl_backend_info();
+
+}  // namespace kope::eval

@@ -11,9 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/backend.h"
-#include "eval/compile.h"
+#include "eval/build_recipe.h"
 #include "eval/elf.h"
 #include "eval/inspect.h"
+#include "eval/native.h"
 #include "eval/sandbox.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -32,15 +33,12 @@ namespace kope::eval::opencl {
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 // Bumped whenever the build recipe changes, so old cache entries are not reused.
 constexpr const char* k_recipe = "kope-opencl-build-3";
 // Build options every candidate gets: argument info for the ABI check.
 constexpr const char* k_base_options = "-cl-kernel-arg-info";
 constexpr int64_t k_max_global = (int64_t{1} << 31) - 1;
-
-std::string quote(std::string_view s) { return "'" + util::replace_all(std::string(s), "'", "'\\''") + "'"; }
 
 // A helper executable: $ENV, else beside this executable, else where it was built.
 Result<fs::path> find_helper(const char* env, const char* name, const char* built) {
@@ -347,19 +345,29 @@ const Platform& platform() {
   return p;
 }
 
+Target target() { return *Target::parse("opencl-pocl-cpu"); }
+
 std::string Platform::toolchain_id() const {
   return fmt::format("{} | {} | {}", platform_version, device_name, k_base_options);
 }
 
 namespace {
 
+// PoCL's build: LLVM maps a lot and runs worker threads.
+CompileLimits pocl_limits(const OpenClBackendOptions& o) {
+  CompileLimits l = compile_limits(o.compile_timeout, o.compile_memory_bytes);
+  l.processes = 64;
+  return l;
+}
+
 class OpenClBackend final : public Backend {
  public:
-  OpenClBackend(const HardwareProfile& hw, const CpuEvaluatorOptions& o, std::unique_ptr<Backend> cpu, Toolchain cpu_tc)
-      : m_hw(hw), m_options(o), m_cpu(std::move(cpu)), m_cpu_tc(std::move(cpu_tc)), m_platform(platform()) {}
+  OpenClBackend(const EvaluatorOptions& o, std::unique_ptr<Backend> cpu, Toolchain cpu_tc)
+      : m_inspect(o.inspect), m_limits(pocl_limits(o.opencl)), m_cpu(std::move(cpu)), m_cpu_tc(std::move(cpu_tc)),
+        m_platform(platform()) {}
 
   std::string name() const override { return "opencl"; }
-  Target target() const override { return *Target::parse("opencl-pocl-cpu"); }
+  Target target() const override { return opencl::target(); }
   std::string toolchain_id() const override { return m_platform.toolchain_id(); }
   int threads() const override { return m_cpu->threads(); }
 
@@ -388,100 +396,81 @@ class OpenClBackend final : public Backend {
   }
 
  private:
-  Result<BuildOutcome> conclude(const spec::OpSpec& op, const fs::path& dir, const json& j, bool cached, Clock::time_point t0) const;
+  Result<FreshBuild> build_fresh(const fs::path& scratch, std::string_view source, const std::string& options,
+                                 const std::string& specialise) const;
+  Result<BuildOutcome> conclude(const spec::OpSpec& op, const fs::path& dir, const json& j) const;
+  Result<std::vector<std::string>> inspect_work_groups(const fs::path& dir) const;
+  Status keep(const fs::path& scratch, const fs::path& staged, const json& j, const std::string& table) const;
 
-  HardwareProfile m_hw;
-  CpuEvaluatorOptions m_options;
+  bool m_inspect;
+  CompileLimits m_limits;
   std::unique_ptr<Backend> m_cpu;
   Toolchain m_cpu_tc;
   const Platform& m_platform;
 };
 
-Result<BuildOutcome> OpenClBackend::conclude(const spec::OpSpec& op, const fs::path& dir, const json& j, bool cached,
-                                             Clock::time_point t0) const {
-  BuildOutcome o;
-  o.cached = cached;
-  auto done = [&](BuildOutcome b) {
-    b.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    return b;
-  };
-  if (j.value("status", "") != "built") {
-    o.status = BuildOutcome::Status::compile_error;
-    o.message = j.value("message", "does not compile");
-    o.diagnostics = j.value("diagnostics", "");
-    return done(o);
-  }
+Result<BuildOutcome> OpenClBackend::conclude(const spec::OpSpec& op, const fs::path& dir, const json& j) const {
+  if (j.value("status", "") != "built") return stored_compile_error(j);
   // The ABI: kope_kernel's arguments are the op's.
   KOPE_ASSIGN(std::string args_text, util::read_file(dir / "args.txt"));
   std::string problem = argument_problem(op, parse_args(args_text));
-  if (!problem.empty()) {
-    o.status = BuildOutcome::Status::compile_error;
-    o.message = problem;
-    o.diagnostics = "expected: " + opencl::render_signature(op);
-    return done(o);
-  }
-  // The inspection, again on every use: the compiled work-group functions may import only what
-  // a CPU kernel may, run nothing at load time, and contain no raw system calls or clock reads.
-  if (m_options.inspect) {
-    KOPE_ASSIGN(auto policy, SymbolPolicy::for_compiler(m_cpu_tc.compiler));
-    std::vector<std::string> findings;
-    std::error_code ec;
-    int objects = 0;
-    for (const auto& e : fs::recursive_directory_iterator(dir / "wg", ec)) {
-      if (e.path().extension() != ".so") continue;
-      ++objects;
-      KOPE_ASSIGN(elf::File f, elf::read(e.path()));
-      for (const auto& s : f.sections) {
-        for (const char* bad : {".init_array", ".preinit_array", ".ctors", ".fini_array", ".dtors"}) {
-          if (s.name == bad && s.size > 0) findings.push_back(fmt::format("code that runs at load or unload time ({} section)", s.name));
-        }
-      }
-      for (const auto& s : f.symbols) {
-        if (s.defined || s.name.empty()) continue;
-        std::string why = policy->import_problem(s.name);
-        if (!why.empty()) findings.push_back(fmt::format("calls {}: {}", display_symbol(s.name), why));
-      }
-    }
-    if (objects == 0) return fail(ErrorKind::internal, "PoCL produced no work-group function for the candidate (in {})", (dir / "wg").string());
-    std::string flagged;
-    if (auto t = util::read_file(dir / "flagged.txt")) flagged = *t;
-    for (auto& f : forbidden_instructions(flagged)) findings.push_back(std::move(f));
+  if (!problem.empty()) return compile_error(problem, "expected: " + opencl::render_signature(op));
+  if (m_inspect) {
+    KOPE_ASSIGN(std::vector<std::string> findings, inspect_work_groups(dir));
     if (!findings.empty()) {
-      std::sort(findings.begin(), findings.end());
-      findings.erase(std::unique(findings.begin(), findings.end()), findings.end());
+      BuildOutcome o;
       o.status = BuildOutcome::Status::rejected;
       o.message = "the compiled kernel breaks a rule: " + findings.front();
       o.diagnostics = util::join(findings, "\n");
-      return done(o);
+      return o;
     }
   }
-  o.status = BuildOutcome::Status::ok;
-  o.shared_object = dir / "kernel.so";
-  o.message = "built";
-  o.diagnostics = j.value("diagnostics", "");
-  return done(o);
+  return built(dir / "kernel.so", j.value("diagnostics", ""));
+}
+
+// The inspection, again on every use: the compiled work-group functions may import only what a
+// CPU kernel may, run nothing at load time, and contain no raw system calls or clock reads.
+// Returns the rules broken, sorted, each once.
+Result<std::vector<std::string>> OpenClBackend::inspect_work_groups(const fs::path& dir) const {
+  KOPE_ASSIGN(auto policy, SymbolPolicy::for_compiler(m_cpu_tc.compiler));
+  std::vector<std::string> findings;
+  std::error_code ec;
+  int objects = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "wg", ec)) {
+    if (e.path().extension() != ".so") continue;
+    ++objects;
+    KOPE_ASSIGN(elf::File f, elf::read(e.path()));
+    for (const auto& s : f.sections) {
+      for (const char* bad : {".init_array", ".preinit_array", ".ctors", ".fini_array", ".dtors"}) {
+        if (s.name == bad && s.size > 0) findings.push_back(fmt::format("code that runs at load or unload time ({} section)", s.name));
+      }
+    }
+    for (const auto& s : f.symbols) {
+      if (s.defined || s.name.empty()) continue;
+      std::string why = policy->import_problem(s.name);
+      if (!why.empty()) findings.push_back(fmt::format("calls {}: {}", display_symbol(s.name), why));
+    }
+  }
+  if (objects == 0) return fail(ErrorKind::internal, "PoCL produced no work-group function for the candidate (in {})", (dir / "wg").string());
+  std::string flagged;
+  if (auto t = util::read_file(dir / "flagged.txt")) flagged = *t;
+  for (auto& f : forbidden_instructions(flagged)) findings.push_back(std::move(f));
+  std::sort(findings.begin(), findings.end());
+  findings.erase(std::unique(findings.begin(), findings.end()), findings.end());
+  return findings;
 }
 
 Result<BuildOutcome> OpenClBackend::build_candidate(const spec::OpSpec& op, std::string_view source,
                                                     const std::vector<std::string>& extra_flags) const {
-  auto t0 = Clock::now();
   for (const auto& f : extra_flags) {
     std::string why = option_problem(f);
     if (!why.empty()) return fail(ErrorKind::usage, "extra build option {}", why);
   }
-  auto early = [&](std::string message, std::string diagnostics) {
-    BuildOutcome o;
-    o.status = BuildOutcome::Status::compile_error;
-    o.message = std::move(message);
-    o.diagnostics = std::move(diagnostics);
-    o.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    return o;
-  };
-  if (source.size() > (1u << 20)) return early("the source is larger than 1 MiB", "");
+  if (source.size() > m_limits.source_bytes) return compile_error("the source is larger than 1 MiB");
   auto launch = parse_launch(source);
-  if (!launch) return early("launch geometry: " + launch.error().message, "see the OpenCL ABI: " + opencl::render_signature(op));
+  if (!launch) return compile_error("launch geometry: " + launch.error().message, "see the OpenCL ABI: " + opencl::render_signature(op));
   auto table = render_launch_table(op, *launch);
-  if (!table) return early("launch geometry: " + table.error().message, "");
+  if (!table) return compile_error("launch geometry: " + table.error().message);
   std::string options = k_base_options;
   for (const auto& f : extra_flags) options += " " + f;
   std::string specialise = fmt::format("{}-{}-{}-goffs0", launch->local[0], launch->local[1], launch->local[2]);
@@ -489,123 +478,95 @@ Result<BuildOutcome> OpenClBackend::build_candidate(const spec::OpSpec& op, std:
   KOPE_ASSIGN(std::string host_bytes, util::read_file(m_platform.host_shim));
   std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", k_recipe, m_platform.toolchain_id(), options, specialise,
                                                  util::sha256_hex(*table), util::sha256_hex(source), util::sha256_hex(host_bytes)));
-  fs::path entry = util::cache_dir() / "eval" / "opencl" / key.substr(0, 2) / key.substr(0, 40);
-  std::error_code ec;
-  if (fs::exists(entry / "outcome.json", ec)) {
-    if (auto text = util::read_file(entry / "outcome.json")) {
-      try {
-        return conclude(op, entry, json::parse(*text), true, t0);
-      } catch (const json::exception&) {
-        // A damaged entry: rebuild it below.
-      }
-    }
-  }
+  CandidateBuild b;
+  b.entry = util::cache_dir() / "eval" / "opencl" / key.substr(0, 2) / key.substr(0, 40);
+  b.build = [&](const fs::path& scratch) { return build_fresh(scratch, source, options, specialise); };
+  b.keep = [&](const fs::path& scratch, const fs::path& staged, const json& j) { return keep(scratch, staged, j, *table); };
+  b.conclude = [&](const fs::path& dir, const json& j) { return conclude(op, dir, j); };
+  return run_candidate_build(b);
+}
 
-  KOPE_ASSIGN(util::TempDir scratch, util::TempDir::create("kope-cc-", sandbox_scratch_parent()));
-  KOPE_TRY(util::write_file_atomic(scratch.path() / "kernel.cl", source));
-  static const auto objdump = util::find_executable("objdump");
-  if (!objdump) return fail(ErrorKind::unavailable, "objdump (binutils) is not installed; it is needed to inspect candidates");
+// The most specific line of a failed build: a located error, a missing symbol, then anything
+// naming an error.
+std::string first_build_error(std::string_view diag) {
+  for (std::string_view pattern : {": error: ", "Cannot find symbol", "kope_kernel", "error"}) {
+    std::string first = first_line_where(diag, [&](std::string_view line) {
+      return line.find(pattern) != std::string_view::npos && line.find("clBuildProgram: error") == std::string_view::npos;
+    });
+    if (!first.empty()) return first;
+  }
+  return "";
+}
+
+Result<FreshBuild> OpenClBackend::build_fresh(const fs::path& scratch, std::string_view source, const std::string& options,
+                                              const std::string& specialise) const {
+  KOPE_TRY(util::write_file_atomic(scratch / fmt::format("kernel{}", k_file_extension), source));
+  KOPE_ASSIGN(fs::path objdump, objdump_path());
   std::string script = "set -u\n";
   // Two builds: PoCL specialises the work-group function for "small" grids (every dimension
   // narrower than 65535 work-items) and for larger ones; the host shim picks per launch, so the
   // runner never compiles. The -D flags keep the two programs apart in PoCL's cache.
   script += fmt::format("POCL_BINARY_SPECIALIZE_WG={}-smallgrid /kope/oclc build kernel.cl {} program_small.bin args.txt\nrc=$?\n",
-                        specialise, quote(options + " -DKOPE_SMALL_GRID=1"));
+                        specialise, util::shell_quote(options + " -DKOPE_SMALL_GRID=1"));
   script += "[ $rc -ne 0 ] && exit $rc\n";
   script += fmt::format("POCL_BINARY_SPECIALIZE_WG={}-largegrid /kope/oclc build kernel.cl {} program_large.bin args_large.txt\nrc=$?\n",
-                        specialise, quote(options + " -DKOPE_SMALL_GRID=0"));
+                        specialise, util::shell_quote(options + " -DKOPE_SMALL_GRID=0"));
   script += "[ $rc -ne 0 ] && exit $rc\n";
   script += fmt::format("find pocl -name '*.so' | sort | while read -r f; do {} -d --no-show-raw-insn -w \"$f\"; done | grep -E {} | head -c 1000000 > flagged.txt\n",
-                        quote(objdump->string()), quote(k_disassembly_filter));
+                        util::shell_quote(objdump.string()), util::shell_quote(k_disassembly_filter));
   script += "exit 0\n";
-  SandboxSpec spec;
-  spec.uid = prepare_sandbox_uid({scratch.path()});
-  spec.rw_binds.emplace_back(scratch.path(), "/build");
+  SandboxSpec spec = build_sandbox(scratch, m_limits, std::move(script));
   spec.ro_binds.emplace_back(m_platform.oclc, "/kope/oclc");
-  spec.chdir = "/build";
-  spec.tmp_bytes = 512ull << 20;
   spec.proc = true;
   spec.sys = true;
-  spec.env = {{"PATH", "/usr/bin:/bin"},
-              {"LANG", "C"},
-              {"LC_ALL", "C"},
-              {"TMPDIR", "/tmp"},
-              {"HOME", "/tmp"},
-              {"OCL_ICD_VENDORS", m_platform.vendor_library.string()},
-              {"OCL_ICD_FILENAMES", m_platform.vendor_library.string()},
-              {"POCL_CACHE_DIR", "/build/pocl"}};
-  spec.command = {"/bin/sh", "-c", script};
-  KOPE_ASSIGN(auto argv, sandbox_argv(spec));
-  util::RunOptions ro;
-  ro.spawn.argv = std::move(argv);
-  ro.spawn.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "LANG=C"};
-  ro.spawn.limits.cpu_seconds = static_cast<uint64_t>(m_options.compile_timeout.count());
-  ro.spawn.limits.address_space_bytes = std::max<uint64_t>(m_options.compile_memory_bytes, 8ull << 30);  // LLVM maps a lot
-  ro.spawn.limits.file_size_bytes = 128ull << 20;
-  ro.spawn.limits.open_files = 256;
-  ro.spawn.limits.processes = 64;
-  ro.timeout = m_options.compile_timeout;
-  ro.stdout_cap = 64 << 10;
-  ro.stderr_cap = 256 << 10;
-  ro.kill_on_output_cap = true;
-  KOPE_ASSIGN(util::RunResult r, util::run(ro));
-  std::vector<std::string> scrub = {"/build", scratch.path().string()};
+  spec.env.emplace_back("OCL_ICD_VENDORS", m_platform.vendor_library.string());
+  spec.env.emplace_back("OCL_ICD_FILENAMES", m_platform.vendor_library.string());
+  spec.env.emplace_back("POCL_CACHE_DIR", "/build/pocl");
+  KOPE_ASSIGN(util::RunResult r, run_build_sandbox(spec, m_limits));
+  std::vector<std::string> scrub = {"/build", scratch.string()};
   // PoCL compiles a temporary copy of the source: name it as the model wrote it.
   static const std::regex k_temp(R"(pocl/tempfile_[A-Za-z0-9]+\.cl)");
   std::string diag = scrub_diagnostics(std::regex_replace(r.err, k_temp, "kernel.cl"), scrub);
   if (r.err.find("bwrap:") != std::string::npos && !r.status.success()) {
     return fail(ErrorKind::unavailable, "the compile sandbox could not start: {}", util::trim(r.err));
   }
-  if (r.timed_out) return early(fmt::format("the OpenCL compiler ran past its time limit ({} s) and was stopped", m_options.compile_timeout.count()), diag);
-  if (r.output_capped) return early("the OpenCL compiler's output passed its limit and it was stopped", diag);
+  auto uncached = [&](std::string message) { return FreshBuild{std::nullopt, compile_error(std::move(message), diag)}; };
+  if (r.timed_out) return uncached(fmt::format("the OpenCL compiler ran past its time limit ({} s) and was stopped", m_limits.wall.count()));
+  if (r.output_capped) return uncached("the OpenCL compiler's output passed its limit and it was stopped");
   int code = r.status.exited ? r.status.code : 128 + r.status.signal;
+  if (code == 10) return FreshBuild{compile_error_record(first_build_error(diag), diag), {}};
+  if (code == 11) {
+    json j = compile_error_record("", diag);
+    j["message"] = first_build_error(diag);
+    return FreshBuild{std::move(j), {}};
+  }
+  if (code == 3) return fail(ErrorKind::unavailable, "the OpenCL platform is not usable inside the compile sandbox: {}", util::trim(r.err));
+  if (code > 128) return uncached(fmt::format("the OpenCL compiler was killed by {}", util::signal_name(code - 128)));
+  if (code != 0) return fail(ErrorKind::internal, "the OpenCL build sandbox {}: {}", r.status.describe(), util::truncate_text(r.err, 2000, 20));
   json j;
-  if (code == 10 || code == 11) {
-    j["status"] = "compile_error";
-    // The most specific line: a located error, a missing symbol, then anything naming an error.
-    std::string first;
-    for (const char* pattern : {": error: ", "Cannot find symbol", "kope_kernel", "error"}) {
-      for (auto& line : util::split(diag, '\n')) {
-        if (line.find(pattern) != std::string::npos && line.find("clBuildProgram: error") == std::string::npos) {
-          first = std::string(util::trim(line)).substr(0, 300);
-          break;
-        }
-      }
-      if (!first.empty()) break;
-    }
-    j["message"] = code == 11 ? first : (first.empty() ? std::string("does not compile") : "does not compile: " + first);
-    j["diagnostics"] = diag;
-  } else if (code == 3) {
-    return fail(ErrorKind::unavailable, "the OpenCL platform is not usable inside the compile sandbox: {}", util::trim(r.err));
-  } else if (code != 0) {
-    if (code > 128) return early(fmt::format("the OpenCL compiler was killed by {}", util::signal_name(code - 128)), diag);
-    return fail(ErrorKind::internal, "the OpenCL build sandbox {}: {}", r.status.describe(), util::truncate_text(r.err, 2000, 20));
-  } else {
-    j["status"] = "built";
-    j["diagnostics"] = diag.find("warning") != std::string::npos ? diag : std::string();
-  }
+  j["status"] = "built";
+  j["diagnostics"] = diag.find("warning") != std::string::npos ? diag : std::string();
+  return FreshBuild{std::move(j), {}};
+}
 
-  KOPE_TRY(util::make_dirs(entry.parent_path()));
-  KOPE_ASSIGN(util::TempDir staged, util::TempDir::create("tmp-", entry.parent_path()));
-  if (j["status"] == "built") {
-    for (const char* f : {"program_small.bin", "program_large.bin", "args.txt", "flagged.txt"}) {
-      fs::copy_file(scratch.path() / f, staged.path() / f, fs::copy_options::overwrite_existing, ec);
-      if (ec) return fail(ErrorKind::io, "cannot store {} in the compile cache: {}", f, ec.message());
-    }
-    // The compiled work-group functions, for the inspection (kept in the entry).
-    int n = 0;
-    for (const auto& e : fs::recursive_directory_iterator(scratch.path() / "pocl", ec)) {
-      if (e.path().extension() != ".so") continue;
-      KOPE_TRY(util::make_dirs(staged.path() / "wg"));
-      fs::copy_file(e.path(), staged.path() / "wg" / fmt::format("{}-{}", n++, e.path().filename().string()),
-                    fs::copy_options::overwrite_existing, ec);
-    }
-    fs::copy_file(m_platform.host_shim, staged.path() / "kernel.so", fs::copy_options::overwrite_existing, ec);
-    if (ec) return fail(ErrorKind::io, "cannot copy the OpenCL host shim: {}", ec.message());
-    KOPE_TRY(util::write_file_atomic(staged.path() / "launch.txt", *table));
+// What a built entry keeps: both programs, the kernel's arguments, the flagged instructions, the
+// compiled work-group functions (for the inspection), the host shim and the launch table.
+Status OpenClBackend::keep(const fs::path& scratch, const fs::path& staged, const json& j, const std::string& table) const {
+  if (j.value("status", "") != "built") return {};
+  std::error_code ec;
+  for (const char* f : {"program_small.bin", "program_large.bin", "args.txt", "flagged.txt"}) {
+    fs::copy_file(scratch / f, staged / f, fs::copy_options::overwrite_existing, ec);
+    if (ec) return fail(ErrorKind::io, "cannot store {} in the compile cache: {}", f, ec.message());
   }
-  KOPE_TRY(publish_cache_entry(staged, entry, j.dump(2)));
-  return conclude(op, entry, j, false, t0);
+  int n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(scratch / "pocl", ec)) {
+    if (e.path().extension() != ".so") continue;
+    KOPE_TRY(util::make_dirs(staged / "wg"));
+    fs::copy_file(e.path(), staged / "wg" / fmt::format("{}-{}", n++, e.path().filename().string()), fs::copy_options::overwrite_existing, ec);
+  }
+  fs::copy_file(m_platform.host_shim, staged / "kernel.so", fs::copy_options::overwrite_existing, ec);
+  if (ec) return fail(ErrorKind::io, "cannot copy the OpenCL host shim: {}", ec.message());
+  return util::write_file_atomic(staged / "launch.txt", table);
 }
 
 }  // namespace
@@ -614,12 +575,36 @@ Result<BuildOutcome> OpenClBackend::build_candidate(const spec::OpSpec& op, std:
 
 namespace kope::eval {
 
-Result<std::unique_ptr<Backend>> make_opencl_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options) {
+Result<std::unique_ptr<Backend>> make_opencl_backend(const HardwareProfile& hw, const EvaluatorOptions& options) {
   const auto& p = opencl::platform();
   if (!p.usable) return fail(ErrorKind::unavailable, "the OpenCL backend is unusable here: {}", p.problem);
   KOPE_ASSIGN(auto cpu, make_cpu_backend(hw, options));
   KOPE_ASSIGN(Toolchain tc, cpu_toolchain());
-  return std::unique_ptr<Backend>(new opencl::OpenClBackend(hw, options, std::move(cpu), std::move(tc)));
+  return std::unique_ptr<Backend>(new opencl::OpenClBackend(options, std::move(cpu), std::move(tc)));
+}
+
+Result<std::unique_ptr<Evaluator>> make_opencl_evaluator(const HardwareProfile& hw, const EvaluatorOptions& options) {
+  KOPE_ASSIGN(auto backend, make_opencl_backend(hw, options));
+  return make_sandboxed_evaluator(std::move(backend), hw, options);
+}
+
+BackendInfo opencl_backend_info() {
+  BackendInfo b;
+  b.built = KOPE_HAVE_OPENCL != 0;
+  const auto& p = opencl::platform();
+  std::string why;
+  bool sandbox = sandbox_available(&why);
+  b.can_compile = p.usable && sandbox;
+  b.usable = b.can_compile && find_runner().has_value();
+  if (p.usable) b.toolchain = p.toolchain_id();
+  if (!p.usable) {
+    b.detail = p.problem;
+  } else if (!sandbox) {
+    b.detail = "the kernel sandbox is unavailable: " + why;
+  } else {
+    b.detail = fmt::format("{} on {} ({} compute units{})", p.platform_name, p.device_name, p.compute_units, p.fp64 ? ", fp64" : "");
+  }
+  return b;
 }
 
 }  // namespace kope::eval

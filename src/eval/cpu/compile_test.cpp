@@ -1,5 +1,5 @@
 // Diagnostics for the model and the flags it may add.
-#include "eval/compile.h"
+#include "eval/cpu/compile.h"
 
 #include <gtest/gtest.h>
 

@@ -3,6 +3,8 @@
 #include <mutex>
 
 #include "eval/backend.h"
+#include "eval/cpu/compile.h"
+#include "eval/cpu/cpu.h"
 #include "eval/native.h"
 #include "eval/sandbox.h"
 
@@ -12,9 +14,9 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const HardwareProfile& hw, const CpuEvaluatorOptions& o, Toolchain tc, fs::path runner)
-      : m_hw(hw), m_options(o), m_compiler(tc, limits(o), o.inspect), m_tc(std::move(tc)), m_runner(std::move(runner)) {
-    m_threads = o.threads > 0 ? o.threads : std::max(1, hw.cores);
+  CpuBackend(const HardwareProfile& hw, const EvaluatorOptions& o, Toolchain tc, fs::path runner)
+      : m_hw(hw), m_options(o.cpu), m_compiler(tc, compile_limits(o.cpu.compile_timeout, o.cpu.compile_memory_bytes), o.inspect), m_tc(std::move(tc)), m_runner(std::move(runner)) {
+    m_threads = o.cpu.threads > 0 ? o.cpu.threads : std::max(1, hw.cores);
   }
 
   std::string name() const override { return "cpu"; }
@@ -51,16 +53,8 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  static CompileLimits limits(const CpuEvaluatorOptions& o) {
-    CompileLimits l;
-    l.wall = o.compile_timeout;
-    l.cpu_seconds = static_cast<uint64_t>(o.compile_timeout.count());
-    l.memory_bytes = o.compile_memory_bytes;
-    return l;
-  }
-
   HardwareProfile m_hw;
-  CpuEvaluatorOptions m_options;
+  CpuBackendOptions m_options;
   CpuCompiler m_compiler;
   Toolchain m_tc;
   fs::path m_runner;
@@ -85,7 +79,7 @@ void sweep_stale_scratch() {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> make_cpu_backend(const HardwareProfile& hw, const CpuEvaluatorOptions& options) {
+Result<std::unique_ptr<Backend>> make_cpu_backend(const HardwareProfile& hw, const EvaluatorOptions& options) {
   std::string why;
   if (!sandbox_available(&why)) {
     return fail(ErrorKind::unavailable, "the kernel sandbox is unavailable: {} (bubblewrap with user namespaces is required)", why);
@@ -94,6 +88,32 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const HardwareProfile& hw, con
   sweep_stale_scratch();
   KOPE_ASSIGN(Toolchain tc, cpu_toolchain());
   return std::unique_ptr<Backend>(new CpuBackend(hw, options, std::move(tc), std::move(runner)));
+}
+
+}  // namespace kope::eval
+
+namespace kope::eval {
+
+BackendInfo cpu_backend_info(const HardwareProfile& hw) {
+  BackendInfo b;
+  b.built = true;
+  auto tc = cpu_toolchain();
+  if (tc) b.toolchain = tc->id();
+  std::string why;
+  bool sandbox = sandbox_available(&why);
+  auto runner = find_runner();
+  b.can_compile = tc.has_value() && sandbox;
+  b.usable = b.can_compile && runner.has_value();
+  if (!tc) {
+    b.detail = "no C++ compiler: " + tc.error().message;
+  } else if (!sandbox) {
+    b.detail = "the kernel sandbox is unavailable: " + why + " (bubblewrap with user namespaces is required)";
+  } else if (!runner) {
+    b.detail = runner.error().message;
+  } else {
+    b.detail = fmt::format("{} cores, sandboxed g++ build, kope-runner with seccomp", hw.cores);
+  }
+  return b;
 }
 
 }  // namespace kope::eval
