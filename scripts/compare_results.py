@@ -16,15 +16,23 @@ import json
 import pathlib
 import sys
 
-# Keys whose values depend on the machine, its load or the clock, not on what the agent decided.
+# Keys whose values depend on the machine, its load, the clock or the test's environment, not on
+# what the agent decided. Two runs of the same build differ in them (measured by running the e2e
+# tests twice): timings and what follows from them (speedups, the outcome labels computed from r,
+# the roofline fractions, the disturbed-timing counts), prompt sizes (prompts show the measured
+# numbers, so the tokens per tier, the prompt tokens and their sums vary with them), case ids
+# (two op threads write the memory in either order), and the run's stamps (ids, dates, ports,
+# temporary folders, the seed drawn when --seed is not given).
 MEASURED = {
-    "run_id", "created_at", "dir", "time", "wall_seconds", "llm_seconds", "eval_seconds",
+    "run_id", "created_at", "dir", "run_dir", "time", "base_url", "seed", "memory", "suite_root",
+    "results_path", "wall_seconds", "llm_seconds", "eval_seconds",
     "best_speedup_vs_reference", "best_speedup_vs_library", "fraction_of_roofline",
     "geomean_speedup_vs_reference", "geomean_speedup_vs_library",
-    "fraction_of_roofline_geomean", "fraction_of_roofline_median",
+    "fraction_of_roofline_geomean", "fraction_of_roofline_median", "labels",
     "best_timing_disturbed", "disturbed_attempts", "disturbed_best",
     "library_config", "library_forced", "library_forced_ops", "library_forced_by",
-    "memory", "suite_root", "results_path",
+    "tier_tokens", "tokens_prompt", "tokens_total", "tokens_per_solved_op", "tokens_prompt_per_solved_op",
+    "best_case_id", "cost_usd",
 }
 
 
