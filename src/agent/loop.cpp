@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "agent/answer.h"
+#include "agent/judge.h"
 #include "agent/reflect.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -137,7 +138,7 @@ class Loop {
 
 std::optional<std::string> Loop::stop_reason() const {
   const auto& attempts = m_state.attempts;
-  int limit = m_cfg.policy == "replay" ? m_cfg.replay_limit : m_cfg.max_iterations;
+  int limit = m_cfg.policy == Policy::replay ? m_cfg.replay_limit : m_cfg.max_iterations;
   if (static_cast<int>(attempts.size()) >= limit) return "iterations";
   if (m_cfg.token_budget > 0 && m_state.tokens_prompt() + m_state.tokens_completion() >= m_cfg.token_budget) {
     return "token_budget";
@@ -145,7 +146,7 @@ std::optional<std::string> Loop::stop_reason() const {
   if (m_cfg.time_limit_seconds > 0 && m_state.wall_seconds() >= m_cfg.time_limit_seconds) return "time_limit";
   const Attempt* inc = m_state.incumbent();
   if (inc && m_cfg.roofline_target > 0 && reached_roofline(*inc, m_cfg.roofline_target)) return "roofline";
-  if (inc && m_cfg.patience > 0 && m_cfg.policy != "replay") {
+  if (inc && m_cfg.patience > 0 && m_cfg.policy != Policy::replay) {
     int since = static_cast<int>(attempts.size()) - inc->iteration;
     if (since >= m_cfg.patience) return "no_improvement";
   }
@@ -594,7 +595,7 @@ Result<std::optional<Attempt>> Loop::replay_attempt(int k, const Plan& plan) {
   const memory::CaseRecord& src = candidates.front().source;
   Attempt a;
   a.iteration = k;
-  a.policy = "replay";
+  a.policy = Policy::replay;
   a.stage = plan.stage;
   a.parent_case_id = src.id;
   a.source_case_id = src.id;
@@ -694,7 +695,7 @@ std::string decision_note(const Attempt& a) {
 
 std::string Loop::journal(const Attempt& a) const {
   std::string from;
-  if (a.policy == "replay") {
+  if (a.policy == Policy::replay) {
     from = fmt::format("a replay of memory case {} (re-verified and re-timed here)", a.source_case_id.value_or(0));
   } else if (!a.parent_iteration) {
     from = "a fresh draft";
@@ -783,7 +784,7 @@ Status Loop::record(const Attempt& a) {
   c.journal = a.journal;
   KOPE_ASSIGN(int64_t id, m_env.store->record_case(c));
   m_state.case_ids[a.iteration] = id;
-  if (a.policy == "llm" && !a.prompt_id.empty()) {
+  if (a.policy == Policy::llm && !a.prompt_id.empty()) {
     memory::RetrievalLogEntry entry;
     entry.prompt_id = a.prompt_id;
     entry.case_id = id;
@@ -976,7 +977,7 @@ Status Loop::reflect_end() {
 
 Result<OpEnd> Loop::run() {
   if (!m_state.started) {
-    KOPE_TRY(event({{"type", "op_started"}, {"policy", m_cfg.policy}, {"mode", std::string(context::mode_name(m_cfg.mode))}}));
+    KOPE_TRY(event({{"type", "op_started"}, {"policy", std::string(run::policy_name(m_cfg.policy))}, {"mode", std::string(context::mode_name(m_cfg.mode))}}));
     m_state.started = true;
   }
   if (m_env.progress) m_env.progress->op_started(m_op.name);
@@ -987,7 +988,7 @@ Result<OpEnd> Loop::run() {
   for (auto& [rkey, rec] : m_state.reflections) {
     if (!rec.applied) KOPE_TRY(reflect(rkey, "", "", "", "", std::nullopt));
   }
-  if (!m_state.attempts.empty() && m_cfg.policy == "llm") KOPE_TRY(reflect_after(m_state.attempts.back()));
+  if (!m_state.attempts.empty() && m_cfg.policy == Policy::llm) KOPE_TRY(reflect_after(m_state.attempts.back()));
 
   for (;;) {
     if (cancelled()) {
@@ -1002,7 +1003,7 @@ Result<OpEnd> Loop::run() {
     Plan plan = plan_next();
     auto t0 = Clock::now();
     Attempt a;
-    if (m_cfg.policy == "replay") {
+    if (m_cfg.policy == Policy::replay) {
       KOPE_ASSIGN(auto replayed, replay_attempt(k, plan));
       if (!replayed) {
         m_end_reason = "replay_exhausted";
@@ -1012,7 +1013,7 @@ Result<OpEnd> Loop::run() {
     } else {
       json answer;
       if (m_state.pending && m_state.pending->iteration == k) {
-        answer = m_state.pending->event;  // answered before the run died: not asked again
+        answer = to_json(*m_state.pending);  // answered before the run died: not asked again
       } else {
         KOPE_ASSIGN(auto got, call_model(k, plan));
         if (!got) break;  // m_end says why
@@ -1033,7 +1034,7 @@ Result<OpEnd> Loop::run() {
       m_env.progress->attempt_done(m_op.name, a, inc ? inc->speedup_vs_reference.value_or(0) : 0,
                                    m_state.tokens_prompt() + m_state.tokens_completion());
     }
-    if (m_cfg.policy == "llm") KOPE_TRY(reflect_after(m_state.attempts.back()));
+    if (m_cfg.policy == Policy::llm) KOPE_TRY(reflect_after(m_state.attempts.back()));
   }
   if (m_end != OpEnd::finished) {
     KOPE_TRY(event({{"type", "op_stopped"},
@@ -1042,7 +1043,7 @@ Result<OpEnd> Loop::run() {
     if (m_env.progress) m_env.progress->op_finished(m_op.name, m_end == OpEnd::cancelled ? "cancelled" : "llm_unavailable");
     return m_end;
   }
-  if (m_cfg.policy == "llm") KOPE_TRY(reflect_end());
+  if (m_cfg.policy == Policy::llm) KOPE_TRY(reflect_end());
   const Attempt* inc = m_state.incumbent();
   m_state.done = true;
   m_state.stop_reason = m_end_reason;
@@ -1059,98 +1060,11 @@ Result<OpEnd> Loop::run() {
 
 // --- public helpers --------------------------------------------------------------------------
 
-const Attempt* OpState::incumbent() const {
-  for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
-    if (it->improved) return &*it;
-  }
-  return nullptr;
-}
-
-int64_t OpState::tokens_prompt() const {
-  int64_t t = 0;
-  for (const auto& a : attempts) t += a.tokens_prompt;
-  for (const auto& [k, r] : reflections) t += r.tokens_prompt;
-  if (pending) t += pending->event.value("tokens_prompt", int64_t{0});
-  return t;
-}
-
-int64_t OpState::tokens_completion() const {
-  int64_t t = 0;
-  for (const auto& a : attempts) t += a.tokens_completion;
-  for (const auto& [k, r] : reflections) t += r.tokens_completion;
-  if (pending) t += pending->event.value("tokens_completion", int64_t{0});
-  return t;
-}
-
-double OpState::cost_usd() const {
-  double c = 0;
-  for (const auto& a : attempts) c += a.cost_usd;
-  for (const auto& [k, r] : reflections) c += r.cost_usd;
-  return c;
-}
-
-double OpState::wall_seconds() const {
-  double w = 0;
-  for (const auto& a : attempts) w += a.wall_seconds;
-  return w;
-}
-
-Result<std::map<std::string, OpState>> restore_states(const std::vector<json>& events) {
-  std::map<std::string, OpState> states;
-  for (const auto& e : events) {
-    if (!e.contains("op") || !e["op"].is_string()) continue;
-    OpState& st = states[e["op"].get<std::string>()];
-    std::string type = e.value("type", "");
-    try {
-      if (type == "op_started") {
-        st.started = true;
-      } else if (type == "answer") {
-        st.pending = PendingAnswer{e.at("iteration").get<int>(), e};
-      } else if (type == "attempt") {
-        KOPE_ASSIGN(Attempt a, attempt_from_json(e.at("attempt")));
-        if (a.iteration != static_cast<int>(st.attempts.size()) + 1) {
-          return fail(ErrorKind::corrupt, "event log: op {} attempt {} follows attempt {}", e["op"].get<std::string>(),
-                      a.iteration, st.attempts.size());
-        }
-        if (st.pending && st.pending->iteration == a.iteration) st.pending.reset();
-        st.attempts.push_back(std::move(a));
-      } else if (type == "recorded") {
-        st.case_ids[e.at("iteration").get<int>()] = e.at("case_id").get<int64_t>();
-      } else if (type == "reflection") {
-        ReflectionRecord rec;
-        rec.key = e.at("key").get<std::string>();
-        for (const auto& d : e.value("deltas", json::array())) {
-          KOPE_ASSIGN(auto delta, delta_from_json(d));
-          rec.deltas.push_back(std::move(delta));
-        }
-        rec.tokens_prompt = e.value("tokens_prompt", int64_t{0});
-        rec.tokens_completion = e.value("tokens_completion", int64_t{0});
-        rec.cost_usd = e.value("cost_usd", 0.0);
-        st.reflections[rec.key] = std::move(rec);
-      } else if (type == "reflection_applied") {
-        auto it = st.reflections.find(e.at("key").get<std::string>());
-        if (it != st.reflections.end()) {
-          it->second.applied = true;
-          it->second.lesson_ids = e.value("lesson_ids", std::vector<std::string>{});
-        }
-      } else if (type == "op_done") {
-        st.done = true;
-        st.stop_reason = e.value("stop_reason", "");
-      } else if (type == "op_stopped") {
-        st.errors = e.value("errors", std::vector<std::string>{});
-      }
-    } catch (const json::exception& ex) {
-      return fail(ErrorKind::corrupt, "event log: malformed '{}' event (seq {}): {}", type, e.value("seq", int64_t{0}), ex.what());
-    }
-  }
-  return states;
-}
-
 Result<OpEnd> run_op(const OpEnvironment& env, const spec::OpSpec& op, OpState& state) {
   if (!env.evaluator || !env.store || !env.hw || !env.prompts || !env.estimator || !env.events || !env.config) {
     return fail(ErrorKind::internal, "run_op: incomplete environment");
   }
-  if (env.config->policy == "llm" && !env.llm) return fail(ErrorKind::internal, "run_op: the llm policy needs a model client");
+  if (env.config->policy == Policy::llm && !env.llm) return fail(ErrorKind::internal, "run_op: the llm policy needs a model client");
   if (state.done) return OpEnd::finished;
   Loop loop(env, op, state);
   return loop.run();
@@ -1204,53 +1118,6 @@ memory::TaskInfo task_info(const spec::OpSpec& op) {
 
 double reward_for(const Attempt& a) {
   return memory::stage_reward(a.stage, a.verdict, a.correct() ? a.speedup_vs_parent.value_or(1.0) : 0.0);
-}
-
-json delta_to_json(const memory::LessonDelta& d) {
-  const memory::Lesson& l = d.lesson;
-  return json{{"op", std::string(memory::delta_op_name(d.op))},
-              {"lesson_id", d.lesson_id},
-              {"kind", std::string(memory::lesson_kind_name(l.kind))},
-              {"title", l.title},
-              {"text", l.text},
-              {"error_signature", l.error_signature},
-              {"scope", {{"category", l.scope.category}, {"backend", l.scope.backend}, {"target", l.scope.target},
-                         {"toolchain", l.scope.toolchain}}},
-              {"source_cases", l.source_cases},
-              {"merge_into", d.merge_into},
-              {"reason", d.reason},
-              {"source_case", d.source_case ? json(*d.source_case) : json(nullptr)}};
-}
-
-Result<memory::LessonDelta> delta_from_json(const json& j) {
-  using Op = memory::LessonDelta::Op;
-  memory::LessonDelta d;
-  std::string op = j.value("op", "add");
-  if (op == "add") d.op = Op::add;
-  else if (op == "edit") d.op = Op::edit;
-  else if (op == "upvote") d.op = Op::upvote;
-  else if (op == "downvote") d.op = Op::downvote;
-  else if (op == "deprecate") d.op = Op::deprecate;
-  else if (op == "merge") d.op = Op::merge;
-  else return fail(ErrorKind::corrupt, "unknown lesson delta op '{}'", op);
-  d.lesson_id = j.value("lesson_id", "");
-  std::string kind = j.value("kind", "strategy");
-  d.lesson.kind = kind == "pitfall" ? memory::LessonKind::pitfall
-                  : kind == "fix"   ? memory::LessonKind::fix
-                  : kind == "recipe" ? memory::LessonKind::recipe
-                                     : memory::LessonKind::strategy;
-  d.lesson.title = j.value("title", "");
-  d.lesson.text = j.value("text", "");
-  d.lesson.error_signature = j.value("error_signature", "");
-  if (j.contains("scope")) {
-    const auto& s = j["scope"];
-    d.lesson.scope = {s.value("category", ""), s.value("backend", ""), s.value("target", ""), s.value("toolchain", "")};
-  }
-  d.lesson.source_cases = j.value("source_cases", std::vector<int64_t>{});
-  d.merge_into = j.value("merge_into", "");
-  d.reason = j.value("reason", "");
-  if (j.contains("source_case") && !j["source_case"].is_null()) d.source_case = j["source_case"].get<int64_t>();
-  return d;
 }
 
 std::string op_dir_name(std::string_view op) {

@@ -438,7 +438,7 @@ TEST(Loop, ReplayReverifiesKernelsFromMemory) {
   };
   int64_t own = record("softmax", "x86_64-avx512", 250, "from another machine", "g++ other");
   int64_t related = record("softmax_twin", "x86_64-avx2-fma", 400, "twin kernel", h.evaluator.toolchain_id());
-  h.config.policy = "replay";
+  h.config.policy = Policy::replay;
   h.config.replay_limit = 3;
   h.llm.reset();
   OpState st;
@@ -449,7 +449,7 @@ TEST(Loop, ReplayReverifiesKernelsFromMemory) {
   EXPECT_EQ(st.stop_reason, "replay_exhausted");
   EXPECT_EQ(h.evaluator.calls(), 2);
   for (const auto& a : st.attempts) {
-    EXPECT_EQ(a.policy, "replay");
+    EXPECT_EQ(a.policy, Policy::replay);
     EXPECT_EQ(a.tokens_prompt + a.tokens_completion, 0);
     EXPECT_TRUE(a.correct());
   }

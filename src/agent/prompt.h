@@ -17,15 +17,18 @@
 #include <string>
 #include <vector>
 
-#include "agent/attempt.h"
 #include "context/context.h"
 #include "kope/error.h"
 #include "kope/hw.h"
 #include "kope/llm.h"
 #include "kope/memory.h"
 #include "kope/spec.h"
+#include "run/attempt.h"
 
 namespace kope::agent {
+
+using run::Attempt;
+using run::TimingSummary;
 
 namespace fs = std::filesystem;
 

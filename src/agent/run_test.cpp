@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/results.h"
+#include "run/results.h"
 #include "agent/test_support.h"
 
 namespace kope::agent {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "agent/results.h"
+#include "run/results.h"
 #include "eval/library.h"
 #include "util/strings.h"
 
@@ -32,11 +32,11 @@ std::string plural(int n, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
-OpFigures op_figures(const spec::OpSpec& op, const agent::OpState* st, bool selected,
+OpFigures op_figures(const spec::OpSpec& op, const run::OpState* st, bool selected,
                      bool has_library) {
-  static const agent::OpState empty;
-  const agent::OpState& s = st ? *st : empty;
-  json r = agent::op_result(op, s);
+  static const run::OpState empty;
+  const run::OpState& s = st ? *st : empty;
+  json r = run::op_result(op, s);
   OpFigures f;
   f.name = op.name;
   f.category = op.category;
@@ -76,7 +76,7 @@ OpFigures op_figures(const spec::OpSpec& op, const agent::OpState* st, bool sele
 // The ops and states compute_results needs for one run over a subset of the set.
 json group_figures(const RunData& run, const std::vector<const spec::OpSpec*>& ops) {
   std::vector<spec::OpSpec> list;
-  std::map<std::string, agent::OpState> states;
+  std::map<std::string, run::OpState> states;
   for (const spec::OpSpec* op : ops) {
     auto sel = run.specs.find(op->name);
     list.push_back(sel != run.specs.end() ? sel->second : *op);
@@ -84,7 +84,7 @@ json group_figures(const RunData& run, const std::vector<const spec::OpSpec*>& o
     auto st = run.states.find(op->name);
     if (st != run.states.end()) states.emplace(op->name, st->second);
   }
-  return agent::compute_results(json::object(), list, states)["figures"];
+  return run::compute_results(json::object(), list, states)["figures"];
 }
 
 std::string join_labels(const std::vector<std::string>& v) {
@@ -104,7 +104,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> label_fields(
   for (const auto& r : runs) {
     out[0].second.push_back(r.context_mode());
     out[1].second.push_back(r.model_name());
-    out[2].second.push_back(r.config.loop.policy);
+    out[2].second.push_back(std::string(run::policy_name(r.config.loop.policy)));
     out[3].second.push_back(fmt::format("{} iterations", r.config.loop.max_iterations));
     out[4].second.push_back(fmt::format("window {}", r.config.loop.budget.window));
     out[5].second.push_back(fmt::format("seed {}", r.config.seed));

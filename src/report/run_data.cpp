@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/events.h"
+#include "run/events.h"
 #include "util/fs.h"
 
 namespace kope::report {
@@ -50,12 +50,12 @@ std::string RunData::context_mode() const {
 }
 
 std::string RunData::model_name() const {
-  if (config.loop.policy == "replay") return "replay";
+  if (config.loop.policy == run::Policy::replay) return "replay";
   if (config.model.is_object()) {
     std::string m = config.model.value("model", "");
     if (!m.empty()) return m;
   }
-  return config.llm_profile.empty() ? config.loop.policy : config.llm_profile;
+  return config.llm_profile.empty() ? std::string(run::policy_name(config.loop.policy)) : config.llm_profile;
 }
 
 std::optional<std::string> RunData::candidate(const std::string& code_file) const {
@@ -81,7 +81,7 @@ Result<RunData> load_run(const fs::path& dir) {
   json cj = json::parse(config_text, nullptr, false);
   if (cj.is_discarded() || !cj.is_object())
     return fail(ErrorKind::corrupt, "{}: not valid JSON", config_path.string());
-  auto cfg = agent::config_from_json(cj);
+  auto cfg = run::config_from_json(cj);
   if (!cfg)
     return std::unexpected(std::move(cfg.error()).with_context(config_path.string() + ": "));
   run.config = std::move(*cfg);
@@ -101,8 +101,8 @@ Result<RunData> load_run(const fs::path& dir) {
   if (!fs::exists(events_path, ec)) {
     return fail(ErrorKind::not_found, "{} has no events.jsonl (the run's event log)", dir.string());
   }
-  KOPE_ASSIGN(auto events, agent::read_events(events_path));
-  auto states = agent::restore_states(events);
+  KOPE_ASSIGN(auto events, run::read_events(events_path));
+  auto states = run::restore_states(events);
   if (!states)
     return std::unexpected(std::move(states.error()).with_context(events_path.string() + ": "));
   run.states = std::move(*states);

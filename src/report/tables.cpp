@@ -105,7 +105,7 @@ std::vector<Table> build_tables(const Analysis& an) {
       const RunData& r = *f.run;
       int in_set = 0;
       for (const auto& o : f.ops) in_set += o.selected;
-      t.add({f.label, r.config.run_id, r.context_mode(), r.config.loop.policy, r.model_name(),
+      t.add({f.label, r.config.run_id, r.context_mode(), std::string(run::policy_name(r.config.loop.policy)), r.model_name(),
              r.config.target, r.config.created_at, r.dir.string(),
              static_cast<int64_t>(r.op_names.size()), int64_t{in_set}, r.complete(),
              int64_t{r.config.loop.max_iterations}, static_cast<int64_t>(r.config.seed)});
@@ -523,7 +523,7 @@ json report_json(const Analysis& an, const std::vector<Table>& tables) {
                     {"run_id", f.run->config.run_id},
                     {"dir", f.run->dir.string()},
                     {"context_mode", f.run->context_mode()},
-                    {"policy", f.run->config.loop.policy},
+                    {"policy", std::string(run::policy_name(f.run->config.loop.policy))},
                     {"model", f.run->model_name()},
                     {"complete", f.run->complete()},
                     {"task_stream", f.stream}});

@@ -1,4 +1,4 @@
-#include "agent/results.h"
+#include "run/results.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "eval/library.h"
 #include "util/strings.h"
 
-namespace kope::agent {
+namespace kope::run {
 
 using nlohmann::json;
 
@@ -90,7 +90,7 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   j["best_timing_disturbed"] = inc ? json(inc->timing_disturbed()) : json(nullptr);
   j["disturbed_attempts"] = disturbed;
   // Where the best kernel came from: this run's model ("llm") or a replay of a memory case.
-  j["best_policy"] = inc ? json(inc->policy) : json(nullptr);
+  j["best_policy"] = inc ? json(std::string(policy_name(inc->policy))) : json(nullptr);
   j["best_source_case"] = inc && inc->source_case_id ? json(*inc->source_case_id) : json(nullptr);
   auto id = inc ? st.case_ids.find(inc->iteration) : st.case_ids.end();
   j["best_case_id"] = id != st.case_ids.end() ? json(id->second) : json(nullptr);
@@ -241,4 +241,4 @@ std::string results_summary(const json& r) {
   return out;
 }
 
-}  // namespace kope::agent
+}  // namespace kope::run
