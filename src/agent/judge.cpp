@@ -2,12 +2,157 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "agent/prompt.h"
+#include "util/hash.h"
+#include "util/strings.h"
 
 namespace kope::agent {
 
 using run::Attempt;
 using run::TimingSummary;
+using nlohmann::json;
+
+namespace {
+
+bool compared_with_incumbent(const eval::EvalResult& r) {
+  return r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable;
+}
+
+// The evidence a replacement would rest on: the candidate's timings and the comparison, or, without
+// a comparison, also the incumbent's recorded timings.
+bool disturbed_evidence(const eval::EvalResult& r, const Attempt& inc) {
+  if (eval_disturbed(r)) return true;
+  return !compared_with_incumbent(r) && eval::contention_disturbed(inc.contention);
+}
+
+// r: against the parent when it is correct and timed (side by side when the evaluator compared
+// them), for a replay against its source's speedup, else against the reference.
+std::optional<double> step_ratio(const Attempt& a, const Attempt* parent, const Attempt* inc, bool compared,
+                                 const std::optional<memory::CaseRecord>& source) {
+  std::optional<double> r;
+  if (parent && parent == inc && compared && a.speedup_vs_incumbent) {
+    r = a.speedup_vs_incumbent;  // measured side by side with the parent
+  } else if (parent && parent->correct() && !parent->timings.empty()) {
+    r = relative_speed(parent->timings, a.timings);
+  } else if (source && source->speedup_vs_reference && *source->speedup_vs_reference > 0 && a.speedup_vs_reference) {
+    r = *a.speedup_vs_reference / *source->speedup_vs_reference;
+  } else {
+    r = a.speedup_vs_reference;  // a root, or a parent that was not correct: the reference
+  }
+  if (!r) r = 1.0;  // correct but untimed: as good as its baseline
+  return r;
+}
+
+}  // namespace
+
+Status Judge::evaluate(Attempt& a, const std::string& code) {
+  const int k = a.iteration;
+  a.has_code = true;
+  a.code_hash = util::sha256_hex(code);
+  KOPE_ASSIGN(a.code_file, m_ctx.write_run_file(fmt::format("candidates/{}/{}.cpp", m_ctx.op_dir, k), code));
+  m_ctx.keep_code(k, code);
+  eval::EvalOptions opts = m_ctx.cfg.eval_options;
+  if (m_ctx.cfg.seed) opts.seed = m_ctx.derived_seed(k, "eval");
+  const Attempt* inc = m_ctx.state.incumbent();
+  if (inc && m_ctx.cfg.fast_verdict && opts.time && inc->has_code) {
+    // Fast verdict: the evaluator times the candidate against the incumbent itself.
+    if (auto src = m_ctx.code_of(*inc)) {
+      opts.incumbent_source = std::move(*src);
+      opts.incumbent_margin = m_ctx.cfg.min_improvement;
+    }
+  }
+  m_ctx.phase(k, a.stage, "evaluating");
+  KOPE_ASSIGN(eval::EvalResult r, m_ctx.env.evaluator->evaluate(m_ctx.op, code, opts));
+  if (inc && would_replace(r, *inc) && disturbed_evidence(r, *inc)) {
+    KOPE_ASSIGN(r, retime(a, code, r, opts));
+  }
+  apply_eval_result(a, r);
+  a.evidence_disturbed = inc && r.verdict == eval::Verdict::correct && disturbed_evidence(r, *inc);
+  return {};
+}
+
+// Disturbed evidence alone never replaces the incumbent: time it once more.
+Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const eval::EvalResult& first,
+                                       eval::EvalOptions opts) {
+  const int k = a.iteration;
+  double c = first.incumbent ? first.incumbent->contention : 0.0;
+  for (const auto& t : first.timing) c = std::max(c, t.contention);
+  KOPE_TRY(m_ctx.event({{"type", "retime"},
+                        {"iteration", k},
+                        {"contention", c},
+                        {"decision", compared_with_incumbent(first)
+                                         ? std::string(eval::incumbent_decision_name(first.incumbent->decision))
+                                         : std::string("recorded_timings")},
+                        {"reason", fmt::format("the timing that would replace the incumbent was disturbed by other load "
+                                               "(waited for a CPU {:.0f}% of the time); evaluating once more",
+                                               100 * c)}}));
+  if (m_ctx.cfg.seed) opts.seed = m_ctx.derived_seed(k, "eval-retime");
+  m_ctx.phase(k, a.stage, "re-timing (disturbed)");
+  KOPE_ASSIGN(eval::EvalResult again, m_ctx.env.evaluator->evaluate(m_ctx.op, code, opts));
+  a.retimed = true;
+  return again;
+}
+
+bool Judge::would_replace(const eval::EvalResult& r, const Attempt& inc) const {
+  if (r.verdict != eval::Verdict::correct) return false;
+  if (compared_with_incumbent(r)) return r.incumbent->decision == eval::IncumbentDecision::faster;
+  Attempt tmp;
+  apply_eval_result(tmp, r);
+  auto s = relative_speed(inc.timings, tmp.timings);
+  return s && *s > 1 + m_ctx.cfg.min_improvement;
+}
+
+bool Judge::replaces(Attempt& a, const Attempt& inc, bool compared) const {
+  const double min_improvement = m_ctx.cfg.min_improvement;
+  bool faster = false;
+  if (compared) {
+    // The evaluator's interleaved comparison decided (speedup_vs_incumbent is its ratio).
+    faster = a.decision == eval::incumbent_decision_name(eval::IncumbentDecision::faster);
+  } else {
+    a.decision = "recorded_timings";
+    a.speedup_vs_incumbent = relative_speed(inc.timings, a.timings);
+    faster = a.speedup_vs_incumbent && *a.speedup_vs_incumbent > 1 + min_improvement;
+  }
+  // With a decision already made at the stated error rate, the disturbance's threat is a
+  // bias of the estimate: the estimate itself must clear the margin.
+  std::optional<double> lower = a.speedup_vs_incumbent;
+  if (faster && a.evidence_disturbed) {
+    // Still disturbed after re-timing: only a margin beyond the disturbance of the evidence
+    // the decision rests on (the comparison's pairs; without one, both recorded timings).
+    double c = std::clamp(compared ? a.decision_contention : std::max(a.contention, inc.contention), 0.0, 0.9);
+    a.margin_demanded = (1 + min_improvement) / (1 - c);
+    faster = lower && *lower > *a.margin_demanded;
+  }
+  return faster;
+}
+
+void Judge::decide(Attempt& a, const std::optional<memory::CaseRecord>& source) const {
+  const OpState& st = m_ctx.state;
+  const Attempt* inc = st.incumbent();
+  const Attempt* parent = a.parent_iteration ? &m_ctx.attempt(*a.parent_iteration) : nullptr;
+  if (parent && !a.parent_case_id) a.parent_case_id = m_ctx.case_id(parent->iteration);
+  std::optional<double> r;
+  bool compared = !a.decision.empty() && a.decision != "recorded_timings";
+  if (a.correct()) {
+    a.improved = inc ? replaces(a, *inc, compared) : true;
+    r = step_ratio(a, parent, inc, compared, source);
+    a.speedup_vs_parent = r;
+    a.label = std::string(memory::outcome_name(memory::outcome_for_ratio(*r)));
+  } else {
+    a.label = std::string(memory::outcome_name(memory::Outcome::negative));
+  }
+  if (!st.attempts.empty() && a.correct() && !st.attempts.back().correct()) {
+    const Attempt& prev = st.attempts.back();
+    a.notable = true;
+    a.notable_reason = fmt::format("attempt {} is correct after attempt {} failed ({}: {})", a.iteration, prev.iteration,
+                                   prev.verdict, util::truncate_text(prev.message, 160, 1));
+  } else if (a.improved && inc && r && *r >= m_ctx.cfg.notable_speedup) {
+    a.notable = true;
+    a.notable_reason = fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, *r);
+  }
+}
 
 void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.verdict = std::string(eval::verdict_name(r.verdict));

@@ -1,10 +1,43 @@
-// agent/judge.h — reading an evaluation into an attempt.
+// agent/judge.h — evaluating a candidate and deciding what it means for the op.
+//
+// Judge::evaluate writes the candidate's source to the run directory (candidates/<op>/<k>.cpp),
+// has the evaluator judge it (with fast verdicts, timed against the incumbent's source) and,
+// when disturbed evidence alone would replace the incumbent, evaluates it once more ("retime").
+// Judge::decide applies the incumbent rule, computes r (speedup_vs_parent) and the outcome
+// label, and says whether the attempt is notable (a reflection trigger); the rules are spelled
+// out in loop.h.
 #pragma once
 
+#include <optional>
+#include <string>
+
+#include "agent/op_context.h"
 #include "kope/eval.h"
+#include "kope/memory.h"
 #include "run/attempt.h"
 
 namespace kope::agent {
+
+class Judge {
+ public:
+  explicit Judge(OpContext& ctx) : m_ctx(ctx) {}
+
+  // Fills `a`'s code fields, verdict and timings. Fails only when the evaluator or the run
+  // directory fails (a failing kernel is a verdict).
+  Status evaluate(Attempt& a, const std::string& code);
+  // Sets parent_case_id, improved (and the decision's figures), speedup_vs_parent, label and
+  // notable for `a` against the op's state before it; `source` is a replayed kernel's case.
+  void decide(Attempt& a, const std::optional<memory::CaseRecord>& source) const;
+
+ private:
+  // Whether an evaluation would replace the incumbent `inc` (disturbance aside).
+  bool would_replace(const eval::EvalResult& r, const Attempt& inc) const;
+  Result<eval::EvalResult> retime(Attempt& a, const std::string& code, const eval::EvalResult& first, eval::EvalOptions opts);
+  // Whether the correct `a` replaces the incumbent `inc` (decision and margin figures set).
+  bool replaces(Attempt& a, const Attempt& inc, bool compared) const;
+
+  OpContext& m_ctx;
+};
 
 // Fills verdict, message, diagnostics, checks and timings from an evaluation (and, when it holds
 // a comparison with the incumbent, decision, its interval, pairs, early_figures, contention).

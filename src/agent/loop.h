@@ -35,7 +35,15 @@
 // timeout, resource_limit), 0 otherwise (compile_error, no code, rejected); refine ln(r)
 // clipped to [−1, 1], −1 when not correct.
 //
-// Crash safety: every step is logged (events.h) before the next begins; run_op() continues from
+// Where each part lives: the stopping rules and the plan in plan.h; the candidate's source in
+// policy.h (LlmPolicy in llm_policy.h: retrieval.h for the memory, model_turn.h for the call,
+// its backoff, context shrink and transcript; ReplayPolicy in replay_policy.h); evaluation and
+// the incumbent rule, r and the label in judge.h; the journal, the event log and the memory
+// case in recorder.h; the three reflections in reflector.h; what they share in op_context.h.
+// The run directory's types (Attempt, OpState, the events, config.json, results.json) are
+// src/run/'s.
+//
+// Crash safety: every step is logged (run/events.h) before the next begins; run_op() continues from
 // an OpState rebuilt from the log without redoing a logged answer, attempt or reflection, and
 // memory writes are repeated idempotently (natural key "<run id>/<op>/<iteration>").
 #pragma once
