@@ -18,7 +18,8 @@ import sys
 
 # Keys whose values depend on the machine, its load, the clock or the test's environment, not on
 # what the agent decided. Two runs of the same build differ in them (measured by running the e2e
-# tests twice): timings and what follows from them (speedups, the outcome labels computed from r,
+# tests twice): timings and what follows from them (speedups, the share of ops faster than p
+# (fast_p: a speedup near p crosses it), the outcome labels computed from r,
 # the roofline fractions, the disturbed-timing counts), prompt sizes (prompts show the measured
 # numbers, so the tokens per tier, the prompt tokens and their sums vary with them), case ids
 # (two op threads write the memory in either order), and the run's stamps (ids, dates, ports,
@@ -32,7 +33,7 @@ MEASURED = {
     "best_timing_disturbed", "disturbed_attempts", "disturbed_best",
     "library_config", "library_forced", "library_forced_ops", "library_forced_by",
     "tier_tokens", "tokens_prompt", "tokens_total", "tokens_per_solved_op", "tokens_prompt_per_solved_op",
-    "best_case_id", "cost_usd",
+    "best_case_id", "cost_usd", "fast_p", "fast_p_vs_library",
 }
 
 
