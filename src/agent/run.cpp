@@ -138,32 +138,61 @@ Status Run::write_results(bool complete) {
   return util::write_file_atomic(m_dir / "results.json", r.dump(2) + "\n");
 }
 
-Result<RunReport> Run::execute(RunServices& services) {
-  SharedEstimator estimator;
-  std::atomic<bool> abort{false};
-  std::atomic<bool> never{false};
-  std::atomic<bool>* user_cancel = services.cancel ? services.cancel : &never;
-  std::vector<const spec::OpSpec*> known;
-  for (const auto& op : services.known_ops) known.push_back(&op);
-  for (const auto& op : m_ops) known.push_back(&op);
+namespace {
 
+// What the loops of one execute() share besides the run's services.
+struct Shared {
+  SharedEstimator estimator;
+  HardwareGuide guide;
+  std::atomic<bool> abort{false};  // an op hit an error the run cannot go on from
+  std::atomic<bool> never{false};  // the cancel flag without a user's
+};
+
+OpEnvironment op_environment(RunServices& services, Shared& shared, const std::vector<const spec::OpSpec*>& known) {
   OpEnvironment env;
   env.evaluator = services.evaluator;
   env.store = services.store;
   env.llm = services.llm;
   env.hw = services.hw;
-  HardwareGuide guide = services.guide ? *services.guide : describe_hardware_guide(services.evaluator->backend());
-  env.guide = &guide;
+  shared.guide = services.guide ? *services.guide : describe_hardware_guide(services.evaluator->backend());
+  env.guide = &shared.guide;
   env.prompts = services.prompts;
-  env.estimator = &estimator;
+  env.estimator = &shared.estimator;
+  env.cancel = services.cancel ? services.cancel : &shared.never;
+  env.abort = &shared.abort;
+  env.progress = services.progress;
+  env.known_ops = known;
+  return env;
+}
+
+// Notes how an op's loop ended in the report (the caller holds the report's lock).
+void note_op_end(const spec::OpSpec& op, const Result<OpEnd>& end, const OpState& st, RunReport& report,
+                 std::atomic<bool>& abort, EventLog& events) {
+  if (!end) {
+    report.errors.push_back(op.name + ": " + end.error().message);
+    // A problem of this op alone (its spec or reference) leaves the others running; anything
+    // else (evaluator, memory, model credentials, disk) stops the run.
+    ErrorKind kind = end.error().kind;
+    if (kind != ErrorKind::config && kind != ErrorKind::not_found) abort = true;
+    (void)events.append({{"type", "op_error"}, {"op", op.name}, {"message", end.error().message}});
+  } else if (*end == OpEnd::llm_unavailable) {
+    for (const auto& e : st.errors) report.errors.push_back(op.name + ": " + e);
+  }
+}
+
+}  // namespace
+
+Result<RunReport> Run::execute(RunServices& services) {
+  Shared shared;
+  std::vector<const spec::OpSpec*> known;
+  for (const auto& op : services.known_ops) known.push_back(&op);
+  for (const auto& op : m_ops) known.push_back(&op);
+  OpEnvironment env = op_environment(services, shared, known);
   env.events = m_events.get();
   env.run_dir = m_dir;
   env.run_id = m_config.run_id;
   env.config = &m_config.loop;
-  env.cancel = user_cancel;
-  env.abort = &abort;
-  env.progress = services.progress;
-  env.known_ops = known;
+  const std::atomic<bool>* user_cancel = env.cancel;
 
   KOPE_TRY(m_events->append({{"type", m_resumed ? "run_resumed" : "run_started"},
                              {"run_id", m_config.run_id},
@@ -183,7 +212,7 @@ Result<RunReport> Run::execute(RunServices& services) {
   auto worker = [&] {
     for (;;) {
       size_t i = next.fetch_add(1);
-      if (i >= todo.size() || user_cancel->load() || abort.load()) return;
+      if (i >= todo.size() || user_cancel->load() || shared.abort.load()) return;
       const spec::OpSpec& op = m_ops[todo[i]];
       OpState* st;
       {
@@ -191,21 +220,8 @@ Result<RunReport> Run::execute(RunServices& services) {
         st = &m_states[op.name];
       }
       auto end = run_op(env, op, *st);
-      if (!end) {
-        std::lock_guard lock(report_mutex);
-        report.errors.push_back(op.name + ": " + end.error().message);
-        // A problem of this op alone (its spec or reference) leaves the others running; anything
-        // else (evaluator, memory, model credentials, disk) stops the run.
-        ErrorKind kind = end.error().kind;
-        if (kind != ErrorKind::config && kind != ErrorKind::not_found) abort = true;
-        (void)m_events->append({{"type", "op_error"}, {"op", op.name}, {"message", end.error().message}});
-      } else if (*end != OpEnd::finished) {
-        if (*end == OpEnd::llm_unavailable) {
-          std::lock_guard lock(report_mutex);
-          for (const auto& e : st->errors) report.errors.push_back(op.name + ": " + e);
-        }
-      }
       std::lock_guard lock(report_mutex);
+      note_op_end(op, end, *st, report, shared.abort, *m_events);
       (void)write_results(false);
     }
   };
