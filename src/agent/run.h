@@ -1,12 +1,14 @@
 // agent/run.h — a run: a selection of ops, each driven by the loop, in a run directory.
 //
-// The run directory holds:
-//   config.json     the resolved configuration (ops with their folders and spec hashes, loop
-//                   settings, budgets, model profile without secrets, seed, target, toolchain)
-//   events.jsonl    the durable event log (events.h); resume rebuilds everything from it
+// The run directory (its files' formats are src/run/'s) holds:
+//   config.json     the resolved configuration (run/config.h: ops with their folders and spec
+//                   hashes, loop settings, budgets, model profile without secrets, seed, target,
+//                   toolchain)
+//   events.jsonl    the durable event log (run/events.h); resume rebuilds everything from it
+//                   (run/op_state.h)
 //   candidates/     every candidate source (<op>/<k>.cpp) and raw model answer (<k>.answer.md)
 //   transcripts/    every model exchange (<op>/<k>-<stage>.md, reflect-<key>.md)
-//   results.json    the figures (results.h), rewritten after every finished op and at the end
+//   results.json    the figures (run/results.h), rewritten after every finished op and at the end
 // A lock file keeps two processes from driving the same run. Ops run `jobs` at a time on
 // threads; the model client, evaluator and store are shared (each is thread-safe; the evaluator
 // serialises timing itself). Cancelling (the flag in RunServices, set by Ctrl-C) stops every op
