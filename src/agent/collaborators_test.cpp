@@ -74,7 +74,7 @@ TEST(Plan, RepairsAFailureAtMostTwiceThenRefinesTheIncumbent) {
   EXPECT_EQ(p.parent_iteration, 1);
 }
 
-TEST(Plan, StopsAtTheLimitAndWithoutImprovementButReplayHasNoPatience) {
+TEST(Plan, StopsAtTheLimitWithoutImprovementAndForReplayOnceAKernelIsCorrectHere) {
   LoopConfig cfg;
   cfg.max_iterations = 10;
   cfg.patience = 2;
@@ -90,6 +90,8 @@ TEST(Plan, StopsAtTheLimitAndWithoutImprovementButReplayHasNoPatience) {
   EXPECT_EQ(stop_reason(st, cfg), "iterations");
   cfg.policy = Policy::replay;
   cfg.replay_limit = 4;
+  EXPECT_EQ(stop_reason(st, cfg), "replay_verified");  // a kernel correct here answers the op
+  cfg.replay_all = true;
   EXPECT_FALSE(stop_reason(st, cfg));
   st.attempts.push_back(made(4, Stage::refine, "correct"));
   EXPECT_EQ(stop_reason(st, cfg), "iterations");

@@ -26,8 +26,9 @@
 // Stopping (checked before each iteration): iterations, per-op tokens (prompt + completion,
 // reflections included), per-op wall time, the incumbent reaching `roofline_target` of the
 // roofline, `patience` iterations without a new incumbent (once there is one), and for replay
-// no candidates left. An answer without usable code is recorded as verdict `compile_error`
-// with message "no code in answer: <why>" and counts as an attempt.
+// no candidates left or (unless replay_all) a replayed kernel correct here. An answer without
+// usable code is recorded as verdict `compile_error` with message "no code in answer: <why>"
+// and counts as an attempt.
 // Reflection (unless switched off): after a fix that follows a failure, after an improvement of
 // at least `notable_speedup` over the parent, and when the op ends; at most three lesson deltas.
 // Rewards credited to the prompt's memory items (the memory's stage rewards): draft/repair 1 for

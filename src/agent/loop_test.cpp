@@ -415,56 +415,115 @@ TEST(Loop, PassiveAndNoneModes) {
   }
 }
 
+// A kernel another machine recorded as correct for `op`, whose code the fake evaluator judges
+// `here` (its verdict on this machine).
+int64_t record_replayable(Harness& h, const spec::OpSpec& op, const std::string& target, double time, const std::string& opt,
+                          const std::string& toolchain, const std::string& here = "correct") {
+  memory::CaseRecord c;
+  c.natural_key = "other/" + op.name + "/" + opt;
+  c.run_id = "other";
+  c.task = task_info(op);
+  c.hardware.target = target;
+  c.toolchain.id = toolchain;
+  c.verdict = "correct";
+  c.speedup_vs_reference = 1000 / time;
+  c.optimisation = opt;
+  std::string answer = testing::kernel_answer(opt, here, time);
+  c.code = answer.substr(answer.find("// fake"));
+  c.code = c.code.substr(0, c.code.find("```"));
+  return *h.store.record_case(c);
+}
+
+// Replays h.op (softmax) with no model; the attempts are in the returned state.
+OpState run_replay(Harness& h) {
+  h.config.policy = Policy::replay;
+  h.llm.reset();
+  OpState st;
+  auto end = run_op(h.env(), h.op, st);
+  EXPECT_TRUE(end) << end.error().message;
+  return st;
+}
+
 TEST(Loop, ReplayReverifiesKernelsFromMemory) {
   Harness h;
   auto twin_dir = util::TempDir::create("kope-twin");
   spec::OpSpec twin = testing::make_twin(twin_dir->path(), "softmax_twin", "normalization");
   h.known_ops = {&twin};
-  // Another machine recorded a kernel for the twin (same signature), and one for softmax itself.
-  auto record = [&](const std::string& op, const std::string& target, double time, const std::string& opt,
-                    const std::string& toolchain) {
-    memory::CaseRecord c;
-    c.natural_key = "other/" + op + "/" + opt;
-    c.run_id = "other";
-    c.task = task_info(op == "softmax" ? h.op : twin);
-    c.hardware.target = target;
-    c.toolchain.id = toolchain;
-    c.verdict = "correct";
-    c.speedup_vs_reference = 1000 / time;
-    c.optimisation = opt;
-    c.code = testing::kernel_answer(opt, "correct", time).substr(testing::kernel_answer(opt, "correct", time).find("// fake"));
-    c.code = c.code.substr(0, c.code.find("```"));
-    return *h.store.record_case(c);
-  };
-  int64_t own = record("softmax", "x86_64-avx512", 250, "from another machine", "g++ other");
-  int64_t related = record("softmax_twin", "x86_64-avx2-fma", 400, "twin kernel", h.evaluator.toolchain_id());
-  h.config.policy = Policy::replay;
+  // Another machine recorded a kernel for softmax itself; this machine one for the twin (same
+  // signature, another op).
+  int64_t own = record_replayable(h, h.op, "x86_64-avx512", 250, "from another machine", "g++ other");
+  record_replayable(h, twin, "x86_64-avx2-fma", 400, "twin kernel", h.evaluator.toolchain_id());
   h.config.replay_limit = 3;
-  h.llm.reset();
-  OpState st;
-  OpEnvironment env = h.env();
-  auto end = run_op(env, h.op, st);
-  ASSERT_TRUE(end) << end.error().message;
-  ASSERT_EQ(st.attempts.size(), 2u);
-  EXPECT_EQ(st.stop_reason, "replay_exhausted");
-  EXPECT_EQ(h.evaluator.calls(), 2);
-  for (const auto& a : st.attempts) {
-    EXPECT_EQ(a.policy, Policy::replay);
-    EXPECT_EQ(a.tokens_prompt + a.tokens_completion, 0);
-    EXPECT_TRUE(a.correct());
-  }
-  // The native kernel of the related op comes first (native before foreign).
-  EXPECT_EQ(st.attempts[0].source_case_id, related);
-  EXPECT_EQ(st.attempts[1].source_case_id, own);
-  EXPECT_TRUE(st.attempts[1].improved);  // 250 us beats 400 us
+  OpState st = run_replay(h);
+  // The op's own kernel, re-verified and re-timed here, answers it: replay stops there, and the
+  // twin's kernel is never tried (native or not, it is another op's).
+  ASSERT_EQ(st.attempts.size(), 1u);
+  EXPECT_EQ(st.stop_reason, "replay_verified");
+  EXPECT_EQ(h.evaluator.calls(), 1);
+  const Attempt& a = st.attempts[0];
+  EXPECT_EQ(a.policy, Policy::replay);
+  EXPECT_EQ(a.tokens_prompt + a.tokens_completion, 0);
+  EXPECT_TRUE(a.correct());
+  EXPECT_TRUE(a.improved);
+  EXPECT_EQ(a.source_case_id, own);
   auto cases = h.store.all_cases();
-  ASSERT_EQ(cases.size(), 4u);
-  EXPECT_EQ(cases[2].parent_id, related);
-  EXPECT_EQ(cases[3].parent_id, own);
-  EXPECT_EQ(cases[3].task.op, "softmax");
-  EXPECT_EQ(cases[3].hardware.target, "x86_64-avx2-fma");
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[2].parent_id, own);
+  EXPECT_EQ(cases[2].task.op, "softmax");
+  EXPECT_EQ(cases[2].hardware.target, "x86_64-avx2-fma");
   // r for a replay: speedup here / speedup at the source (4.0 / 4.0).
-  EXPECT_NEAR(*st.attempts[1].speedup_vs_parent, 1.0, 1e-9);
+  EXPECT_NEAR(*a.speedup_vs_parent, 1.0, 1e-9);
+}
+
+// The best kernel first; the next one only when it fails here (a failure is recorded as such and
+// never becomes the incumbent); --replay-all goes on to the limit. Never another op's kernel
+// while the op has kernels of its own, even a native one.
+TEST(Loop, ReplayTriesTheNextKernelOnlyWhenOneFailsHere) {
+  for (bool all : {false, true}) {
+    SCOPED_TRACE(all ? "replay_all" : "default");
+    Harness h;
+    auto twin_dir = util::TempDir::create("kope-twin");
+    spec::OpSpec twin = testing::make_twin(twin_dir->path(), "softmax_twin", "normalization");
+    h.known_ops = {&twin};
+    int64_t best = record_replayable(h, h.op, "x86_64-avx512", 200, "best there", "g++ other", "wrong_result");
+    int64_t next = record_replayable(h, h.op, "x86_64-avx512", 250, "second there", "g++ other");
+    int64_t third = record_replayable(h, h.op, "x86_64-avx512", 300, "third there", "g++ other");
+    record_replayable(h, twin, "x86_64-avx2-fma", 100, "twin kernel", h.evaluator.toolchain_id());
+    h.config.replay_limit = 3;
+    h.config.replay_all = all;
+    OpState st = run_replay(h);
+    std::vector<int64_t> sources;
+    for (const auto& a : st.attempts) sources.push_back(a.source_case_id.value_or(0));
+    if (all) {
+      EXPECT_EQ(sources, (std::vector<int64_t>{best, next, third}));
+      EXPECT_EQ(st.stop_reason, "iterations");
+    } else {
+      EXPECT_EQ(sources, (std::vector<int64_t>{best, next}));
+      EXPECT_EQ(st.stop_reason, "replay_verified");
+    }
+    EXPECT_EQ(h.evaluator.calls(), static_cast<int>(sources.size()));
+    ASSERT_GE(st.attempts.size(), 2u);
+    EXPECT_EQ(st.attempts[0].verdict, "wrong_result");
+    EXPECT_FALSE(st.attempts[0].improved);
+    EXPECT_TRUE(st.attempts[1].improved);
+    ASSERT_NE(st.incumbent(), nullptr);
+    EXPECT_NE(st.incumbent()->source_case_id, best);
+  }
+}
+
+// An op memory holds no kernel of its own for may try another op's kernel with the same
+// parameter types (re-verified here like any other).
+TEST(Loop, ReplayTriesAnotherOpsKernelOnlyForAnOpWithoutItsOwn) {
+  Harness h;
+  auto twin_dir = util::TempDir::create("kope-twin");
+  spec::OpSpec twin = testing::make_twin(twin_dir->path(), "softmax_twin", "normalization");
+  h.known_ops = {&twin};
+  int64_t related = record_replayable(h, twin, "x86_64-avx2-fma", 400, "twin kernel", h.evaluator.toolchain_id());
+  OpState st = run_replay(h);
+  ASSERT_EQ(st.attempts.size(), 1u);
+  EXPECT_EQ(st.attempts[0].source_case_id, related);
+  EXPECT_TRUE(st.attempts[0].correct());
+  EXPECT_EQ(h.store.all_cases().back().task.op, "softmax");
 }
 
 // Resuming from a log cut at every possible point gives the straight run's attempts, asks the

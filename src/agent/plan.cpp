@@ -1,6 +1,7 @@
 #include "agent/plan.h"
 
 #include "agent/loop.h"
+#include "agent/replay.h"
 
 namespace kope::agent {
 
@@ -16,6 +17,7 @@ std::optional<std::string> stop_reason(const run::OpState& state, const run::Loo
   const auto& attempts = state.attempts;
   int limit = cfg.policy == Policy::replay ? cfg.replay_limit : cfg.max_iterations;
   if (static_cast<int>(attempts.size()) >= limit) return "iterations";
+  if (auto replayed = replay_stop_reason(cfg, state)) return replayed;
   if (cfg.token_budget > 0 && state.tokens_prompt() + state.tokens_completion() >= cfg.token_budget) {
     return "token_budget";
   }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/replay.h"
 #include "util/hash.h"
 
 namespace kope::agent {
@@ -19,13 +20,13 @@ Result<std::vector<memory::CaseRecord>> cases_if_any(memory::Store& store, const
   return found ? std::move(*found) : std::vector<memory::CaseRecord>{};
 }
 
-// Best first: native records, then this op's own kernels, then the faster at its source, then
+// Best first: this op's own kernels, then native records, then the faster at its source, then
 // the older case.
-void order_candidates(std::vector<ReplayCandidate>& out, const std::string& op) {
+void order_candidates(std::vector<ReplayCandidate>& out, const spec::OpSpec& op) {
   std::stable_sort(out.begin(), out.end(), [&](const ReplayCandidate& a, const ReplayCandidate& b) {
-    bool a_same = a.source.task.op == op, b_same = b.source.task.op == op;
-    if (a.native != b.native) return a.native;
+    bool a_same = replay_same_op(a.source.task, op), b_same = replay_same_op(b.source.task, op);
     if (a_same != b_same) return a_same;
+    if (a.native != b.native) return a.native;
     double sa = a.source.speedup_vs_reference.value_or(0), sb = b.source.speedup_vs_reference.value_or(0);
     if (sa != sb) return sa > sb;
     return a.source.id < b.source.id;
@@ -98,11 +99,13 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
   int per_op = std::max(3, m_ctx.cfg.replay_limit * 2);
   KOPE_ASSIGN(std::set<std::string> failed, failed_here());
   std::map<std::string, ReplayCandidate> by_code;
+  bool has_own = false;  // memory holds a verified kernel of this op itself (tried or not)
   auto consider = [&](const memory::CaseRecord& c) {
     if (c.verdict != "correct" || c.quarantined || c.code.empty() || c.run_id == env.run_id) return;
     // A kernel in another backend's language (C++ on OpenCL) cannot be replayed here.
     if (!c.toolchain.backend.empty() && c.toolchain.backend != env.evaluator->backend()) return;
     if (signature_types(c.task.signature) != types) return;
+    has_own = has_own || replay_same_op(c.task, op);
     std::string h = util::sha256_hex(c.code);
     if (tried.contains(h) || failed.contains(h)) return;
     ReplayCandidate cand{c, c.hardware.target == here && c.toolchain.id == toolchain};
@@ -118,14 +121,20 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
   for (const auto& c : own) consider(c);
   KOPE_ASSIGN(auto foreign, foreign_cases(per_op));
   for (const auto& c : foreign) consider(c);
-  KOPE_ASSIGN(auto related, related_ops(types));
+  // Another op's kernel (same parameter types) is tried only for an op memory holds no kernel
+  // of its own for: it rarely computes this op, and an op with its own kernels would spend its
+  // few replay attempts on failures (relu's kernel on softmax).
+  std::set<std::string> related;
+  if (!has_own) {
+    KOPE_ASSIGN(related, related_ops(types));
+  }
   for (const auto& name : related) {
     KOPE_ASSIGN(auto cases, env.store->best_cases(name, "", per_op));
     for (const auto& c : cases) consider(c);
   }
   std::vector<ReplayCandidate> out;
   for (auto& [h, c] : by_code) out.push_back(std::move(c));
-  order_candidates(out, op.name);
+  order_candidates(out, op);
   return out;
 }
 

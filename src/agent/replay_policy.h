@@ -4,10 +4,11 @@
 // from this op's best cases, this op's foreign (imported) cases, and the best cases of related
 // ops (the same signature among the known ops, or ops retrieval associates with this one);
 // never one of this run's, one already tried, or code that already failed for this op on this
-// target and toolchain (a timeout may be the machine's load and is retried). Ordered: native
-// records first (this target and toolchain), then this op's own, then the faster at its source,
-// then the older case. Each iteration replays the first; none left ends the op
-// ("replay_exhausted").
+// target and toolchain (a timeout may be the machine's load and is retried). Related ops'
+// kernels only for an op memory holds no kernel of its own for (agent/replay.h). Ordered: this
+// op's own first, then native records (this target and toolchain), then the faster at its
+// source, then the older case. Each iteration replays the first; none left ends the op
+// ("replay_exhausted"), and so does (unless replay_all) a kernel correct here (plan.h).
 #pragma once
 
 #include <set>

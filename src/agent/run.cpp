@@ -26,13 +26,44 @@ using nlohmann::json;
 
 namespace {
 
+// What a run's lock file says about its holder: " (pid N)", or "" when it has not written its
+// pid yet (it has just started).
+std::string lock_holder(int fd) {
+  char buf[32] = {};
+  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return "";
+  std::string text(buf, static_cast<size_t>(n));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return "";
+  return " (pid " + text + ")";
+}
+
+// Locks the run directory for this process for as long as the Run lives: flock on DIR/.lock
+// (the kernel drops it when the process dies, so a killed run never stays locked), then this
+// process's pid into the file, so that a second kope can say who holds it.
 Result<int> lock_dir(const fs::path& dir) {
   fs::path p = dir / ".lock";
   int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return fail(ErrorKind::io, "cannot open {}: {}", p.string(), std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  int rc;
+  do {
+    rc = ::flock(fd, LOCK_EX | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int saved = errno;
+    std::string holder = lock_holder(fd);
     ::close(fd);
-    return fail(ErrorKind::usage, "the run in {} is being driven by another kope process", dir.string());
+    if (saved != EWOULDBLOCK) return fail(ErrorKind::io, "cannot lock {}: {}", p.string(), std::strerror(saved));
+    return fail(ErrorKind::usage,
+                "the run directory {} is in use by another kope process{}; wait for it to end (or stop it), or choose "
+                "another --run-dir",
+                dir.string(), holder);
+  }
+  std::string pid = fmt::format("{}\n", ::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    int saved = errno;
+    ::close(fd);
+    return fail(ErrorKind::io, "cannot write {}: {}", p.string(), std::strerror(saved));
   }
   return fd;
 }
@@ -40,14 +71,15 @@ Result<int> lock_dir(const fs::path& dir) {
 }  // namespace
 
 Result<std::unique_ptr<Run>> Run::create(RunConfig config, std::vector<spec::OpSpec> ops, const fs::path& dir) {
-  std::error_code ec;
-  if (fs::exists(dir / "config.json", ec)) {
-    return fail(ErrorKind::usage, "{} already holds a run (resume it with --resume {})", dir.string(), dir.string());
-  }
+  // The lock first: a run that another process is creating in `dir` right now is in use, not free.
   KOPE_TRY(util::make_dirs(dir));
   std::unique_ptr<Run> run(new Run());
   run->m_dir = dir;
   KOPE_ASSIGN(run->m_lock_fd, lock_dir(dir));
+  std::error_code ec;
+  if (fs::exists(dir / "config.json", ec)) {
+    return fail(ErrorKind::usage, "{} already holds a run (resume it with --resume {})", dir.string(), dir.string());
+  }
   config.ops.clear();
   std::set<std::string> names;
   for (const auto& op : ops) {

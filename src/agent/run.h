@@ -9,7 +9,9 @@
 //   candidates/     every candidate source (<op>/<k>.cpp) and raw model answer (<k>.answer.md)
 //   transcripts/    every model exchange (<op>/<k>-<stage>.md, reflect-<key>.md)
 //   results.json    the figures (run/results.h), rewritten after every finished op and at the end
-// A lock file keeps two processes from driving the same run. Ops run `jobs` at a time on
+//   .lock           flock-ed by the process driving the run, for the Run's whole life; holds
+//                   its pid, so that a second process is refused at once with the holder named
+// Ops run `jobs` at a time on
 // threads; the model client, evaluator and store are shared (each is thread-safe; the evaluator
 // serialises timing itself). Cancelling (the flag in RunServices, set by Ctrl-C) stops every op
 // after its current step; the run can then be resumed with Run::open + execute.
@@ -65,12 +67,14 @@ struct RunReport {
 
 class Run {
  public:
-  // Creates `dir` (which must not hold a run yet), writes config.json (ops filled from `ops`)
-  // and opens the event log. Fails with usage when `dir` already holds a run.
+  // Creates `dir` (which must not hold a run yet), locks it, writes config.json (ops filled from
+  // `ops`) and opens the event log. Fails with usage when another process holds the lock (the
+  // message names the directory and the holder's pid) or when `dir` already holds a run.
   static Result<std::unique_ptr<Run>> create(RunConfig config, std::vector<spec::OpSpec> ops, const fs::path& dir);
   // Opens an existing run for resuming: reads config.json, reloads each op from its folder
   // (fails with config when a spec changed since: its hash differs), rebuilds op states from
-  // the event log. Fails with usage when another process holds the run's lock.
+  // the event log. Fails with usage when another process holds the run's lock (naming the
+  // directory and the holder's pid).
   static Result<std::unique_ptr<Run>> open(const fs::path& dir);
   ~Run();
 

@@ -1,5 +1,8 @@
 #include "agent/run.h"
 
+#include <unistd.h>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "run/results.h"
@@ -133,6 +136,14 @@ TEST(Run, CancelThenResumeGivesTheSameFigures) {
   auto r3 = Run::open(f.tmp->path() / "run");
   ASSERT_FALSE(r3);
   EXPECT_EQ(r3.error().kind, ErrorKind::usage);
+  // ... at once, naming the directory and the holder.
+  std::string in_use = fmt::format("the run directory {} is in use by another kope process (pid {})",
+                                   (f.tmp->path() / "run").string(), ::getpid());
+  EXPECT_NE(r3.error().message.find(in_use), std::string::npos) << r3.error().message;
+  // A new run there is refused the same way (not "already holds a run": it is in use).
+  auto r4 = Run::create(cfg, f.ops, f.tmp->path() / "run");
+  ASSERT_FALSE(r4);
+  EXPECT_NE(r4.error().message.find(in_use), std::string::npos) << r4.error().message;
   auto s = f.services();
   auto rest = (*r2)->execute(s);
   ASSERT_TRUE(rest) << rest.error().message;

@@ -49,6 +49,7 @@ json loop_config_to_json(const LoopConfig& c) {
               {"retrieval_limit", c.retrieval_limit},
               {"passive_retrieval_limit", c.passive_retrieval_limit},
               {"replay_limit", c.replay_limit},
+              {"replay_all", c.replay_all},
               {"seed", c.seed ? json(*c.seed) : json(nullptr)},
               {"eval", {{"target_ci", c.eval_options.target_ci}, {"max_seconds_per_case", c.eval_options.max_seconds_per_case},
                         {"fast_verdict", c.fast_verdict}}},
@@ -83,6 +84,7 @@ Result<LoopConfig> loop_config_from_json(const json& j) {
     c.retrieval_limit = j.at("retrieval_limit").get<int>();
     c.passive_retrieval_limit = j.at("passive_retrieval_limit").get<int>();
     c.replay_limit = j.at("replay_limit").get<int>();
+    c.replay_all = j.value("replay_all", true);  // runs made before the setting tried every kernel
     if (!j.at("seed").is_null()) c.seed = j.at("seed").get<uint64_t>();
     c.eval_options.target_ci = j.at("eval").at("target_ci").get<double>();
     c.eval_options.max_seconds_per_case = j.at("eval").at("max_seconds_per_case").get<double>();

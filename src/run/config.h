@@ -37,7 +37,8 @@ struct LoopConfig {
   context::Budget budget;            // window, generation, reserve, caps (from the model profile)
   int retrieval_limit = 40;          // items asked for in active mode (the broad query: half)
   int passive_retrieval_limit = 400; // passive mode: every relevant item up to the window
-  int replay_limit = 3;              // kernels re-verified per op by the replay policy
+  int replay_limit = 3;              // replay: at most this many kernels tried per op
+  bool replay_all = false;           // replay: go on after a kernel is correct here (agent/replay.h)
   std::optional<uint64_t> seed;      // derives the model's and the evaluator's seeds
   eval::EvalOptions eval_options;
   // Fast verdicts: a candidate is timed against the incumbent in alternating batches until the

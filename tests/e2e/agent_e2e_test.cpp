@@ -201,6 +201,15 @@ class AgentE2E : public ::testing::Test {
     return out;
   }
 
+  // Waits until the run in `dir` has logged an event of `type`; false when `p` ended first.
+  static bool wait_for_event(const fs::path& dir, const std::string& type, util::Process& p) {
+    for (int t = 0; t < 6000; ++t) {
+      if (!events(dir, type).empty()) return true;
+      if (p.try_wait()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
   static const json& op_entry(const json& results, const std::string& name) {
     for (const auto& op : results["ops"]) {
       if (op["name"] == name) return op;
@@ -465,6 +474,37 @@ TEST_F(AgentE2E, ResumeAfterSigkillMatchesAStraightRun) {
   }
 }
 
+// Two kope processes on one run directory would interleave their event logs: the second one
+// (a new run there, or a resume) fails at once, naming the directory and the holder's pid, and
+// the first one's run ends complete, with a consistent log and its report.
+TEST_F(AgentE2E, ASecondKopeOnARunDirectoryInUseFailsAtOnceNamingTheHolder) {
+  configure_model("fake-fixed-usage-model");
+  fs::path dir = project() / "busy";
+  util::Process first = spawn_kope(run_args(dir, {k_scale.string()}, 6, {"--quiet"}));
+  ASSERT_TRUE(wait_for_event(dir, "op_started", first)) << "the first run ended before its first operator started";
+  std::string holder = fmt::format("(pid {})", first.pid());
+  for (const auto& args : {std::vector<std::string>{"run", "--resume", dir.string(), "--quiet"},
+                           run_args(dir, {k_scale.string()}, 6, {"--quiet"})}) {
+    auto t0 = std::chrono::steady_clock::now();
+    Output second = kope(args, 60);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(second.code, 2) << second.err;
+    EXPECT_NE(second.err.find("the run directory " + dir.string() + " is in use by another kope process " + holder),
+              std::string::npos)
+        << second.err;
+    EXPECT_LT(secs, 20) << "the second kope did not fail at once";
+  }
+  util::ExitStatus st = first.wait();
+  EXPECT_TRUE(st.exited && st.code == 0) << st.describe();
+  json got = read_json(dir / "results.json");
+  EXPECT_TRUE(got["complete"].get<bool>());
+  EXPECT_TRUE(fs::exists(dir / "report.html"));
+  // One writer: the attempts are numbered 1, 2, ... in the log, each once.
+  int expected = 1;
+  for (const auto& e : events(dir, "attempt")) EXPECT_EQ(e["attempt"]["iteration"].get<int>(), expected++);
+  EXPECT_EQ(expected - 1, op_entry(got, "e2e_scale")["attempts"].get<int>());
+}
+
 TEST_F(AgentE2E, ReplayReusesAKernelOfARelatedOpReverified) {
   configure_model("fake-kernel-model");
   ASSERT_EQ(kope(run_args(project() / "learn", {k_scale.string()}, 5, {"--quiet"})).code, 0);
@@ -515,17 +555,8 @@ TEST_F(AgentE2E, CtrlCStopsCleanlyAndSaysHowToResume) {
   configure_model("fake-fixed-usage-model");
   fs::path dir = project() / "interrupted";
   util::Process p = spawn_kope(run_args(dir, {k_scale.string()}, 6, {"--quiet"}));
-  bool sent = false;
-  for (int t = 0; t < 6000 && !sent; ++t) {
-    if (!events(dir, "answer").empty()) {
-      p.kill_group(SIGINT);
-      sent = true;
-    } else if (p.try_wait()) {
-      break;
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
+  bool sent = wait_for_event(dir, "answer", p);
+  if (sent) p.kill_group(SIGINT);
   ASSERT_TRUE(sent) << "the run finished before the interrupt";
   util::ExitStatus st = p.wait();
   std::string err;

@@ -140,6 +140,26 @@ fs::path only_run_dir(const fs::path& runs, const std::set<fs::path>& except = {
   return found.empty() ? fs::path() : found.front();
 }
 
+// In a replay run's event log: every attempt replays a kernel of its own op (never another op's
+// with the same signature), and an op's attempts stop at its first correct one.
+void expect_replays_own_kernels_until_one_is_correct(const fs::path& run_dir) {
+  auto text = util::read_file(run_dir / "events.jsonl");
+  ASSERT_TRUE(text) << text.error().message;
+  std::map<std::string, std::vector<json>> attempts;
+  for (const auto& line : util::split(*text, '\n')) {
+    json e = json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("type", "") == "attempt") attempts[e["op"].get<std::string>()].push_back(e["attempt"]);
+  }
+  for (const auto& [op, list] : attempts) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string what = list[i].value("optimisation", "");
+      EXPECT_NE(what.find("(" + op + " on "), std::string::npos) << op << " replayed another op's kernel: " << what;
+      bool correct = list[i].value("verdict", "") == "correct";
+      if (i + 1 < list.size()) EXPECT_FALSE(correct) << op << ": attempt " << i + 1 << " was correct, yet replay went on";
+    }
+  }
+}
+
 TEST_F(Starter, FirstRunWithoutAModelImportsOnceReplaysSolvesAndReports) {
   json doc = load_export();
   std::vector<std::string> ops = two_starter_ops(doc);
@@ -179,9 +199,23 @@ TEST_F(Starter, FirstRunWithoutAModelImportsOnceReplaysSolvesAndReports) {
   EXPECT_EQ(s1["imports"][0]["provenance"], doc["provenance"]);
   EXPECT_GT(s1["foreign_cases"].get<int64_t>(), 0);
 
-  // Every replayed attempt began from a starter case and is a native record of this machine.
+  // The import says truly where the starter was recorded: on this machine's target or not.
+  json config1 = parse(*util::read_file(run1 / "config.json"));
+  std::string here = config1["target"].get<std::string>();
+  std::set<std::string> recorded = doc["provenance"]["targets"].get<std::set<std::string>>();
+  if (recorded == std::set<std::string>{here}) {
+    EXPECT_NE(first.err.find("recorded on the same target as this machine (" + here + ")"), std::string::npos) << first.err;
+    EXPECT_EQ(first.err.find("other hardware"), std::string::npos) << first.err;
+  } else if (!recorded.contains(here)) {
+    EXPECT_NE(first.err.find("recorded on other hardware ("), std::string::npos) << first.err;
+  }
+  EXPECT_NE(first.err.find("counts as foreign experience until re-timed here"), std::string::npos) << first.err;
+
+  // Every replayed attempt began from a starter case of its own op and is a native record of
+  // this machine; an op's replay ends at its first kernel correct here.
   int64_t attempts1 = 0;
   for (const auto& op : r1["ops"]) attempts1 += op["attempts"].get<int64_t>();
+  expect_replays_own_kernels_until_one_is_correct(run1);
 
   // A second run imports nothing again and replays what is now native experience.
   Output second = kope(args);
@@ -195,6 +229,7 @@ TEST_F(Starter, FirstRunWithoutAModelImportsOnceReplaysSolvesAndReports) {
     attempts2 += op["attempts"].get<int64_t>();
   }
   EXPECT_TRUE(fs::exists(run2 / "report.html"));
+  expect_replays_own_kernels_until_one_is_correct(run2);
   // The kernels now replayed are this machine's records, re-verifications of starter kernels.
   EXPECT_NE(second.out.find("starter (re-verified here)"), std::string::npos) << second.out;
   json s2 = parse(kope({"memory", "stats", "--json", "--memory", memory().string()}).out);

@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -83,6 +84,7 @@ struct RunOptions {
   bool no_starter = false;
   std::string suite;
   int replay_limit = 0;
+  bool replay_all = false;
   int64_t window = 0;
   int64_t generation = 0;
   int64_t recency_reserve = 0;
@@ -96,12 +98,23 @@ struct RunOptions {
 const std::vector<std::string> k_defining = {"--ops", "--level", "--backend", "--llm", "--iterations", "--token-budget",
                                              "--time-limit", "--roofline-target", "--patience", "--context", "--memory",
                                              "--run-dir", "--seed", "--policy", "--no-reflect", "--suite",
-                                             "--replay-limit", "--window", "--generation", "--recency-reserve",
+                                             "--replay-limit", "--replay-all", "--window", "--generation", "--recency-reserve",
                                              "--eval-ci", "--eval-max-seconds", "--library-config", "--full-timing"};
 
 std::string shell_quote(const std::string& s) {
   if (s.find_first_of(" \t'\"\\$`") == std::string::npos) return s;
   return "'" + util::replace_all(s, "'", "'\\''") + "'";
+}
+
+// Where the starter experience was recorded, said as it is. Foreign experience either way: its
+// timings were taken on another machine and count here only once a kernel is re-timed here.
+std::string starter_origin(const std::set<std::string>& targets, const std::string& here) {
+  std::string listed = util::join(std::vector<std::string>(targets.begin(), targets.end()), ", ");
+  std::string where = targets.empty()                                 ? "on another machine"
+                      : targets.size() == 1 && targets.contains(here) ? "on the same target as this machine (" + here + ")"
+                      : targets.contains(here) ? fmt::format("on several targets ({}), this machine's among them", listed)
+                                               : fmt::format("on other hardware ({}; this machine is {})", listed, here);
+  return "It was recorded " + where + "; it counts as foreign experience until re-timed here.";
 }
 
 Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::Profile>& profile, run::Policy policy,
@@ -147,11 +160,15 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
     return fail(ErrorKind::usage, "the generation allowance ({} tokens) leaves no room in the {}-token window",
                 l.budget.generation, l.budget.window);
   }
-  // Replay re-times every kernel it tries: keep it quick by default.
+  // Replay re-times every kernel it tries: keep it quick by default. Up to two kernels per op,
+  // the second only when the first fails here (--replay-all: both, to compare them here).
   bool replay = policy == run::Policy::replay;
   l.replay_limit = o.replay_limit > 0 ? o.replay_limit : 2;
+  l.replay_all = o.replay_all;
   l.eval_options.target_ci = o.eval_ci > 0 ? o.eval_ci : (replay ? 0.05 : 0.02);
-  l.eval_options.max_seconds_per_case = o.eval_max_seconds > 0 ? o.eval_max_seconds : (replay ? 2.0 : 10.0);
+  // Replay's speed claim is the same median with its 95% CI, on a budget that answers "how fast
+  // here" for every op within minutes: ±5% or 1 s per kernel and timed case, whichever is first.
+  l.eval_options.max_seconds_per_case = o.eval_max_seconds > 0 ? o.eval_max_seconds : (replay ? 1.0 : 10.0);
   l.fast_verdict = !o.full_timing;
   (void)ops;
   return c;
@@ -248,12 +265,11 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
         say(fmt::format("kope run: imported the starter experience shipped with kope into {}: {} verified kernels for {} "
                         "operators{}, from {}.", cfg.memory_path, sum.correct_cases, sum.solved_ops.size(), made,
                         file->string()));
-        say(cfg.loop.policy == run::Policy::replay
-                ? "  It comes from other hardware, so this run replays it: every kernel is re-verified on every case and "
-                  "re-timed on this machine; a kernel that fails here is recorded as failed and never counts. "
-                  "(--no-starter skips this.)"
-                : "  It comes from other hardware: the model sees it as feasibility evidence, never as speed evidence. "
-                  "(--no-starter skips this.)");
+        say("  " + starter_origin(sum.targets, evaluator->target().str()) +
+            (cfg.loop.policy == run::Policy::replay
+                 ? " This run replays it: every kernel is re-verified on every case and re-timed on this machine; a "
+                   "kernel that fails here is recorded as failed and never counts. (--no-starter skips this.)"
+                 : " The model sees it as feasibility evidence, never as speed evidence. (--no-starter skips this.)"));
       }
     }
   }
@@ -395,7 +411,11 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_flag("--no-starter", o->no_starter,
                 "Do not import the starter experience shipped with kope into the memory (imported once otherwise)");
   cmd->add_option("--suite", o->suite, "Operator suite root for selectors and related operators (default: the bundled ops/)");
-  cmd->add_option("--replay-limit", o->replay_limit, "Kernels the replay policy re-verifies per operator (default 2)");
+  cmd->add_option("--replay-limit", o->replay_limit,
+                  "Kernels the replay policy tries per operator, at most (default 2); it stops at the first one correct "
+                  "here unless --replay-all");
+  cmd->add_flag("--replay-all", o->replay_all,
+                "Replay: re-verify and re-time --replay-limit kernels per operator even after one is correct here");
   cmd->add_option("--window", o->window, "Cap the model's context window (tokens), e.g. for compute-matched ablations");
   cmd->add_option("--generation", o->generation, "Tokens reserved for the answer (default: the profile's max output)");
   cmd->add_option("--recency-reserve", o->recency_reserve, "Minimum room kept for the hot tier (default min(4096, window/8))");

@@ -1,0 +1,29 @@
+// agent/replay.h — rules of the replay policy (docs/design.md §9) that need no loop state.
+//
+// ReplayPolicy (replay_policy.h) gathers the candidates and the judge evaluates them; these decide
+// which kernels count as the operator's own and when an operator's replay is done.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "agent/loop.h"
+#include "kope/memory.h"
+#include "kope/spec.h"
+
+namespace kope::agent {
+
+// Whether a memory case's task is `op` itself: the same name, or the same spec hash (the hash
+// covers the op.toml text and the reference). Only such kernels are replayed for an op that
+// memory holds a kernel of its own for; another op's kernel with the same parameter types is a
+// candidate only for an op without one.
+bool replay_same_op(const memory::TaskInfo& task, const spec::OpSpec& op);
+
+// The replay policy's stop reason before the next attempt, beyond the attempt limit
+// (`replay_limit`, checked by the loop as "iterations"): "replay_verified" once a replayed
+// kernel is correct here (it is the incumbent), unless `replay_all` asks for every kernel up to
+// the limit. A kernel that fails here does not stop the op: the next candidate is tried.
+// nullopt: go on.
+std::optional<std::string> replay_stop_reason(const LoopConfig& config, const OpState& state);
+
+}  // namespace kope::agent
