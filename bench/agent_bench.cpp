@@ -23,7 +23,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/events.h"
+#include "run/events.h"
 #include "fakes/fakes.h"
 #include "agent/loop.h"
 #include "agent/prompt.h"

@@ -36,7 +36,15 @@
 // timeout, resource_limit), 0 otherwise (compile_error, no code, rejected); refine ln(r)
 // clipped to [−1, 1], −1 when not correct.
 //
-// Crash safety: every step is logged (events.h) before the next begins; run_op() continues from
+// Where each part lives: the stopping rules and the plan in plan.h; the candidate's source in
+// policy.h (LlmPolicy in llm_policy.h: retrieval.h for the memory, model_turn.h for the call,
+// its backoff, context shrink and transcript; ReplayPolicy in replay_policy.h); evaluation and
+// the incumbent rule, r and the label in judge.h; the journal, the event log and the memory
+// case in recorder.h; the three reflections in reflector.h; what they share in op_context.h.
+// The run directory's types (Attempt, OpState, the events, config.json, results.json) are
+// src/run/'s.
+//
+// Crash safety: every step is logged (run/events.h) before the next begins; run_op() continues from
 // an OpState rebuilt from the log without redoing a logged answer, attempt or reflection, and
 // memory writes are repeated idempotently (natural key "<run id>/<op>/<iteration>").
 #pragma once
@@ -52,8 +60,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/attempt.h"
-#include "agent/events.h"
 #include "agent/prompt.h"
 #include "context/context.h"
 #include "kope/eval.h"
@@ -61,37 +67,29 @@
 #include "kope/llm.h"
 #include "kope/memory.h"
 #include "kope/spec.h"
+#include "run/attempt.h"
+#include "run/config.h"
+#include "run/events.h"
+#include "run/op_state.h"
 
 namespace kope::agent {
 
-struct LoopConfig {
-  std::string policy = "llm";        // "llm" or "replay"
-  int max_iterations = 8;
-  int64_t token_budget = 0;          // per op, prompt + completion; 0 = unlimited
-  double time_limit_seconds = 0;     // per op; 0 = unlimited
-  double roofline_target = 0.8;      // stop once every timed case of the incumbent reaches this
-                                     // fraction of its working-set roofline; 0 = off
-  int patience = 4;                  // iterations without a new incumbent; 0 = off
-  double min_improvement = 0.01;
-  int max_consecutive_repairs = 2;
-  double notable_speedup = 1.5;
-  bool reflect = true;
-  context::Mode mode = context::Mode::active;
-  context::Budget budget;            // window, generation, reserve, caps (from the model profile)
-  int retrieval_limit = 40;          // items asked for in active mode (the broad query: half)
-  int passive_retrieval_limit = 400; // passive mode: every relevant item up to the window
-  int replay_limit = 3;              // replay: at most this many kernels tried per op
-  bool replay_all = false;           // replay: go on after a kernel is correct here (agent/replay.h)
-  std::optional<uint64_t> seed;      // derives the model's and the evaluator's seeds
-  eval::EvalOptions eval_options;
-  // Fast verdicts: a candidate is timed against the incumbent in alternating batches until the
-  // evaluator's sequential rule decides (eval/decision.h); only a candidate found faster is timed
-  // to the full CI. Off: every candidate is timed to the full CI and compared with the
-  // incumbent's recorded timings.
-  bool fast_verdict = true;
-  std::vector<double> backoff_seconds = {10, 60};  // waits after the client gave up (rate limit, 5xx)
-  int context_shrink_retries = 3;
-};
+// The run directory's types (src/run/), which the loop reads, extends and logs.
+using run::Attempt;
+using run::attempt_from_json;
+using run::EventLog;
+using run::LoopConfig;
+using run::OpState;
+using run::Policy;
+using run::ReflectionRecord;
+using run::TimingSummary;
+using run::delta_from_json;
+using run::delta_to_json;
+using run::k_no_code_message;
+using run::read_events;
+using run::relative_speed;
+using run::restore_states;
+using run::to_json;
 
 // Live-progress hooks; every method may be called from several op threads at once.
 class ProgressSink {
@@ -130,44 +128,6 @@ struct OpEnvironment {
   std::vector<const spec::OpSpec*> known_ops;
 };
 
-// A reflection's state in the log.
-struct ReflectionRecord {
-  std::string key;                 // "k<iteration>" or "end"
-  std::vector<memory::LessonDelta> deltas;
-  bool applied = false;
-  int64_t tokens_prompt = 0;
-  int64_t tokens_completion = 0;
-  double cost_usd = 0;
-  std::vector<std::string> lesson_ids;
-};
-
-// A model answer logged but whose attempt was not (the run died in between).
-struct PendingAnswer {
-  int iteration = 0;
-  nlohmann::json event;            // the "answer" event
-};
-
-// Everything the loop knows about one op, rebuilt from the event log on resume.
-struct OpState {
-  std::vector<Attempt> attempts;
-  std::map<int, int64_t> case_ids;          // iteration -> memory case id
-  std::optional<PendingAnswer> pending;
-  std::map<std::string, ReflectionRecord> reflections;
-  bool started = false;
-  bool done = false;
-  std::string stop_reason;
-  std::vector<std::string> errors;          // llm failures that stopped the op, for the report
-
-  const Attempt* incumbent() const;         // the latest attempt with improved == true
-  int64_t tokens_prompt() const;            // attempts + reflections
-  int64_t tokens_completion() const;
-  double cost_usd() const;
-  double wall_seconds() const;
-};
-
-// Rebuilds every op's state from a run's events (keyed by op name).
-Result<std::map<std::string, OpState>> restore_states(const std::vector<nlohmann::json>& events);
-
 enum class OpEnd { finished, cancelled, llm_unavailable };
 
 // Runs (or continues) the loop for `op` until a stopping rule ends it, the run is cancelled, or
@@ -188,10 +148,6 @@ double reward_for(const Attempt& a);
 // The file-name-safe form of an op name that names its folders in the run directory
 // (candidates/<dir>/, transcripts/<dir>/).
 std::string op_dir_name(std::string_view op);
-
-// Serialising lesson deltas for the event log.
-nlohmann::json delta_to_json(const memory::LessonDelta& d);
-Result<memory::LessonDelta> delta_from_json(const nlohmann::json& j);
 
 // The stop rule "roofline": every timed case of the incumbent at `target` of its working-set
 // roofline (an incumbent without per-case timings: its geomean fraction). A small case at its

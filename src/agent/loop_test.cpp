@@ -436,7 +436,7 @@ int64_t record_replayable(Harness& h, const spec::OpSpec& op, const std::string&
 
 // Replays h.op (softmax) with no model; the attempts are in the returned state.
 OpState run_replay(Harness& h) {
-  h.config.policy = "replay";
+  h.config.policy = Policy::replay;
   h.llm.reset();
   OpState st;
   auto end = run_op(h.env(), h.op, st);
@@ -461,7 +461,7 @@ TEST(Loop, ReplayReverifiesKernelsFromMemory) {
   EXPECT_EQ(st.stop_reason, "replay_verified");
   EXPECT_EQ(h.evaluator.calls(), 1);
   const Attempt& a = st.attempts[0];
-  EXPECT_EQ(a.policy, "replay");
+  EXPECT_EQ(a.policy, Policy::replay);
   EXPECT_EQ(a.tokens_prompt + a.tokens_completion, 0);
   EXPECT_TRUE(a.correct());
   EXPECT_TRUE(a.improved);

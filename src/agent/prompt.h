@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "agent/attempt.h"
 #include "context/context.h"
 #include "eval/registry.h"
 #include "kope/error.h"
@@ -25,8 +24,12 @@
 #include "kope/llm.h"
 #include "kope/memory.h"
 #include "kope/spec.h"
+#include "run/attempt.h"
 
 namespace kope::agent {
+
+using run::Attempt;
+using run::TimingSummary;
 
 namespace fs = std::filesystem;
 

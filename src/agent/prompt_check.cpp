@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/events.h"
+#include "run/events.h"
 #include "agent/loop.h"
 #include "agent/prompt.h"
 #include "util/fs.h"
@@ -339,7 +339,7 @@ Result<PromptCheckReport> check_run_prompts(const std::filesystem::path& run_dir
   if (!std::filesystem::is_regular_file(run_dir / "events.jsonl", ec)) {
     return fail(ErrorKind::not_found, "{} is not a run directory (no events.jsonl)", run_dir.string());
   }
-  KOPE_ASSIGN(auto events, read_events(run_dir / "events.jsonl"));
+  KOPE_ASSIGN(auto events, run::read_events(run_dir / "events.jsonl"));
   // The last prompt event of each transcript (a context-length retry logs one per try).
   std::map<std::string, json> prompt_of;
   for (const auto& e : events) {

@@ -7,7 +7,7 @@ bool replay_same_op(const memory::TaskInfo& task, const spec::OpSpec& op) {
 }
 
 std::optional<std::string> replay_stop_reason(const LoopConfig& config, const OpState& state) {
-  if (config.policy != "replay" || config.replay_all) return std::nullopt;
+  if (config.policy != Policy::replay || config.replay_all) return std::nullopt;
   if (state.incumbent() != nullptr) return "replay_verified";
   return std::nullopt;
 }

@@ -1,6 +1,6 @@
 // agent/replay.h — rules of the replay policy (docs/design.md §9) that need no loop state.
 //
-// The loop (loop.cpp) gathers candidates from memory and evaluates them; these functions decide
+// ReplayPolicy (replay_policy.h) gathers the candidates and the judge evaluates them; these decide
 // which kernels count as the operator's own and when an operator's replay is done.
 #pragma once
 

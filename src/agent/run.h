@@ -1,12 +1,14 @@
 // agent/run.h — a run: a selection of ops, each driven by the loop, in a run directory.
 //
-// The run directory holds:
-//   config.json     the resolved configuration (ops with their folders and spec hashes, loop
-//                   settings, budgets, model profile without secrets, seed, target, toolchain)
-//   events.jsonl    the durable event log (events.h); resume rebuilds everything from it
+// The run directory (its files' formats are src/run/'s) holds:
+//   config.json     the resolved configuration (run/config.h: ops with their folders and spec
+//                   hashes, loop settings, budgets, model profile without secrets, seed, target,
+//                   toolchain)
+//   events.jsonl    the durable event log (run/events.h); resume rebuilds everything from it
+//                   (run/op_state.h)
 //   candidates/     every candidate source (<op>/<k>.cpp) and raw model answer (<k>.answer.md)
 //   transcripts/    every model exchange (<op>/<k>-<stage>.md, reflect-<key>.md)
-//   results.json    the figures (results.h), rewritten after every finished op and at the end
+//   results.json    the figures (run/results.h), rewritten after every finished op and at the end
 //   .lock           flock-ed by the process driving the run, for the Run's whole life; holds
 //                   its pid, so that a second process is refused at once with the holder named
 // Ops run `jobs` at a time on
@@ -25,43 +27,23 @@
 
 #include "agent/loop.h"
 #include "agent/prompt.h"
+#include "run/config.h"
+#include "run/op_state.h"
+#include "run/results.h"
 
 namespace kope::agent {
 
 namespace fs = std::filesystem;
 
-struct RunConfig {
-  std::string run_id;
-  std::string created_at;
-  std::vector<std::string> selectors;
-  int level = 0;                  // 0: any
-  std::string backend = "cpu";
-  // Library baselines: "environment" or "best" (eval::EvaluatorOptions::library_config).
-  std::string library_config = "environment";
-  std::string suite_root;
-  LoopConfig loop;
-  int jobs = 1;
-  uint64_t seed = 0;
-  std::string memory_path;
-  std::string llm_profile;        // "" with the replay policy
-  nlohmann::json model = nlohmann::json::object();  // provider, model, base_url, window, ... (no secrets)
-  std::string target;
-  std::string toolchain;
-  struct OpRef {
-    std::string name;
-    std::string dir;
-    std::string spec_hash;
-  };
-  std::vector<OpRef> ops;
-};
-
-nlohmann::json config_to_json(const RunConfig& c);
-Result<RunConfig> config_from_json(const nlohmann::json& j);
-nlohmann::json loop_config_to_json(const LoopConfig& c);
-Result<LoopConfig> loop_config_from_json(const nlohmann::json& j);
-
-// "20260501-120000-3fa2": UTC time plus random hex.
-std::string new_run_id();
+using run::RunConfig;
+using run::compute_results;
+using run::op_result;
+using run::results_summary;
+using run::config_from_json;
+using run::config_to_json;
+using run::loop_config_from_json;
+using run::loop_config_to_json;
+using run::new_run_id;
 
 struct RunServices {
   eval::Evaluator* evaluator = nullptr;

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "agent/results.h"
+#include "run/results.h"
 #include "agent/test_support.h"
 
 namespace kope::agent {

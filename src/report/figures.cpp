@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "agent/results.h"
+#include "run/results.h"
 #include "eval/library.h"
 #include "util/strings.h"
 
@@ -32,11 +32,11 @@ std::string plural(int n, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
-OpFigures op_figures(const spec::OpSpec& op, const agent::OpState* st, bool selected,
+OpFigures op_figures(const spec::OpSpec& op, const run::OpState* st, bool selected,
                      bool has_library) {
-  static const agent::OpState empty;
-  const agent::OpState& s = st ? *st : empty;
-  json r = agent::op_result(op, s);
+  static const run::OpState empty;
+  const run::OpState& s = st ? *st : empty;
+  json r = run::op_result(op, s);
   OpFigures f;
   f.name = op.name;
   f.category = op.category;
@@ -76,7 +76,7 @@ OpFigures op_figures(const spec::OpSpec& op, const agent::OpState* st, bool sele
 // The ops and states compute_results needs for one run over a subset of the set.
 json group_figures(const RunData& run, const std::vector<const spec::OpSpec*>& ops) {
   std::vector<spec::OpSpec> list;
-  std::map<std::string, agent::OpState> states;
+  std::map<std::string, run::OpState> states;
   for (const spec::OpSpec* op : ops) {
     auto sel = run.specs.find(op->name);
     list.push_back(sel != run.specs.end() ? sel->second : *op);
@@ -84,7 +84,7 @@ json group_figures(const RunData& run, const std::vector<const spec::OpSpec*>& o
     auto st = run.states.find(op->name);
     if (st != run.states.end()) states.emplace(op->name, st->second);
   }
-  return agent::compute_results(json::object(), list, states)["figures"];
+  return run::compute_results(json::object(), list, states)["figures"];
 }
 
 std::string join_labels(const std::vector<std::string>& v) {
@@ -104,7 +104,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> label_fields(
   for (const auto& r : runs) {
     out[0].second.push_back(r.context_mode());
     out[1].second.push_back(r.model_name());
-    out[2].second.push_back(r.config.loop.policy);
+    out[2].second.push_back(std::string(run::policy_name(r.config.loop.policy)));
     out[3].second.push_back(fmt::format("{} iterations", r.config.loop.max_iterations));
     out[4].second.push_back(fmt::format("window {}", r.config.loop.budget.window));
     out[5].second.push_back(fmt::format("seed {}", r.config.seed));
@@ -177,10 +177,10 @@ std::vector<std::pair<double, double>> fast_p_curve(const RunFigures& r, int n_o
   return out;
 }
 
-Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options) {
-  if (runs.empty()) return fail(ErrorKind::usage, "no run directories given");
-  Analysis an;
-  an.bootstrap = options.bootstrap;
+namespace {
+
+// The runs' labels (given or derived), distinct, for distinct run directories.
+Result<std::vector<std::string>> run_labels(const std::vector<RunData>& runs, const ReportOptions& options) {
   std::vector<std::string> labels = options.labels;
   if (labels.empty()) {
     labels = derive_labels(runs);
@@ -190,19 +190,21 @@ Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options
   }
   if (!all_distinct(labels))
     return fail(ErrorKind::usage, "run labels must be distinct (got {})", join_labels(labels));
-  {
-    std::set<std::string> dirs;
-    for (const auto& r : runs) {
-      std::error_code ec;
-      auto canon = fs::weakly_canonical(r.dir, ec);
-      if (!dirs.insert((ec ? r.dir : canon).string()).second) {
-        return fail(ErrorKind::usage, "{} is given twice", r.dir.string());
-      }
+  std::set<std::string> dirs;
+  for (const auto& r : runs) {
+    std::error_code ec;
+    auto canon = fs::weakly_canonical(r.dir, ec);
+    if (!dirs.insert((ec ? r.dir : canon).string()).second) {
+      return fail(ErrorKind::usage, "{} is given twice", r.dir.string());
     }
   }
+  return labels;
+}
 
-  // The set.
-  OpSet& set = an.set;
+// The operator set every figure is over: --ops from the suite, else the union of the runs'
+// selections; sorted by (category, name), names distinct.
+Result<OpSet> op_set(const std::vector<RunData>& runs, const ReportOptions& options) {
+  OpSet set;
   if (!options.op_selectors.empty()) {
     fs::path root = options.suite_root;
     std::error_code ec;
@@ -249,7 +251,12 @@ Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options
     set.cases_total += static_cast<int64_t>(op.cases.size());
     set.with_library += set.has_library[op.name] ? 1 : 0;
   }
+  return set;
+}
 
+// Notes on what the set leaves out of a run or counts differently.
+void note_set_differences(Analysis& an, const std::vector<RunData>& runs) {
+  const OpSet& set = an.set;
   for (auto& r : runs) {
     for (auto& w : r.warnings) an.notes.push_back(w);
     for (const auto& op : set.ops) {
@@ -273,60 +280,63 @@ Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options
                       r.config.run_id, plural(left_out, "operator", "operators")));
     }
   }
-  an.runs = std::move(runs);
+}
 
-  // Per-run figures.
+// One run's figures over the set: the whole set, per op, per level and category, the order it
+// started the ops in (a note when it is not complete).
+RunFigures run_figures(const RunData& r, const std::string& label, Analysis& an) {
+  const OpSet& set = an.set;
   std::vector<const spec::OpSpec*> all;
   for (const auto& op : set.ops) all.push_back(&op);
-  for (size_t i = 0; i < an.runs.size(); ++i) {
-    const RunData& r = an.runs[i];
-    RunFigures f;
-    f.label = labels[i];
-    f.run = &r;
-    f.figures = group_figures(r, all);
-    for (const auto& op : set.ops) {
-      auto sel = r.specs.find(op.name);
-      bool selected = sel != r.specs.end();
-      auto st = selected ? r.states.find(op.name) : r.states.end();
-      f.ops.push_back(op_figures(selected ? sel->second : op,
-                                 st != r.states.end() ? &st->second : nullptr, selected,
-                                 set.has_library[op.name]));
-    }
-    std::map<int, std::vector<const spec::OpSpec*>> levels;
-    std::map<std::string, std::vector<const spec::OpSpec*>> categories;
-    for (const auto& op : set.ops) {
-      levels[op.level].push_back(&op);
-      categories[op.category].push_back(&op);
-    }
-    for (const auto& [level, ops] : levels) {
-      f.by_level.push_back(
-          {fmt::format("level {}", level), static_cast<int>(ops.size()), group_figures(r, ops)});
-    }
-    for (const auto& [cat, ops] : categories) {
-      f.by_category.push_back({cat, static_cast<int>(ops.size()), group_figures(r, ops)});
-    }
-    std::vector<std::pair<int64_t, std::string>> order;
-    for (const auto& o : f.ops) {
-      auto seq = r.started_seq.find(o.name);
-      if (o.selected && seq != r.started_seq.end()) order.emplace_back(seq->second, o.name);
-    }
-    std::sort(order.begin(), order.end());
-    for (auto& [seq, name] : order) f.stream.push_back(name);
-    if (!r.complete()) {
-      int done = 0;
-      for (const auto& name : r.op_names) {
-        auto st = r.states.find(name);
-        done += st != r.states.end() && st->second.done;
-      }
-      an.notes.push_back(fmt::format(
-          "run {} ({}) is not complete: {} of {} selected operators finished; unfinished ones "
-          "count with what they reached",
-          r.config.run_id, f.label, done, r.op_names.size()));
-    }
-    an.figures.push_back(std::move(f));
+  RunFigures f;
+  f.label = label;
+  f.run = &r;
+  f.figures = group_figures(r, all);
+  for (const auto& op : set.ops) {
+    auto sel = r.specs.find(op.name);
+    bool selected = sel != r.specs.end();
+    auto st = selected ? r.states.find(op.name) : r.states.end();
+    f.ops.push_back(op_figures(selected ? sel->second : op,
+                               st != r.states.end() ? &st->second : nullptr, selected,
+                               set.has_library.at(op.name)));
   }
+  std::map<int, std::vector<const spec::OpSpec*>> levels;
+  std::map<std::string, std::vector<const spec::OpSpec*>> categories;
+  for (const auto& op : set.ops) {
+    levels[op.level].push_back(&op);
+    categories[op.category].push_back(&op);
+  }
+  for (const auto& [level, ops] : levels) {
+    f.by_level.push_back(
+        {fmt::format("level {}", level), static_cast<int>(ops.size()), group_figures(r, ops)});
+  }
+  for (const auto& [cat, ops] : categories) {
+    f.by_category.push_back({cat, static_cast<int>(ops.size()), group_figures(r, ops)});
+  }
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (const auto& o : f.ops) {
+    auto seq = r.started_seq.find(o.name);
+    if (o.selected && seq != r.started_seq.end()) order.emplace_back(seq->second, o.name);
+  }
+  std::sort(order.begin(), order.end());
+  for (auto& [seq, name] : order) f.stream.push_back(name);
+  if (!r.complete()) {
+    int done = 0;
+    for (const auto& name : r.op_names) {
+      auto st = r.states.find(name);
+      done += st != r.states.end() && st->second.done;
+    }
+    an.notes.push_back(fmt::format(
+        "run {} ({}) is not complete: {} of {} selected operators finished; unfinished ones "
+        "count with what they reached",
+        r.config.run_id, f.label, done, r.op_names.size()));
+  }
+  return f;
+}
 
-  // The set of operators solved in every run, and means over it.
+// The operators solved in every run, and the means over them.
+void common_set_means(Analysis& an) {
+  const OpSet& set = an.set;
   for (const auto& op : set.ops) {
     bool every = std::all_of(an.figures.begin(), an.figures.end(),
                              [&](const RunFigures& f) { return f.op(op.name)->solved; });
@@ -356,7 +366,130 @@ Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options
     an.common_geomean_reference[f.label] = geomean(ref);
     an.common_geomean_library[f.label] = geomean(lib);
   }
+}
 
+// The paired samples of two runs, operator by operator.
+struct PairedSamples {
+  std::vector<double> pa, ta, pb, tb, sa, sb;
+  std::vector<double> ref_a, ref_b, lib_a, lib_b, roof_a, roof_b, tok_a, tok_b, cost_a, cost_b, first_a, first_b;
+};
+
+// The paired metrics of c (pass rate, solved, speedups, roofline, attempts, tokens, cost).
+void add_paired_metrics(Comparison& c, const PairedSamples& x, int n, const BootstrapOptions& bo) {
+  std::string both = fmt::format("{} and {}", c.baseline, c.other);
+  auto rate = [](const std::vector<double>& num,
+                 const std::vector<double>& den) -> std::optional<double> {
+    double a = 0, b = 0;
+    for (double v : num) a += v;
+    for (double v : den) b += v;
+    return b > 0 ? std::optional<double>(a / b) : std::nullopt;
+  };
+  auto sum = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double e : v) s += e;
+    return s;
+  };
+  std::string all_set = fmt::format("all {} of the set", plural(n, "operator", "operators"));
+  c.metrics.push_back({"pass_rate", "pass rate over cases", "difference", "points", all_set, n,
+                       rate(x.pa, x.ta), rate(x.pb, x.tb),
+                       bootstrap_rate_difference(x.pa, x.ta, x.pb, x.tb, bo)});
+  c.metrics.push_back({"solve_rate", "operators solved", "difference", "points", all_set, n,
+                       mean(x.sa), mean(x.sb), bootstrap_mean_difference(x.sa, x.sb, bo)});
+  int n_ref = static_cast<int>(x.ref_a.size());
+  std::string solved_both =
+      fmt::format("the {} solved by both {}", plural(n_ref, "operator", "operators"), both);
+  c.metrics.push_back({"geomean_speedup_vs_reference", "geomean speedup vs reference", "ratio",
+                       "speedup", solved_both, n_ref, geomean(x.ref_a), geomean(x.ref_b),
+                       bootstrap_geomean_ratio(x.ref_a, x.ref_b, bo)});
+  int n_lib = static_cast<int>(x.lib_a.size());
+  c.metrics.push_back(
+      {"geomean_speedup_vs_library", "geomean speedup vs library", "ratio", "speedup",
+       fmt::format("the {} solved by both {} that have a library baseline",
+                   plural(n_lib, "operator", "operators"), both),
+       n_lib, geomean(x.lib_a), geomean(x.lib_b), bootstrap_geomean_ratio(x.lib_a, x.lib_b, bo)});
+  int n_roof = static_cast<int>(x.roof_a.size());
+  c.metrics.push_back(
+      {"fraction_of_roofline", "geomean fraction of roofline", "ratio", "fraction",
+       fmt::format("the {} solved by both {} with timed cases",
+                   plural(n_roof, "operator", "operators"), both),
+       n_roof, geomean(x.roof_a), geomean(x.roof_b), bootstrap_geomean_ratio(x.roof_a, x.roof_b, bo)});
+  int n_first = static_cast<int>(x.first_a.size());
+  c.metrics.push_back({"attempts_to_first_correct", "attempts to first correct (mean)",
+                       "difference", "attempts", solved_both, n_first, mean(x.first_a),
+                       mean(x.first_b), bootstrap_mean_difference(x.first_a, x.first_b, bo)});
+  int n_tok = static_cast<int>(x.tok_a.size());
+  std::string selected_both =
+      fmt::format("the {} both {} selected", plural(n_tok, "operator", "operators"), both);
+  c.metrics.push_back({"tokens", "tokens (prompt + completion), total", "ratio", "tokens",
+                       selected_both, n_tok, sum(x.tok_a), sum(x.tok_b),
+                       bootstrap_ratio_of_sums(x.tok_a, x.tok_b, bo)});
+  if (sum(x.cost_a) > 0 && sum(x.cost_b) > 0) {
+    c.metrics.push_back({"cost_usd", "cost, total", "ratio", "usd", selected_both, n_tok,
+                         sum(x.cost_a), sum(x.cost_b),
+                         bootstrap_ratio_of_sums(x.cost_a, x.cost_b, bo)});
+  }
+}
+
+// Run B against the baseline A: the per-op pairs and the paired metrics with bootstrap intervals.
+Comparison compare_runs(const RunFigures& A, const RunFigures& B, const OpSet& set, const BootstrapOptions& bo) {
+  PairedSamples x;
+  Comparison c;
+  c.baseline = A.label;
+  c.other = B.label;
+  for (size_t k = 0; k < set.ops.size(); ++k) {
+    const OpFigures& a = A.ops[k];
+    const OpFigures& b = B.ops[k];
+    OpPair p{a.name, &a, &b, std::nullopt};
+    x.pa.push_back(a.cases_passed);
+    x.ta.push_back(a.cases_total);
+    x.pb.push_back(b.cases_passed);
+    x.tb.push_back(b.cases_total);
+    x.sa.push_back(a.solved ? 1 : 0);
+    x.sb.push_back(b.solved ? 1 : 0);
+    if (a.solved && b.solved && a.speedup_vs_reference && b.speedup_vs_reference &&
+        *a.speedup_vs_reference > 0 && *b.speedup_vs_reference > 0) {
+      x.ref_a.push_back(*a.speedup_vs_reference);
+      x.ref_b.push_back(*b.speedup_vs_reference);
+      p.speedup_ratio = *b.speedup_vs_reference / *a.speedup_vs_reference;
+      if (a.speedup_vs_library && b.speedup_vs_library && *a.speedup_vs_library > 0 &&
+          *b.speedup_vs_library > 0) {
+        x.lib_a.push_back(*a.speedup_vs_library);
+        x.lib_b.push_back(*b.speedup_vs_library);
+      }
+      if (a.fraction_of_roofline && b.fraction_of_roofline && *a.fraction_of_roofline > 0 &&
+          *b.fraction_of_roofline > 0) {
+        x.roof_a.push_back(*a.fraction_of_roofline);
+        x.roof_b.push_back(*b.fraction_of_roofline);
+      }
+      if (a.attempts_to_first_correct && b.attempts_to_first_correct) {
+        x.first_a.push_back(*a.attempts_to_first_correct);
+        x.first_b.push_back(*b.attempts_to_first_correct);
+      }
+    }
+    if (a.selected && b.selected) {
+      x.tok_a.push_back(static_cast<double>(a.tokens()));
+      x.tok_b.push_back(static_cast<double>(b.tokens()));
+      x.cost_a.push_back(a.cost_usd);
+      x.cost_b.push_back(b.cost_usd);
+    }
+    c.ops.push_back(p);
+  }
+  add_paired_metrics(c, x, static_cast<int>(set.ops.size()), bo);
+  return c;
+}
+
+}  // namespace
+
+Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options) {
+  if (runs.empty()) return fail(ErrorKind::usage, "no run directories given");
+  Analysis an;
+  an.bootstrap = options.bootstrap;
+  KOPE_ASSIGN(std::vector<std::string> labels, run_labels(runs, options));
+  KOPE_ASSIGN(an.set, op_set(runs, options));
+  note_set_differences(an, runs);
+  an.runs = std::move(runs);
+  for (size_t i = 0; i < an.runs.size(); ++i) an.figures.push_back(run_figures(an.runs[i], labels[i], an));
+  common_set_means(an);
   // Paired comparisons: the baseline against every other run.
   if (an.figures.size() > 1) {
     size_t base = 0;
@@ -368,109 +501,8 @@ Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options
       }
       base = static_cast<size_t>(it - labels.begin());
     }
-    const RunFigures& A = an.figures[base];
     for (size_t i = 0; i < an.figures.size(); ++i) {
-      if (i == base) continue;
-      const RunFigures& B = an.figures[i];
-      Comparison c;
-      c.baseline = A.label;
-      c.other = B.label;
-      std::string both = fmt::format("{} and {}", A.label, B.label);
-      std::vector<double> pa, ta, pb, tb, sa, sb;
-      std::vector<double> ref_a, ref_b, lib_a, lib_b, roof_a, roof_b, tok_a, tok_b, cost_a, cost_b,
-          first_a, first_b;
-      for (size_t k = 0; k < set.ops.size(); ++k) {
-        const OpFigures& a = A.ops[k];
-        const OpFigures& b = B.ops[k];
-        OpPair p{a.name, &a, &b, std::nullopt};
-        pa.push_back(a.cases_passed);
-        ta.push_back(a.cases_total);
-        pb.push_back(b.cases_passed);
-        tb.push_back(b.cases_total);
-        sa.push_back(a.solved ? 1 : 0);
-        sb.push_back(b.solved ? 1 : 0);
-        if (a.solved && b.solved && a.speedup_vs_reference && b.speedup_vs_reference &&
-            *a.speedup_vs_reference > 0 && *b.speedup_vs_reference > 0) {
-          ref_a.push_back(*a.speedup_vs_reference);
-          ref_b.push_back(*b.speedup_vs_reference);
-          p.speedup_ratio = *b.speedup_vs_reference / *a.speedup_vs_reference;
-          if (a.speedup_vs_library && b.speedup_vs_library && *a.speedup_vs_library > 0 &&
-              *b.speedup_vs_library > 0) {
-            lib_a.push_back(*a.speedup_vs_library);
-            lib_b.push_back(*b.speedup_vs_library);
-          }
-          if (a.fraction_of_roofline && b.fraction_of_roofline && *a.fraction_of_roofline > 0 &&
-              *b.fraction_of_roofline > 0) {
-            roof_a.push_back(*a.fraction_of_roofline);
-            roof_b.push_back(*b.fraction_of_roofline);
-          }
-          if (a.attempts_to_first_correct && b.attempts_to_first_correct) {
-            first_a.push_back(*a.attempts_to_first_correct);
-            first_b.push_back(*b.attempts_to_first_correct);
-          }
-        }
-        if (a.selected && b.selected) {
-          tok_a.push_back(static_cast<double>(a.tokens()));
-          tok_b.push_back(static_cast<double>(b.tokens()));
-          cost_a.push_back(a.cost_usd);
-          cost_b.push_back(b.cost_usd);
-        }
-        c.ops.push_back(p);
-      }
-      const BootstrapOptions& bo = options.bootstrap;
-      int n = static_cast<int>(set.ops.size());
-      auto rate = [](const std::vector<double>& num,
-                     const std::vector<double>& den) -> std::optional<double> {
-        double a = 0, b = 0;
-        for (double x : num) a += x;
-        for (double x : den) b += x;
-        return b > 0 ? std::optional<double>(a / b) : std::nullopt;
-      };
-      auto sum = [](const std::vector<double>& v) {
-        double s = 0;
-        for (double x : v) s += x;
-        return s;
-      };
-      std::string all_set = fmt::format("all {} of the set", plural(n, "operator", "operators"));
-      c.metrics.push_back({"pass_rate", "pass rate over cases", "difference", "points", all_set, n,
-                           rate(pa, ta), rate(pb, tb),
-                           bootstrap_rate_difference(pa, ta, pb, tb, bo)});
-      c.metrics.push_back({"solve_rate", "operators solved", "difference", "points", all_set, n,
-                           mean(sa), mean(sb), bootstrap_mean_difference(sa, sb, bo)});
-      int n_ref = static_cast<int>(ref_a.size());
-      std::string solved_both =
-          fmt::format("the {} solved by both {}", plural(n_ref, "operator", "operators"), both);
-      c.metrics.push_back({"geomean_speedup_vs_reference", "geomean speedup vs reference", "ratio",
-                           "speedup", solved_both, n_ref, geomean(ref_a), geomean(ref_b),
-                           bootstrap_geomean_ratio(ref_a, ref_b, bo)});
-      int n_lib = static_cast<int>(lib_a.size());
-      c.metrics.push_back(
-          {"geomean_speedup_vs_library", "geomean speedup vs library", "ratio", "speedup",
-           fmt::format("the {} solved by both {} that have a library baseline",
-                       plural(n_lib, "operator", "operators"), both),
-           n_lib, geomean(lib_a), geomean(lib_b), bootstrap_geomean_ratio(lib_a, lib_b, bo)});
-      int n_roof = static_cast<int>(roof_a.size());
-      c.metrics.push_back(
-          {"fraction_of_roofline", "geomean fraction of roofline", "ratio", "fraction",
-           fmt::format("the {} solved by both {} with timed cases",
-                       plural(n_roof, "operator", "operators"), both),
-           n_roof, geomean(roof_a), geomean(roof_b), bootstrap_geomean_ratio(roof_a, roof_b, bo)});
-      int n_first = static_cast<int>(first_a.size());
-      c.metrics.push_back({"attempts_to_first_correct", "attempts to first correct (mean)",
-                           "difference", "attempts", solved_both, n_first, mean(first_a),
-                           mean(first_b), bootstrap_mean_difference(first_a, first_b, bo)});
-      int n_tok = static_cast<int>(tok_a.size());
-      std::string selected_both =
-          fmt::format("the {} both {} selected", plural(n_tok, "operator", "operators"), both);
-      c.metrics.push_back({"tokens", "tokens (prompt + completion), total", "ratio", "tokens",
-                           selected_both, n_tok, sum(tok_a), sum(tok_b),
-                           bootstrap_ratio_of_sums(tok_a, tok_b, bo)});
-      if (sum(cost_a) > 0 && sum(cost_b) > 0) {
-        c.metrics.push_back({"cost_usd", "cost, total", "ratio", "usd", selected_both, n_tok,
-                             sum(cost_a), sum(cost_b),
-                             bootstrap_ratio_of_sums(cost_a, cost_b, bo)});
-      }
-      an.comparisons.push_back(std::move(c));
+      if (i != base) an.comparisons.push_back(compare_runs(an.figures[base], an.figures[i], an.set, options.bootstrap));
     }
   }
   return an;

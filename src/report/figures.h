@@ -4,7 +4,7 @@
 // The set: the operators named by --ops (selectors resolved against the suite), else the union
 // of the runs' selections. Every figure is over that set: an operator of the set that a run did
 // not select, or never started, counts as unsolved with all its cases failed. Per-operator and
-// run-level figures are the agent's own (agent::op_result, agent::compute_results) so a report
+// run-level figures are the agent's own (run::op_result, run::compute_results) so a report
 // and results.json never disagree for the same set; the report adds breakdowns by level and
 // category, means over explicitly named sets (e.g. "the 31 operators solved in every run"),
 // the fast_p curve, per-iteration series and paired bootstrap comparisons.

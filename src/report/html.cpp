@@ -210,18 +210,19 @@ std::string html_table(const Table& t) {
   return html_table_impl(t, {});
 }
 
-std::string render_html(const Analysis& an, const std::vector<Table>& tables) {
-  auto run_colours = colours(an);
-  auto table = [&](std::string_view id) {
+namespace {
+
+// Looks a table up by id and renders it with the runs' colours ("" when absent).
+struct TableHtml {
+  const std::vector<Table>& tables;
+  std::map<std::string, std::string> run_colours;
+  std::string operator()(std::string_view id) const {
     const Table* t = find_table(tables, id);
     return t ? html_table_impl(*t, run_colours) : std::string();
-  };
-  json data;
-  data["expected_charts"] = expected_charts(an);
+  }
+};
 
-  std::string title = an.figures.size() == 1
-                          ? fmt::format("kope report: run {}", an.figures[0].run->config.run_id)
-                          : fmt::format("kope report: {} runs compared", an.figures.size());
+std::string page_head(const std::string& title) {
   std::string h;
   h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
   h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">";
@@ -229,8 +230,12 @@ std::string render_html(const Analysis& an, const std::vector<Table>& tables) {
   h += "<title>" + xml_escape(title) + "</title>";
   h += "<script>" + std::string(k_error_hook_js) + "</script>";
   h += "<style>" + std::string(k_report_css) + "</style></head><body>";
+  return h;
+}
 
-  // Header.
+// The title and one line per run.
+std::string page_header(const Analysis& an, const std::string& title) {
+  std::string h;
   h += "<header class=\"top\"><div class=\"wrap\"><h1>" + xml_escape(title) + "</h1>";
   h += "<p>Figures over " + xml_escape(an.set.description()) + ".</p><p class=\"runs-line\">";
   for (size_t i = 0; i < an.figures.size(); ++i) {
@@ -243,8 +248,11 @@ std::string render_html(const Analysis& an, const std::vector<Table>& tables) {
         xml_escape(r.config.target.empty() ? "?" : r.config.target));
   }
   h += "</p></div></header>";
+  return h;
+}
 
-  // Navigation.
+std::string page_nav(const Analysis& an) {
+  std::string h;
   h += "<nav class=\"toc\" aria-label=\"sections\"><ul><li><a "
        "href=\"#summary\">Summary</a></li><li><a href=\"#plots\">Plots</a></li>"
        "<li><a href=\"#breakdowns\">Levels &amp; categories</a></li><li><a "
@@ -253,8 +261,11 @@ std::string render_html(const Analysis& an, const std::vector<Table>& tables) {
   h += "<li><a href=\"#lineage\">Lineage</a></li>";
   if (an.memory) h += "<li><a href=\"#memory\">Memory</a></li>";
   h += "<li><a href=\"#notes\">Notes</a></li></ul></nav><main class=\"wrap\">";
+  return h;
+}
 
-  // Summary.
+std::string summary_section(const Analysis& an, const std::vector<Table>& tables, const TableHtml& table) {
+  std::string h;
   h += "<section id=\"summary\"><h2>Summary</h2>";
   h += "<p class=\"lead\">" +
        xml_escape(fmt::format("Pass rate over all {} cases of the set; geometric means over {}; "
@@ -263,45 +274,49 @@ std::string render_html(const Analysis& an, const std::vector<Table>& tables) {
        "</p>";
   h += cards(an, tables);
   h += table("summary") + table("runs") + "</section>";
+  return h;
+}
 
-  // Plots.
+std::string plots_section(const Analysis& an) {
+  std::string h;
   h += "<section id=\"plots\"><h2>Plots</h2>";
   h += chart_speedups(an);
   h += "<div class=\"grid2\">" + chart_fast_p(an) + chart_stream(an) + "</div>";
   h += chart_tiers(an);
   h += chart_iterations(an);
   h += "</section>";
+  return h;
+}
 
-  h += "<section id=\"breakdowns\"><h2>Levels and categories</h2>" + table("levels") +
-       table("categories") + "</section>";
-  h += "<section id=\"operators\"><h2>Operators</h2>" + table("ops") + "</section>";
+std::string comparison_section(const Analysis& an, const TableHtml& table) {
+  std::string h;
+  h += "<section id=\"comparison\"><h2>Comparison</h2><p class=\"lead\">" +
+       xml_escape(fmt::format("Paired differences, operator by operator, against the baseline "
+                              "{}; intervals: {}. Every "
+                              "figure names the set it is over.",
+                              an.comparisons.front().baseline, bootstrap_words(an.bootstrap))) +
+       "</p>";
+  h += table("comparison");
+  for (const auto& c : an.comparisons) h += chart_comparison(an, c);
+  h += table("comparison_ops") + "</section>";
+  return h;
+}
 
-  if (!an.comparisons.empty()) {
-    h += "<section id=\"comparison\"><h2>Comparison</h2><p class=\"lead\">" +
-         xml_escape(fmt::format("Paired differences, operator by operator, against the baseline "
-                                "{}; intervals: {}. Every "
-                                "figure names the set it is over.",
-                                an.comparisons.front().baseline, bootstrap_words(an.bootstrap))) +
-         "</p>";
-    h += table("comparison");
-    for (const auto& c : an.comparisons) h += chart_comparison(an, c);
-    h += table("comparison_ops") + "</section>";
-  }
+std::string memory_section(const MemoryOverview& m, const TableHtml& table) {
+  std::string h;
+  h += "<section id=\"memory\"><h2>Memory</h2><p class=\"lead\">" +
+       xml_escape(
+           fmt::format("The experience memory {}: {} tasks, {} cases, {} lessons; targets: {}.",
+                       m.path, m.tasks, m.cases, m.lessons, m.targets)) +
+       "</p>";
+  h += table("memory_helpful") + table("memory_harmful") + table("memory_quarantined") +
+       table("memory_lessons");
+  h += "</section>";
+  return h;
+}
 
-  h += lineage_section(an, data);
-
-  if (an.memory) {
-    const MemoryOverview& m = *an.memory;
-    h += "<section id=\"memory\"><h2>Memory</h2><p class=\"lead\">" +
-         xml_escape(
-             fmt::format("The experience memory {}: {} tasks, {} cases, {} lessons; targets: {}.",
-                         m.path, m.tasks, m.cases, m.lessons, m.targets)) +
-         "</p>";
-    h += table("memory_helpful") + table("memory_harmful") + table("memory_quarantined") +
-         table("memory_lessons");
-    h += "</section>";
-  }
-
+std::string notes_section(const Analysis& an) {
+  std::string h;
   h += "<section id=\"notes\"><h2>Notes</h2><ul class=\"notes\">";
   h += "<li>" +
        xml_escape(fmt::format("The set: {}. Operators solved in every run: {}.",
@@ -316,7 +331,30 @@ std::string render_html(const Analysis& an, const std::vector<Table>& tables) {
   if (!an.comparisons.empty())
     h += "<li>" + xml_escape("Intervals: " + bootstrap_words(an.bootstrap) + ".") + "</li>";
   for (const auto& n : an.notes) h += "<li>" + xml_escape(n) + "</li>";
-  h += "</ul></section></main>";
+  h += "</ul></section>";
+  return h;
+}
+
+}  // namespace
+
+std::string render_html(const Analysis& an, const std::vector<Table>& tables) {
+  TableHtml table{tables, colours(an)};
+  json data;
+  data["expected_charts"] = expected_charts(an);
+  std::string title = an.figures.size() == 1
+                          ? fmt::format("kope report: run {}", an.figures[0].run->config.run_id)
+                          : fmt::format("kope report: {} runs compared", an.figures.size());
+  std::string h = page_head(title) + page_header(an, title) + page_nav(an);
+  h += summary_section(an, tables, table);
+  h += plots_section(an);
+  h += "<section id=\"breakdowns\"><h2>Levels and categories</h2>" + table("levels") +
+       table("categories") + "</section>";
+  h += "<section id=\"operators\"><h2>Operators</h2>" + table("ops") + "</section>";
+  if (!an.comparisons.empty()) h += comparison_section(an, table);
+  h += lineage_section(an, data);
+  if (an.memory) h += memory_section(*an.memory, table);
+  h += notes_section(an);
+  h += "</main>";
   h += "<footer class=\"wrap\">Generated by kope " KOPE_VERSION
        " (kope report). One self-contained file: nothing is loaded from elsewhere (no CDN, fonts "
        "or files).</footer>";

@@ -62,11 +62,11 @@ LineageView lineage_view(const Analysis& an, size_t run_index, const OpFigures& 
   LineageView view;
   view.key = fmt::format("{}/{}", run_index, op.name);
   auto st_it = run.states.find(op.name);
-  static const agent::OpState empty;
-  const agent::OpState& st = st_it == run.states.end() ? empty : st_it->second;
+  static const run::OpState empty;
+  const run::OpState& st = st_it == run.states.end() ? empty : st_it->second;
   const auto& attempts = st.attempts;
   view.attempts = static_cast<int>(attempts.size());
-  const agent::Attempt* best = st.incumbent();
+  const run::Attempt* best = st.incumbent();
 
   // Children by parent iteration; roots are attempts without a parent in this run.
   std::map<int, std::vector<int>> children;
@@ -170,7 +170,7 @@ LineageView lineage_view(const Analysis& an, size_t run_index, const OpFigures& 
                                       : "the answer held no code"}};
     } else if (a.parent_iteration && *a.parent_iteration >= 1 &&
                *a.parent_iteration <= static_cast<int>(attempts.size())) {
-      const agent::Attempt& p = attempts[static_cast<size_t>(*a.parent_iteration - 1)];
+      const run::Attempt& p = attempts[static_cast<size_t>(*a.parent_iteration - 1)];
       auto parent_code = run.candidate(p.code_file);
       if (parent_code) {
         d = diff_json(line_diff(*parent_code, *code, dopt), fmt::format("attempt {}", p.iteration));
@@ -189,7 +189,7 @@ LineageView lineage_view(const Analysis& an, size_t run_index, const OpFigures& 
     nodes[std::to_string(a.iteration)] =
         json{{"k", a.iteration},
              {"stage", std::string(memory::stage_name(a.stage))},
-             {"policy", a.policy},
+             {"policy", std::string(run::policy_name(a.policy))},
              {"parent", a.parent_iteration ? json(*a.parent_iteration) : json(nullptr)},
              {"source_case", a.source_case_id ? json(*a.source_case_id) : json(nullptr)},
              {"case_id", case_id != st.case_ids.end() ? json(case_id->second) : json(nullptr)},

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/events.h"
+#include "run/events.h"
 #include "util/fs.h"
 
 namespace kope::report {
@@ -50,12 +50,12 @@ std::string RunData::context_mode() const {
 }
 
 std::string RunData::model_name() const {
-  if (config.loop.policy == "replay") return "replay";
+  if (config.loop.policy == run::Policy::replay) return "replay";
   if (config.model.is_object()) {
     std::string m = config.model.value("model", "");
     if (!m.empty()) return m;
   }
-  return config.llm_profile.empty() ? config.loop.policy : config.llm_profile;
+  return config.llm_profile.empty() ? std::string(run::policy_name(config.loop.policy)) : config.llm_profile;
 }
 
 std::optional<std::string> RunData::candidate(const std::string& code_file) const {
@@ -66,27 +66,24 @@ std::optional<std::string> RunData::candidate(const std::string& code_file) cons
   return std::move(*text);
 }
 
-Result<RunData> load_run(const fs::path& dir) {
-  RunData run;
-  run.dir = dir;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    return fail(ErrorKind::not_found, "{}: no such run directory", dir.string());
-  fs::path config_path = dir / "config.json";
-  if (!fs::exists(config_path, ec)) {
-    return fail(ErrorKind::not_found,
-                "{} is not a run directory (no config.json; `kope run` writes one)", dir.string());
-  }
+namespace {
+
+Status load_config(RunData& run, const fs::path& config_path) {
   KOPE_ASSIGN(std::string config_text, util::read_file(config_path));
   json cj = json::parse(config_text, nullptr, false);
   if (cj.is_discarded() || !cj.is_object())
     return fail(ErrorKind::corrupt, "{}: not valid JSON", config_path.string());
-  auto cfg = agent::config_from_json(cj);
+  auto cfg = run::config_from_json(cj);
   if (!cfg)
     return std::unexpected(std::move(cfg.error()).with_context(config_path.string() + ": "));
   run.config = std::move(*cfg);
+  return {};
+}
 
-  fs::path results_path = dir / "results.json";
+// results.json, when present (a damaged one is a warning: the figures come from the log).
+Status load_results(RunData& run) {
+  std::error_code ec;
+  fs::path results_path = run.dir / "results.json";
   if (fs::exists(results_path, ec)) {
     KOPE_ASSIGN(std::string text, util::read_file(results_path));
     run.results = json::parse(text, nullptr, false);
@@ -96,13 +93,18 @@ Result<RunData> load_run(const fs::path& dir) {
       run.results = nullptr;
     }
   }
+  return {};
+}
 
-  fs::path events_path = dir / "events.jsonl";
+// The event log: every op's state and the order the ops started in.
+Status load_events(RunData& run) {
+  std::error_code ec;
+  fs::path events_path = run.dir / "events.jsonl";
   if (!fs::exists(events_path, ec)) {
-    return fail(ErrorKind::not_found, "{} has no events.jsonl (the run's event log)", dir.string());
+    return fail(ErrorKind::not_found, "{} has no events.jsonl (the run's event log)", run.dir.string());
   }
-  KOPE_ASSIGN(auto events, agent::read_events(events_path));
-  auto states = agent::restore_states(events);
+  KOPE_ASSIGN(auto events, run::read_events(events_path));
+  auto states = run::restore_states(events);
   if (!states)
     return std::unexpected(std::move(states.error()).with_context(events_path.string() + ": "));
   run.states = std::move(*states);
@@ -110,11 +112,15 @@ Result<RunData> load_run(const fs::path& dir) {
     if (e.value("type", "") != "op_started" || !e.contains("op") || !e["op"].is_string()) continue;
     run.started_seq.try_emplace(e["op"].get<std::string>(), e.value("seq", int64_t{0}));
   }
+  return {};
+}
 
+// Every selected op's spec: from its folder, else (gone or changed) from results.json.
+Status load_specs(RunData& run, const fs::path& config_path) {
   for (const auto& ref : run.config.ops) {
     run.op_names.push_back(ref.name);
     fs::path op_dir = ref.dir;
-    if (op_dir.is_relative()) op_dir = dir / op_dir;
+    if (op_dir.is_relative()) op_dir = run.dir / op_dir;
     auto op = spec::load_op(op_dir);
     bool library = false;
     if (op && (ref.spec_hash.empty() || op->spec_hash == ref.spec_hash)) {
@@ -150,6 +156,26 @@ Result<RunData> load_run(const fs::path& dir) {
                       run.config.run_id, name));
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Result<RunData> load_run(const fs::path& dir) {
+  RunData run;
+  run.dir = dir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return fail(ErrorKind::not_found, "{}: no such run directory", dir.string());
+  fs::path config_path = dir / "config.json";
+  if (!fs::exists(config_path, ec)) {
+    return fail(ErrorKind::not_found,
+                "{} is not a run directory (no config.json; `kope run` writes one)", dir.string());
+  }
+  KOPE_TRY(load_config(run, config_path));
+  KOPE_TRY(load_results(run));
+  KOPE_TRY(load_events(run));
+  KOPE_TRY(load_specs(run, config_path));
   return run;
 }
 

@@ -1,7 +1,7 @@
-// report/run_data.h — a run directory (agent/run.h) read back for reporting.
+// report/run_data.h — a run directory (src/run/) read back for reporting.
 //
-// Reads config.json (agent::config_from_json), the event log (agent::read_events and
-// agent::restore_states, so every attempt is exactly what the agent recorded) and, when present,
+// Reads config.json (run::config_from_json), the event log (run::read_events and
+// run::restore_states, so every attempt is exactly what the agent recorded) and, when present,
 // results.json. Operator specs come from the folders config.json names (a relative folder is
 // taken relative to the run directory, so a run directory can be moved with its ops); when a
 // folder is gone or its spec changed since the run, the op's entry in results.json stands in
@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/loop.h"
-#include "agent/run.h"
 #include "kope/error.h"
 #include "kope/spec.h"
+#include "run/config.h"
+#include "run/op_state.h"
 
 namespace kope::report {
 
@@ -27,12 +27,12 @@ namespace fs = std::filesystem;
 
 struct RunData {
   fs::path dir;
-  agent::RunConfig config;
+  run::RunConfig config;
   nlohmann::json results;                        // results.json, or null when absent
   std::vector<std::string> op_names;             // the run's selection, in config order
   std::map<std::string, spec::OpSpec> specs;     // every selected op, by name
   std::map<std::string, bool> has_library;       // op -> a library baseline exists
-  std::map<std::string, agent::OpState> states;  // from the event log (ops never started: absent)
+  std::map<std::string, run::OpState> states;  // from the event log (ops never started: absent)
   std::map<std::string, int64_t> started_seq;    // op -> sequence number of its first op_started
   std::vector<std::string> warnings;             // things the report should mention
 

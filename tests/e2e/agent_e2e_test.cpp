@@ -93,6 +93,22 @@ class AgentE2E : public ::testing::Test {
     fs::create_directories(project() / "xdg");
   }
 
+  // KOPE_E2E_SAVE_RESULTS=<dir>: every results.json the test's runs wrote is copied to
+  // <dir>/<test>/<run dir>/results.json, so two builds' figures can be compared
+  // (scripts/compare_results.py); with KOPE_E2E_SAVE_ALL set, every file of the project.
+  void TearDown() override {
+    const char* save = std::getenv("KOPE_E2E_SAVE_RESULTS");
+    if (!save || !*save || !m_dir) return;
+    fs::path to = fs::path(save) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    bool everything = std::getenv("KOPE_E2E_SAVE_ALL") != nullptr;  // transcripts too, to read them
+    for (const auto& e : fs::recursive_directory_iterator(project())) {
+      if (!e.is_regular_file() || (!everything && e.path().filename() != "results.json")) continue;
+      fs::path dest = to / fs::relative(e.path(), project());
+      fs::create_directories(dest.parent_path());
+      fs::copy_file(e.path(), dest, fs::copy_options::overwrite_existing);
+    }
+  }
+
   fs::path project() const { return m_dir->path(); }
   fs::path memory_path() const { return project() / "memory.db"; }
 

@@ -23,8 +23,8 @@
 
 #include "agent/progress.h"
 #include "agent/prompt_check.h"
-#include "agent/results.h"
 #include "agent/run.h"
+#include "run/results.h"
 #include "cli.h"
 #include "eval/registry.h"
 #include "kope/eval.h"
@@ -119,10 +119,10 @@ std::string starter_origin(const std::set<std::string>& targets, const std::stri
   return "It was recorded " + where + "; it counts as foreign experience until re-timed here.";
 }
 
-Result<agent::RunConfig> new_config(const RunOptions& o, const std::optional<llm::Profile>& profile, const std::string& policy,
-                                    const std::vector<spec::OpSpec>& ops) {
-  agent::RunConfig c;
-  c.run_id = agent::new_run_id();
+Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::Profile>& profile, run::Policy policy,
+                                  const std::vector<spec::OpSpec>& ops) {
+  run::RunConfig c;
+  c.run_id = run::new_run_id();
   c.selectors = o.ops;
   c.level = o.level;
   c.backend = o.backend;
@@ -131,7 +131,7 @@ Result<agent::RunConfig> new_config(const RunOptions& o, const std::optional<llm
   c.jobs = std::max(1, o.jobs);
   c.seed = o.seed ? *o.seed : std::random_device{}();
   c.memory_path = o.memory.empty() ? memory::default_store_path().string() : fs::absolute(o.memory).string();
-  agent::LoopConfig& l = c.loop;
+  run::LoopConfig& l = c.loop;
   l.policy = policy;
   l.max_iterations = o.iterations;
   l.token_budget = o.token_budget;
@@ -164,7 +164,7 @@ Result<agent::RunConfig> new_config(const RunOptions& o, const std::optional<llm
   }
   // Replay re-times every kernel it tries: keep it quick by default. Up to two kernels per op,
   // the second only when the first fails here (--replay-all: both, to compare them here).
-  bool replay = policy == "replay";
+  bool replay = policy == run::Policy::replay;
   l.replay_limit = o.replay_limit > 0 ? o.replay_limit : 2;
   l.replay_all = o.replay_all;
   l.eval_options.target_ci = o.eval_ci > 0 ? o.eval_ci : (replay ? 0.05 : 0.02);
@@ -201,7 +201,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
     if (std::find(given.begin(), given.end(), "--jobs") != given.end()) {
       KOPE_TRY(run->set_jobs(o.jobs));  // how fast, not what is computed
     }
-    if (run->config().loop.policy == "llm") {
+    if (run->config().loop.policy == run::Policy::llm) {
       KOPE_ASSIGN(auto chosen, resolve_model_profile(run->config().llm_profile));
       if (!chosen.profile) {
         return fail(ErrorKind::config, "the run used model profile '{}', which is no longer configured", run->config().llm_profile);
@@ -210,24 +210,22 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
     }
     say(fmt::format("kope run: resuming {} ({} ops)", run->dir().string(), run->ops().size()));
   } else {
-    if (!o.policy.empty() && o.policy != "llm" && o.policy != "replay") {
-      return fail(ErrorKind::usage, "--policy must be llm or replay (got '{}')", o.policy);
-    }
+    std::optional<run::Policy> asked = o.policy.empty() ? std::nullopt : run::parse_policy(o.policy);
+    if (!o.policy.empty() && !asked) return fail(ErrorKind::usage, "--policy must be llm or replay (got '{}')", o.policy);
     if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
     if (!eval::find_backend_row(o.backend)) {
       return fail(ErrorKind::usage, "--backend must be {} (got '{}'); see `kope backends`", eval::backend_names(", ", " or "), o.backend);
     }
-    std::string policy = o.policy;
-    if (policy != "replay") {
+    run::Policy policy = asked.value_or(run::Policy::llm);
+    if (asked != run::Policy::replay) {
       KOPE_ASSIGN(auto chosen, resolve_model_profile(o.llm));
       if (chosen.profile) {
         profile = chosen.profile;
-        policy = "llm";
-      } else if (policy == "llm" || !o.llm.empty()) {
+      } else if (asked == run::Policy::llm || !o.llm.empty()) {
         return fail(ErrorKind::config, "no model is configured{}. {}", o.llm.empty() ? "" : " for profile '" + o.llm + "'",
                     chosen.how_to_configure);
       } else {
-        policy = "replay";
+        policy = run::Policy::replay;
         say("kope run: no model is configured, so this run replays verified kernels from memory (zero tokens).");
         say("  " + chosen.how_to_configure);
       }
@@ -240,7 +238,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
     fs::path dir = o.run_dir.empty() ? util::data_dir() / "runs" / config.run_id : fs::path(o.run_dir);
     KOPE_ASSIGN(run, agent::Run::create(std::move(config), std::move(ops), dir));
   }
-  const agent::RunConfig& cfg = run->config();
+  const run::RunConfig& cfg = run->config();
 
   // Services: hardware, evaluator, memory, model, prompts.
   KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
@@ -270,7 +268,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
                         "operators{}, from {}.", cfg.memory_path, sum.correct_cases, sum.solved_ops.size(), made,
                         file->string()));
         say("  " + starter_origin(sum.targets, evaluator->target().str()) +
-            (cfg.loop.policy == "replay"
+            (cfg.loop.policy == run::Policy::replay
                  ? " This run replays it: every kernel is re-verified on every case and re-timed on this machine; a "
                    "kernel that fails here is recorded as failed and never counts. (--no-starter skips this.)"
                  : " The model sees it as feasibility evidence, never as speed evidence. (--no-starter skips this.)"));
@@ -279,7 +277,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   }
   std::unique_ptr<llm::LlmClient> client;
   auto accounting = std::make_shared<llm::RunAccounting>();
-  if (cfg.loop.policy == "llm") {
+  if (cfg.loop.policy == run::Policy::llm) {
     llm::ClientOptions co;
     co.transcript = run->dir() / "llm-calls.jsonl";  // every request, retry and failure, keys redacted
     co.accounting = accounting;
@@ -313,9 +311,9 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   }
   progress.already_done(done, solved);
   progress.message(fmt::format("kope run {}: {} ops, policy {}, context {}, {} job{}, run directory {}", cfg.run_id,
-                               run->ops().size(), cfg.loop.policy, context::mode_name(cfg.loop.mode), cfg.jobs,
+                               run->ops().size(), run::policy_name(cfg.loop.policy), context::mode_name(cfg.loop.mode), cfg.jobs,
                                cfg.jobs == 1 ? "" : "s", run->dir().string()));
-  if (cfg.loop.policy == "llm") {
+  if (cfg.loop.policy == run::Policy::llm) {
     progress.message(fmt::format("model: {} ({}), window {} tokens, generation {}, memory {}", cfg.model.value("model", ""),
                                  cfg.llm_profile, cfg.loop.budget.window, cfg.loop.budget.generation, cfg.memory_path));
   }
@@ -346,15 +344,15 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
     if (html && !o.quiet) std::fprintf(stderr, "report: %s\n", html->string().c_str());
   } else if (!o.quiet) {
     print(run_summary_table(report.results, *store, evaluator->target().str()));
-    print(agent::results_summary(report.results));
+    print(run::results_summary(report.results));
     print(fmt::format("results: {}\n", report.results_path.string()));
     if (html) print(fmt::format("report: {}\n", html->string()));
-    if (cfg.loop.policy == "replay" && starter_imported) {
+    if (cfg.loop.policy == run::Policy::replay && starter_imported) {
       print("These kernels are the starter experience shipped with kope, re-verified and re-timed here. To write\n"
             "better ones for this machine, configure a model (README.md, \"Configuring a model\"; e.g. KOPE_MODEL,\n"
             "OPENAI_BASE_URL, OPENAI_API_KEY, or an [llm.<name>] profile in kope.toml) and run `kope run` again.\n");
     }
-    if (cfg.loop.policy == "replay" && report.complete) {
+    if (cfg.loop.policy == run::Policy::replay && report.complete) {
       int64_t attempts = 0;
       for (const auto& op : report.results.value("ops", json::array())) attempts += op.value("attempts", int64_t{0});
       if (attempts == 0) {

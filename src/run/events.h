@@ -1,4 +1,4 @@
-// agent/events.h — the run's event log: one JSON object per line, appended durably.
+// run/events.h — the run's event log: one JSON object per line, appended durably.
 //
 // Every step that a resumed run must not redo is logged here before the next step starts
 // (answers, attempts, memory writes, reflections, finished ops), each line fsynced. A run killed
@@ -7,16 +7,21 @@
 // idempotently (natural keys). EventLog is thread-safe; every event gets a sequence number.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "kope/error.h"
+#include "kope/memory.h"
 
-namespace kope::agent {
+namespace kope::run {
 
 class EventLog {
  public:
@@ -39,7 +44,33 @@ class EventLog {
 // before the end fails with corrupt naming the file and line.
 Result<std::vector<nlohmann::json>> read_events(const std::filesystem::path& path);
 
+// The "answer" event: a model answer kept (its text in `answer_file`) before it is parsed and
+// evaluated, so that a resumed run does not ask the model again. Its JSON form carries
+// "type": "answer"; the loop adds "op", the log "seq" and "time".
+struct AnswerEvent {
+  int iteration = 0;
+  memory::Stage stage = memory::Stage::draft;
+  std::optional<int> parent_iteration;
+  std::string prompt_id;
+  std::map<std::string, int64_t> tier_tokens;  // system, hot, warm, cold
+  int64_t prompt_tokens_estimated = 0;
+  int64_t knowledge_budget = 0;
+  std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items and scores
+  int64_t tokens_prompt = 0;
+  int64_t tokens_completion = 0;
+  bool usage_estimated = false;
+  double cost_usd = 0;
+  double llm_seconds = 0;
+  std::string finish_reason = "stop";
+  std::string provider_problem;  // why there is no text ("" when the provider answered)
+  std::string answer_file;       // relative to the run directory
+};
+
+nlohmann::json to_json(const AnswerEvent& e);
+// Fails with corrupt naming the missing or malformed field.
+Result<AnswerEvent> answer_from_json(const nlohmann::json& j);
+
 // Current time as ISO 8601 UTC with milliseconds ("2026-05-01T12:00:00.123Z").
 std::string now_iso8601();
 
-}  // namespace kope::agent
+}  // namespace kope::run

@@ -1,4 +1,4 @@
-#include "agent/events.h"
+#include "run/events.h"
 
 #include <chrono>
 #include <ctime>
@@ -8,7 +8,9 @@
 #include "util/fs.h"
 #include "util/strings.h"
 
-namespace kope::agent {
+namespace kope::run {
+
+using nlohmann::json;
 
 std::string now_iso8601() {
   auto now = std::chrono::system_clock::now();
@@ -74,4 +76,53 @@ Result<std::vector<nlohmann::json>> read_events(const std::filesystem::path& pat
   return out;
 }
 
-}  // namespace kope::agent
+json to_json(const AnswerEvent& e) {
+  json items = json::array();
+  for (const auto& [id, score] : e.memory_items) items.push_back(json::array({id, score}));
+  return json{{"type", "answer"},
+              {"iteration", e.iteration},
+              {"stage", std::string(memory::stage_name(e.stage))},
+              {"parent_iteration", e.parent_iteration ? json(*e.parent_iteration) : json(nullptr)},
+              {"prompt_id", e.prompt_id},
+              {"tier_tokens", e.tier_tokens},
+              {"prompt_tokens_estimated", e.prompt_tokens_estimated},
+              {"knowledge_budget", e.knowledge_budget},
+              {"memory_items", items},
+              {"tokens_prompt", e.tokens_prompt},
+              {"tokens_completion", e.tokens_completion},
+              {"usage_estimated", e.usage_estimated},
+              {"cost_usd", e.cost_usd},
+              {"llm_seconds", e.llm_seconds},
+              {"finish_reason", e.finish_reason},
+              {"provider_problem", e.provider_problem},
+              {"answer_file", e.answer_file}};
+}
+
+Result<AnswerEvent> answer_from_json(const json& j) {
+  try {
+    AnswerEvent e;
+    e.iteration = j.at("iteration").get<int>();
+    e.stage = memory::parse_stage(j.value("stage", "draft")).value_or(memory::Stage::draft);
+    if (!j.at("parent_iteration").is_null()) e.parent_iteration = j.at("parent_iteration").get<int>();
+    e.prompt_id = j.value("prompt_id", "");
+    e.tier_tokens = j.value("tier_tokens", std::map<std::string, int64_t>{});
+    e.prompt_tokens_estimated = j.value("prompt_tokens_estimated", int64_t{0});
+    e.knowledge_budget = j.value("knowledge_budget", int64_t{0});
+    for (const auto& it : j.value("memory_items", json::array())) {
+      e.memory_items.emplace_back(it.at(0).get<std::string>(), it.at(1).get<double>());
+    }
+    e.tokens_prompt = j.value("tokens_prompt", int64_t{0});
+    e.tokens_completion = j.value("tokens_completion", int64_t{0});
+    e.usage_estimated = j.value("usage_estimated", false);
+    e.cost_usd = j.value("cost_usd", 0.0);
+    e.llm_seconds = j.value("llm_seconds", 0.0);
+    e.finish_reason = j.value("finish_reason", "");
+    e.provider_problem = j.value("provider_problem", "");
+    e.answer_file = j.at("answer_file").get<std::string>();
+    return e;
+  } catch (const json::exception& ex) {
+    return fail(ErrorKind::corrupt, "malformed answer event: {}", ex.what());
+  }
+}
+
+}  // namespace kope::run

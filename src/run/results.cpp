@@ -1,4 +1,4 @@
-#include "agent/results.h"
+#include "run/results.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "eval/library.h"
 #include "util/strings.h"
 
-namespace kope::agent {
+namespace kope::run {
 
 using nlohmann::json;
 
@@ -90,7 +90,7 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   j["best_timing_disturbed"] = inc ? json(inc->timing_disturbed()) : json(nullptr);
   j["disturbed_attempts"] = disturbed;
   // Where the best kernel came from: this run's model ("llm") or a replay of a memory case.
-  j["best_policy"] = inc ? json(inc->policy) : json(nullptr);
+  j["best_policy"] = inc ? json(std::string(policy_name(inc->policy))) : json(nullptr);
   j["best_source_case"] = inc && inc->source_case_id ? json(*inc->source_case_id) : json(nullptr);
   auto id = inc ? st.case_ids.find(inc->iteration) : st.case_ids.end();
   j["best_case_id"] = id != st.case_ids.end() ? json(id->second) : json(nullptr);
@@ -111,55 +111,62 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   return j;
 }
 
-json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, const std::map<std::string, OpState>& states) {
-  json out = header;
-  json list = json::array();
-  static const OpState empty;
+namespace {
+
+// The p of fast_p: correct and more than p times faster.
+const std::vector<double> k_fast_p = {0, 1, 1.5, 2};
+
+// What the run-level figures sum over the ops' entries.
+struct Totals {
   int64_t cases_passed = 0, cases_total = 0, tok_p = 0, tok_c = 0, attempts = 0;
   double cost = 0;
   int solved = 0, done = 0, with_library = 0, best_disturbed = 0, disturbed_attempts = 0;
   std::vector<double> sp_ref, sp_lib, roof, first, best;
   std::map<std::string, int64_t> tiers{{"system", 0}, {"hot", 0}, {"warm", 0}, {"cold", 0}};
-  const std::vector<double> ps = {0, 1, 1.5, 2};
-  std::vector<int> fast(ps.size(), 0), fast_lib(ps.size(), 0);
+  std::vector<int> fast = std::vector<int>(k_fast_p.size(), 0);
+  std::vector<int> fast_lib = std::vector<int>(k_fast_p.size(), 0);
   std::vector<std::string> forced_ops;
   std::set<std::string> forced_by;
-  for (const auto& op : ops) {
-    auto it = states.find(op.name);
-    const OpState& st = it == states.end() ? empty : it->second;
-    json r = op_result(op, st);
-    cases_passed += r["cases_passed"].get<int64_t>();
-    cases_total += r["cases_total"].get<int64_t>();
-    tok_p += r["tokens_prompt"].get<int64_t>();
-    tok_c += r["tokens_completion"].get<int64_t>();
-    attempts += r["attempts"].get<int64_t>();
-    cost += r["cost_usd"].get<double>();
-    for (const auto& [t, n] : r["tier_tokens"].items()) tiers[t] += n.get<int64_t>();
-    if (st.done) ++done;
-    if (op.library_path) ++with_library;
-    disturbed_attempts += r["disturbed_attempts"].get<int>();
-    if (r["best_timing_disturbed"].is_boolean() && r["best_timing_disturbed"].get<bool>()) ++best_disturbed;
-    if (r["library_forced"].get<bool>()) {
-      forced_ops.push_back(op.name);
-      forced_by.insert(r["library_config"].value("forced_by", ""));
-    }
-    if (r["solved"].get<bool>()) {
-      ++solved;
-      double s = r["best_speedup_vs_reference"].is_number() ? r["best_speedup_vs_reference"].get<double>() : 0;
-      if (s > 0) sp_ref.push_back(s);
-      for (size_t i = 0; i < ps.size(); ++i) fast[i] += s > ps[i] ? 1 : 0;
-      if (r["best_speedup_vs_library"].is_number()) {
-        double l = r["best_speedup_vs_library"].get<double>();
-        sp_lib.push_back(l);
-        for (size_t i = 0; i < ps.size(); ++i) fast_lib[i] += l > ps[i] ? 1 : 0;
-      }
-      if (r["fraction_of_roofline"].is_number()) roof.push_back(r["fraction_of_roofline"].get<double>());
-      first.push_back(r["attempts_to_first_correct"].get<double>());
-      best.push_back(r["attempts_to_best"].get<double>());
-    }
-    list.push_back(std::move(r));
+
+  // Adds one op's entry `r` (op_result of `op` and its state `st`).
+  void add(const spec::OpSpec& op, const OpState& st, const json& r);
+  // The "figures" object over `n` selected ops.
+  json figures(size_t n) const;
+};
+
+void Totals::add(const spec::OpSpec& op, const OpState& st, const json& r) {
+  cases_passed += r["cases_passed"].get<int64_t>();
+  cases_total += r["cases_total"].get<int64_t>();
+  tok_p += r["tokens_prompt"].get<int64_t>();
+  tok_c += r["tokens_completion"].get<int64_t>();
+  attempts += r["attempts"].get<int64_t>();
+  cost += r["cost_usd"].get<double>();
+  for (const auto& [t, n] : r["tier_tokens"].items()) tiers[t] += n.get<int64_t>();
+  if (st.done) ++done;
+  if (op.library_path) ++with_library;
+  disturbed_attempts += r["disturbed_attempts"].get<int>();
+  if (r["best_timing_disturbed"].is_boolean() && r["best_timing_disturbed"].get<bool>()) ++best_disturbed;
+  if (r["library_forced"].get<bool>()) {
+    forced_ops.push_back(op.name);
+    forced_by.insert(r["library_config"].value("forced_by", ""));
   }
-  size_t n = ops.size();
+  if (r["solved"].get<bool>()) {
+    ++solved;
+    double s = r["best_speedup_vs_reference"].is_number() ? r["best_speedup_vs_reference"].get<double>() : 0;
+    if (s > 0) sp_ref.push_back(s);
+    for (size_t i = 0; i < k_fast_p.size(); ++i) fast[i] += s > k_fast_p[i] ? 1 : 0;
+    if (r["best_speedup_vs_library"].is_number()) {
+      double l = r["best_speedup_vs_library"].get<double>();
+      sp_lib.push_back(l);
+      for (size_t i = 0; i < k_fast_p.size(); ++i) fast_lib[i] += l > k_fast_p[i] ? 1 : 0;
+    }
+    if (r["fraction_of_roofline"].is_number()) roof.push_back(r["fraction_of_roofline"].get<double>());
+    first.push_back(r["attempts_to_first_correct"].get<double>());
+    best.push_back(r["attempts_to_best"].get<double>());
+  }
+}
+
+json Totals::figures(size_t n) const {
   json f;
   f["ops"] = n;
   f["ops_done"] = done;
@@ -178,8 +185,8 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
   f["geomean_speedup_vs_library_over"] =
       fmt::format("the {} solved operators that have a library baseline ({} selected have one)", sp_lib.size(), with_library);
   json fp, fpl;
-  for (size_t i = 0; i < ps.size(); ++i) {
-    std::string key = fmt::format("{}", ps[i]);
+  for (size_t i = 0; i < k_fast_p.size(); ++i) {
+    std::string key = fmt::format("{}", k_fast_p[i]);
     fp[key] = n ? static_cast<double>(fast[i]) / static_cast<double>(n) : 0.0;
     fpl[key] = with_library ? json(static_cast<double>(fast_lib[i]) / static_cast<double>(with_library)) : json(nullptr);
   }
@@ -211,7 +218,24 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
   f["attempts_to_best_mean"] = opt(mean(best));
   f["attempts_to_best_median"] = opt(median(best));
   f["attempts_over"] = fmt::format("the {} solved operators", solved);
-  out["figures"] = f;
+  return f;
+}
+
+}  // namespace
+
+json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, const std::map<std::string, OpState>& states) {
+  json out = header;
+  json list = json::array();
+  static const OpState empty;
+  Totals totals;
+  for (const auto& op : ops) {
+    auto it = states.find(op.name);
+    const OpState& st = it == states.end() ? empty : it->second;
+    json r = op_result(op, st);
+    totals.add(op, st, r);
+    list.push_back(std::move(r));
+  }
+  out["figures"] = totals.figures(ops.size());
   out["ops"] = list;
   return out;
 }
@@ -241,4 +265,4 @@ std::string results_summary(const json& r) {
   return out;
 }
 
-}  // namespace kope::agent
+}  // namespace kope::run

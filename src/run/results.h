@@ -1,4 +1,4 @@
-// agent/results.h — the figures of a run (docs/design.md §6), computed from the ops' attempts.
+// run/results.h — the figures of a run (docs/design.md §6), computed from the ops' attempts.
 //
 // results.json holds run-level figures and an `ops` array with one entry per selected op:
 // name, solved, attempts, best_speedup_vs_reference, best_speedup_vs_library, tokens_prompt,
@@ -16,10 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/loop.h"
+#include "run/op_state.h"
 #include "kope/spec.h"
 
-namespace kope::agent {
+namespace kope::run {
 
 // One op's entry of the `ops` array.
 nlohmann::json op_result(const spec::OpSpec& op, const OpState& state);
@@ -32,4 +32,4 @@ nlohmann::json compute_results(const nlohmann::json& header, const std::vector<s
 // A few lines for the terminal: solved, pass rate, geomean speedups, fast_p, tokens.
 std::string results_summary(const nlohmann::json& results);
 
-}  // namespace kope::agent
+}  // namespace kope::run

@@ -1,13 +1,12 @@
-#include "agent/attempt.h"
+#include "run/attempt.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "agent/prompt.h"
 #include "eval/library.h"
 #include "util/strings.h"
 
-namespace kope::agent {
+namespace kope::run {
 
 using nlohmann::json;
 
@@ -59,6 +58,14 @@ TimingSummary timing_from(const json& j) {
 
 }  // namespace
 
+std::string_view policy_name(Policy p) { return p == Policy::replay ? "replay" : "llm"; }
+
+std::optional<Policy> parse_policy(std::string_view name) {
+  if (name == "llm") return Policy::llm;
+  if (name == "replay") return Policy::replay;
+  return std::nullopt;
+}
+
 json to_json(const Attempt& a) {
   json timings = json::array();
   for (const auto& t : a.timings) timings.push_back(timing_json(t));
@@ -66,7 +73,7 @@ json to_json(const Attempt& a) {
   for (const auto& [id, score] : a.memory_items) items.push_back(json::array({id, score}));
   return json{{"iteration", a.iteration},
               {"stage", std::string(memory::stage_name(a.stage))},
-              {"policy", a.policy},
+              {"policy", std::string(policy_name(a.policy))},
               {"parent_iteration", opt(a.parent_iteration)},
               {"parent_case_id", opt(a.parent_case_id)},
               {"source_case_id", opt(a.source_case_id)},
@@ -125,7 +132,10 @@ Result<Attempt> attempt_from_json(const json& j) {
     auto stage = memory::parse_stage(j.at("stage").get<std::string>());
     if (!stage) return fail(ErrorKind::corrupt, "attempt {}: unknown stage '{}'", a.iteration, j.at("stage").dump());
     a.stage = *stage;
-    a.policy = j.value("policy", "llm");
+    std::string policy = j.value("policy", "llm");
+    auto parsed_policy = parse_policy(policy);
+    if (!parsed_policy) return fail(ErrorKind::corrupt, "attempt {}: unknown policy '{}'", a.iteration, policy);
+    a.policy = *parsed_policy;
     a.parent_iteration = get_opt<int>(j, "parent_iteration");
     a.parent_case_id = get_opt<int64_t>(j, "parent_case_id");
     a.source_case_id = get_opt<int64_t>(j, "source_case_id");
@@ -184,75 +194,6 @@ Result<Attempt> attempt_from_json(const json& j) {
   }
 }
 
-void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
-  a.verdict = std::string(eval::verdict_name(r.verdict));
-  a.message = r.message;
-  a.diagnostics = cut_at_lines(r.diagnostics, 4000, 60);
-  a.cases_total = static_cast<int>(r.cases.size());
-  a.cases_passed = 0;
-  a.first_mismatch.clear();
-  for (const auto& c : r.cases) {
-    if (c.ok) {
-      ++a.cases_passed;
-    } else if (r.verdict == eval::Verdict::wrong_result && a.first_mismatch.empty() && !c.first_mismatch.empty()) {
-      a.first_mismatch = "case " + c.label + ": " + c.first_mismatch;
-    }
-  }
-  a.timings.clear();
-  for (const auto& t : r.timing) {
-    TimingSummary s;
-    s.case_index = t.case_index;
-    s.label = t.label;
-    s.median_us = t.median_us;
-    s.ci95_us = t.ci95_us;
-    s.reference_us = t.reference_us;
-    s.library_us = t.library_us;
-    s.roofline_us = t.roofline_us;
-    s.fraction_of_roofline = t.fraction_of_roofline;
-    s.disturbed = t.disturbed;
-    s.contention = t.contention;
-    s.roofline_bound = t.roofline_bound;
-    s.roofline_gbps = t.roofline_gbps;
-    s.roofline_gflops = t.roofline_gflops;
-    s.roofline_working_set_bytes = t.roofline_working_set_bytes;
-    s.beyond_roofline = t.beyond_roofline;
-    s.floor_us = t.floor_us;
-    a.timings.push_back(std::move(s));
-  }
-  a.library_config = r.library_config;
-  a.speedup_vs_reference = r.speedup_vs_reference;
-  a.speedup_vs_library = r.speedup_vs_library;
-  a.fraction_of_roofline = r.fraction_of_roofline;
-  a.eval_seed = r.seed;
-  a.eval_seconds = r.wall_seconds;
-  a.contention = 0;
-  for (const auto& t : r.timing) a.contention = std::max(a.contention, t.contention);
-  a.decision.clear();
-  a.decision_lower.reset();
-  a.decision_upper.reset();
-  a.decision_pairs = 0;
-  a.decision_contention = 0;
-  a.early_figures = false;
-  if (r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable) {
-    const eval::IncumbentComparison& c = *r.incumbent;
-    a.decision = std::string(eval::incumbent_decision_name(c.decision));
-    if (c.lower > 0) a.decision_lower = c.lower;
-    a.decision_upper = c.upper;
-    a.decision_pairs = c.pairs;
-    a.early_figures = !c.full_timing;
-    a.speedup_vs_incumbent = c.ratio;
-    a.contention = std::max(a.contention, c.contention);
-    a.decision_contention = c.contention;
-  }
-}
-
-bool eval_disturbed(const eval::EvalResult& r) {
-  for (const auto& t : r.timing) {
-    if (eval::timing_disturbed(t)) return true;
-  }
-  return r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable && r.incumbent->disturbed;
-}
-
 std::optional<double> relative_speed(const std::vector<TimingSummary>& before, const std::vector<TimingSummary>& after) {
   double log_sum = 0;
   int n = 0;
@@ -268,4 +209,4 @@ std::optional<double> relative_speed(const std::vector<TimingSummary>& before, c
   return std::exp(log_sum / n);
 }
 
-}  // namespace kope::agent
+}  // namespace kope::run

@@ -1,4 +1,4 @@
-// agent/attempt.h — one iteration's record as the agent keeps it (event log, results, resume).
+// run/attempt.h — one iteration's record as the run directory keeps it (event log, results, resume).
 //
 // An Attempt holds everything the loop decided and measured for one candidate: its stage and
 // lineage, what the model said it applied, the evaluator's verdict and timings, whether it
@@ -16,8 +16,9 @@
 
 #include "kope/eval.h"
 #include "kope/memory.h"
+#include "run/policy.h"
 
-namespace kope::agent {
+namespace kope::run {
 
 // Verdict recorded for an answer that held no usable code (never produced by the evaluator):
 // the attempt counts, the memory records it as `compile_error` with this message prefix.
@@ -47,7 +48,7 @@ struct TimingSummary {
 struct Attempt {
   int iteration = 0;                    // 1-based within the op's task
   memory::Stage stage = memory::Stage::draft;
-  std::string policy = "llm";           // "llm" or "replay"
+  Policy policy = Policy::llm;
   std::optional<int> parent_iteration;  // the attempt in this task it began from
   std::optional<int64_t> parent_case_id;
   std::optional<int64_t> source_case_id;  // replay: the memory case the kernel came from
@@ -114,16 +115,8 @@ struct Attempt {
 nlohmann::json to_json(const Attempt& a);
 Result<Attempt> attempt_from_json(const nlohmann::json& j);
 
-// Fills verdict, message, diagnostics, checks and timings from an evaluation (and, when it holds
-// a comparison with the incumbent, decision, its interval, pairs, early_figures, contention).
-void apply_eval_result(Attempt& a, const eval::EvalResult& r);
-
-// Whether an evaluation's timing evidence was disturbed by other load: any timed case
-// (eval::timing_disturbed) or the comparison with the incumbent.
-bool eval_disturbed(const eval::EvalResult& r);
-
 // Geometric mean over the timed cases both have of before.median_us / after.median_us (how much
 // faster `after` is); nullopt when they share no timed case.
 std::optional<double> relative_speed(const std::vector<TimingSummary>& before, const std::vector<TimingSummary>& after);
 
-}  // namespace kope::agent
+}  // namespace kope::run

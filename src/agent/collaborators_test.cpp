@@ -1,0 +1,197 @@
+// The loop's collaborators on their own, with the fakes: the plan and the stopping rules, the
+// model turn's context shrink, the judge's incumbent rule, the replay policy with nothing to
+// replay. (loop_test.cpp drives them together through run_op.)
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "agent/judge.h"
+#include "agent/llm_policy.h"
+#include "agent/op_context.h"
+#include "agent/plan.h"
+#include "agent/replay_policy.h"
+#include "agent/test_support.h"
+#include "util/fs.h"
+
+namespace kope::agent {
+namespace {
+
+using memory::Stage;
+
+Attempt made(int k, Stage stage, const std::string& verdict, bool improved = false) {
+  Attempt a;
+  a.iteration = k;
+  a.stage = stage;
+  a.verdict = verdict;
+  a.improved = improved;
+  return a;
+}
+
+TimingSummary timed(int case_index, double median_us) {
+  TimingSummary t;
+  t.case_index = case_index;
+  t.median_us = median_us;
+  t.reference_us = 1000;
+  return t;
+}
+
+// A harness, one op's state, and the context the collaborators share (made on first use, after
+// the test configured the harness).
+struct Collaborators {
+  testing::Harness h;
+  OpState st;
+  OpEnvironment env;
+  std::unique_ptr<OpContext> ctx;
+  OpContext& context() {
+    if (!ctx) {
+      env = h.env();
+      ctx = std::make_unique<OpContext>(env, h.op, st);
+    }
+    return *ctx;
+  }
+};
+
+TEST(Plan, RepairsAFailureAtMostTwiceThenRefinesTheIncumbent) {
+  LoopConfig cfg;
+  cfg.max_consecutive_repairs = 2;
+  OpState st;
+  Plan p = plan_next(st, cfg);
+  EXPECT_EQ(p.stage, Stage::draft);
+  EXPECT_FALSE(p.parent_iteration);
+  st.attempts.push_back(made(1, Stage::draft, "correct", true));
+  p = plan_next(st, cfg);
+  EXPECT_EQ(p.stage, Stage::refine);
+  EXPECT_EQ(p.parent_iteration, 1);
+  st.attempts.push_back(made(2, Stage::refine, "compile_error"));
+  p = plan_next(st, cfg);
+  EXPECT_EQ(p.stage, Stage::repair);
+  EXPECT_EQ(p.parent_iteration, 2);
+  st.attempts.push_back(made(3, Stage::repair, "wrong_result"));
+  EXPECT_EQ(plan_next(st, cfg).parent_iteration, 3);
+  st.attempts.push_back(made(4, Stage::repair, "wrong_result"));
+  p = plan_next(st, cfg);  // two repairs in a row failed: back to the incumbent
+  EXPECT_EQ(p.stage, Stage::refine);
+  EXPECT_EQ(p.parent_iteration, 1);
+}
+
+TEST(Plan, StopsAtTheLimitWithoutImprovementAndForReplayOnceAKernelIsCorrectHere) {
+  LoopConfig cfg;
+  cfg.max_iterations = 10;
+  cfg.patience = 2;
+  cfg.roofline_target = 0;
+  OpState st;
+  EXPECT_FALSE(stop_reason(st, cfg));
+  st.attempts.push_back(made(1, Stage::draft, "correct", true));
+  st.attempts.push_back(made(2, Stage::refine, "correct"));
+  EXPECT_FALSE(stop_reason(st, cfg));
+  st.attempts.push_back(made(3, Stage::refine, "correct"));
+  EXPECT_EQ(stop_reason(st, cfg), "no_improvement");
+  cfg.max_iterations = 3;
+  EXPECT_EQ(stop_reason(st, cfg), "iterations");
+  cfg.policy = Policy::replay;
+  cfg.replay_limit = 4;
+  EXPECT_EQ(stop_reason(st, cfg), "replay_verified");  // a kernel correct here answers the op
+  cfg.replay_all = true;
+  EXPECT_FALSE(stop_reason(st, cfg));
+  st.attempts.push_back(made(4, Stage::refine, "correct"));
+  EXPECT_EQ(stop_reason(st, cfg), "iterations");
+}
+
+TEST(LlmPolicy, AWindowErrorShrinksTheMemoryTiersAndTheAnswerIsKeptBeforeParsing) {
+  Collaborators c;
+  testing::Harness& h = c.h;
+  int calls = 0;
+  h.failure = [&](const auto&, const llm::ChatParams&) -> std::optional<llm::LlmError> {
+    if (calls++ > 0) return std::nullopt;
+    llm::LlmError e;
+    e.cls = llm::FailureClass::context_length;
+    e.message = "too long";
+    return e;
+  };
+  h.answers[1] = testing::kernel_answer("vectorised rows", "correct");
+  LlmPolicy policy(c.context());
+  auto next = policy.propose(1, Plan{});
+  ASSERT_TRUE(next) << next.error().message;
+  ASSERT_TRUE(next->proposal);
+  EXPECT_TRUE(next->proposal->code);
+  EXPECT_EQ(next->proposal->attempt.optimisation, "vectorised rows");
+  auto prompts = h.events_of("prompt");
+  ASSERT_EQ(prompts.size(), 2u);
+  EXPECT_EQ(prompts[0]["shrink"], 1.0);
+  EXPECT_EQ(prompts[1]["shrink"], 0.5);
+  EXPECT_EQ(h.events_of("llm_error").size(), 1u);
+  auto answers = h.events_of("answer");
+  ASSERT_EQ(answers.size(), 1u);
+  auto text = util::read_file(h.dir->path() / answers[0]["answer_file"].get<std::string>());
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, h.answers[1]);
+  EXPECT_TRUE(std::filesystem::exists(h.dir->path() / "transcripts" / c.context().op_dir / "1-draft.md"));
+}
+
+TEST(LlmPolicy, AnUnavailableModelEndsTheOpAfterTheBackoffs) {
+  Collaborators c;
+  c.h.failure = [](const auto&, const llm::ChatParams&) -> std::optional<llm::LlmError> {
+    llm::LlmError e;
+    e.cls = llm::FailureClass::server_error;
+    e.message = "503";
+    return e;
+  };
+  testing::Harness& h = c.h;
+  OpState& st = c.st;
+  LlmPolicy policy(c.context());
+  auto next = policy.propose(1, Plan{});
+  ASSERT_TRUE(next) << next.error().message;
+  EXPECT_FALSE(next->proposal);
+  EXPECT_EQ(next->end, OpEnd::llm_unavailable);
+  EXPECT_EQ(h.events_of("llm_error").size(), 3u);  // the first call and one after each of the two waits
+  ASSERT_EQ(st.errors.size(), 1u);
+  EXPECT_NE(st.errors[0].find("model unavailable (server_error)"), std::string::npos) << st.errors[0];
+}
+
+TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
+  Collaborators c;
+  c.h.config.min_improvement = 0.01;
+  Attempt inc = made(1, Stage::draft, "correct", true);
+  inc.timings = {timed(0, 1000)};
+  c.st.attempts.push_back(inc);
+  Judge judge(c.context());
+
+  Attempt close = made(2, Stage::refine, "correct");
+  close.parent_iteration = 1;
+  close.timings = {timed(0, 995)};
+  close.speedup_vs_reference = 1000.0 / 995.0;  // r is the store's: the ratio of speedups vs the reference
+  ASSERT_TRUE(judge.decide(close));
+  EXPECT_FALSE(close.improved);
+  EXPECT_EQ(close.decision, "recorded_timings");
+  ASSERT_TRUE(close.speedup_vs_parent);
+  EXPECT_NEAR(*close.speedup_vs_parent, 1000.0 / 995.0, 1e-9);
+
+  Attempt fast = made(2, Stage::refine, "correct");
+  fast.parent_iteration = 1;
+  fast.timings = {timed(0, 500)};
+  fast.speedup_vs_reference = 2.0;
+  ASSERT_TRUE(judge.decide(fast));
+  EXPECT_TRUE(fast.improved);
+  EXPECT_NEAR(*fast.speedup_vs_parent, 2.0, 1e-9);
+  EXPECT_EQ(fast.label, memory::outcome_name(memory::outcome_for_ratio(2.0)));
+  EXPECT_TRUE(fast.notable);  // at least notable_speedup (1.5) over its parent
+
+  Attempt failed = made(2, Stage::refine, "wrong_result");
+  ASSERT_TRUE(judge.decide(failed));
+  EXPECT_FALSE(failed.improved);
+  EXPECT_EQ(failed.label, "negative");
+}
+
+TEST(ReplayPolicy, AnEmptyMemoryHasNothingToReplay) {
+  Collaborators c;
+  c.h.config.policy = Policy::replay;
+  ReplayPolicy policy(c.context());
+  auto next = policy.propose(1, Plan{});
+  ASSERT_TRUE(next) << next.error().message;
+  EXPECT_FALSE(next->proposal);
+  EXPECT_EQ(next->end, OpEnd::finished);
+  EXPECT_EQ(next->stop_reason, "replay_exhausted");
+}
+
+}  // namespace
+}  // namespace kope::agent

@@ -1,0 +1,211 @@
+#include "agent/judge.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "agent/prompt.h"
+#include "agent/recorder.h"
+#include "util/hash.h"
+#include "util/strings.h"
+
+namespace kope::agent {
+
+using run::Attempt;
+using run::TimingSummary;
+using nlohmann::json;
+
+namespace {
+
+bool compared_with_incumbent(const eval::EvalResult& r) {
+  return r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable;
+}
+
+// The evidence a replacement would rest on: the candidate's timings and the comparison, or, without
+// a comparison, also the incumbent's recorded timings.
+bool disturbed_evidence(const eval::EvalResult& r, const Attempt& inc) {
+  if (eval_disturbed(r)) return true;
+  return !compared_with_incumbent(r) && eval::contention_disturbed(inc.contention);
+}
+
+}  // namespace
+
+Status Judge::evaluate(Attempt& a, const std::string& code) {
+  const int k = a.iteration;
+  a.has_code = true;
+  a.code_hash = util::sha256_hex(code);
+  KOPE_ASSIGN(a.code_file, m_ctx.write_run_file(fmt::format("candidates/{}/{}.cpp", m_ctx.op_dir, k), code));
+  m_ctx.keep_code(k, code);
+  eval::EvalOptions opts = m_ctx.cfg.eval_options;
+  if (m_ctx.cfg.seed) opts.seed = m_ctx.derived_seed(k, "eval");
+  const Attempt* inc = m_ctx.state.incumbent();
+  if (inc && m_ctx.cfg.fast_verdict && opts.time && inc->has_code) {
+    // Fast verdict: the evaluator times the candidate against the incumbent itself.
+    if (auto src = m_ctx.code_of(*inc)) {
+      opts.incumbent_source = std::move(*src);
+      opts.incumbent_margin = m_ctx.cfg.min_improvement;
+    }
+  }
+  m_ctx.phase(k, a.stage, "evaluating");
+  KOPE_ASSIGN(eval::EvalResult r, m_ctx.env.evaluator->evaluate(m_ctx.op, code, opts));
+  if (inc && would_replace(r, *inc) && disturbed_evidence(r, *inc)) {
+    KOPE_ASSIGN(r, retime(a, code, r, opts));
+  }
+  apply_eval_result(a, r);
+  a.evidence_disturbed = inc && r.verdict == eval::Verdict::correct && disturbed_evidence(r, *inc);
+  return {};
+}
+
+// Disturbed evidence alone never replaces the incumbent: time it once more.
+Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const eval::EvalResult& first,
+                                       eval::EvalOptions opts) {
+  const int k = a.iteration;
+  double c = first.incumbent ? first.incumbent->contention : 0.0;
+  for (const auto& t : first.timing) c = std::max(c, t.contention);
+  KOPE_TRY(m_ctx.event({{"type", "retime"},
+                        {"iteration", k},
+                        {"contention", c},
+                        {"decision", compared_with_incumbent(first)
+                                         ? std::string(eval::incumbent_decision_name(first.incumbent->decision))
+                                         : std::string("recorded_timings")},
+                        {"reason", fmt::format("the timing that would replace the incumbent was disturbed by other load "
+                                               "(waited for a CPU {:.0f}% of the time); evaluating once more",
+                                               100 * c)}}));
+  if (m_ctx.cfg.seed) opts.seed = m_ctx.derived_seed(k, "eval-retime");
+  m_ctx.phase(k, a.stage, "re-timing (disturbed)");
+  KOPE_ASSIGN(eval::EvalResult again, m_ctx.env.evaluator->evaluate(m_ctx.op, code, opts));
+  a.retimed = true;
+  return again;
+}
+
+bool Judge::would_replace(const eval::EvalResult& r, const Attempt& inc) const {
+  if (r.verdict != eval::Verdict::correct) return false;
+  if (compared_with_incumbent(r)) return r.incumbent->decision == eval::IncumbentDecision::faster;
+  Attempt tmp;
+  apply_eval_result(tmp, r);
+  auto s = relative_speed(inc.timings, tmp.timings);
+  return s && *s > 1 + m_ctx.cfg.min_improvement;
+}
+
+bool Judge::replaces(Attempt& a, const Attempt& inc, bool compared) const {
+  const double min_improvement = m_ctx.cfg.min_improvement;
+  bool faster = false;
+  if (compared) {
+    // The evaluator's interleaved comparison decided (speedup_vs_incumbent is its ratio).
+    faster = a.decision == eval::incumbent_decision_name(eval::IncumbentDecision::faster);
+  } else {
+    a.decision = "recorded_timings";
+    a.speedup_vs_incumbent = relative_speed(inc.timings, a.timings);
+    faster = a.speedup_vs_incumbent && *a.speedup_vs_incumbent > 1 + min_improvement;
+  }
+  // With a decision already made at the stated error rate, the disturbance's threat is a
+  // bias of the estimate: the estimate itself must clear the margin.
+  std::optional<double> lower = a.speedup_vs_incumbent;
+  if (faster && a.evidence_disturbed) {
+    // Still disturbed after re-timing: only a margin beyond the disturbance of the evidence
+    // the decision rests on (the comparison's pairs; without one, both recorded timings).
+    double c = std::clamp(compared ? a.decision_contention : std::max(a.contention, inc.contention), 0.0, 0.9);
+    a.margin_demanded = (1 + min_improvement) / (1 - c);
+    faster = lower && *lower > *a.margin_demanded;
+  }
+  return faster;
+}
+
+Status Judge::decide(Attempt& a) const {
+  const OpState& st = m_ctx.state;
+  const Attempt* inc = st.incumbent();
+  const Attempt* parent = a.parent_iteration ? &m_ctx.attempt(*a.parent_iteration) : nullptr;
+  if (parent && !a.parent_case_id) a.parent_case_id = m_ctx.case_id(parent->iteration);
+  std::optional<double> r;
+  bool compared = !a.decision.empty() && a.decision != "recorded_timings";
+  if (a.correct()) a.improved = inc ? replaces(a, *inc, compared) : true;
+  // r and the outcome label are the memory's (its rule over the parent case it holds, or a
+  // replay's source case); the journal states them, so they are asked for before recording.
+  KOPE_ASSIGN(memory::CaseAssessment step, m_ctx.env.store->assess_attempt(case_record(m_ctx, a)));
+  if (a.correct()) {
+    r = step.ratio;
+    a.speedup_vs_parent = r;
+  }
+  a.label = std::string(memory::outcome_name(step.outcome));
+  if (!st.attempts.empty() && a.correct() && !st.attempts.back().correct()) {
+    const Attempt& prev = st.attempts.back();
+    a.notable = true;
+    a.notable_reason = fmt::format("attempt {} is correct after attempt {} failed ({}: {})", a.iteration, prev.iteration,
+                                   prev.verdict, util::truncate_text(prev.message, 160, 1));
+  } else if (a.improved && inc && r && *r >= m_ctx.cfg.notable_speedup) {
+    a.notable = true;
+    a.notable_reason = fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, *r);
+  }
+  return {};
+}
+
+void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
+  a.verdict = std::string(eval::verdict_name(r.verdict));
+  a.message = r.message;
+  a.diagnostics = cut_at_lines(r.diagnostics, 4000, 60);
+  a.cases_total = static_cast<int>(r.cases.size());
+  a.cases_passed = 0;
+  a.first_mismatch.clear();
+  for (const auto& c : r.cases) {
+    if (c.ok) {
+      ++a.cases_passed;
+    } else if (r.verdict == eval::Verdict::wrong_result && a.first_mismatch.empty() && !c.first_mismatch.empty()) {
+      a.first_mismatch = "case " + c.label + ": " + c.first_mismatch;
+    }
+  }
+  a.timings.clear();
+  for (const auto& t : r.timing) {
+    TimingSummary s;
+    s.case_index = t.case_index;
+    s.label = t.label;
+    s.median_us = t.median_us;
+    s.ci95_us = t.ci95_us;
+    s.reference_us = t.reference_us;
+    s.library_us = t.library_us;
+    s.roofline_us = t.roofline_us;
+    s.fraction_of_roofline = t.fraction_of_roofline;
+    s.disturbed = t.disturbed;
+    s.contention = t.contention;
+    s.roofline_bound = t.roofline_bound;
+    s.roofline_gbps = t.roofline_gbps;
+    s.roofline_gflops = t.roofline_gflops;
+    s.roofline_working_set_bytes = t.roofline_working_set_bytes;
+    s.beyond_roofline = t.beyond_roofline;
+    s.floor_us = t.floor_us;
+    a.timings.push_back(std::move(s));
+  }
+  a.library_config = r.library_config;
+  a.speedup_vs_reference = r.speedup_vs_reference;
+  a.speedup_vs_library = r.speedup_vs_library;
+  a.fraction_of_roofline = r.fraction_of_roofline;
+  a.eval_seed = r.seed;
+  a.eval_seconds = r.wall_seconds;
+  a.contention = 0;
+  for (const auto& t : r.timing) a.contention = std::max(a.contention, t.contention);
+  a.decision.clear();
+  a.decision_lower.reset();
+  a.decision_upper.reset();
+  a.decision_pairs = 0;
+  a.decision_contention = 0;
+  a.early_figures = false;
+  if (r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable) {
+    const eval::IncumbentComparison& c = *r.incumbent;
+    a.decision = std::string(eval::incumbent_decision_name(c.decision));
+    if (c.lower > 0) a.decision_lower = c.lower;
+    a.decision_upper = c.upper;
+    a.decision_pairs = c.pairs;
+    a.early_figures = !c.full_timing;
+    a.speedup_vs_incumbent = c.ratio;
+    a.contention = std::max(a.contention, c.contention);
+    a.decision_contention = c.contention;
+  }
+}
+
+bool eval_disturbed(const eval::EvalResult& r) {
+  for (const auto& t : r.timing) {
+    if (eval::timing_disturbed(t)) return true;
+  }
+  return r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable && r.incumbent->disturbed;
+}
+
+}  // namespace kope::agent

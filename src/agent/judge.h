@@ -1,0 +1,52 @@
+// agent/judge.h — evaluating a candidate and deciding what it means for the op.
+//
+// Judge::evaluate writes the candidate's source to the run directory (candidates/<op>/<k>.cpp),
+// has the evaluator judge it (with fast verdicts, timed against the incumbent's source) and,
+// when disturbed evidence alone would replace the incumbent, evaluates it once more ("retime").
+// Judge::decide applies the incumbent rule, asks the store for r (speedup_vs_parent) and the
+// outcome label, and says whether the attempt is notable (a reflection trigger); the rules are spelled
+// out in loop.h.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "agent/op_context.h"
+#include "kope/eval.h"
+#include "kope/memory.h"
+#include "run/attempt.h"
+
+namespace kope::agent {
+
+class Judge {
+ public:
+  explicit Judge(OpContext& ctx) : m_ctx(ctx) {}
+
+  // Fills `a`'s code fields, verdict and timings. Fails only when the evaluator or the run
+  // directory fails (a failing kernel is a verdict).
+  Status evaluate(Attempt& a, const std::string& code);
+  // Sets parent_case_id, improved (and the decision's figures), speedup_vs_parent, label and
+  // notable for `a` against the op's state before it. r and the label are the store's
+  // (Store::assess_attempt: the ratio of recorded speedups vs the reference over the parent
+  // case, for a replay its source case); fails only when the store does.
+  Status decide(Attempt& a) const;
+
+ private:
+  // Whether an evaluation would replace the incumbent `inc` (disturbance aside).
+  bool would_replace(const eval::EvalResult& r, const Attempt& inc) const;
+  Result<eval::EvalResult> retime(Attempt& a, const std::string& code, const eval::EvalResult& first, eval::EvalOptions opts);
+  // Whether the correct `a` replaces the incumbent `inc` (decision and margin figures set).
+  bool replaces(Attempt& a, const Attempt& inc, bool compared) const;
+
+  OpContext& m_ctx;
+};
+
+// Fills verdict, message, diagnostics, checks and timings from an evaluation (and, when it holds
+// a comparison with the incumbent, decision, its interval, pairs, early_figures, contention).
+void apply_eval_result(run::Attempt& a, const eval::EvalResult& r);
+
+// Whether an evaluation's timing evidence was disturbed by other load: any timed case
+// (eval::timing_disturbed) or the comparison with the incumbent.
+bool eval_disturbed(const eval::EvalResult& r);
+
+}  // namespace kope::agent

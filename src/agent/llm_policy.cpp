@@ -1,0 +1,90 @@
+#include "agent/llm_policy.h"
+
+#include "agent/answer.h"
+#include "agent/retrieval.h"
+#include "util/fs.h"
+
+namespace kope::agent {
+
+Result<Next> LlmPolicy::propose(int k, const Plan& plan) {
+  ModelAnswer answer;
+  if (m_ctx.state.pending && m_ctx.state.pending->iteration == k) {
+    // Answered before the run died: not asked again.
+    answer.event = *m_ctx.state.pending;
+    KOPE_ASSIGN(answer.text, util::read_file(m_ctx.env.run_dir / answer.event.answer_file));
+  } else {
+    KOPE_TRY(m_ctx.reference_source());
+    m_ctx.phase(k, plan.stage, "retrieving");
+    KOPE_ASSIGN(KnowledgeCandidates knowledge, gather_knowledge(m_ctx, plan));
+    KOPE_ASSIGN(PromptInput input, prompt_input(plan, k));
+    KOPE_ASSIGN(TurnOutcome turn, m_turn.ask(k, plan, input, knowledge));
+    if (!turn.answer) return Next{std::nullopt, turn.end, ""};
+    answer = std::move(*turn.answer);
+  }
+  return Next{from_answer(answer, plan), OpEnd::finished, ""};
+}
+
+Result<PromptInput> LlmPolicy::prompt_input(const Plan& plan, int k) {
+  const auto& env = m_ctx.env;
+  PromptInput in;
+  in.op = &m_ctx.op;
+  in.reference_source = m_ctx.reference_loaded().value_or("");
+  HardwareGuide fallback;
+  fallback.backend = env.evaluator->backend();
+  in.hardware = render_hardware(*env.hw, env.evaluator->toolchain_id(), env.guide ? *env.guide : fallback);
+  in.toolchain = env.evaluator->toolchain_id();
+  in.stage = plan.stage;
+  in.iteration = k;
+  in.max_iterations = m_ctx.cfg.max_iterations;
+  const Attempt* inc = m_ctx.state.incumbent();
+  if (inc) {
+    auto code = m_ctx.code_of(*inc);
+    in.incumbent = render_incumbent(*inc, code ? *code : std::string("(source unavailable)"), m_ctx.lang());
+  }
+  if (!m_ctx.state.attempts.empty()) {
+    const Attempt& last = m_ctx.state.attempts.back();
+    in.feedback = render_feedback(last, inc, m_ctx.lang());
+    if (!last.correct() && last.has_code && plan.stage == memory::Stage::repair) {
+      auto code = m_ctx.code_of(last);
+      if (code) {
+        in.feedback += "The failed attempt's code:\n" + fence_code(cut_at_lines(*code, k_max_code_shown), m_ctx.lang());
+      }
+    }
+    in.tried = render_tried(m_ctx.state.attempts);
+  }
+  return in;
+}
+
+Proposal LlmPolicy::from_answer(const ModelAnswer& answer, const Plan& plan) const {
+  const run::AnswerEvent& e = answer.event;
+  Proposal p;
+  Attempt& a = p.attempt;
+  a.iteration = e.iteration;
+  a.stage = plan.stage;
+  a.parent_iteration = plan.parent_iteration;
+  a.prompt_id = e.prompt_id;
+  a.tier_tokens = e.tier_tokens;
+  a.prompt_tokens_estimated = e.prompt_tokens_estimated;
+  a.knowledge_budget = e.knowledge_budget;
+  a.memory_items = e.memory_items;
+  a.tokens_prompt = e.tokens_prompt;
+  a.tokens_completion = e.tokens_completion;
+  a.cost_usd = e.cost_usd;
+  a.llm_seconds = e.llm_seconds;
+  ParsedAnswer parsed = parse_answer(answer.text);
+  a.optimisation = parsed.optimisation;
+  a.header_found = parsed.header_found;
+  if (parsed.has_code) {
+    p.code = std::move(parsed.code);
+    return p;
+  }
+  std::string why = e.provider_problem;
+  if (why.empty()) why = parsed.problem;
+  if (e.finish_reason == "length") why += " (the answer hit the output-token limit)";
+  a.verdict = std::string(eval::verdict_name(eval::Verdict::compile_error));
+  a.message = why == k_no_code_message ? why : std::string(k_no_code_message) + ": " + why;
+  a.diagnostics = answer.text.empty() ? "" : "The answer began:\n" + cut_at_lines(answer.text, 600, 12);
+  return p;
+}
+
+}  // namespace kope::agent

@@ -1,0 +1,160 @@
+#include "agent/model_turn.h"
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace kope::agent {
+
+using nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string role_label(llm::Message::Role r) {
+  switch (r) {
+    case llm::Message::Role::system: return "system";
+    case llm::Message::Role::user: return "user";
+    case llm::Message::Role::assistant: return "assistant";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string render_transcript(const std::vector<llm::Message>& messages, std::string_view answer) {
+  std::string out;
+  for (const auto& m : messages) out += "## " + role_label(m.role) + "\n\n" + m.content + "\n\n";
+  out += "## assistant\n\n" + std::string(answer) + "\n";
+  return out;
+}
+
+Result<TurnOutcome> ModelTurn::ask(int k, const Plan& plan, const PromptInput& input, const KnowledgeCandidates& knowledge) {
+  Retry retry;
+  for (;;) {
+    if (m_ctx.cancelled()) return TurnOutcome{std::nullopt, OpEnd::cancelled};
+    KOPE_ASSIGN(AssembledPrompt prompt, assemble(k, plan, input, knowledge, retry.shrink));
+    llm::ChatParams params;
+    params.max_output_tokens = static_cast<int>(m_ctx.cfg.budget.generation);
+    if (m_ctx.cfg.seed) params.seed = m_ctx.derived_seed(k, "llm");
+    params.purpose = std::string(memory::stage_name(plan.stage));
+    m_ctx.phase(k, plan.stage, "waiting for the model");
+    auto t0 = Clock::now();
+    auto r = m_ctx.env.llm->chat(prompt.messages, params);
+    Reply reply;
+    reply.latency = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (r) {
+      reply.text = r->text;
+      reply.finish = r->finish_reason;
+      reply.usage = r->usage;
+      reply.cost = r->cost_usd;
+      if (!reply.usage.estimated && reply.usage.prompt_tokens > 0) {
+        m_ctx.env.estimator->calibrate(prompt.total_tokens, reply.usage.prompt_tokens);
+      }
+    } else {
+      KOPE_ASSIGN(AfterFailure next, after_failure(k, r.error(), prompt, retry));
+      if (next.action == AfterFailure::Action::retry) continue;
+      if (next.action == AfterFailure::Action::stop) return TurnOutcome{std::nullopt, next.end};
+      reply.provider_problem = std::move(next.problem);
+    }
+    KOPE_ASSIGN(ModelAnswer answer, keep(k, plan, prompt, reply));
+    return TurnOutcome{std::move(answer), OpEnd::finished};
+  }
+}
+
+Result<AssembledPrompt> ModelTurn::assemble(int k, const Plan& plan, const PromptInput& input,
+                                            const KnowledgeCandidates& knowledge, double shrink) {
+  context::Budget budget = m_ctx.cfg.budget;
+  budget.warm_cap *= shrink;
+  budget.cold_cap *= shrink;
+  m_ctx.phase(k, plan.stage, "assembling");
+  KOPE_ASSIGN(AssembledPrompt prompt,
+              assemble_prompt(*m_ctx.env.prompts, input, knowledge, budget, m_ctx.cfg.mode, *m_ctx.env.estimator));
+  KOPE_TRY(m_ctx.event({{"type", "prompt"},
+                        {"iteration", k},
+                        {"purpose", std::string(memory::stage_name(plan.stage))},
+                        {"mode", std::string(context::mode_name(m_ctx.cfg.mode))},
+                        {"tier_tokens", prompt.tier_tokens},
+                        {"total_tokens", prompt.total_tokens},
+                        {"limit", prompt.limit},
+                        {"knowledge_budget", prompt.knowledge_budget},
+                        {"admitted", prompt.admitted},
+                        {"dropped", prompt.dropped},
+                        {"hot_truncated", prompt.hot_truncated},
+                        {"tokens_per_byte", prompt.tokens_per_byte},
+                        {"shrink", shrink}}));
+  return prompt;
+}
+
+Result<ModelTurn::AfterFailure> ModelTurn::after_failure(int k, const llm::LlmError& err, const AssembledPrompt& prompt,
+                                                         Retry& retry) {
+  std::string cls(llm::failure_class_name(err.cls));
+  KOPE_TRY(m_ctx.event({{"type", "llm_error"}, {"iteration", k}, {"class", cls}, {"message", err.message},
+                        {"http_status", err.http_status}}));
+  switch (err.cls) {
+    case llm::FailureClass::context_length:
+      if (retry.shrinks < m_ctx.cfg.context_shrink_retries) {
+        ++retry.shrinks;
+        retry.shrink = retry.shrinks >= m_ctx.cfg.context_shrink_retries ? 0.0 : retry.shrink * 0.5;
+        // The estimate was too low for this model: learn that before rebuilding.
+        m_ctx.env.estimator->calibrate(prompt.total_tokens, prompt.total_tokens * 5 / 4 + 1);
+        return AfterFailure::again();
+      }
+      m_ctx.state.errors.push_back("the prompt does not fit the model's window even without memory: " + err.message);
+      return AfterFailure::stop(OpEnd::llm_unavailable);
+    case llm::FailureClass::content_filtered:
+    case llm::FailureClass::malformed:
+      return AfterFailure::without_text(fmt::format("the provider returned no usable answer ({}: {})", cls, err.message));
+    case llm::FailureClass::unauthorized:
+    case llm::FailureClass::not_found:
+    case llm::FailureClass::bad_request:
+      return fail(ErrorKind::remote, "the model call failed ({}): {}", cls, err.message);
+    case llm::FailureClass::cancelled:
+      return AfterFailure::stop(OpEnd::cancelled);
+    default:
+      if (retry.backoffs < m_ctx.cfg.backoff_seconds.size()) {
+        double wait = m_ctx.cfg.backoff_seconds[retry.backoffs++];
+        m_ctx.note(fmt::format("model unavailable ({}); waiting {:.0f} s", cls, wait));
+        wait_backoff(wait);
+        return AfterFailure::again();
+      }
+      m_ctx.state.errors.push_back(fmt::format("model unavailable ({}): {}", cls, err.message));
+      return AfterFailure::stop(OpEnd::llm_unavailable);
+  }
+}
+
+Result<ModelAnswer> ModelTurn::keep(int k, const Plan& plan, const AssembledPrompt& prompt, const Reply& reply) {
+  ModelAnswer out;
+  run::AnswerEvent& e = out.event;
+  KOPE_ASSIGN(e.answer_file, m_ctx.write_run_file(fmt::format("candidates/{}/{}.answer.md", m_ctx.op_dir, k), reply.text));
+  KOPE_TRY(m_ctx.write_transcript(
+      fmt::format("transcripts/{}/{}-{}.md", m_ctx.op_dir, k, memory::stage_name(plan.stage)),
+      render_transcript(prompt.messages, reply.text.empty() ? "(" + reply.provider_problem + ")" : reply.text)));
+  e.iteration = k;
+  e.stage = plan.stage;
+  e.parent_iteration = plan.parent_iteration;
+  e.prompt_id = m_ctx.key(k);
+  e.tier_tokens = prompt.tier_tokens;
+  e.prompt_tokens_estimated = prompt.total_tokens;
+  e.knowledge_budget = prompt.knowledge_budget;
+  e.memory_items = prompt.memory_items;
+  e.tokens_prompt = reply.usage.prompt_tokens;
+  e.tokens_completion = reply.usage.completion_tokens;
+  e.usage_estimated = reply.usage.estimated;
+  e.cost_usd = reply.cost;
+  e.llm_seconds = reply.latency;
+  e.finish_reason = reply.finish;
+  e.provider_problem = reply.provider_problem;
+  KOPE_TRY(m_ctx.event(run::to_json(e)));
+  out.text = reply.text;
+  return out;
+}
+
+void ModelTurn::wait_backoff(double seconds) const {
+  auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < until && !m_ctx.cancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+}  // namespace kope::agent

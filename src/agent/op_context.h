@@ -1,0 +1,77 @@
+// agent/op_context.h — what the collaborators of one op's loop share.
+//
+// The loop (loop.cpp) and its collaborators (the policies, the model turn, the judge, the
+// recorder, the reflector) each take an OpContext: the op, its state, the run's services, and
+// the few conveniences every step needs (the event log, the run directory's files, progress,
+// seeds, cancellation). It also keeps the sources of the op's candidates as they are made, so
+// that the in-process path never reads back what it just wrote; only a resumed run reads the
+// sources of attempts an earlier process made from the run directory. Not thread-safe: one op,
+// one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/loop.h"
+
+namespace kope::agent {
+
+class OpContext {
+ public:
+  OpContext(const OpEnvironment& env, const spec::OpSpec& op, OpState& state);
+
+  const OpEnvironment& env;
+  const LoopConfig& cfg;
+  const spec::OpSpec& op;
+  OpState& state;
+  const std::string op_dir;  // op_dir_name(op.name): candidates/<op_dir>/, transcripts/<op_dir>/
+
+  // The user asked to stop, or another op hit an error the run cannot go on from.
+  bool cancelled() const;
+  // The memory's natural key of iteration k: "<run id>/<op>/<k>".
+  std::string key(int k) const;
+  // A seed derived from the run's seed for iteration k and a purpose (`salt`).
+  uint64_t derived_seed(int k, std::string_view salt) const;
+  void phase(int k, memory::Stage stage, std::string_view what) const;
+  void note(std::string_view line) const;
+  // Appends `e` to the event log with this op's name.
+  Status event(nlohmann::json e) const;
+
+  // Writes a file resume depends on (answers, candidate sources) atomically and fsynced;
+  // returns `rel`, its path relative to the run directory.
+  Result<std::string> write_run_file(const std::string& rel, std::string_view content) const;
+  // Writes a transcript (for people: a crash may lose the last one, so it skips the fsyncs).
+  Status write_transcript(const std::string& rel, std::string_view content) const;
+
+  // The code fence language of the evaluator's backend.
+  std::string lang() const;
+  // The reference implementation's source (read once).
+  Result<std::string> reference_source();
+  const std::optional<std::string>& reference_loaded() const { return m_reference; }
+
+  // Remembers the source of iteration `k`, as the judge wrote it to the run directory.
+  void keep_code(int k, std::string code);
+  // The source of `a`: kept when this process made it, else read back from the run directory
+  // (a resumed run). Fails with io when the file cannot be read; "" for an attempt without code.
+  Result<std::string> code_of(const Attempt& a);
+
+  // The attempt of iteration k (1-based) and the memory case it was recorded as.
+  const Attempt& attempt(int k) const { return state.attempts[static_cast<size_t>(k - 1)]; }
+  std::optional<int64_t> case_id(int k) const;
+
+  // The error signature the store computed when it recorded iteration k (for the next repair's
+  // query); nullopt for an attempt recorded before a resume.
+  void keep_error_signature(int k, std::string signature) { m_error_signatures[k] = std::move(signature); }
+  std::optional<std::string> error_signature(int k) const;
+
+ private:
+  std::map<int, std::string> m_code;
+  std::map<int, std::string> m_error_signatures;
+  std::optional<std::string> m_reference;
+};
+
+}  // namespace kope::agent

@@ -1,0 +1,76 @@
+#include "agent/retrieval.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "util/strings.h"
+
+namespace kope::agent {
+
+memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan) {
+  memory::RetrievalQuery q;
+  q.task = task_info(ctx.op);
+  q.target = ctx.env.evaluator->target().str();
+  q.toolchain = ctx.env.evaluator->toolchain_id();
+  q.backend = ctx.env.evaluator->backend();
+  q.stage = plan.stage;
+  q.limit = ctx.cfg.mode == context::Mode::passive ? ctx.cfg.passive_retrieval_limit : ctx.cfg.retrieval_limit;
+  double balance = ctx.env.hw->peak_gbps > 0 ? ctx.env.hw->peak_gflops / ctx.env.hw->peak_gbps : 0;
+  if (balance > 0 && q.task.arithmetic_intensity > 0) q.bottleneck = q.task.arithmetic_intensity < balance ? "memory" : "compute";
+  if (plan.stage == memory::Stage::repair && plan.parent_iteration) {
+    const Attempt& failed = ctx.state.attempts[static_cast<size_t>(*plan.parent_iteration - 1)];
+    auto id = ctx.state.case_ids.find(failed.iteration);
+    if (auto sig = ctx.error_signature(failed.iteration)) {
+      q.last_error_signature = *sig;  // as the store computed it when recording
+    } else if (id != ctx.state.case_ids.end()) {
+      auto c = ctx.env.store->get_case(id->second);  // recorded before a resume: read back once
+      if (c && *c) q.last_error_signature = (*c)->error_signature;
+    }
+    q.text = failed.verdict + " " + failed.message + " " + util::truncate_text(failed.diagnostics, 600, 8);
+  } else if (const Attempt* inc = ctx.state.incumbent()) {
+    q.text = inc->optimisation + " " + ctx.op.category + " faster";
+  } else {
+    q.text = ctx.op.summary;
+  }
+  if (const Attempt* inc = ctx.state.incumbent()) {
+    auto id = ctx.state.case_ids.find(inc->iteration);
+    if (id != ctx.state.case_ids.end()) q.incumbent_case = id->second;  // lineage signals
+  }
+  return q;
+}
+
+Result<KnowledgeCandidates> gather_knowledge(const OpContext& ctx, const Plan& plan) {
+  KnowledgeCandidates knowledge;
+  if (ctx.cfg.mode != context::Mode::none) {
+    memory::RetrievalQuery q = state_query(ctx, plan);
+    KOPE_ASSIGN(auto state_items, ctx.env.store->retrieve(q));
+    memory::RetrievalQuery broad = q;
+    broad.task.op.clear();
+    broad.task.category.clear();
+    broad.limit = std::max(1, q.limit / 2);
+    KOPE_ASSIGN(auto broad_items, ctx.env.store->retrieve(broad));
+    std::map<std::string, std::string> categories;
+    for (const auto* o : ctx.env.known_ops) categories[o->name] = o->category;
+    // This task's own attempts are in the hot tier already (incumbent, tried-table).
+    std::set<std::string> own;
+    for (const auto& [iter, id] : ctx.state.case_ids) own.insert(fmt::format("case:{}", id));
+    knowledge = classify_knowledge(state_items, broad_items, ctx.op, plan.stage, *ctx.env.prompts, *ctx.env.estimator,
+                                   [&](std::string_view name) -> std::optional<std::string> {
+                                     auto it = categories.find(std::string(name));
+                                     if (it == categories.end()) return std::nullopt;
+                                     return it->second;
+                                   },
+                                   own);
+  } else {
+    // `none` admits no memory, so nothing is read from it; the notes are offered and dropped
+    // by the same selection as in the other modes.
+    knowledge = classify_knowledge({}, {}, ctx.op, plan.stage, *ctx.env.prompts, *ctx.env.estimator,
+                                   [](std::string_view) { return std::nullopt; });
+  }
+  return knowledge;
+}
+
+}  // namespace kope::agent
