@@ -50,7 +50,9 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
   std::string out = fmt::format("Strategy: {} attempt {} on {} ({}), {}.\n", memory::stage_name(a.stage), a.iteration,
                                 op.name, op.category, from);
   out += fmt::format("Change: {}\n", a.optimisation);
-  out += fmt::format("Status: {}{}{}\n", a.verdict, a.message.empty() ? "" : " — ", util::truncate_text(a.message, 300, 2));
+  // The evaluator's message whole: a few sentences, one more when load disturbed the timing
+  // (the cap is for a runaway one; a cut message reads as a cut item in later prompts).
+  out += fmt::format("Status: {}{}{}\n", a.verdict, a.message.empty() ? "" : " — ", util::truncate_text(a.message, 1200, 4));
   if (!a.first_mismatch.empty()) out += "First mismatch: " + a.first_mismatch + "\n";
   if (a.correct()) {
     out += fmt::format("Numbers: {} vs reference, {} vs library{}, {} vs parent", format_ratio(a.speedup_vs_reference),
