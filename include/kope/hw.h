@@ -45,8 +45,8 @@ struct Roof {
 };
 
 // The version of the probe's measurements (FP64 peak, small working sets): a cached hw.json
-// of an older probe is measured again.
-inline constexpr int k_hw_probe_version = 2;
+// of an older probe is measured again (3: FMA chains that fit the vector registers).
+inline constexpr int k_hw_probe_version = 3;
 
 struct HardwareProfile {
   Target target;
