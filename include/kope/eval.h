@@ -123,8 +123,13 @@ struct LibraryConfig {
 // figures had to use batches that waited for a CPU). The one place the agent asks.
 bool timing_disturbed(const CaseTiming& t);
 // Whether a median contention (the share of runnable time spent waiting for a CPU) is at or
-// above k_clean_contention (2%): used for the comparison's pairs, which have no clean subset.
+// above k_clean_contention (2%): for one figure without its batches (the fake evaluator's).
 bool contention_disturbed(double median_contention);
+// Whether waiting for a CPU may have moved figures computed from these batches (or pairs of
+// batches), one contention each: the statistics had to include waiting ones (not
+// `used_clean_only`, and more than a quarter waited 2% or more), or most waited 10% or more (a
+// busy machine: the clean few shared caches, memory and clocks with the load too).
+bool waits_disturbed(const std::vector<double>& contention, bool used_clean_only);
 
 // --- Fast verdicts: the candidate against the incumbent --------------------------------------
 
@@ -168,7 +173,7 @@ struct IncumbentComparison {
   // reference and library baselines. False: EvalResult::timing holds the comparison's early
   // figures (the candidate's batches of the comparison, baselines from the cache).
   bool full_timing = false;
-  bool disturbed = false;  // contention_disturbed(contention)
+  bool disturbed = false;  // some case's pairs: waits_disturbed
   double contention = 0;   // the largest CaseComparison::contention
   std::vector<CaseComparison> cases;
   std::string problem;     // unavailable: why (the incumbent did not build, failed, ...)

@@ -25,7 +25,7 @@ bool compared_with_incumbent(const eval::EvalResult& r) {
 // a comparison, also the incumbent's recorded timings.
 bool disturbed_evidence(const eval::EvalResult& r, const Attempt& inc) {
   if (eval_disturbed(r)) return true;
-  return !compared_with_incumbent(r) && eval::contention_disturbed(inc.contention);
+  return !compared_with_incumbent(r) && inc.timing_disturbed();
 }
 
 }  // namespace

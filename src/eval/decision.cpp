@@ -86,6 +86,7 @@ CaseRatio paired_ratio(const std::vector<PairSample>& pairs, double alpha, doubl
     if (p.contention < clean_contention) clean.push_back(d);
   }
   r.contention = median(contention);
+  r.disturbed = waits_disturbed(contention, clean.size() >= min_clean);
   const std::vector<double>& used = clean.size() >= min_clean ? clean : all;
   r.pairs = used.size();
   if (used.empty()) return r;

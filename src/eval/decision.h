@@ -69,6 +69,7 @@ struct CaseRatio {
   size_t pairs = 0;       // pairs the estimate used
   size_t pairs_total = 0; // pairs sampled
   double contention = 0;  // median pair contention over all pairs
+  bool disturbed = false; // waits_disturbed over the pairs' contention
   int looks = 0;          // looks taken
 };
 

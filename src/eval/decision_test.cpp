@@ -240,6 +240,20 @@ TEST(Decision, CleanPairsAreUsedWhenThereAreEnough) {
   EXPECT_NEAR(r.contention, 0.5, 1e-9);
   EXPECT_TRUE(contention_disturbed(r.contention));
   EXPECT_FALSE(contention_disturbed(0.0));
+  EXPECT_TRUE(r.disturbed);
+}
+
+// Waiting disturbs figures when they had to use waiting batches, or when most batches waited
+// 10% or more; a few percent of waiting in batches the figures leave out, or in most batches of
+// a quiet machine's two-thread kernel (the OS's own housekeeping), does not.
+TEST(Decision, WaitsDisturbOnlyFiguresTheyCouldMove) {
+  EXPECT_FALSE(waits_disturbed({}, false));
+  EXPECT_FALSE(waits_disturbed({0.0, 0.01, 0.015, 0.0}, false));
+  EXPECT_TRUE(waits_disturbed({0.0, 0.03, 0.04, 0.0}, false));  // half of those used waited
+  EXPECT_FALSE(waits_disturbed({0.0, 0.03, 0.04, 0.0}, true));  // the figures used the clean ones
+  EXPECT_FALSE(waits_disturbed({0.0, 0.05, 0.3, 0.0, 0.01}, true));
+  EXPECT_TRUE(waits_disturbed({0.0, 0.5, 0.3, 0.0, 0.8}, true));  // most batches ran on a busy machine
+  EXPECT_FALSE(waits_disturbed({0.0, 0.5, 0.3, 0.0}, true));      // half is not most
 }
 
 TEST(Decision, AFailureStopsTheCase) {

@@ -1,4 +1,5 @@
 // Verdict names and the EvalResult JSON form (the `kope eval --json` object).
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -100,6 +101,16 @@ IncumbentComparison comparison_from(const json& j) {
 }  // namespace
 
 bool contention_disturbed(double median_contention) { return median_contention >= k_clean_contention; }
+
+bool waits_disturbed(const std::vector<double>& contention, bool used_clean_only) {
+  size_t n = contention.size();
+  if (n == 0) return false;
+  auto count_at_least = [&](double share) {
+    return static_cast<size_t>(std::count_if(contention.begin(), contention.end(), [&](double x) { return x >= share; }));
+  };
+  bool waiting_used = !used_clean_only && static_cast<double>(count_at_least(k_clean_contention)) > k_disturbed_share * static_cast<double>(n);
+  return waiting_used || 2 * count_at_least(k_busy_contention) > n;
+}
 
 bool timing_disturbed(const CaseTiming& t) { return t.disturbed; }
 

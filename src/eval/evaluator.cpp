@@ -591,6 +591,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
     cc.pairs_total = static_cast<int>(est.pairs_total);
     cc.looks = est.looks;
     cc.contention = est.contention;
+    cmp.disturbed = cmp.disturbed || est.disturbed;
     cc.seconds = std::chrono::duration<double>(Clock::now() - case_start).count();
     cmp.pairs += cc.pairs_total;
     cmp.contention = std::max(cmp.contention, cc.contention);
@@ -603,7 +604,6 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
   cmp.ratio = combined.ratio;
   cmp.lower = combined.lower;
   if (std::isfinite(combined.upper)) cmp.upper = combined.upper;
-  cmp.disturbed = contention_disturbed(cmp.contention);
   cmp.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return run;
 }

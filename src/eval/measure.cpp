@@ -452,12 +452,7 @@ Result<bool> CaseTimer::sample() {
   const std::vector<double>& used = clean.size() >= static_cast<size_t>(std::max(t.plan.min_samples, 6)) ? clean : t.out.samples_s;
   MedianCi ci = median_ci(used);
   t.out.samples_used = used.size();
-  size_t n = t.out.contention.size();
-  size_t waited = n - std::min(n, clean.size());
-  size_t busy = static_cast<size_t>(std::count_if(t.out.contention.begin(), t.out.contention.end(),
-                                                  [](double x) { return x >= k_busy_contention; }));
-  bool too_few_clean = &used != &clean && static_cast<double>(waited) > k_disturbed_share * static_cast<double>(n);
-  t.out.disturbed = n > 0 && (too_few_clean || 2 * busy > n);
+  t.out.disturbed = waits_disturbed(t.out.contention, &used == &clean);
   t.out.median_s = ci.median;
   t.out.ci95_s = ci.half_width;
   return true;
