@@ -216,7 +216,9 @@ struct GuardFixture {
   }
   std::vector<json> events(const std::string& id, const std::string& type) const {
     std::vector<json> out;
-    for (auto& e : *run::read_events(tmp->path() / id / "events.jsonl")) {
+    auto all = run::read_events(tmp->path() / id / "events.jsonl");
+    EXPECT_TRUE(all) << all.error().message;
+    for (auto& e : all ? *all : std::vector<json>{}) {
       if (e.value("type", "") == type) out.push_back(e);
     }
     return out;

@@ -68,12 +68,18 @@ TEST(Select, ActiveRespectsCapsAndPrefersValuePerToken) {
   EXPECT_EQ(s.chosen[1].id, "a");
 }
 
-TEST(Select, ColdTierStaysWithinItsCapWhenItemsHaveNoLearnedValue) {
+// A budget whose B_k is 10000 tokens: the cold cap of 3% is 300, the grown cap of 15% 1500.
+Budget ten_thousand_knowledge() {
   Budget b;
   b.window = 10300;
   b.system_prompt = 100;
   b.generation = 100;
-  b.recency_reserve = 100;  // B_k = 10000: cold cap 3% = 300, grown cap 15% = 1500
+  b.recency_reserve = 100;
+  return b;
+}
+
+TEST(Select, ColdTierStaysWithinItsCapWhenItemsHaveNoLearnedValue) {
+  Budget b = ten_thousand_knowledge();
   std::vector<Item> cold;
   for (int i = 0; i < 20; ++i) cold.push_back(item("c" + std::to_string(i), Tier::cold, 100, 1.0));
   auto s = select({item("spec", Tier::hot, 50, 0)}, {}, cold, b, Mode::active, 0.0);
@@ -84,11 +90,7 @@ TEST(Select, ColdTierStaysWithinItsCapWhenItemsHaveNoLearnedValue) {
 }
 
 TEST(Select, ColdCapGrowsOnlyForItemsWithPositiveLearnedValue) {
-  Budget b;
-  b.window = 10300;
-  b.system_prompt = 100;
-  b.generation = 100;
-  b.recency_reserve = 100;  // B_k = 10000: cold cap 300, grown cap 1500
+  Budget b = ten_thousand_knowledge();
   std::vector<Item> cold;
   for (int i = 0; i < 10; ++i) cold.push_back(item("plain" + std::to_string(i), Tier::cold, 100, 1.0));
   for (int i = 0; i < 20; ++i) {
