@@ -294,9 +294,6 @@ std::vector<Column> ops_columns(bool several) {
       col("level", "level", ColumnType::integer, 0, false),
       col("status", "status", ColumnType::text, 0, true,
           "solved, unsolved, not run, not finished"),
-      col("experience", "memory", ColumnType::text, 0, true,
-          "held-out: its earlier experience was excluded (--holdout); seen: memory held earlier experience of it; "
-          "unseen: none"),
       col("solved", "solved", ColumnType::boolean, 0, false),
       col("cases_passed", "passed", ColumnType::integer),
       col("cases_total", "cases", ColumnType::integer),
@@ -314,7 +311,10 @@ std::vector<Column> ops_columns(bool several) {
       col("best_optimisation", "best kernel's optimisation", ColumnType::text, 0, false),
       col("library_forced", "library forced", ColumnType::boolean, 0, false,
           "the environment forced the library's configuration: vs lib is against a handicapped library"),
-      col("library_config", "library configuration", ColumnType::text, 0, false)};
+      col("library_config", "library configuration", ColumnType::text, 0, false),
+      col("experience", "memory", ColumnType::text, 0, true,
+          "held-out: its earlier experience was excluded (--holdout); seen: memory held earlier experience of it; "
+          "unseen: none")};
 }
 
 Table ops_table(const Analysis& an) {
@@ -350,7 +350,6 @@ Table ops_table(const Analysis& an) {
              o.category,
              int64_t{o.level},
              status,
-             o.experience.empty() ? Value() : Value(o.experience),
              o.solved,
              int64_t{o.cases_passed},
              int64_t{o.cases_total},
@@ -367,7 +366,8 @@ Table ops_table(const Analysis& an) {
              o.stop_reason.empty() ? Value() : Value(o.stop_reason),
              o.best_optimisation.empty() ? Value() : Value(o.best_optimisation),
              o.library_forced,
-             o.library_config.empty() ? Value() : Value(o.library_config)});
+             o.library_config.empty() ? Value() : Value(o.library_config),
+             o.experience.empty() ? Value() : Value(o.experience)});
     }
   }
   return t;
