@@ -51,6 +51,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -241,6 +242,24 @@ struct LessonLogEntry {
   std::string created_at;
 };
 
+// The contamination guard (`kope run --holdout`): experience about the ops being run (same
+// name or spec hash) is left out of retrieval and replay unless the current run recorded it.
+struct Holdout {
+  std::set<std::string> ops;          // op names
+  std::set<std::string> spec_hashes;
+  std::string run_id;                 // the current run: its own experience stays in
+
+  bool active() const { return !ops.empty() || !spec_hashes.empty(); }
+  // True when (op, spec_hash) is one of the held-out operators.
+  bool covers(std::string_view op, std::string_view spec_hash) const {
+    return ops.contains(std::string(op)) || (!spec_hash.empty() && spec_hashes.contains(std::string(spec_hash)));
+  }
+  // True when experience about (op, spec_hash) recorded by `case_run` must be left out.
+  bool excludes(std::string_view op, std::string_view spec_hash, std::string_view case_run) const {
+    return case_run != run_id && covers(op, spec_hash);
+  }
+};
+
 // The state retrieval is asked about.
 struct RetrievalQuery {
   TaskInfo task;
@@ -253,6 +272,7 @@ struct RetrievalQuery {
   std::string text;             // free text for lexical search (e.g. the latest diagnostics)
   int limit = 50;
   std::optional<int64_t> incumbent_case;  // enables lineage signals (ancestors, tried branches)
+  Holdout holdout;              // inactive unless the run holds its ops out
 };
 
 struct RetrievedItem {
@@ -267,6 +287,14 @@ struct RetrievedItem {
   bool quarantined = false;     // a case awaiting re-verification: not evidence of speed
   std::string target;
   std::string op;
+  // Relevance facts the prompt's admission uses: the case's op category, or the lesson's scope
+  // category ("" for a lesson of any op); whether a case's op computes something structurally
+  // close to the query's (the op itself, the same category, or a matching signature shape and
+  // arithmetic intensity: task_structurally_close); the learned value for the query's stage
+  // (the unweighted "value" part: > 0 once the prompts that used the item did well).
+  std::string category;
+  bool structurally_close = false;
+  double learned = 0;
 };
 
 // One prompt's use of retrieved items, for crediting outcomes back.
@@ -320,9 +348,11 @@ struct Stats {
 // Filters for Store::cases (empty / unset = any). Results are newest first.
 struct CaseFilter {
   std::string op;
+  std::string spec_hash;
   std::string target;
   std::string toolchain;
   std::string run_id;
+  std::string not_run_id;         // cases of every run but this one
   std::optional<Stage> stage;
   std::string verdict;
   std::optional<Outcome> outcome;

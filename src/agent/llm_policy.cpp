@@ -67,6 +67,7 @@ Proposal LlmPolicy::from_answer(const ModelAnswer& answer, const Plan& plan) con
   a.prompt_tokens_estimated = e.prompt_tokens_estimated;
   a.knowledge_budget = e.knowledge_budget;
   a.memory_items = e.memory_items;
+  a.admission = e.admission;
   a.tokens_prompt = e.tokens_prompt;
   a.tokens_completion = e.tokens_completion;
   a.cost_usd = e.cost_usd;

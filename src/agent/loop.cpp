@@ -35,6 +35,7 @@ class Loop {
 
  private:
   Status start();
+  Result<std::string> experience_of_op();
   // One iteration; false when the policy had no candidate (m_end, m_end_reason say why).
   Result<bool> step();
   Result<OpEnd> finish();
@@ -94,14 +95,40 @@ Result<bool> Loop::step() {
   return true;
 }
 
+// What memory holds about the op as it starts: "held-out" when the run excludes its earlier
+// experience, else "seen" when memory holds a case of it (same name or spec hash) from another
+// run, else "unseen".
+Result<std::string> Loop::experience_of_op() {
+  if (m_ctx.env.holdout.ops.contains(m_ctx.op.name)) return std::string("held-out");
+  // Whether another run recorded a case `f` finds (false where the store cannot filter cases).
+  auto earlier = [&](memory::CaseFilter f) -> Result<bool> {
+    f.not_run_id = m_ctx.env.run_id;
+    f.limit = 1;
+    auto found = m_ctx.env.store->cases(f);
+    if (!found && found.error().kind != ErrorKind::unavailable) return std::unexpected(std::move(found).error());
+    return found && !found->empty();
+  };
+  memory::CaseFilter by_name;
+  by_name.op = m_ctx.op.name;
+  KOPE_ASSIGN(bool seen, earlier(by_name));
+  if (!seen && !m_ctx.op.spec_hash.empty()) {
+    memory::CaseFilter by_hash;
+    by_hash.spec_hash = m_ctx.op.spec_hash;
+    KOPE_ASSIGN(seen, earlier(by_hash));
+  }
+  return std::string(seen ? "seen" : "unseen");
+}
+
 // Logs the op's start once, then finishes what a killed run left half done: memory writes, then
 // logged reflections, then the reflection the last attempt called for.
 Status Loop::start() {
   OpState& st = m_ctx.state;
   if (!st.started) {
+    KOPE_ASSIGN(st.experience, experience_of_op());
     KOPE_TRY(m_ctx.event({{"type", "op_started"},
                           {"policy", std::string(run::policy_name(m_ctx.cfg.policy))},
-                          {"mode", std::string(context::mode_name(m_ctx.cfg.mode))}}));
+                          {"mode", std::string(context::mode_name(m_ctx.cfg.mode))},
+                          {"experience", st.experience}}));
     st.started = true;
   }
   if (m_ctx.env.progress) m_ctx.env.progress->op_started(m_ctx.op.name);

@@ -126,6 +126,8 @@ struct OpEnvironment {
   // Other ops the run knows (the suite and the selection): categories for tiering, and
   // identical kernel signatures for replay.
   std::vector<const spec::OpSpec*> known_ops;
+  // The contamination guard (RunConfig::holdout): inactive unless the run holds its ops out.
+  memory::Holdout holdout;
 };
 
 enum class OpEnd { finished, cancelled, llm_unavailable };

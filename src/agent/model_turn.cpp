@@ -69,6 +69,7 @@ Result<AssembledPrompt> ModelTurn::assemble(int k, const Plan& plan, const Promp
   context::Budget budget = m_ctx.cfg.budget;
   budget.warm_cap *= shrink;
   budget.cold_cap *= shrink;
+  budget.cold_cap_learned *= shrink;
   m_ctx.phase(k, plan.stage, "assembling");
   KOPE_ASSIGN(AssembledPrompt prompt,
               assemble_prompt(*m_ctx.env.prompts, input, knowledge, budget, m_ctx.cfg.mode, *m_ctx.env.estimator));
@@ -81,10 +82,14 @@ Result<AssembledPrompt> ModelTurn::assemble(int k, const Plan& plan, const Promp
                         {"limit", prompt.limit},
                         {"knowledge_budget", prompt.knowledge_budget},
                         {"admitted", prompt.admitted},
+                        {"admission", run::admission_json(prompt.admission)},
                         {"dropped", prompt.dropped},
                         {"hot_truncated", prompt.hot_truncated},
                         {"tokens_per_byte", prompt.tokens_per_byte},
                         {"shrink", shrink}}));
+  for (const auto& id : prompt.admitted) {
+    if (id.starts_with("note:")) m_ctx.state.notes_shown.insert(id);  // not offered again in this task
+  }
   return prompt;
 }
 
@@ -140,6 +145,7 @@ Result<ModelAnswer> ModelTurn::keep(int k, const Plan& plan, const AssembledProm
   e.prompt_tokens_estimated = prompt.total_tokens;
   e.knowledge_budget = prompt.knowledge_budget;
   e.memory_items = prompt.memory_items;
+  e.admission = prompt.admission;
   e.tokens_prompt = reply.usage.prompt_tokens;
   e.tokens_completion = reply.usage.completion_tokens;
   e.usage_estimated = reply.usage.estimated;

@@ -79,6 +79,57 @@ std::string item_text(const context::Item& it) { return "- " + it.text + "\n"; }
 constexpr const char* k_knowledge_keys[] = {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "exp_unverified", "notes"};
 
 
+// "category=a, b; stage=draft" into `note`; fails naming `where` for an unknown key or stage.
+Status parse_applies(std::string_view spec, PromptNote& note, const std::string& where) {
+  for (const auto& clause : util::split(std::string(spec), ';')) {
+    std::string_view c = util::trim(clause);
+    if (c.empty()) continue;
+    size_t eq = c.find('=');
+    std::string key(util::trim(c.substr(0, eq)));
+    if (eq == std::string_view::npos || (key != "category" && key != "stage")) {
+      return fail(ErrorKind::config, "{}: bad 'applies:' clause '{}' (expected category=... or stage=...)", where, c);
+    }
+    for (const auto& v : util::split(std::string(c.substr(eq + 1)), ',')) {
+      std::string value(util::trim(v));
+      if (value.empty()) continue;
+      if (key == "stage" && !memory::parse_stage(value)) {
+        return fail(ErrorKind::config, "{}: unknown stage '{}' (expected draft, repair or refine)", where, value);
+      }
+      (key == "category" ? note.categories : note.stages).insert(value);
+    }
+  }
+  return {};
+}
+
+// notes.md (rendered) split at "## " headings; an "applies:" line right under a heading limits
+// the note (PromptNote).
+Result<std::vector<PromptNote>> parse_notes(const std::string& text, const std::string& file) {
+  std::vector<PromptNote> notes;
+  PromptNote cur;
+  auto flush = [&] {
+    cur.body = std::string(util::trim(cur.body));
+    if (!cur.title.empty() && !cur.body.empty()) notes.push_back(cur);
+    cur = PromptNote{};
+  };
+  bool heading_just_seen = false;
+  for (const auto& line : util::split(text, '\n')) {
+    if (line.starts_with("## ")) {
+      flush();
+      cur.title = std::string(util::trim(std::string_view(line).substr(3)));
+      heading_just_seen = true;
+      continue;
+    }
+    if (heading_just_seen && line.starts_with("applies:")) {
+      KOPE_TRY(parse_applies(std::string_view(line).substr(8), cur, fmt::format("{} (note '{}')", file, cur.title)));
+    } else {
+      cur.body += line + "\n";
+    }
+    heading_just_seen = false;
+  }
+  flush();
+  return notes;
+}
+
 }  // namespace
 
 // --- PromptLibrary ---------------------------------------------------------------------------
@@ -100,22 +151,13 @@ Result<PromptLibrary> PromptLibrary::load(const fs::path& root, std::string_view
   KOPE_ASSIGN(lib.reflect, load_template(lib.dir, "reflect.md"));
   KOPE_ASSIGN(std::string notes, load_template(lib.dir, "notes.md"));
   KOPE_ASSIGN(notes, render_template(notes, {}, (lib.dir / "notes.md").string()));
-  std::string title, body;
-  auto flush = [&] {
-    std::string b(util::trim(body));
-    if (!title.empty() && !b.empty()) lib.notes.emplace_back(title, b);
-    body.clear();
-  };
-  for (const auto& line : util::split(notes, '\n')) {
-    if (line.starts_with("## ")) {
-      flush();
-      title = std::string(util::trim(std::string_view(line).substr(3)));
-    } else {
-      body += line + "\n";
-    }
-  }
-  flush();
+  KOPE_ASSIGN(lib.notes, parse_notes(notes, (lib.dir / "notes.md").string()));
   return lib;
+}
+
+bool PromptNote::applies_to(std::string_view category, memory::Stage stage) const {
+  return (categories.empty() || categories.contains(std::string(category))) &&
+         (stages.empty() || stages.contains(std::string(memory::stage_name(stage))));
 }
 
 const std::string& PromptLibrary::stage_template(memory::Stage s) const {
@@ -170,11 +212,64 @@ std::string knowledge_content_key(std::string_view text) {
 
 // --- knowledge -------------------------------------------------------------------------------
 
+namespace {
+
+// The words of the task (name, category, summary, stage) a note may mention.
+std::set<std::string> task_words(const spec::OpSpec& op, memory::Stage stage) {
+  std::set<std::string> words;
+  std::string query = op.name + " " + op.category + " " + op.summary + " " + std::string(memory::stage_name(stage));
+  for (auto& w : util::split(util::to_lower(query), ' ')) {
+    std::string clean;
+    for (char c : w) {
+      if (std::isalnum(static_cast<unsigned char>(c))) clean += c;
+    }
+    for (auto& part : util::split(clean, '_')) {
+      if (part.size() >= 4) words.insert(part);
+    }
+    if (clean.size() >= 4) words.insert(clean);
+  }
+  return words;
+}
+
+// The library's notes that apply to this op and stage and were not shown in this task yet,
+// valued by how many words of the task they mention (at least 0.2 when the note names the op's
+// category in its "applies:" line).
+void add_notes(const PromptLibrary& lib, const spec::OpSpec& op, memory::Stage stage, const SharedEstimator& estimator,
+               const std::set<std::string>& shown, KnowledgeCandidates& out) {
+  std::set<std::string> words = task_words(op, stage);
+  for (size_t i = 0; i < lib.notes.size(); ++i) {
+    const PromptNote& note = lib.notes[i];
+    std::string id = fmt::format("note:{}", i + 1);
+    if (shown.contains(id) || !note.applies_to(op.category, stage)) continue;
+    std::string lower = util::to_lower(note.title + " " + note.body);
+    int hits = 0;
+    for (const auto& w : words) {
+      if (lower.find(w.substr(0, std::min<size_t>(w.size(), 7))) != std::string::npos) ++hits;
+    }
+    bool for_category = note.categories.contains(op.category);
+    context::Item it;
+    it.id = id;
+    it.tier = context::Tier::cold;
+    it.section = "notes";
+    it.text = note.title + ": " + util::replace_all(note.body, "\n", " ");
+    it.tokens = estimator.estimate(item_text(it));
+    it.value = std::max(0.1 * std::min(hits, 5), for_category ? 0.2 : 0.0);
+    it.parts = {{"relevance", it.value}, {"word_hits", static_cast<double>(hits)}};
+    it.reason = for_category ? fmt::format("general note for {} ({} stage), not shown in this task yet", op.category,
+                                           memory::stage_name(stage))
+                             : fmt::format("general note mentioning {} word{} of the task, not shown in this task yet",
+                                           hits, hits == 1 ? "" : "s");
+    out.cold.push_back(std::move(it));
+  }
+}
+
+}  // namespace
+
 KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>& state_items,
                                        const std::vector<memory::RetrievedItem>& broad_items, const spec::OpSpec& op,
                                        memory::Stage stage, const PromptLibrary& lib, const SharedEstimator& estimator,
                                        const std::function<std::optional<std::string>(std::string_view)>& category_of,
-                                       const std::set<std::string>& exclude) {
+                                       const std::set<std::string>& exclude, const std::set<std::string>& shown_notes) {
   KnowledgeCandidates out;
   std::set<std::string> seen = exclude;
   std::set<std::string> seen_content;  // no item twice in one prompt, whatever its id
@@ -182,8 +277,10 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
   for (const auto* list : {&state_items, &broad_items}) {
     for (const auto& it : *list) max_score = std::max(max_score, it.score);
   }
-  auto make = [&](const memory::RetrievedItem& r, context::Tier tier, double scale) {
+  auto make = [&](const memory::RetrievedItem& r, context::Tier tier, double scale, std::string reason,
+                  std::string category) {
     context::Item it;
+    it.category = std::move(category);
     it.id = r.id;
     it.tier = tier;
     it.foreign = r.foreign;
@@ -203,59 +300,61 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     }
     if (r.foreign && !r.target.empty()) it.text = "(from " + r.target + ") " + it.text;
     it.tokens = estimator.estimate(item_text(it));
-    it.value = std::max(0.0, r.score) / max_score * scale;
+    double relevance = std::max(0.0, r.score) / max_score;
+    // Lessons are ranked by what they earned at this stage: up to twice the relevance for a
+    // lesson that helped, down to half for one that hurt.
+    double learned_weight = r.kind == memory::RetrievedItem::Kind::lesson ? 1.0 + std::clamp(r.learned, -0.5, 1.0) : 1.0;
+    it.value = relevance * scale * learned_weight;
+    it.learned = r.learned;
+    it.parts = r.score_parts;
+    it.parts["relevance"] = relevance;
+    it.parts["learned"] = r.learned;
+    it.reason = std::move(reason);
     out.scores[r.id] = r.score;
     return it;
   };
   auto fresh = [&](const memory::RetrievedItem& r) {
     return seen.insert(r.id).second && seen_content.insert(knowledge_content_key(r.text)).second;
   };
-  for (const auto& r : state_items) {
-    if (!fresh(r)) continue;
-    bool other_category = false;
-    if (!r.op.empty() && r.op != op.name) {
-      auto cat = category_of(r.op);
-      other_category = cat && *cat != op.category;
+  // The op category an item is about: the store's, else the suite's ("" for general items).
+  auto category_of_item = [&](const memory::RetrievedItem& r) {
+    if (!r.category.empty()) return r.category;
+    if (r.op == op.name) return op.category;
+    return r.op.empty() ? std::string() : category_of(r.op).value_or("");
+  };
+  // Where an item belongs, and why; nullopt when it is not likely to change this attempt's outcome.
+  auto place = [&](const memory::RetrievedItem& r, bool from_state) -> std::optional<std::pair<context::Tier, std::string>> {
+    bool other_op = !r.op.empty() && r.op != op.name;
+    std::string category = category_of_item(r);
+    bool other_category = !category.empty() && category != op.category;
+    bool shows_code = r.kind == memory::RetrievedItem::Kind::best_kernel || r.text.find("```") != std::string::npos;
+    if (r.kind == memory::RetrievedItem::Kind::lesson) {
+      if (other_category && r.learned <= 0) return std::nullopt;  // another category's lesson that never paid off
+      if (other_category) {
+        return std::pair{context::Tier::cold, fmt::format("lesson for {} with learned value {:.2f}", category, r.learned)};
+      }
+      return std::pair{from_state ? context::Tier::warm : context::Tier::cold,
+                       category.empty() ? std::string("lesson for any op") : "lesson for " + category};
     }
-    if (other_category) {
-      out.cold.push_back(make(r, context::Tier::cold, 0.8));
-    } else {
-      out.warm.push_back(make(r, context::Tier::warm, 1.0));
+    if (other_op && shows_code && !r.structurally_close) return std::nullopt;  // another computation's code
+    std::string what = !other_op              ? std::string("this op")
+                       : !other_category      ? fmt::format("{} (same category)", r.op)
+                       : r.structurally_close ? fmt::format("{} ({}: same signature shape and arithmetic intensity)", r.op, category)
+                                              : fmt::format("{} ({})", r.op, category);
+    if (!from_state || other_category) return std::pair{context::Tier::cold, what};
+    return std::pair{context::Tier::warm, what};
+  };
+  for (const auto* list : {&state_items, &broad_items}) {
+    bool from_state = list == &state_items;
+    for (const auto& r : *list) {
+      auto where = place(r, from_state);
+      if (!where || !fresh(r)) continue;
+      bool warm = where->first == context::Tier::warm;
+      (warm ? out.warm : out.cold).push_back(make(r, where->first, warm ? 1.0 : 0.8, std::move(where->second),
+                                                   category_of_item(r)));
     }
   }
-  for (const auto& r : broad_items) {
-    if (!fresh(r)) continue;
-    out.cold.push_back(make(r, context::Tier::cold, 0.8));
-  }
-  // The library's general notes, valued by how many words of the task they mention.
-  std::set<std::string> words;
-  std::string query = op.name + " " + op.category + " " + op.summary + " " + std::string(memory::stage_name(stage));
-  for (auto& w : util::split(util::to_lower(query), ' ')) {
-    std::string clean;
-    for (char c : w) {
-      if (std::isalnum(static_cast<unsigned char>(c))) clean += c;
-    }
-    for (auto& part : util::split(clean, '_')) {
-      if (part.size() >= 4) words.insert(part);
-    }
-    if (clean.size() >= 4) words.insert(clean);
-  }
-  for (size_t i = 0; i < lib.notes.size(); ++i) {
-    const auto& [title, body] = lib.notes[i];
-    std::string lower = util::to_lower(title + " " + body);
-    int hits = 0;
-    for (const auto& w : words) {
-      if (lower.find(w.substr(0, std::min<size_t>(w.size(), 7))) != std::string::npos) ++hits;
-    }
-    context::Item it;
-    it.id = fmt::format("note:{}", i + 1);
-    it.tier = context::Tier::cold;
-    it.section = "notes";
-    it.text = title + ": " + util::replace_all(body, "\n", " ");
-    it.tokens = estimator.estimate(item_text(it));
-    it.value = 0.1 * std::min(hits, 5);
-    out.cold.push_back(std::move(it));
-  }
+  add_notes(lib, op, stage, estimator, shown_notes, out);
   return out;
 }
 
@@ -369,6 +468,8 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
   for (const auto& it : chosen) {
     (it.tier == context::Tier::warm ? any_warm : any_cold) = true;
     out.admitted.push_back(it.id);
+    out.admission.push_back({it.id, std::string(context::tier_name(it.tier)), it.section, it.tokens, it.value, it.parts,
+                             it.reason, it.category});
     auto s = knowledge.scores.find(it.id);
     if (s != knowledge.scores.end()) out.memory_items.emplace_back(it.id, s->second);
   }

@@ -33,6 +33,18 @@ using run::TimingSummary;
 
 namespace fs = std::filesystem;
 
+// A general note of notes.md (one "## " section). A line "applies: category=a, b; stage=c"
+// right under the heading limits it to those op categories and stages (an empty list: any);
+// the line is not part of the note's text.
+struct PromptNote {
+  std::string title;
+  std::string body;
+  std::set<std::string> categories;
+  std::set<std::string> stages;
+
+  bool applies_to(std::string_view category, memory::Stage stage) const;
+};
+
 struct PromptLibrary {
   std::string backend;
   fs::path dir;
@@ -40,10 +52,11 @@ struct PromptLibrary {
   std::string draft, repair, refine;
   std::string reflect_system, reflect;
   // notes.md split at "## " headings: general notes offered to the cold tier.
-  std::vector<std::pair<std::string, std::string>> notes;
+  std::vector<PromptNote> notes;
 
   // Loads root/<backend>/ (system, draft, repair, refine, reflect_system, reflect, notes .md).
-  // Fails with not_found naming the missing file, or config naming a template's bad line.
+  // Fails with not_found naming the missing file, or config naming a template's bad line (an
+  // "applies:" line with an unknown key included).
   static Result<PromptLibrary> load(const fs::path& root, std::string_view backend);
   const std::string& stage_template(memory::Stage s) const;
 };
@@ -86,19 +99,28 @@ struct KnowledgeCandidates {
   std::map<std::string, double> scores;  // memory item id -> retrieval score (for the retrieval log)
 };
 
-// Sorts retrieved memory into tiers and sections:
-//   warm — items of the state query, except cases of ops of another category;
-//   cold — items only the broad query found, other-category cases, and the library's notes.
+// Sorts retrieved memory into tiers and sections, keeping only what is likely to change this
+// attempt's outcome (docs/design.md §5, relevance):
+//   warm — items of the state query about this op or its category, and lessons of any op;
+//   cold — other-category items of the state query, items only the broad query found, and the
+//          library's notes that apply to this op's category and stage;
+//   left out — another op's kernel source unless its computation is structurally close
+//          (RetrievedItem::structurally_close), lessons scoped to another category without a
+//          positive learned value, notes that do not apply, and notes in `shown_notes` (shown
+//          in this task's earlier prompts).
 // Section: native best kernels "kernels", native case summaries "cases", native lessons
-// "lessons", anything foreign "feasibility", cold "notes". Values are scores scaled to [0, 1].
-// Notes are valued by how many words of the task they mention (0 when none: left out in active
-// mode). `category_of` maps an op name to its category when known; items whose id is in
+// "lessons", anything foreign "feasibility", cold "notes". Values are scores scaled to [0, 1];
+// a lesson's is weighted by its learned value for the stage. Notes are valued by how many words
+// of the task they mention, at least 0.2 for a note that names this op's category. Every
+// candidate carries its score parts and the reason it is offered (context::Item::parts,
+// reason). `category_of` maps an op name to its category when known; items whose id is in
 // `exclude` (this task's own attempts, already in the hot tier) are left out.
 KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>& state_items,
                                        const std::vector<memory::RetrievedItem>& broad_items, const spec::OpSpec& op,
                                        memory::Stage stage, const PromptLibrary& lib, const SharedEstimator& estimator,
                                        const std::function<std::optional<std::string>(std::string_view)>& category_of,
-                                       const std::set<std::string>& exclude = {});
+                                       const std::set<std::string>& exclude = {},
+                                       const std::set<std::string>& shown_notes = {});
 
 // What makes two knowledge items the same for a reader (an item is never shown twice in one
 // prompt): the code they show when they show code, else their text without the list marker,
@@ -113,6 +135,7 @@ struct AssembledPrompt {
   int64_t knowledge_budget = 0;   // B_k
   std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items (id, score)
   std::vector<std::string> admitted;  // every admitted knowledge item id (notes included)
+  std::vector<run::Admission> admission;  // why each admitted item is there (same order as `admitted`)
   int dropped = 0;                // candidates left out
   bool hot_truncated = false;     // a hot block had to be cut to fit the window
   double tokens_per_byte = 0;     // the estimator's ratio every estimate of this prompt used

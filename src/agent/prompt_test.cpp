@@ -70,7 +70,13 @@ TEST(Prompt, TiersAndSectionsPerMode) {
       item("case:4", Kind::best_kernel, "Best kernel for softmax: AVX2 exp, 3.1x", 1.8, false, "softmax"),
       item("case:9", Kind::case_summary, "Attempt on softmax ended wrong_result: missed the tail", 1.2, false, "softmax"),
       item("case:12", Kind::best_kernel, "Best kernel for softmax on aarch64: NEON", 1.5, true, "softmax"),
-      item("case:20", Kind::best_kernel, "Best kernel for sgemm: packed panels", 1.0, false, "sgemm")};
+      item("case:20", Kind::case_summary, "Attempt on sgemm: packed panels were 2x faster", 1.0, false, "sgemm"),
+      item("case:21", Kind::best_kernel, "Best kernel for sgemm: packed panels", 1.0, false, "sgemm")};
+  memory::RetrievedItem close = item("case:22", Kind::best_kernel, "Best kernel for log1p_rows: fused row pass", 0.9, false,
+                                     "log1p_rows");
+  close.category = "elementwise";
+  close.structurally_close = true;  // the same signature shape and arithmetic intensity
+  state.push_back(close);
   std::vector<memory::RetrievedItem> broad = {item("lesson:L7", Kind::lesson, "General: avoid false sharing.", 0.5)};
   auto knowledge = classify_knowledge(state, broad, f.op, memory::Stage::refine, f.lib, f.est,
                                       [](std::string_view name) -> std::optional<std::string> {
@@ -82,6 +88,10 @@ TEST(Prompt, TiersAndSectionsPerMode) {
   for (const auto& it : knowledge.cold) cold.insert(it.id);
   EXPECT_EQ(warm, (std::set<std::string>{"lesson:L1", "case:4", "case:9", "case:12"}));
   EXPECT_TRUE(cold.contains("case:20"));  // another category
+  // Another category's kernel source is offered only when its computation is structurally
+  // close (RetrievedItem::structurally_close); sgemm's is not softmax's.
+  EXPECT_FALSE(cold.contains("case:21") || warm.contains("case:21"));
+  EXPECT_TRUE(cold.contains("case:22"));  // structurally close: offered, in the cold tier
   EXPECT_TRUE(cold.contains("lesson:L7"));  // only the broad query found it
   EXPECT_TRUE(cold.contains("note:1"));
   for (const auto& it : knowledge.warm) {

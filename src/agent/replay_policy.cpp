@@ -80,6 +80,7 @@ Result<std::set<std::string>> ReplayPolicy::related_ops(const std::string& types
   q.toolchain = m_ctx.env.evaluator->toolchain_id();
   q.backend = m_ctx.env.evaluator->backend();
   q.limit = 40;
+  q.holdout = m_ctx.env.holdout;
   KOPE_ASSIGN(auto items, m_ctx.env.store->retrieve(q));
   for (const auto& it : items) {
     if (it.kind != memory::RetrievedItem::Kind::best_kernel || !it.id.starts_with("case:")) continue;
@@ -102,6 +103,7 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
   bool has_own = false;  // memory holds a verified kernel of this op itself (tried or not)
   auto consider = [&](const memory::CaseRecord& c) {
     if (c.verdict != "correct" || c.quarantined || c.code.empty() || c.run_id == env.run_id) return;
+    if (env.holdout.excludes(c.task.op, c.task.spec_hash, c.run_id)) return;  // contamination guard
     // A kernel in another backend's language (C++ on OpenCL) cannot be replayed here.
     if (!c.toolchain.backend.empty() && c.toolchain.backend != env.evaluator->backend()) return;
     if (signature_types(c.task.signature) != types) return;

@@ -17,6 +17,7 @@ memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan) {
   q.toolchain = ctx.env.evaluator->toolchain_id();
   q.backend = ctx.env.evaluator->backend();
   q.stage = plan.stage;
+  q.holdout = ctx.env.holdout;
   q.limit = ctx.cfg.mode == context::Mode::passive ? ctx.cfg.passive_retrieval_limit : ctx.cfg.retrieval_limit;
   double balance = ctx.env.hw->peak_gbps > 0 ? ctx.env.hw->peak_gflops / ctx.env.hw->peak_gbps : 0;
   if (balance > 0 && q.task.arithmetic_intensity > 0) q.bottleneck = q.task.arithmetic_intensity < balance ? "memory" : "compute";
@@ -42,33 +43,41 @@ memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan) {
   return q;
 }
 
+Result<KnowledgeCandidates> gather_candidates(memory::Store& store, const memory::RetrievalQuery& q, const spec::OpSpec& op,
+                                              const PromptLibrary& lib, const SharedEstimator& estimator,
+                                              const std::vector<const spec::OpSpec*>& known_ops,
+                                              const std::set<std::string>& exclude,
+                                              const std::set<std::string>& shown_notes) {
+  KOPE_ASSIGN(auto state_items, store.retrieve(q));
+  memory::RetrievalQuery broad = q;
+  broad.task.op.clear();
+  broad.task.category.clear();
+  broad.limit = std::max(1, q.limit / 2);
+  KOPE_ASSIGN(auto broad_items, store.retrieve(broad));
+  std::map<std::string, std::string> categories;
+  for (const auto* o : known_ops) categories[o->name] = o->category;
+  return classify_knowledge(state_items, broad_items, op, q.stage, lib, estimator,
+                            [&](std::string_view name) -> std::optional<std::string> {
+                              auto it = categories.find(std::string(name));
+                              if (it == categories.end()) return std::nullopt;
+                              return it->second;
+                            },
+                            exclude, shown_notes);
+}
+
 Result<KnowledgeCandidates> gather_knowledge(const OpContext& ctx, const Plan& plan) {
   KnowledgeCandidates knowledge;
   if (ctx.cfg.mode != context::Mode::none) {
-    memory::RetrievalQuery q = state_query(ctx, plan);
-    KOPE_ASSIGN(auto state_items, ctx.env.store->retrieve(q));
-    memory::RetrievalQuery broad = q;
-    broad.task.op.clear();
-    broad.task.category.clear();
-    broad.limit = std::max(1, q.limit / 2);
-    KOPE_ASSIGN(auto broad_items, ctx.env.store->retrieve(broad));
-    std::map<std::string, std::string> categories;
-    for (const auto* o : ctx.env.known_ops) categories[o->name] = o->category;
     // This task's own attempts are in the hot tier already (incumbent, tried-table).
     std::set<std::string> own;
     for (const auto& [iter, id] : ctx.state.case_ids) own.insert(fmt::format("case:{}", id));
-    knowledge = classify_knowledge(state_items, broad_items, ctx.op, plan.stage, *ctx.env.prompts, *ctx.env.estimator,
-                                   [&](std::string_view name) -> std::optional<std::string> {
-                                     auto it = categories.find(std::string(name));
-                                     if (it == categories.end()) return std::nullopt;
-                                     return it->second;
-                                   },
-                                   own);
+    KOPE_ASSIGN(knowledge, gather_candidates(*ctx.env.store, state_query(ctx, plan), ctx.op, *ctx.env.prompts,
+                                             *ctx.env.estimator, ctx.env.known_ops, own, ctx.state.notes_shown));
   } else {
     // `none` admits no memory, so nothing is read from it; the notes are offered and dropped
     // by the same selection as in the other modes.
     knowledge = classify_knowledge({}, {}, ctx.op, plan.stage, *ctx.env.prompts, *ctx.env.estimator,
-                                   [](std::string_view) { return std::nullopt; });
+                                   [](std::string_view) { return std::nullopt; }, {}, ctx.state.notes_shown);
   }
   return knowledge;
 }

@@ -20,4 +20,14 @@ memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan);
 // the notes are offered either way.
 Result<KnowledgeCandidates> gather_knowledge(const OpContext& ctx, const Plan& plan);
 
+// What gather_knowledge does for a query: the state query `q` and the broad query (the same
+// without op and category, half the limit) asked of `store`, classified by classify_knowledge
+// for `op` (categories of other ops from `known_ops`). `kope memory retrieve --admit` uses it
+// for a state it is given.
+Result<KnowledgeCandidates> gather_candidates(memory::Store& store, const memory::RetrievalQuery& q, const spec::OpSpec& op,
+                                              const PromptLibrary& lib, const SharedEstimator& estimator,
+                                              const std::vector<const spec::OpSpec*>& known_ops,
+                                              const std::set<std::string>& exclude = {},
+                                              const std::set<std::string>& shown_notes = {});
+
 }  // namespace kope::agent

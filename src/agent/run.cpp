@@ -197,6 +197,18 @@ OpEnvironment op_environment(RunServices& services, Shared& shared, const std::v
   return env;
 }
 
+// The contamination guard over the run's ops: their names and spec hashes, the run's own
+// experience excepted.
+memory::Holdout holdout_of(const RunConfig& config) {
+  memory::Holdout h;
+  h.run_id = config.run_id;
+  for (const auto& op : config.ops) {
+    h.ops.insert(op.name);
+    if (!op.spec_hash.empty()) h.spec_hashes.insert(op.spec_hash);
+  }
+  return h;
+}
+
 // Notes how an op's loop ended in the report (the caller holds the report's lock).
 void note_op_end(const spec::OpSpec& op, const Result<OpEnd>& end, const OpState& st, RunReport& report,
                  std::atomic<bool>& abort, EventLog& events) {
@@ -224,6 +236,7 @@ Result<RunReport> Run::execute(RunServices& services) {
   env.run_dir = m_dir;
   env.run_id = m_config.run_id;
   env.config = &m_config.loop;
+  if (m_config.holdout) env.holdout = holdout_of(m_config);
   const std::atomic<bool>* user_cancel = env.cancel;
 
   KOPE_TRY(m_events->append({{"type", m_resumed ? "run_resumed" : "run_started"},

@@ -73,8 +73,9 @@ constexpr size_t k_shortlist = 2048;
 // re-evaluated: a penalty only grows as more is chosen, so a stale bound is an upper bound.
 // Each candidate remembers its largest similarity so far and how many chosen items it has been
 // compared with, so a re-evaluation only compares it with the items chosen since.
-void greedy(const std::vector<Item>& candidates, int64_t budget, double lambda, std::vector<Item>& chosen,
-            std::vector<std::vector<uint32_t>>& chosen_sketches, std::vector<std::string>& dropped, int64_t& used) {
+// Returns which candidates were taken.
+std::vector<bool> greedy(const std::vector<Item>& candidates, int64_t budget, double lambda, std::vector<Item>& chosen,
+                         std::vector<std::vector<uint32_t>>& chosen_sketches, int64_t& used) {
   struct Entry {
     double bound;
     size_t index;
@@ -130,9 +131,40 @@ void greedy(const std::vector<Item>& candidates, int64_t budget, double lambda, 
     taken[top.index] = true;
     used += item.tokens;
   }
+  return taken;
+}
+
+void add_dropped(const std::vector<Item>& candidates, const std::vector<bool>& taken, std::vector<std::string>& dropped) {
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!taken[i]) dropped.push_back(candidates[i].id);
   }
+}
+
+// The cold tier: every cold item competes for the base cap; what is left of the items with a
+// positive learned value competes again for the room the grown cap adds.
+void select_cold(const std::vector<Item>& cold, const Budget& budget, int64_t knowledge_budget, int64_t warm_used,
+                 double lambda, std::vector<Item>& chosen, std::vector<std::vector<uint32_t>>& sketches,
+                 std::vector<std::string>& dropped, int64_t& used) {
+  auto share = [&](double cap) {
+    int64_t t = static_cast<int64_t>(std::floor(cap * static_cast<double>(knowledge_budget)));
+    return std::min(t, knowledge_budget - warm_used);
+  };
+  int64_t base_cap = share(budget.cold_cap);
+  int64_t grown_cap = std::max(base_cap, share(budget.cold_cap_learned));
+  std::vector<bool> taken = greedy(cold, base_cap, lambda, chosen, sketches, used);
+  std::vector<Item> learned;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < cold.size(); ++i) {
+    if (!taken[i] && cold[i].learned > 0) {
+      learned.push_back(cold[i]);
+      index.push_back(i);
+    }
+  }
+  if (!learned.empty() && grown_cap > used) {
+    std::vector<bool> again = greedy(learned, grown_cap, lambda, chosen, sketches, used);
+    for (size_t j = 0; j < again.size(); ++j) taken[index[j]] = taken[index[j]] || again[j];
+  }
+  add_dropped(cold, taken, dropped);
 }
 
 }  // namespace
@@ -195,10 +227,9 @@ Selection select(const std::vector<Item>& hot, const std::vector<Item>& warm, co
   } else if (mode == Mode::active) {
     std::vector<std::vector<uint32_t>> sketches;
     int64_t warm_cap = static_cast<int64_t>(std::floor(budget.warm_cap * static_cast<double>(sel.knowledge_budget)));
-    greedy(warm, warm_cap, redundancy_weight, sel.chosen, sketches, sel.dropped, warm_used);
-    int64_t cold_cap = static_cast<int64_t>(std::floor(budget.cold_cap * static_cast<double>(sel.knowledge_budget)));
-    cold_cap = std::min(cold_cap, sel.knowledge_budget - warm_used);
-    greedy(cold, cold_cap, redundancy_weight, sel.chosen, sketches, sel.dropped, cold_used);
+    add_dropped(warm, greedy(warm, warm_cap, redundancy_weight, sel.chosen, sketches, warm_used), sel.dropped);
+    select_cold(cold, budget, sel.knowledge_budget, warm_used, redundancy_weight, sel.chosen, sketches, sel.dropped,
+                cold_used);
   } else {
     for (const auto* list : {&warm, &cold}) {
       for (const auto& it : *list) sel.dropped.push_back(it.id);

@@ -4,6 +4,9 @@
 //   hot   — the op spec, the incumbent, the latest feedback, the target: always admitted;
 //   warm  — items retrieved from memory for this state (successes, failure modes, fixes);
 //   cold  — general notes, other categories, older digests.
+// The cold tier is small: `cold_cap` of B_k for any cold item, growing to `cold_cap_learned`
+// only for items whose learned value (the memory's credit for this stage) is positive, so what
+// has not yet paid for itself stays a small share of the prompt.
 // Memory items compete for the knowledge budget B_k = max(0, W − S − G − R) (window, system
 // prompt, generation allowance, recency reserve; the reserve is at least the hot tier's size).
 // In `active` mode warm then cold fill B_k, each under a cap, chosen greedily by value per token
@@ -36,7 +39,8 @@ struct Budget {
   int64_t generation = 8192;        // G: tokens reserved for the answer
   int64_t recency_reserve = 4096;   // R: minimum room kept for the hot tier
   double warm_cap = 0.75;           // share of B_k warm items may take
-  double cold_cap = 0.25;           // share of B_k cold items may take
+  double cold_cap = 0.03;           // share of B_k any cold items may take
+  double cold_cap_learned = 0.15;   // share the cold tier may grow to with items of positive learned value
 
   // B_k for a hot tier of `hot_tokens`: max(0, W − S − G − max(R, hot_tokens)).
   int64_t knowledge(int64_t hot_tokens) const;
@@ -51,6 +55,12 @@ struct Item {
   int64_t tokens = 0;    // estimated; filled by the caller (TokenEstimator)
   double value = 0;      // retrieval score or learned value; higher is better
   bool foreign = false;  // from another target/toolchain: feasibility only
+  double learned = 0;    // learned value for this stage (memory credit); > 0 may use the grown cold cap
+  // Why the item is a candidate, for the prompt's admission record: the score parts (relevance,
+  // learned, similarity, ...) and a short reason ("same op", "general note for conv", ...).
+  std::map<std::string, double> parts;
+  std::string reason;
+  std::string category;  // the op category the item is about ("" for general items)
 };
 
 struct Selection {

@@ -50,6 +50,7 @@ TEST(Select, ActiveRespectsCapsAndPrefersValuePerToken) {
   b.system_prompt = 100;
   b.generation = 200;
   b.recency_reserve = 100;  // B_k = 1000 - 100 - 200 - 100 = 600; warm cap 450, cold cap 150
+  b.cold_cap = 0.25;
   std::vector<Item> warm = {item("big", Tier::warm, 400, 4.0),    // 0.01 per token
                             item("a", Tier::warm, 100, 3.0),      // 0.03
                             item("b", Tier::warm, 200, 4.0),      // 0.02
@@ -65,6 +66,48 @@ TEST(Select, ActiveRespectsCapsAndPrefersValuePerToken) {
   // Order: hot first, then by gain.
   EXPECT_EQ(s.chosen[0].id, "spec");
   EXPECT_EQ(s.chosen[1].id, "a");
+}
+
+// A budget whose B_k is 10000 tokens: the cold cap of 3% is 300, the grown cap of 15% 1500.
+Budget ten_thousand_knowledge() {
+  Budget b;
+  b.window = 10300;
+  b.system_prompt = 100;
+  b.generation = 100;
+  b.recency_reserve = 100;
+  return b;
+}
+
+TEST(Select, ColdTierStaysWithinItsCapWhenItemsHaveNoLearnedValue) {
+  Budget b = ten_thousand_knowledge();
+  std::vector<Item> cold;
+  for (int i = 0; i < 20; ++i) cold.push_back(item("c" + std::to_string(i), Tier::cold, 100, 1.0));
+  auto s = select({item("spec", Tier::hot, 50, 0)}, {}, cold, b, Mode::active, 0.0);
+  EXPECT_EQ(s.knowledge_budget, 10000);
+  EXPECT_EQ(s.tier_tokens["cold"], 300);
+  EXPECT_EQ(s.chosen.size(), 1u + 3u);
+  EXPECT_EQ(s.dropped.size(), 17u);
+}
+
+TEST(Select, ColdCapGrowsOnlyForItemsWithPositiveLearnedValue) {
+  Budget b = ten_thousand_knowledge();
+  std::vector<Item> cold;
+  for (int i = 0; i < 10; ++i) cold.push_back(item("plain" + std::to_string(i), Tier::cold, 100, 1.0));
+  for (int i = 0; i < 20; ++i) {
+    Item it = item("learned" + std::to_string(i), Tier::cold, 100, 0.5);
+    it.learned = 0.4;
+    cold.push_back(it);
+  }
+  auto s = select({item("spec", Tier::hot, 50, 0)}, {}, cold, b, Mode::active, 0.0);
+  EXPECT_EQ(s.tier_tokens["cold"], 1500);
+  int plain = 0, learned = 0;
+  for (const auto& it : s.chosen) {
+    if (it.id.starts_with("plain")) ++plain;
+    if (it.id.starts_with("learned")) ++learned;
+  }
+  EXPECT_EQ(plain, 3);     // the base cap, taken by the better value per token
+  EXPECT_EQ(learned, 12);  // the room the grown cap adds goes to learned items only
+  EXPECT_EQ(s.chosen.size() + s.dropped.size(), 31u);
 }
 
 TEST(Select, RedundancyPenaltyAvoidsNearDuplicates) {

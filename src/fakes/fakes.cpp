@@ -297,12 +297,15 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     it.score_parts = {{"similarity", cat}, {"signature", sig}, {"value", value}};
     it.foreign = !l.scope.target.empty() && l.scope.target != q.target;
     it.target = l.scope.target;
+    it.category = l.scope.category;
+    it.learned = value;
     items.push_back(std::move(it));
   }
   // The best correct case per op, and recent failures of this op.
   std::map<std::string, const memory::CaseRecord*> best;
   for (const auto& c : m_cases) {
     if (c.verdict != "correct" || c.quarantined) continue;
+    if (q.holdout.excludes(c.task.op, c.task.spec_hash, c.run_id)) continue;
     auto& b = best[c.task.op + "|" + c.hardware.target];
     if (!b || c.speedup_vs_reference.value_or(0) > b->speedup_vs_reference.value_or(0)) b = &c;
   }
@@ -319,10 +322,15 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     it.score_parts = {{"similarity", sim}};
     it.target = c->hardware.target;
     it.op = c->task.op;
+    it.category = c->task.category;
+    // The fake knows no intensities: structurally close means the same op or category.
+    it.structurally_close = c->task.op == q.task.op || c->task.category == q.task.category;
+    it.learned = m_case_values[c->id];
     items.push_back(std::move(it));
   }
   for (const auto& c : m_cases) {
     if (c.verdict == "correct" || c.task.op != q.task.op) continue;
+    if (q.holdout.excludes(c.task.op, c.task.spec_hash, c.run_id)) continue;
     memory::RetrievedItem it;
     it.kind = memory::RetrievedItem::Kind::case_summary;
     it.id = fmt::format("case:{}", c.id);
@@ -333,6 +341,8 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     it.score = 0.4;
     it.target = c.hardware.target;
     it.op = c.task.op;
+    it.category = c.task.category;
+    it.structurally_close = true;
     items.push_back(std::move(it));
   }
   std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.score > b.score; });
@@ -387,7 +397,8 @@ Result<std::vector<memory::CaseRecord>> InMemoryStore::cases(const memory::CaseF
     if (f.limit > 0 && out.size() >= static_cast<size_t>(f.limit)) break;
     if (f.before_id > 0 && c.id >= f.before_id) continue;
     if (!fits(f.op, c.task.op) || !fits(f.target, c.hardware.target) || !fits(f.toolchain, c.toolchain.id) ||
-        !fits(f.run_id, c.run_id) || !fits(f.verdict, c.verdict) || !fits(f.error_signature, c.error_signature)) {
+        !fits(f.run_id, c.run_id) || !fits(f.verdict, c.verdict) || !fits(f.error_signature, c.error_signature) ||
+        !fits(f.spec_hash, c.task.spec_hash) || (!f.not_run_id.empty() && c.run_id == f.not_run_id)) {
       continue;
     }
     if ((f.stage && *f.stage != c.stage) || (f.outcome && *f.outcome != c.outcome) ||

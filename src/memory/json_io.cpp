@@ -169,7 +169,8 @@ json lineage_json(const LineageNode& n) {
 json retrieved_json(const RetrievedItem& item) {
   return {{"id", item.id},       {"kind", item_kind_name(item.kind)}, {"score", item.score},
           {"score_parts", item.score_parts}, {"tokens", item.tokens}, {"foreign", item.foreign},
-          {"target", item.target}, {"op", item.op},                  {"text", item.text}};
+          {"target", item.target}, {"op", item.op},                  {"text", item.text},
+          {"category", item.category}, {"structurally_close", item.structurally_close}, {"learned", item.learned}};
 }
 
 json import_report_json(const ImportReport& r) {

@@ -73,7 +73,7 @@ std::string short_line(std::string_view s, size_t max) {
 struct CaseFacts {
   int64_t id = 0;
   int64_t task_id = 0;
-  std::string op, category, target, toolchain, backend;
+  std::string op, category, target, toolchain, backend, run_id, spec_hash;
   std::optional<int64_t> parent_id;
   Stage stage = Stage::draft;
   std::string optimisation, verdict, signature, message, journal;
@@ -191,6 +191,17 @@ double task_similarity(const TaskInfo& a, const SignatureShape& sa, const TaskIn
                  0.25 * closeness(sa.dims + sa.scalars, sb.dims + sb.scalars, 2.0) +
                  0.25 * jaccard(sa.dtypes, sb.dtypes);
   return 0.35 * category + 0.15 * level + 0.2 * ai + 0.15 * size + 0.15 * shape;
+}
+
+bool task_structurally_close(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb) {
+  if (a.op == b.op || (!a.category.empty() && a.category == b.category)) return true;
+  // Another category: the same parameter shape (tensors in and out, their dtypes, about as
+  // many dims and attributes) and an arithmetic intensity within a factor of 2, so a kernel of
+  // an elementwise op is never offered to a convolution that happens to take two tensors.
+  bool shape = sa.inputs == sb.inputs && sa.outputs == sb.outputs && sa.dtypes == sb.dtypes &&
+               std::abs((sa.dims + sa.scalars) - (sb.dims + sb.scalars)) <= 1;
+  if (!shape || a.arithmetic_intensity <= 0 || b.arithmetic_intensity <= 0) return false;
+  return std::abs(std::log2(a.arithmetic_intensity) - std::log2(b.arithmetic_intensity)) <= 1.0;
 }
 
 Status SqliteStore::refresh_tasks_locked() {
@@ -457,6 +468,10 @@ class RetrievalEngine {
                              "WHERE s.task_id = ?1 AND s.foreign_origin = 0 "
                              "ORDER BY native DESC, tc.name = ?3 DESC, s.best_speedup DESC LIMIT 6"));
     for (const auto& [tid, sim] : tasks) {
+      if (task_held_out(tid)) {
+        KOPE_TRY(current_run_best(tid, sim));
+        continue;
+      }
       st.reset().bind(1, tid).bind(2, m_q.target).bind(3, m_q.toolchain);
       for (;;) {
         KOPE_ASSIGN(bool row, st.step());
@@ -473,6 +488,29 @@ class RetrievalEngine {
           case_cand(st.int64(1)).raise("feasibility", 1.0);
         }
       }
+    }
+    return {};
+  }
+
+  bool task_held_out(int64_t tid) const {
+    auto t = m_task_by_id.find(tid);
+    return t != m_task_by_id.end() && m_q.holdout.covers(t->second->info.op, t->second->info.spec_hash);
+  }
+
+  // A held-out task's summary may name an earlier run's case: its best kernel is then the best
+  // verified native case the current run recorded for it, if any.
+  Status current_run_best(int64_t tid, double sim) {
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT c.id FROM cases c JOIN case_derived d ON d.case_id = c.id "
+                                      "JOIN hardware h ON h.id = c.hardware_id WHERE c.task_id = ? AND c.run_id = ? "
+                                      "AND c.verdict = 'correct' AND d.quarantine IN (0, 2) AND c.foreign_origin = 0 "
+                                      "AND h.target = ? ORDER BY c.speedup_ref DESC, c.id DESC LIMIT 1"));
+    st.bind(1, tid).bind(2, m_q.holdout.run_id).bind(3, m_q.target);
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) return {};
+    Candidate& c = case_cand(st.int64(0), RetrievedItem::Kind::best_kernel);
+    if (m_task_by_id.at(tid)->info.op != m_q.task.op) {
+      c.raise("similarity", sim);
+      c.similar_op = true;
     }
     return {};
   }
@@ -549,7 +587,8 @@ class RetrievalEngine {
     KOPE_ASSIGN(Stmt st, m_db.prepare(
                              "SELECT c.id, c.task_id, t.op, t.category, h.target, tc.name, c.parent_id, c.stage, "
                              "c.optimisation, c.verdict, c.error_signature, c.message, c.speedup_ref, c.ratio, "
-                             "c.outcome, d.downstream, d.quarantine, c.foreign_origin, c.code_id, tc.backend "
+                             "c.outcome, d.downstream, d.quarantine, c.foreign_origin, c.code_id, tc.backend, "
+                             "c.run_id, t.spec_hash "
                              "FROM cases c JOIN task t ON t.id = c.task_id JOIN hardware h ON h.id = c.hardware_id "
                              "JOIN toolchain tc ON tc.id = c.toolchain_id JOIN case_derived d ON d.case_id = c.id "
                              "WHERE c.id IN (SELECT value FROM json_each(?))"));
@@ -578,6 +617,8 @@ class RetrievalEngine {
       f.foreign_origin = st.int64(17) != 0;
       f.code_id = st.opt_int64(18);
       f.backend = st.text(19);
+      f.run_id = st.text(20);
+      f.spec_hash = st.text(21);
       m_facts[f.id] = std::move(f);
     }
   }
@@ -633,8 +674,27 @@ class RetrievalEngine {
     s2.bind(1, arr);
     for (;;) {
       KOPE_ASSIGN(bool row, s2.step());
-      if (!row) return {};
+      if (!row) break;
       m_stats[s2.text(0)] = {s2.int64(1), s2.int64(2)};
+    }
+    return load_held_out_lessons();
+  }
+
+  // The candidate lessons distilled from a held-out op's cases of an earlier run (the
+  // contamination guard leaves them out with the cases).
+  Status load_held_out_lessons() {
+    if (!m_q.holdout.active()) return {};
+    std::vector<std::string> ids;
+    for (const auto& [seq, lf] : m_lessons_by_seq) ids.push_back(lf.lesson.id);
+    if (ids.empty()) return {};
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT ls.lesson_id, t.op, t.spec_hash, c.run_id FROM lesson_source ls "
+                                      "JOIN cases c ON c.id = ls.case_id JOIN task t ON t.id = c.task_id "
+                                      "WHERE ls.lesson_id IN (SELECT value FROM json_each(?))"));
+    st.bind(1, json_strings(ids));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) return {};
+      if (m_q.holdout.excludes(st.text(1), st.text(2), st.text(3))) m_held_out_lessons.insert(st.text(0));
     }
   }
 
@@ -684,7 +744,7 @@ class RetrievalEngine {
     auto it = m_lessons_by_seq.find(c.lesson_seq);
     if (it == m_lessons_by_seq.end()) return false;
     const Lesson& l = it->second.lesson;
-    if (l.status != LessonStatus::active) return false;
+    if (l.status != LessonStatus::active || m_held_out_lessons.contains(l.id)) return false;
     if (!l.scope.backend.empty() && !m_q.backend.empty() && l.scope.backend != m_q.backend) return false;
     item.id = "lesson:" + l.id;
     item.target = l.scope.target;
@@ -699,6 +759,8 @@ class RetrievalEngine {
     }
     if (l.kind == LessonKind::pitfall || l.kind == LessonKind::fix) c.raise("feasibility", 0.5);
     c.parts["value"] = value_part(item.id, l.helpful, l.harmful);
+    item.learned = c.parts["value"];
+    item.category = l.scope.category;
     std::string scope = l.scope.category.empty() ? "any op" : l.scope.category;
     if (!l.scope.backend.empty()) scope += "/" + l.scope.backend;
     if (!l.scope.target.empty()) scope += " on " + l.scope.target;
@@ -716,6 +778,7 @@ class RetrievalEngine {
     if (it == m_facts.end()) return false;
     const CaseFacts& f = it->second;
     if (f.quarantine == 3) return false;  // refuted: never offered
+    if (m_q.holdout.excludes(f.op, f.spec_hash, f.run_id)) return false;  // contamination guard
     if (c.kind == RetrievedItem::Kind::case_summary && m_kernel_cases.count(f.id)) return false;  // shown as kernel
     const bool foreign = f.target != m_q.target || (!m_q.toolchain.empty() && f.toolchain != m_q.toolchain) || f.foreign_origin;
     const bool evidence = !foreign && (f.quarantine == 0 || f.quarantine == 2) && f.verdict == "correct";
@@ -725,11 +788,14 @@ class RetrievalEngine {
     item.target = f.target;
     item.op = f.op;
     item.quarantined = f.quarantine == 1;
+    item.category = f.category;
     c.raise("exact", f.op == m_q.task.op ? 1.0 : f.category == m_q.task.category ? 0.5 : 0.0);
     if (f.op == m_q.task.op) {
       c.raise("similarity", 1.0);
+      item.structurally_close = true;
     } else if (auto t = m_task_by_id.find(f.task_id); t != m_task_by_id.end()) {
       c.raise("similarity", task_similarity(m_q.task, m_shape, t->second->info, t->second->shape));
+      item.structurally_close = task_structurally_close(m_q.task, m_shape, t->second->info, t->second->shape);
     }
     if (evidence) {
       c.raise("graph", squash(f.downstream));
@@ -739,6 +805,7 @@ class RetrievalEngine {
     if (!m_q.last_error_signature.empty() && f.signature == m_q.last_error_signature) c.raise("feasibility", 0.3);
     auto st = m_stats.find(key);
     c.parts["value"] = value_part(key, st == m_stats.end() ? 0 : st->second.first, st == m_stats.end() ? 0 : st->second.second);
+    item.learned = c.parts["value"];
     item.text = case_text(f, c, foreign, index);
     return true;
   }
@@ -864,6 +931,7 @@ class RetrievalEngine {
   std::unordered_map<std::string, std::pair<double, int64_t>> m_values;  // value, n
   std::unordered_map<std::string, std::pair<int64_t, int64_t>> m_stats;  // helpful, harmful
   std::unordered_set<int64_t> m_kernel_cases;
+  std::unordered_set<std::string> m_held_out_lessons;  // lesson ids
   std::vector<std::pair<size_t, std::optional<int64_t>>> m_kernels_to_load;  // item index, code id
   std::unordered_map<size_t, int64_t> m_case_of_item;  // item index -> case id (for the fence language)
   std::unordered_map<size_t, int64_t> m_journal_of;    // item index -> case id

@@ -194,6 +194,88 @@ TEST(Retrieve, BestKernelsOfSimilarOps) {
   EXPECT_GT(task_similarity(task("softmax"), task("layernorm")), task_similarity(task("softmax"), mm.task));
 }
 
+TEST(Retrieve, StructuralClosenessComesFromTheSpecsNotTheNames) {
+  TaskInfo softmax = task("softmax");
+  TaskInfo layernorm = task("layernorm");  // the same category
+  TaskInfo scale = task("scale_rows", "elementwise");
+  scale.arithmetic_intensity = 0.9;  // same parameters, intensity within 2x of 0.6
+  TaskInfo relu = task("relu", "elementwise");
+  relu.arithmetic_intensity = 0.125;  // same parameters, 4.8x less work per byte
+  TaskInfo conv = task("conv2d_3x3", "conv");
+  conv.signature = "extern \"C\" void kope_kernel(const float* x, const float* w, float* y, int64_t N, int64_t C, int64_t H, "
+                   "int64_t W, int64_t K)";
+  conv.arithmetic_intensity = 0.5;  // a close intensity does not make another signature close
+  auto close = [&](const TaskInfo& a, const TaskInfo& b) {
+    return task_structurally_close(a, signature_shape(a.signature), b, signature_shape(b.signature));
+  };
+  EXPECT_TRUE(close(softmax, layernorm));
+  EXPECT_TRUE(close(softmax, scale));
+  EXPECT_FALSE(close(softmax, relu));
+  EXPECT_FALSE(close(softmax, conv));
+  EXPECT_FALSE(close(conv, relu));
+
+  auto t = temp_store();
+  CaseRecord r = make_case("relu", "relu", 3.0);
+  r.task = relu;
+  CaseRecord s = make_case("scale", "scale_rows", 3.0);
+  s.task = scale;
+  int64_t ir = *t.store->record_case(r);
+  int64_t is = *t.store->record_case(s);
+  auto items = t.store->retrieve(query(Stage::draft));
+  ASSERT_TRUE(items);
+  const RetrievedItem* kr = find_item(*items, "kernel:" + std::to_string(ir));
+  const RetrievedItem* ks = find_item(*items, "kernel:" + std::to_string(is));
+  ASSERT_NE(kr, nullptr);
+  ASSERT_NE(ks, nullptr);
+  EXPECT_FALSE(kr->structurally_close);
+  EXPECT_TRUE(ks->structurally_close);
+  EXPECT_EQ(kr->category, "elementwise");
+}
+
+TEST(Retrieve, HoldoutLeavesOutTheOpsEarlierExperienceButNotTheCurrentRuns) {
+  auto t = temp_store();
+  CaseRecord old_case = make_case("run-1/softmax/1", "softmax", 2.0);
+  old_case.run_id = "run-1";
+  int64_t old_id = *t.store->record_case(old_case);
+  CaseRecord renamed = make_case("run-1/softmax_v2/1", "softmax_v2", 2.5);  // the same spec under another name
+  renamed.run_id = "run-1";
+  renamed.task.spec_hash = old_case.task.spec_hash;
+  int64_t renamed_id = *t.store->record_case(renamed);
+  CaseRecord other = make_case("run-1/layernorm/1", "layernorm", 1.5);
+  int64_t other_id = *t.store->record_case(other);
+  CaseRecord current = make_case("run-2/softmax/1", "softmax", 1.2);
+  current.run_id = "run-2";
+  int64_t current_id = *t.store->record_case(current);
+  LessonDelta d;
+  d.lesson.kind = LessonKind::strategy;
+  d.lesson.title = "Exp by polynomial";
+  d.lesson.text = "A degree-5 polynomial exp was 3x faster";
+  d.lesson.scope.category = "normalization";
+  d.lesson.source_cases = {old_id};
+  auto lid = t.store->apply(d);
+  ASSERT_TRUE(lid);
+
+  RetrievalQuery q = query(Stage::draft);
+  auto open = t.store->retrieve(q);
+  ASSERT_TRUE(open);
+  EXPECT_NE(find_item(*open, "lesson:" + *lid), nullptr);
+
+  q.holdout.ops = {"softmax"};
+  q.holdout.spec_hashes = {old_case.task.spec_hash};
+  q.holdout.run_id = "run-2";
+  auto held = t.store->retrieve(q);
+  ASSERT_TRUE(held);
+  for (const auto& it : *held) {
+    for (int64_t id : {old_id, renamed_id}) {
+      EXPECT_NE(it.id, "kernel:" + std::to_string(id));
+      EXPECT_NE(it.id, "case:" + std::to_string(id));
+    }
+  }
+  EXPECT_EQ(find_item(*held, "lesson:" + *lid), nullptr) << "distilled from a held-out case";
+  EXPECT_NE(find_item(*held, "kernel:" + std::to_string(current_id)), nullptr) << "the current run's own";
+  EXPECT_NE(find_item(*held, "kernel:" + std::to_string(other_id)), nullptr) << "another op's";
+}
+
 TEST(Retrieve, LearnedValuesChangeTheRanking) {
   auto t = temp_store();
   std::vector<std::string> ids;

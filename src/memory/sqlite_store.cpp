@@ -711,7 +711,9 @@ Result<std::vector<CaseRecord>> SqliteStore::cases(const CaseFilter& f) {
   if (!f.op.empty()) add("t.op = ?{}", f.op);
   if (!f.target.empty()) add("h.target = ?{}", f.target);
   if (!f.toolchain.empty()) add("tc.name = ?{}", f.toolchain);
+  if (!f.spec_hash.empty()) add("t.spec_hash = ?{}", f.spec_hash);
   if (!f.run_id.empty()) add("c.run_id = ?{}", f.run_id);
+  if (!f.not_run_id.empty()) add("c.run_id <> ?{}", f.not_run_id);
   if (f.stage) add("c.stage = ?{}", int64_t{static_cast<int>(*f.stage)});
   if (!f.verdict.empty()) add("c.verdict = ?{}", f.verdict);
   if (f.outcome) add("c.outcome = ?{}", int64_t{static_cast<int>(*f.outcome)});

@@ -196,5 +196,9 @@ class SqliteStore final : public Database {
 // problem size, signature shape).
 double task_similarity(const TaskInfo& a, const TaskInfo& b);
 double task_similarity(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb);
+// Whether b computes something structurally close to a: the same op or category, or the same
+// parameter shape (tensors, dtypes, about as many dims and attributes) and an arithmetic
+// intensity within a factor of 2. Derived from the specs alone, never from op names.
+bool task_structurally_close(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb);
 
 }  // namespace kope::memory

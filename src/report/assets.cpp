@@ -251,6 +251,24 @@ const std::string_view k_report_js = R"JS(
       detail.appendChild(el('h4', null, 'Timings'));
       detail.appendChild(t);
     }
+    if (n.admission && n.admission.length) {
+      var at = el('table', 'data');
+      var ah = el('tr');
+      ['memory item', 'tier', 'tokens', 'value', 'why admitted', 'score parts'].forEach(function (h) { ah.appendChild(el('th', null, h)); });
+      var athead = el('thead'); athead.appendChild(ah); at.appendChild(athead);
+      var ab = el('tbody');
+      n.admission.forEach(function (r) {
+        var parts = [];
+        Object.keys(r.parts || {}).forEach(function (k) { parts.push(k + ' ' + Number(r.parts[k]).toFixed(2)); });
+        var tr = el('tr');
+        [r.id, r.tier + ' / ' + r.section, String(r.tokens), Number(r.value).toFixed(3), r.reason, parts.join(', ')]
+          .forEach(function (v) { tr.appendChild(el('td', null, v)); });
+        ab.appendChild(tr);
+      });
+      at.appendChild(ab);
+      detail.appendChild(el('h4', null, 'Context admitted'));
+      detail.appendChild(at);
+    }
     if (n.journal) { detail.appendChild(el('h4', null, 'Journal')); detail.appendChild(el('pre', 'journal', n.journal)); }
     if (n.diagnostics) { detail.appendChild(el('h4', null, 'Diagnostics')); detail.appendChild(el('pre', 'journal', n.diagnostics)); }
     var d = n.diff || {};

@@ -65,6 +65,7 @@ OpFigures op_figures(const spec::OpSpec& op, const run::OpState* st, bool select
   f.stop_reason = r["stop_reason"].is_string() ? r["stop_reason"].get<std::string>() : "";
   f.best_optimisation =
       r["best_optimisation"].is_string() ? r["best_optimisation"].get<std::string>() : "";
+  f.experience = s.experience;
   std::optional<double> best;
   for (const auto& a : s.attempts) {
     if (a.improved) best = a.speedup_vs_reference;
@@ -312,6 +313,13 @@ RunFigures run_figures(const RunData& r, const std::string& label, Analysis& an)
   }
   for (const auto& [cat, ops] : categories) {
     f.by_category.push_back({cat, static_cast<int>(ops.size()), group_figures(r, ops)});
+  }
+  std::map<std::string, std::vector<const spec::OpSpec*>> experience;
+  for (size_t i = 0; i < set.ops.size(); ++i) {
+    if (!f.ops[i].experience.empty()) experience[f.ops[i].experience].push_back(&set.ops[i]);
+  }
+  for (const auto& [group, ops] : experience) {
+    f.by_experience.push_back({group, static_cast<int>(ops.size()), group_figures(r, ops)});
   }
   std::vector<std::pair<int64_t, std::string>> order;
   for (const auto& o : f.ops) {

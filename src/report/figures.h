@@ -77,6 +77,7 @@ struct OpFigures {
   double cost_usd = 0;
   std::string stop_reason;
   std::string best_optimisation;
+  std::string experience;  // "held-out", "seen", "unseen" (run::OpState::experience); "" when unknown
   std::vector<IterationPoint> iterations;
   int64_t tokens() const { return tokens_prompt + tokens_completion; }
 };
@@ -95,6 +96,7 @@ struct RunFigures {
   std::vector<OpFigures> ops;  // in set order
   std::vector<GroupFigures> by_level;
   std::vector<GroupFigures> by_category;
+  std::vector<GroupFigures> by_experience;  // "held-out", "seen", "unseen": the ops the run started so
   std::vector<std::string> stream;  // set ops in the order the run started them
   int solved() const;
   const OpFigures* op(const std::string& name) const;

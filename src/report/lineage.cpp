@@ -212,6 +212,7 @@ LineageView lineage_view(const Analysis& an, size_t run_index, const OpFigures& 
              {"tokens_prompt", a.tokens_prompt},
              {"tokens_completion", a.tokens_completion},
              {"tier_tokens", a.tier_tokens},
+             {"admission", run::admission_json(a.admission)},
              {"cost_usd", a.cost_usd},
              {"llm_seconds", a.llm_seconds},
              {"eval_seconds", a.eval_seconds},

@@ -101,6 +101,53 @@ Table runs_table(const Analysis& an) {
   return t;
 }
 
+// The groups of what memory held about an operator when its run started (the contamination
+// guard): the summary table gives each its own figures.
+constexpr const char* k_experience_groups[] = {"held-out", "seen"};
+
+// Whether some run has an operator in one of k_experience_groups.
+bool any_experience_group(const Analysis& an) {
+  for (const auto& f : an.figures) {
+    for (const auto& g : f.by_experience) {
+      for (const char* name : k_experience_groups) {
+        if (g.key == name) return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::vector<Column> experience_columns(bool shown) {
+  std::vector<Column> out;
+  for (const std::string g : k_experience_groups) {
+    std::string what = g == "held-out" ? "operators whose earlier experience the run held out (--holdout)"
+                                       : "operators memory held earlier experience of, which the run used";
+    out.push_back(col(g + "_ops", g + " ops", ColumnType::integer, 0, shown, what));
+    out.push_back(col(g + "_pass_rate", g + " pass rate", ColumnType::percent, 1, shown));
+    out.push_back(col(g + "_geomean_speedup_vs_reference", g + " geomean vs ref", ColumnType::speedup, 2, shown,
+                      "over the group's operators the run solved"));
+    out.push_back(col(g + "_geomean_speedup_vs_library", g + " geomean vs lib", ColumnType::speedup, 2, false));
+    out.push_back(col(g + "_tokens_total", g + " tokens", ColumnType::integer, 0, shown));
+  }
+  return out;
+}
+
+// One run's values of experience_columns (null for a group it has no operator in).
+std::vector<Value> experience_values(const RunFigures& f) {
+  std::vector<Value> out;
+  for (const std::string g : k_experience_groups) {
+    auto it = std::find_if(f.by_experience.begin(), f.by_experience.end(), [&](const GroupFigures& x) { return x.key == g; });
+    if (it == f.by_experience.end()) {
+      out.insert(out.end(), 5, Value());
+      continue;
+    }
+    const json& x = it->figures;
+    out.insert(out.end(), {int64_t{it->ops}, jv(x, "pass_rate"), jv(x, "geomean_speedup_vs_reference"),
+                           jv(x, "geomean_speedup_vs_library"), jv(x, "tokens_total")});
+  }
+  return out;
+}
+
 std::vector<Column> summary_columns() {
   return {
       col("label", "run", ColumnType::text),
@@ -164,9 +211,15 @@ Table summary_table(const Analysis& an) {
       set.description(), set.cases_total, an.common_set, an.common_with_library, n,
       set.with_library);
   t.columns = summary_columns();
+  const bool groups = any_experience_group(an);
+  for (auto& c : experience_columns(groups)) t.columns.push_back(std::move(c));
+  if (groups) {
+    t.caption += " held-out/seen: the same figures over the operators whose earlier experience the run held out "
+                 "(--holdout) and over those memory held earlier experience of and the run used.";
+  }
   for (const auto& f : an.figures) {
     const json& g = f.figures;
-    t.add({f.label,
+    std::vector<Value> row{f.label,
            int64_t{n},
            jv(g, "solved"),
            jv(g, "solve_rate"),
@@ -191,7 +244,9 @@ Table summary_table(const Analysis& an) {
            jv(g, "cost_usd"),
            jv(g, "attempts"),
            jv(g, "attempts_to_first_correct_mean"),
-           jv(g, "attempts_to_best_mean")});
+           jv(g, "attempts_to_best_mean")};
+    for (auto& v : experience_values(f)) row.push_back(std::move(v));
+    t.add(std::move(row));
   }
   return t;
 }
@@ -256,7 +311,10 @@ std::vector<Column> ops_columns(bool several) {
       col("best_optimisation", "best kernel's optimisation", ColumnType::text, 0, false),
       col("library_forced", "library forced", ColumnType::boolean, 0, false,
           "the environment forced the library's configuration: vs lib is against a handicapped library"),
-      col("library_config", "library configuration", ColumnType::text, 0, false)};
+      col("library_config", "library configuration", ColumnType::text, 0, false),
+      col("experience", "memory", ColumnType::text, 0, true,
+          "held-out: its earlier experience was excluded (--holdout); seen: memory held earlier experience of it; "
+          "unseen: none")};
 }
 
 Table ops_table(const Analysis& an) {
@@ -308,7 +366,8 @@ Table ops_table(const Analysis& an) {
              o.stop_reason.empty() ? Value() : Value(o.stop_reason),
              o.best_optimisation.empty() ? Value() : Value(o.best_optimisation),
              o.library_forced,
-             o.library_config.empty() ? Value() : Value(o.library_config)});
+             o.library_config.empty() ? Value() : Value(o.library_config),
+             o.experience.empty() ? Value() : Value(o.experience)});
     }
   }
   return t;

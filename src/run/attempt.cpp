@@ -66,6 +66,38 @@ std::optional<Policy> parse_policy(std::string_view name) {
   return std::nullopt;
 }
 
+json admission_json(const std::vector<Admission>& list) {
+  json out = json::array();
+  for (const auto& a : list) {
+    out.push_back({{"id", a.id}, {"tier", a.tier}, {"section", a.section}, {"tokens", a.tokens}, {"value", a.value},
+                   {"parts", a.parts}, {"reason", a.reason}, {"category", a.category}});
+  }
+  return out;
+}
+
+std::vector<Admission> admission_from_json(const json& list) {
+  std::vector<Admission> out;
+  if (!list.is_array()) return out;
+  for (const auto& j : list) {
+    if (!j.is_object()) continue;
+    Admission a;
+    a.id = j.value("id", "");
+    a.tier = j.value("tier", "");
+    a.section = j.value("section", "");
+    a.tokens = j.value("tokens", int64_t{0});
+    a.value = j.value("value", 0.0);
+    if (j.contains("parts") && j["parts"].is_object()) {
+      for (const auto& [k, v] : j["parts"].items()) {
+        if (v.is_number()) a.parts[k] = v.get<double>();
+      }
+    }
+    a.reason = j.value("reason", "");
+    a.category = j.value("category", "");
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 json to_json(const Attempt& a) {
   json timings = json::array();
   for (const auto& t : a.timings) timings.push_back(timing_json(t));
@@ -116,6 +148,7 @@ json to_json(const Attempt& a) {
               {"tier_tokens", a.tier_tokens},
               {"knowledge_budget", a.knowledge_budget},
               {"memory_items", items},
+              {"admission", admission_json(a.admission)},
               {"eval_seed", a.eval_seed},
               {"llm_seconds", a.llm_seconds},
               {"eval_seconds", a.eval_seconds},
@@ -181,6 +214,7 @@ Result<Attempt> attempt_from_json(const json& j) {
     for (const auto& it : j.value("memory_items", json::array())) {
       a.memory_items.emplace_back(it.at(0).get<std::string>(), it.at(1).get<double>());
     }
+    a.admission = admission_from_json(j.value("admission", json::array()));
     a.eval_seed = j.value("eval_seed", uint64_t{0});
     a.llm_seconds = j.value("llm_seconds", 0.0);
     a.eval_seconds = j.value("eval_seconds", 0.0);

@@ -24,6 +24,25 @@ namespace kope::run {
 // the attempt counts, the memory records it as `compile_error` with this message prefix.
 inline constexpr std::string_view k_no_code_message = "no code in answer";
 
+// Why one knowledge item entered a prompt: its tier and section, its tokens, the value the
+// selection ranked it by, the score parts behind that value (relevance, learned, similarity,
+// recency, ... as the scorer produced them) and a short reason. The prompt event's
+// "admission" array, carried to the answer event and the attempt (the lineage view shows it).
+struct Admission {
+  std::string id;
+  std::string tier;      // "warm", "cold"
+  std::string section;   // "kernels", "cases", "lessons", "feasibility", "unverified", "notes"
+  int64_t tokens = 0;
+  double value = 0;
+  std::map<std::string, double> parts;
+  std::string reason;
+  std::string category;  // the op category the item is about ("" for general items)
+};
+
+nlohmann::json admission_json(const std::vector<Admission>& list);
+// Lenient: a missing or malformed array reads as empty (runs written before it existed).
+std::vector<Admission> admission_from_json(const nlohmann::json& list);
+
 struct TimingSummary {
   int case_index = 0;
   std::string label;
@@ -94,6 +113,7 @@ struct Attempt {
   std::map<std::string, int64_t> tier_tokens;  // system, hot, warm, cold
   int64_t knowledge_budget = 0;
   std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items and scores
+  std::vector<Admission> admission;     // why each knowledge item of its prompt was admitted
   uint64_t eval_seed = 0;
   double llm_seconds = 0;
   double eval_seconds = 0;

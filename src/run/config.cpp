@@ -45,7 +45,8 @@ json loop_config_to_json(const LoopConfig& c) {
                 {"generation", c.budget.generation},
                 {"recency_reserve", c.budget.recency_reserve},
                 {"warm_cap", c.budget.warm_cap},
-                {"cold_cap", c.budget.cold_cap}}},
+                {"cold_cap", c.budget.cold_cap},
+                {"cold_cap_learned", c.budget.cold_cap_learned}}},
               {"retrieval_limit", c.retrieval_limit},
               {"passive_retrieval_limit", c.passive_retrieval_limit},
               {"replay_limit", c.replay_limit},
@@ -81,6 +82,8 @@ Result<LoopConfig> loop_config_from_json(const json& j) {
     c.budget.recency_reserve = b.at("recency_reserve").get<int64_t>();
     c.budget.warm_cap = b.at("warm_cap").get<double>();
     c.budget.cold_cap = b.at("cold_cap").get<double>();
+    // Runs written before the grown cold cap existed had one cap for every cold item.
+    c.budget.cold_cap_learned = b.value("cold_cap_learned", c.budget.cold_cap);
     c.retrieval_limit = j.at("retrieval_limit").get<int>();
     c.passive_retrieval_limit = j.at("passive_retrieval_limit").get<int>();
     c.replay_limit = j.at("replay_limit").get<int>();
@@ -112,6 +115,7 @@ json config_to_json(const RunConfig& c) {
               {"jobs", c.jobs},
               {"seed", c.seed},
               {"memory", c.memory_path},
+              {"holdout", c.holdout},
               {"library_config", c.library_config},
               {"llm_profile", c.llm_profile},
               {"model", c.model},
@@ -137,6 +141,7 @@ Result<RunConfig> config_from_json(const json& j) {
     c.jobs = j.value("jobs", 1);
     c.seed = j.value("seed", uint64_t{0});
     c.memory_path = j.value("memory", "");
+    c.holdout = j.value("holdout", false);
     c.library_config = j.value("library_config", "environment");
     c.llm_profile = j.value("llm_profile", "");
     c.model = j.value("model", json::object());

@@ -63,6 +63,9 @@ struct RunConfig {
   int jobs = 1;
   uint64_t seed = 0;
   std::string memory_path;
+  // The contamination guard: experience about the run's ops (same name or spec hash) from
+  // earlier runs is left out of retrieval and replay (memory::Holdout); the run's own is used.
+  bool holdout = false;
   std::string llm_profile;        // "" with the replay policy
   nlohmann::json model = nlohmann::json::object();  // provider, model, base_url, window, ... (no secrets)
   std::string target;

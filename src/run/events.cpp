@@ -88,6 +88,7 @@ json to_json(const AnswerEvent& e) {
               {"prompt_tokens_estimated", e.prompt_tokens_estimated},
               {"knowledge_budget", e.knowledge_budget},
               {"memory_items", items},
+              {"admission", admission_json(e.admission)},
               {"tokens_prompt", e.tokens_prompt},
               {"tokens_completion", e.tokens_completion},
               {"usage_estimated", e.usage_estimated},
@@ -111,6 +112,7 @@ Result<AnswerEvent> answer_from_json(const json& j) {
     for (const auto& it : j.value("memory_items", json::array())) {
       e.memory_items.emplace_back(it.at(0).get<std::string>(), it.at(1).get<double>());
     }
+    e.admission = admission_from_json(j.value("admission", json::array()));
     e.tokens_prompt = j.value("tokens_prompt", int64_t{0});
     e.tokens_completion = j.value("tokens_completion", int64_t{0});
     e.usage_estimated = j.value("usage_estimated", false);

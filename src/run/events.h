@@ -20,6 +20,7 @@
 
 #include "kope/error.h"
 #include "kope/memory.h"
+#include "run/attempt.h"
 
 namespace kope::run {
 
@@ -56,6 +57,7 @@ struct AnswerEvent {
   int64_t prompt_tokens_estimated = 0;
   int64_t knowledge_budget = 0;
   std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items and scores
+  std::vector<Admission> admission;  // why each knowledge item was admitted
   int64_t tokens_prompt = 0;
   int64_t tokens_completion = 0;
   bool usage_estimated = false;

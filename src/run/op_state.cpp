@@ -51,6 +51,13 @@ Result<std::map<std::string, OpState>> restore_states(const std::vector<json>& e
     try {
       if (type == "op_started") {
         st.started = true;
+        st.experience = e.value("experience", "");
+      } else if (type == "prompt") {
+        if (e.value("purpose", "") != "reflect") {
+          for (const auto& id : e.value("admitted", std::vector<std::string>{})) {
+            if (id.starts_with("note:")) st.notes_shown.insert(id);
+          }
+        }
       } else if (type == "answer") {
         KOPE_ASSIGN(st.pending, answer_from_json(e));
       } else if (type == "attempt") {

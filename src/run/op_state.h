@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct OpState {
   bool done = false;
   std::string stop_reason;
   std::vector<std::string> errors;          // llm failures that stopped the op, for the report
+  std::set<std::string> notes_shown;        // general notes ("note:N") its prompts admitted so far
+  // What memory held about the op when it started (op_started's "experience"): "held-out"
+  // (the run excluded its earlier experience), "seen" (memory held earlier experience of it and
+  // the run used it) or "unseen"; "" in a run written before the guard existed.
+  std::string experience;
 
   const Attempt* incumbent() const;         // the latest attempt with improved == true
   int64_t tokens_prompt() const;            // attempts + reflections (+ a pending answer)

@@ -108,6 +108,9 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   j["stop_reason"] = st.done ? json(st.stop_reason) : json(nullptr);
   j["errors"] = st.errors;
   j["wall_seconds"] = st.wall_seconds();
+  // What memory held about the op when it started (OpState::experience); null for an op that
+  // never started or a run written before the contamination guard.
+  j["experience"] = st.experience.empty() ? json(nullptr) : json(st.experience);
   return j;
 }
 
@@ -228,14 +231,25 @@ json compute_results(const json& header, const std::vector<spec::OpSpec>& ops, c
   json list = json::array();
   static const OpState empty;
   Totals totals;
+  std::map<std::string, std::pair<Totals, size_t>> by_experience;  // group -> totals, ops
   for (const auto& op : ops) {
     auto it = states.find(op.name);
     const OpState& st = it == states.end() ? empty : it->second;
     json r = op_result(op, st);
     totals.add(op, st, r);
+    if (!st.experience.empty()) {
+      auto& [group, n] = by_experience[st.experience];
+      group.add(op, st, r);
+      ++n;
+    }
     list.push_back(std::move(r));
   }
   out["figures"] = totals.figures(ops.size());
+  // The same figures per group of what memory held about the ops ("held-out", "seen",
+  // "unseen"), each over its own operators.
+  json groups = json::object();
+  for (const auto& [name, group] : by_experience) groups[name] = group.first.figures(group.second);
+  out["figures_by_experience"] = groups;
   out["ops"] = list;
   return out;
 }
@@ -262,6 +276,14 @@ std::string results_summary(const json& r) {
   if (f["tokens_per_solved_op"].is_number()) out += fmt::format(" ({:.0f} per solved operator)", f["tokens_per_solved_op"].get<double>());
   if (f["cost_usd"].get<double>() > 0) out += fmt::format(", ${:.4f}", f["cost_usd"].get<double>());
   out += "\n";
+  if (r.contains("figures_by_experience")) {
+    for (const auto& [name, g] : r["figures_by_experience"].items()) {
+      out += fmt::format("  {} operators: {} of {} solved, pass rate {}, geomean vs reference {}, vs library {}, {} tokens\n",
+                         name, g["solved"].get<int>(), g["ops"].get<int>(), pct(g["pass_rate"]),
+                         times(g["geomean_speedup_vs_reference"]), times(g["geomean_speedup_vs_library"]),
+                         g["tokens_total"].get<int64_t>());
+    }
+  }
   return out;
 }
 

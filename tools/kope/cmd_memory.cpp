@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/loop.h"
+#include "agent/prompt.h"
+#include "agent/retrieval.h"
 #include "cli.h"
 #include "kope/memory.h"
 #include "kope/target.h"
@@ -22,6 +25,7 @@ namespace {
 
 using nlohmann::json;
 namespace mem = kope::memory;
+namespace fs = std::filesystem;
 
 struct Common {
   std::string memory;  // --memory PATH (else $KOPE_MEMORY, else data_dir()/memory.db)
@@ -695,7 +699,93 @@ struct RetrieveOptions {
   std::string op, target, toolchain, backend, stage = "draft", error, bottleneck, text;
   int limit = 20;
   int64_t incumbent = 0;
+  // --admit: the prompt's admission for this state, as the agent's active mode makes it.
+  bool admit = false;
+  std::string suite;
+  int64_t window = 128000;
+  int64_t generation = 8192;
 };
+
+// `retrieve OP --admit`: what the agent's prompt for this state would hold. The op's spec comes
+// from the suite, the query is the agent's (state and broad, classified into tiers), and the
+// prompt is assembled without the hardware block (identical for every state, so left out).
+struct AdmitView {
+  agent::AssembledPrompt prompt;
+  agent::KnowledgeCandidates candidates;
+  std::string category;
+  int64_t other_category_tokens = 0;  // admitted items about ops of another category
+};
+
+Result<AdmitView> admit_view(mem::Store& store, const mem::RetrievalQuery& base, const RetrieveOptions& o) {
+  fs::path suite_root = o.suite.empty() ? spec::default_ops_dir() : fs::path(o.suite);
+  KOPE_ASSIGN(spec::OpSpec op, spec::resolve_op(o.op, suite_root));
+  KOPE_ASSIGN(spec::Suite suite, spec::load_suite(suite_root));
+  std::vector<const spec::OpSpec*> known;
+  for (const auto& s : suite.ops) known.push_back(&s);
+  std::string backend = o.backend.empty() ? "cpu" : o.backend;
+  KOPE_ASSIGN(agent::PromptLibrary lib, agent::PromptLibrary::load(agent::default_prompts_dir(), backend));
+  agent::SharedEstimator estimator;
+  mem::RetrievalQuery q = base;
+  q.task = agent::task_info(op);
+  q.backend = backend;
+  if (q.text.empty()) q.text = op.summary;
+  if (o.limit == RetrieveOptions{}.limit) q.limit = run::LoopConfig{}.retrieval_limit;  // the agent's default
+  AdmitView v;
+  v.category = op.category;
+  KOPE_ASSIGN(v.candidates, agent::gather_candidates(store, q, op, lib, estimator, known));
+  agent::PromptInput in;
+  in.op = &op;
+  KOPE_ASSIGN(in.reference_source, util::read_file(op.reference_path));
+  in.stage = q.stage;
+  context::Budget budget;
+  budget.window = o.window;
+  budget.generation = o.generation;
+  KOPE_ASSIGN(v.prompt, agent::assemble_prompt(lib, in, v.candidates, budget, context::Mode::active, estimator));
+  for (const auto& a : v.prompt.admission) {
+    if (!a.category.empty() && a.category != op.category) v.other_category_tokens += a.tokens;
+  }
+  return v;
+}
+
+json admit_json(const AdmitView& v, const RetrieveOptions& o) {
+  const auto& p = v.prompt;
+  json left = json::array();
+  std::set<std::string> admitted(p.admitted.begin(), p.admitted.end());
+  for (const auto* tier : {&v.candidates.warm, &v.candidates.cold}) {
+    for (const auto& it : *tier) {
+      if (!admitted.contains(it.id)) left.push_back({{"id", it.id}, {"tier", std::string(context::tier_name(it.tier))}, {"tokens", it.tokens}});
+    }
+  }
+  return {{"op", o.op},
+          {"category", v.category},
+          {"stage", o.stage},
+          {"knowledge_budget", p.knowledge_budget},
+          {"tier_tokens", p.tier_tokens},
+          {"total_tokens", p.total_tokens},
+          {"other_category_tokens", v.other_category_tokens},
+          {"other_category_share", p.total_tokens > 0 ? static_cast<double>(v.other_category_tokens) / p.total_tokens : 0.0},
+          {"admitted", run::admission_json(p.admission)},
+          {"left_out", left}};
+}
+
+std::string admit_text(const AdmitView& v, const RetrieveOptions& o) {
+  const auto& p = v.prompt;
+  auto tier = [&](const char* t) { auto it = p.tier_tokens.find(t); return it == p.tier_tokens.end() ? int64_t{0} : it->second; };
+  std::string out = fmt::format("{} ({}), {} stage: B_k {} tokens; prompt {} tokens (system {}, hot {}, warm {}, cold {}); "
+                                "items of other categories {} tokens ({:.1f}%)\n",
+                                o.op, v.category, o.stage, p.knowledge_budget, p.total_tokens, tier("system"), tier("hot"),
+                                tier("warm"), tier("cold"), v.other_category_tokens,
+                                p.total_tokens > 0 ? 100.0 * static_cast<double>(v.other_category_tokens) / p.total_tokens : 0.0);
+  for (const auto& a : p.admission) {
+    std::vector<std::string> parts;
+    for (const auto& [k, x] : a.parts) parts.push_back(fmt::format("{} {:.2f}", k, x));
+    out += fmt::format("{:<16} {:<4} {:<12} {:>5} tokens  value {:.3f}  {}\n    ({})\n", a.id, a.tier, a.section, a.tokens,
+                       a.value, a.reason, util::join(parts, ", "));
+  }
+  out += fmt::format("{} admitted, {} candidates left out\n", p.admission.size(),
+                     v.candidates.warm.size() + v.candidates.cold.size() - p.admission.size());
+  return out;
+}
 
 std::string retrieved_text(const std::vector<mem::RetrievedItem>& items) {
   std::string out;
@@ -735,6 +825,11 @@ Result<int> run_retrieve(const Common& common, const RetrieveOptions& o) {
   q.text = o.text;
   q.limit = o.limit;
   if (o.incumbent > 0) q.incumbent_case = o.incumbent;
+  if (o.admit) {
+    KOPE_ASSIGN(AdmitView v, admit_view(*store, q, o));
+    print(common.json ? admit_json(v, o).dump(2) + "\n" : admit_text(v, o));
+    return 0;
+  }
   KOPE_ASSIGN(auto items, store->retrieve(q));
   if (common.json) {
     json arr = json::array();
@@ -760,6 +855,12 @@ void add_retrieve(const MemoryCli& cli) {
   s->add_option("--text", o->text, "Free text for lexical search");
   s->add_option("--incumbent", o->incumbent, "Incumbent case id (lineage signals)");
   s->add_option("--limit", o->limit, "At most this many items")->capture_default_str();
+  s->add_flag("--admit", o->admit,
+              "Show the prompt's admission for this state instead: the items the agent's active mode admits, their tier, "
+              "tokens, why (score parts and reason), the tier totals and the tokens spent on other categories");
+  s->add_option("--suite", o->suite, "Operator suite the op's spec is read from, with --admit (default: the bundled ops/)");
+  s->add_option("--window", o->window, "Model window with --admit")->capture_default_str();
+  s->add_option("--generation", o->generation, "Generation allowance with --admit")->capture_default_str();
   cli.on_chosen(s, [o](const Common& common) { return run_retrieve(common, *o); });
 }
 

@@ -83,6 +83,7 @@ struct RunOptions {
   bool no_reflect = false;
   bool check_prompts = false;
   bool no_starter = false;
+  bool holdout = false;
   std::string suite;
   int replay_limit = 0;
   bool replay_all = false;
@@ -100,7 +101,7 @@ const std::vector<std::string> k_defining = {"--ops", "--level", "--backend", "-
                                              "--time-limit", "--roofline-target", "--patience", "--context", "--memory",
                                              "--run-dir", "--seed", "--policy", "--no-reflect", "--suite",
                                              "--replay-limit", "--replay-all", "--window", "--generation", "--recency-reserve",
-                                             "--eval-ci", "--eval-max-seconds", "--library-config", "--full-timing"};
+                                             "--eval-ci", "--eval-max-seconds", "--library-config", "--full-timing", "--holdout"};
 
 // `s` as a shell word, quoted only when it has to be (for the commands kope prints).
 std::string shell_word(const std::string& s) {
@@ -131,6 +132,7 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
   c.jobs = std::max(1, o.jobs);
   c.seed = o.seed ? *o.seed : std::random_device{}();
   c.memory_path = o.memory.empty() ? memory::default_store_path().string() : fs::absolute(o.memory).string();
+  c.holdout = o.holdout;
   run::LoopConfig& l = c.loop;
   l.policy = policy;
   l.max_iterations = o.iterations;
@@ -412,6 +414,9 @@ void register_run(CLI::App& app, Action& action) {
                 "After the run, check every prompt it sent (as `kope prompts check`); exit 1 on a finding");
   cmd->add_flag("--no-starter", o->no_starter,
                 "Do not import the starter experience shipped with kope into the memory (imported once otherwise)");
+  cmd->add_flag("--holdout", o->holdout,
+                "Contamination guard: leave experience about the selected operators (same name or spec hash) from earlier "
+                "runs out of retrieval and replay; results mark them held-out");
   cmd->add_option("--suite", o->suite, "Operator suite root for selectors and related operators (default: the bundled ops/)");
   cmd->add_option("--replay-limit", o->replay_limit,
                   "Kernels the replay policy tries per operator, at most (default 2); it stops at the first one correct "

@@ -47,6 +47,7 @@ struct TransferOptions {
   std::string native_memory;
   std::string suite;
   std::vector<std::string> run_args;  // passed to every `kope run` (--eval-ci 0.2 ...)
+  bool holdout = true;                // every `kope run --holdout` (--no-holdout: the paper's setting)
   bool json_out = false;
 };
 
@@ -81,6 +82,7 @@ Status run_agent(const TransferOptions& o, const std::string& backend, const fs:
   if (!o.llm.empty()) ro.spawn.argv.insert(ro.spawn.argv.end(), {"--llm", o.llm});
   if (!o.policy.empty()) ro.spawn.argv.insert(ro.spawn.argv.end(), {"--policy", o.policy});
   if (!o.suite.empty()) ro.spawn.argv.insert(ro.spawn.argv.end(), {"--suite", o.suite});
+  if (o.holdout) ro.spawn.argv.emplace_back("--holdout");
   for (const auto& a : o.run_args) ro.spawn.argv.push_back(a);
   ro.stdout_cap = 4 << 20;
   ro.stderr_cap = 4 << 20;
@@ -234,6 +236,9 @@ void register_transfer(CLI::App& app, Action& action) {
   cmd->add_option("--suite", o->suite, "Operator suite (as for kope run)");
   cmd->add_option("--run-arg", o->run_args, "An extra argument for every `kope run` (repeatable, e.g. --run-arg=--eval-ci --run-arg=0.2)")
       ->allow_extra_args(false);
+  cmd->add_flag("!--no-holdout", o->holdout,
+                "Let each setting use memory's experience of the operators it runs (by default every run holds it out: "
+                "--holdout, so a setting measures what experience of other operators brings, uncontaminated)");
   cmd->add_flag("--json", o->json_out, "Print transfer.json");
   cmd->callback([&action, o] { action = [o]() -> Result<int> { return transfer_command(*o); }; });
 }
