@@ -572,7 +572,9 @@ TEST_F(AgentE2E, AblateRunsTheModesComputeMatchedAndResumesAfterSigkill) {
   // The training memory reached the test phases (not an empty memory).
   auto copy = memory::open_store(dir / "memory" / "none.db");
   ASSERT_TRUE(copy);
-  auto cases = (*copy)->cases(memory::CaseFilter{.op = "e2e_softmax"});
+  memory::CaseFilter trained;
+  trained.op = "e2e_softmax";
+  auto cases = (*copy)->cases(trained);
   ASSERT_TRUE(cases);
   EXPECT_EQ(cases->size(), 2u);
 
