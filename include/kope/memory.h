@@ -498,6 +498,13 @@ class Store {
   // A prompt is credited once; a second credit succeeds and changes nothing. Fails with
   // not_found for a prompt that was never logged, usage for a non-finite reward.
   virtual Status credit(const std::string& prompt_id, double reward) = 0;
+
+  // Re-verification of a quarantined case (the loop's at the end of an op, `kope memory
+  // verify`): confirmed lifts the quarantine (the case becomes speed evidence and its d(v)
+  // chain is updated), otherwise it is marked refuted for good; `note` (why) is kept with it.
+  // Fails with not_found for an unknown case, usage for a case that is not quarantined (never
+  // was, or already verified) and for confirming a refuted one.
+  virtual Status verify_case(int64_t id, bool confirmed, const std::string& note) = 0;
 };
 
 // Administration of a memory database (`kope memory`, reports, imports, the starter
@@ -516,10 +523,6 @@ class StoreAdmin {
   virtual Result<std::vector<std::string>> apply_all(const std::vector<LessonDelta>& deltas) = 0;
   // The began-from forest of an op's cases (on one target, or all for ""), parents first.
   virtual Result<std::vector<LineageNode>> lineage(const std::string& op, const std::string& target) = 0;
-  // Re-verification of a quarantined case: confirmed lifts the quarantine (the case becomes
-  // speed evidence and its d(v) chain is updated), otherwise it is marked refuted for good.
-  virtual Status verify_case(int64_t id, bool confirmed, const std::string& note) = 0;
-
   virtual Result<std::optional<Lesson>> get_lesson(const std::string& id) = 0;
   virtual Result<std::vector<Lesson>> find_lessons(const LessonFilter& filter) = 0;
   virtual Result<std::vector<LessonLogEntry>> lesson_history(const std::string& id) = 0;
@@ -562,6 +565,12 @@ class Database : public Store, public StoreAdmin {};
 // a damaged file, a file that is not a kope database, or a schema from a newer kope, naming the
 // file; with io when the file cannot be opened or is locked past the busy timeout.
 Result<std::unique_ptr<Database>> open_store(const std::filesystem::path& path);
+
+// Copies the database at `from` to a new file `to` (a consistent snapshot through SQLite's
+// backup API, WAL included; `from` is never modified): the same cases, ids, lessons, learned
+// values and logs. An existing `to` (and its -wal/-shm) is replaced atomically. Fails with
+// not_found when `from` does not exist, corrupt when it is not a kope database, io otherwise.
+Status copy_database(const std::filesystem::path& from, const std::filesystem::path& to);
 
 // The schema version this build writes (PRAGMA user_version of a current database).
 int store_schema_version();

@@ -6,6 +6,7 @@
 
 #include "agent/prompt.h"
 #include "agent/recorder.h"
+#include "agent/reverify.h"
 #include "util/hash.h"
 #include "util/strings.h"
 
@@ -127,6 +128,11 @@ Status Judge::decide(Attempt& a) const {
     a.speedup_vs_parent = r;
   }
   a.label = std::string(memory::outcome_name(step.outcome));
+  if (a.correct() && !step.quarantine_reason.empty()) {
+    // An implausible win is no incumbent until re-verified at the end of the op.
+    a.quarantine_reason = step.quarantine_reason;
+    a.improved = false;
+  }
   if (!st.attempts.empty() && a.correct() && !st.attempts.back().correct()) {
     const Attempt& prev = st.attempts.back();
     a.notable = true;
@@ -137,6 +143,50 @@ Status Judge::decide(Attempt& a) const {
     a.notable_reason = fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, *r);
   }
   return {};
+}
+
+Status Judge::reverify_quarantined() {
+  OpState& st = m_ctx.state;
+  for (const auto& [k, logged] : st.reverified) KOPE_TRY(apply_reverification(logged));
+  for (const Attempt& a : st.attempts) {
+    if (a.quarantine_reason.empty() || !a.correct() || st.reverified.contains(a.iteration)) continue;
+    auto case_id = m_ctx.case_id(a.iteration);
+    if (!case_id) return fail(ErrorKind::internal, "reverify: attempt {} of {} was not recorded", a.iteration, m_ctx.op.name);
+    KOPE_ASSIGN(std::string code, m_ctx.code_of(a));
+    eval::EvalOptions opts = m_ctx.cfg.eval_options;
+    // Fresh inputs: a seed of its own (without a run seed, a random one).
+    opts.seed = m_ctx.cfg.seed ? std::optional<uint64_t>(m_ctx.derived_seed(a.iteration, "reverify")) : std::nullopt;
+    m_ctx.phase(a.iteration, a.stage, "re-verifying a quarantined win");
+    KOPE_ASSIGN(Reverification v, reverify(*m_ctx.env.evaluator, m_ctx.op, code, case_record(m_ctx, a).timings, opts));
+    run::ReverifiedEvent e;
+    e.iteration = a.iteration;
+    e.case_id = *case_id;
+    e.confirmed = v.confirmed;
+    e.quarantine_reason = a.quarantine_reason;
+    e.reason = v.reason;
+    e.seed = v.seed;
+    e.verdict = v.verdict;
+    e.speedup_vs_reference = v.speedup_vs_reference;
+    e.speed_kept = v.speed_kept;
+    // Promoted when it beats the incumbent by the incumbent rule's margin on recorded timings.
+    const Attempt* inc = st.incumbent();
+    auto faster = inc ? relative_speed(inc->timings, a.timings) : std::nullopt;
+    e.promoted = v.confirmed && (!inc || (faster && *faster > 1 + m_ctx.cfg.min_improvement));
+    json ev = run::to_json(e);
+    KOPE_TRY(m_ctx.event(ev));
+    if (e.promoted) st.promoted = a.iteration;
+    m_ctx.note(fmt::format("attempt {} (quarantined: {}) {}{}", a.iteration, a.quarantine_reason, v.reason,
+                           e.promoted ? "; it is the new incumbent" : ""));
+    st.reverified[a.iteration] = e;
+    KOPE_TRY(apply_reverification(e));
+  }
+  return {};
+}
+
+Status Judge::apply_reverification(const run::ReverifiedEvent& r) const {
+  KOPE_ASSIGN(std::optional<memory::CaseRecord> c, m_ctx.env.store->get_case(r.case_id));
+  if (!c || c->quarantine_status != "quarantined") return {};  // already applied (or imported without it)
+  return m_ctx.env.store->verify_case(r.case_id, r.confirmed, r.reason);
 }
 
 void apply_eval_result(Attempt& a, const eval::EvalResult& r) {

@@ -5,7 +5,10 @@
 // when disturbed evidence alone would replace the incumbent, evaluates it once more ("retime").
 // Judge::decide applies the incumbent rule, asks the store for r (speedup_vs_parent) and the
 // outcome label, and says whether the attempt is notable (a reflection trigger); the rules are spelled
-// out in loop.h.
+// out in loop.h. A win the store quarantines is held back from the incumbent; at the end of the
+// op Judge::reverify_quarantined evaluates each such win again on fresh inputs (reverify.h),
+// logs a "reverified" event, tells the memory (Store::verify_case) and promotes a confirmed win
+// that beats the incumbent.
 #pragma once
 
 #include <optional>
@@ -30,6 +33,10 @@ class Judge {
   // (Store::assess_attempt: the ratio of recorded speedups vs the reference over the parent
   // case, for a replay its source case); fails only when the store does.
   Status decide(Attempt& a) const;
+  // Re-verifies the op's quarantined correct attempts not re-verified yet, in order, and
+  // repeats the memory's verify_case for logged ones it has not applied (a resumed run).
+  // Fails only when the evaluator, the event log or the memory fails.
+  Status reverify_quarantined();
 
  private:
   // Whether an evaluation would replace the incumbent `inc` (disturbance aside).
@@ -37,6 +44,8 @@ class Judge {
   Result<eval::EvalResult> retime(Attempt& a, const std::string& code, const eval::EvalResult& first, eval::EvalOptions opts);
   // Whether the correct `a` replaces the incumbent `inc` (decision and margin figures set).
   bool replaces(Attempt& a, const Attempt& inc, bool compared) const;
+  // Tells the memory the outcome of a logged re-verification unless it already knows it.
+  Status apply_reverification(const run::ReverifiedEvent& r) const;
 
   OpContext& m_ctx;
 };

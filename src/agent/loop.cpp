@@ -149,6 +149,8 @@ Result<OpEnd> Loop::finish() {
     if (progress) progress->op_finished(m_ctx.op.name, why);
     return m_end;
   }
+  // Quarantined wins are re-verified before the end reflection, which then sees the incumbent.
+  KOPE_TRY(m_judge.reverify_quarantined());
   if (m_policy->reflects()) KOPE_TRY(m_reflector.at_end(m_end_reason));
   const Attempt* inc = st.incumbent();
   st.done = true;

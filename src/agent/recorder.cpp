@@ -75,7 +75,11 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
   }
   if (a.correct() && !a.decision.empty()) out += "Decision: " + decision_note(a) + "\n";
   std::string reading;
-  if (a.correct()) {
+  if (a.correct() && !a.quarantine_reason.empty()) {
+    reading = fmt::format("correct, but the memory quarantined the win ({}); it is held back from the incumbent until it "
+                          "is re-verified on fresh inputs at the end of the operator",
+                          a.quarantine_reason);
+  } else if (a.correct()) {
     reading = a.improved ? (a.speedup_vs_incumbent ? fmt::format("new incumbent, {} faster than the previous one",
                                                                  format_ratio(a.speedup_vs_incumbent))
                                                    : "first correct kernel: the incumbent")

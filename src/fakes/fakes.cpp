@@ -65,14 +65,16 @@ Result<eval::EvalResult> FakeEvaluator::evaluate(const spec::OpSpec& op, std::st
     r.cases.push_back(check);
   }
   if (verdict != eval::Verdict::correct || !options.time) return r;
-  double t = m_config.reference_us;
-  if (auto s = directive(source, "fake-time-us:")) t = std::stod(*s);
-  // fake-contention: a list, one value per evaluation of this source (the last one repeats).
-  double contention = 0;
-  if (auto s = directive(source, "fake-contention:")) {
+  // fake-time-us and fake-contention: lists, one value per evaluation of this source (the last
+  // one repeats).
+  auto nth_value = [&](std::string_view key, double fallback) {
+    auto s = directive(source, key);
+    if (!s) return fallback;
     auto parts = util::split(*s, ',');
-    if (!parts.empty()) contention = std::stod(std::string(util::trim(parts[std::min(seen_before, parts.size() - 1)])));
-  }
+    return parts.empty() ? fallback : std::stod(std::string(util::trim(parts[std::min(seen_before, parts.size() - 1)])));
+  };
+  double t = nth_value("fake-time-us:", m_config.reference_us);
+  double contention = nth_value("fake-contention:", 0);
   double log_ref = 0, log_lib = 0;
   int n = 0, n_lib = 0;
   for (const auto* c : op.timed_cases()) {
@@ -87,6 +89,7 @@ Result<eval::EvalResult> FakeEvaluator::evaluate(const spec::OpSpec& op, std::st
     ct.library_us = m_config.library_us;
     ct.roofline_us = m_config.roofline_us;
     ct.fraction_of_roofline = m_config.roofline_us / t;
+    ct.floor_us = m_config.floor_us;
     ct.contention = contention;
     ct.disturbed = eval::contention_disturbed(contention);
     log_ref += std::log(m_config.reference_us / t);
@@ -105,7 +108,7 @@ Result<eval::EvalResult> FakeEvaluator::evaluate(const spec::OpSpec& op, std::st
   if (options.incumbent_source && n > 0) {
     // The comparison: the ratio of the two fake times, known to ±1%.
     double inc_t = m_config.reference_us;
-    if (auto s = directive(*options.incumbent_source, "fake-time-us:")) inc_t = std::stod(*s);
+    if (auto s = directive(*options.incumbent_source, "fake-time-us:")) inc_t = std::stod(std::string(util::split(*s, ',').front()));
     eval::IncumbentComparison c;
     c.ratio = inc_t / t;
     c.lower = c.ratio / 1.01;
@@ -440,6 +443,27 @@ double InMemoryStore::case_value(int64_t id) const {
 int InMemoryStore::record_calls() const {
   std::lock_guard lock(m_mutex);
   return m_record_calls;
+}
+
+Status InMemoryStore::verify_case(int64_t id, bool confirmed, const std::string& note) {
+  std::lock_guard lock(m_mutex);
+  if (id < 1 || id > static_cast<int64_t>(m_cases.size())) return fail(ErrorKind::not_found, "case {} does not exist", id);
+  memory::CaseRecord& c = m_cases[static_cast<size_t>(id - 1)];
+  if (c.quarantine_status.empty() || c.quarantine_status == "verified") {
+    return fail(ErrorKind::usage, "case {} is not quarantined ({})", id, c.quarantine_status.empty() ? "never was" : "already verified");
+  }
+  if (c.quarantine_status == "refuted" && confirmed) {
+    return fail(ErrorKind::usage, "case {} was refuted by an earlier re-verification; record a new case instead", id);
+  }
+  c.quarantine_status = confirmed ? "verified" : "refuted";
+  c.quarantined = !confirmed;
+  m_review_notes[id] = note;
+  return {};
+}
+
+std::map<int64_t, std::string> InMemoryStore::review_notes() const {
+  std::lock_guard lock(m_mutex);
+  return m_review_notes;
 }
 
 // --- ScriptedLlm -----------------------------------------------------------------------------

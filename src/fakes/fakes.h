@@ -6,7 +6,9 @@
 //
 // FakeEvaluator reads its verdict from directives in the candidate's source:
 //   // fake-verdict: wrong_result        (default: correct when kope_kernel is defined)
-//   // fake-time-us: 250                 (per call on every timed case; default: the reference's)
+//   // fake-time-us: 250                 (per call on every timed case; default: the reference's;
+//                                         a list gives one value per evaluation of this source,
+//                                         the last repeating: a speed that does not hold)
 //   // fake-message: something broke     (the evaluator's one-line message)
 //   // fake-contention: 0.3, 0           (median contention of the timings, one value per
 //                                         evaluation of this source; the last repeats)
@@ -37,6 +39,7 @@ class FakeEvaluator : public eval::Evaluator {
     double reference_us = 1000;
     std::optional<double> library_us = 800;
     double roofline_us = 100;
+    double floor_us = 0;  // every timed case's hardware floor (0: none, as without a profile)
     std::string target = "x86_64-avx2-fma";
     std::string toolchain = "g++ (fake) 12 | -O3";
   };
@@ -71,6 +74,7 @@ class InMemoryStore : public memory::Store {
   Status log_retrieval(const memory::RetrievalLogEntry& entry) override;
   Status credit(const std::string& prompt_id, double reward) override;
   Result<std::vector<memory::CaseRecord>> cases(const memory::CaseFilter& filter) override;
+  Status verify_case(int64_t id, bool confirmed, const std::string& note) override;
 
   // Test access.
   std::vector<memory::CaseRecord> all_cases() const;
@@ -79,6 +83,7 @@ class InMemoryStore : public memory::Store {
   std::map<std::string, double> credited() const;  // prompt id -> reward
   double case_value(int64_t id) const;
   int record_calls() const;
+  std::map<int64_t, std::string> review_notes() const;  // case id -> verify_case's note
 
  private:
   mutable std::mutex m_mutex;
@@ -89,6 +94,7 @@ class InMemoryStore : public memory::Store {
   std::vector<memory::RetrievalLogEntry> m_log;
   std::map<std::string, double> m_credited;
   std::map<int64_t, double> m_case_values;
+  std::map<int64_t, std::string> m_review_notes;
   int m_record_calls = 0;
 
   Result<memory::CaseAssessment> assess_locked(const memory::CaseRecord& c) const;

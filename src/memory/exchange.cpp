@@ -521,6 +521,39 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
   return report;
 }
 
+namespace {
+
+// Copies the database at `from` into the new file `to` through the backup API (a consistent
+// snapshot, WAL included); `from` is opened read-only.
+Status backup_copy(const std::filesystem::path& from, const std::filesystem::path& to) {
+  KOPE_ASSIGN(auto src, Db::open(from, /*read_only=*/true, /*create=*/false));
+  KOPE_ASSIGN(auto dst, Db::open(to));
+  sqlite3_backup* b = sqlite3_backup_init(dst->handle(), "main", src->handle(), "main");
+  if (!b) return std::unexpected(dst->error(sqlite3_errcode(dst->handle()), "cannot copy the database"));
+  int rc = sqlite3_backup_step(b, -1);
+  sqlite3_backup_finish(b);
+  if (rc != SQLITE_DONE) return std::unexpected(src->error(rc, "cannot read the database to copy"));
+  return {};
+}
+
+}  // namespace
+
+Status copy_database(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::error_code ec;
+  if (!std::filesystem::exists(from, ec)) return fail(ErrorKind::not_found, "copy: no database at {}", from.string());
+  KOPE_TRY(check_file_header(from));
+  // Into a temporary file beside `to`, renamed over it once complete: a copy interrupted midway
+  // never leaves a partial database under the final name.
+  std::filesystem::path tmp = to;
+  tmp += ".copy-tmp";
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(tmp.string() + suffix, ec);
+  KOPE_TRY(backup_copy(from, tmp));
+  for (const char* suffix : {"-wal", "-shm"}) std::filesystem::remove(to.string() + suffix, ec);
+  std::filesystem::rename(tmp, to, ec);
+  if (ec) return fail(ErrorKind::io, "copy: cannot rename {} to {}: {}", tmp.string(), to.string(), ec.message());
+  return {};
+}
+
 Result<ImportReport> SqliteStore::merge_from(const std::filesystem::path& other, const ImportOptions& options) {
   std::error_code ec;
   if (!std::filesystem::exists(other, ec)) return fail(ErrorKind::not_found, "merge: no database at {}", other.string());
@@ -528,19 +561,11 @@ Result<ImportReport> SqliteStore::merge_from(const std::filesystem::path& other,
     return fail(ErrorKind::usage, "merge: {} is this database", other.string());
   }
   KOPE_TRY(check_file_header(other));
-  // Read the other database through a private copy (the backup API copies a consistent snapshot,
-  // WAL included), so it is never modified, even by a schema migration.
+  // Read the other database through a private copy, so it is never modified, even by a schema
+  // migration.
   KOPE_ASSIGN(auto tmp, util::TempDir::create("kope-merge"));
   std::filesystem::path copy = tmp.path() / "other.db";
-  {
-    KOPE_ASSIGN(auto src, Db::open(other, /*read_only=*/true, /*create=*/false));
-    KOPE_ASSIGN(auto dst, Db::open(copy));
-    sqlite3_backup* b = sqlite3_backup_init(dst->handle(), "main", src->handle(), "main");
-    if (!b) return std::unexpected(dst->error(sqlite3_errcode(dst->handle()), "cannot copy the database to merge"));
-    int rc = sqlite3_backup_step(b, -1);
-    sqlite3_backup_finish(b);
-    if (rc != SQLITE_DONE) return std::unexpected(src->error(rc, "cannot read the database to merge"));
-  }
+  KOPE_TRY(backup_copy(other, copy));
   KOPE_ASSIGN(auto other_store, SqliteStore::open(copy));
   std::ostringstream dump;
   KOPE_TRY(other_store->export_json(dump, {}));

@@ -174,6 +174,29 @@ TEST(Exchange, MergeReadsAnotherDatabaseWithoutChangingIt) {
   EXPECT_EQ(b.store->merge_from(b.dir.path() / "missing.db", {}).error().kind, ErrorKind::not_found);
 }
 
+// The ablation's copies: the same cases, ids and lessons, while the original stays open and
+// unchanged, and writes to the copy never reach it.
+TEST(Exchange, CopyDatabaseIsASnapshotIndependentOfTheOriginal) {
+  auto a = temp_store("a.db");
+  populate(*a.store, "run-a");
+  std::filesystem::path copy = a.dir.path() / "copy.db";
+  ASSERT_TRUE(copy_database(a.path, copy));
+  {
+    auto c = open_store(copy);
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ((*c)->stats()->cases, 4);
+    EXPECT_EQ((*c)->stats()->lessons, 1);
+    EXPECT_EQ((*(*c)->find_lessons({}))[0].id, (*a.store->find_lessons({}))[0].id);
+    EXPECT_EQ((*(*c)->find_case("run-a/2"))->id, (*a.store->find_case("run-a/2"))->id);
+    ASSERT_TRUE((*c)->record_case(make_case("copy/1", "relu", 1.2)));
+    EXPECT_EQ((*c)->stats()->cases, 5);
+  }
+  EXPECT_EQ(a.store->stats()->cases, 4);
+  ASSERT_TRUE(copy_database(a.path, copy));  // replaces the earlier copy
+  EXPECT_EQ((*open_store(copy))->stats()->cases, 4);
+  EXPECT_EQ(copy_database(a.dir.path() / "missing.db", copy).error().kind, ErrorKind::not_found);
+}
+
 TEST(Exchange, RejectsDocumentsThatAreNotExports) {
   auto t = temp_store();
   EXPECT_EQ(t.store->import_json("{not json", {}).error().kind, ErrorKind::config);

@@ -71,6 +71,10 @@ OpFigures op_figures(const spec::OpSpec& op, const run::OpState* st, bool select
     if (a.improved) best = a.speedup_vs_reference;
     f.iterations.push_back({a.iteration, best, a.tier_tokens});
   }
+  // A quarantined win confirmed at the end of the op became the incumbent after the last attempt.
+  if (const run::Attempt* inc = s.incumbent(); s.promoted && inc && !f.iterations.empty()) {
+    f.iterations.back().best_speedup = inc->speedup_vs_reference;
+  }
   return f;
 }
 

@@ -128,6 +128,7 @@ json to_json(const Attempt& a) {
               {"fraction_of_roofline", opt(a.fraction_of_roofline)},
               {"library_config", a.library_config ? eval::library_config_to_json(*a.library_config) : json(nullptr)},
               {"improved", a.improved},
+              {"quarantine_reason", a.quarantine_reason},
               {"incumbent_decision", a.decision.empty() ? json(nullptr)
                                                         : json{{"decision", a.decision},
                                                                {"lower", opt(a.decision_lower)},
@@ -191,6 +192,7 @@ Result<Attempt> attempt_from_json(const json& j) {
     a.fraction_of_roofline = get_opt<double>(j, "fraction_of_roofline");
     if (auto lc = j.find("library_config"); lc != j.end() && lc->is_object()) a.library_config = eval::library_config_from_json(*lc);
     a.improved = j.value("improved", false);
+    a.quarantine_reason = j.value("quarantine_reason", "");
     if (auto d = j.find("incumbent_decision"); d != j.end() && d->is_object()) {
       a.decision = d->value("decision", "");
       a.decision_lower = get_opt<double>(*d, "lower");

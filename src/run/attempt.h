@@ -91,6 +91,9 @@ struct Attempt {
   // The library baseline's configuration, and whether the environment forced it.
   std::optional<eval::LibraryConfig> library_config;
   bool improved = false;                // became the incumbent
+  // Why the memory quarantined this correct attempt ("" when it did not): an implausible win is
+  // held back from the incumbent until re-verified at the end of the op (OpState::reverified).
+  std::string quarantine_reason;
   // How the incumbent decision was reached (set when there was an incumbent to beat).
   // decision: the evaluator's interleaved comparison (eval::incumbent_decision_name), or
   // "recorded_timings" when the candidate was compared with the incumbent's recorded timings.

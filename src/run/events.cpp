@@ -127,4 +127,41 @@ Result<AnswerEvent> answer_from_json(const json& j) {
   }
 }
 
+json to_json(const ReverifiedEvent& e) {
+  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  return json{{"type", "reverified"},
+              {"iteration", e.iteration},
+              {"case_id", e.case_id},
+              {"confirmed", e.confirmed},
+              {"quarantine_reason", e.quarantine_reason},
+              {"reason", e.reason},
+              {"seed", e.seed},
+              {"verdict", e.verdict},
+              {"speedup_vs_reference", opt(e.speedup_vs_reference)},
+              {"speed_kept", opt(e.speed_kept)},
+              {"promoted", e.promoted}};
+}
+
+Result<ReverifiedEvent> reverified_from_json(const json& j) {
+  auto opt = [&](const char* key) {
+    return j.contains(key) && j[key].is_number() ? std::optional<double>(j[key].get<double>()) : std::nullopt;
+  };
+  try {
+    ReverifiedEvent e;
+    e.iteration = j.at("iteration").get<int>();
+    e.case_id = j.at("case_id").get<int64_t>();
+    e.confirmed = j.at("confirmed").get<bool>();
+    e.quarantine_reason = j.value("quarantine_reason", "");
+    e.reason = j.value("reason", "");
+    e.seed = j.value("seed", uint64_t{0});
+    e.verdict = j.value("verdict", "");
+    e.speedup_vs_reference = opt("speedup_vs_reference");
+    e.speed_kept = opt("speed_kept");
+    e.promoted = j.value("promoted", false);
+    return e;
+  } catch (const json::exception& ex) {
+    return fail(ErrorKind::corrupt, "malformed reverified event: {}", ex.what());
+  }
+}
+
 }  // namespace kope::run

@@ -72,6 +72,27 @@ nlohmann::json to_json(const AnswerEvent& e);
 // Fails with corrupt naming the missing or malformed field.
 Result<AnswerEvent> answer_from_json(const nlohmann::json& j);
 
+// The "reverified" event: a quarantined win of this run evaluated again at the end of its op,
+// on fresh inputs and in a separate evaluation (agent/reverify.h), and what came of it. Logged
+// before the memory learns the outcome (Store::verify_case, repeated on resume when the case is
+// still quarantined there). Its JSON form carries "type": "reverified"; the loop adds "op".
+struct ReverifiedEvent {
+  int iteration = 0;
+  int64_t case_id = 0;
+  bool confirmed = false;
+  std::string quarantine_reason;  // why the memory had quarantined it
+  std::string reason;             // why the re-check confirmed or refuted it (the memory's note)
+  uint64_t seed = 0;              // the fresh inputs' seed
+  std::string verdict;            // on the fresh inputs
+  std::optional<double> speedup_vs_reference;  // re-timed
+  std::optional<double> speed_kept;  // re-timed speed over the recorded one (1 = it held exactly)
+  bool promoted = false;          // confirmed and faster than the incumbent: the op's new best
+};
+
+nlohmann::json to_json(const ReverifiedEvent& e);
+// Fails with corrupt naming the missing or malformed field.
+Result<ReverifiedEvent> reverified_from_json(const nlohmann::json& j);
+
 // Current time as ISO 8601 UTC with milliseconds ("2026-05-01T12:00:00.123Z").
 std::string now_iso8601();
 

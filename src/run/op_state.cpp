@@ -7,6 +7,9 @@ namespace kope::run {
 using nlohmann::json;
 
 const Attempt* OpState::incumbent() const {
+  if (promoted && *promoted >= 1 && *promoted <= static_cast<int>(attempts.size())) {
+    return &attempts[static_cast<size_t>(*promoted - 1)];
+  }
   for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
     if (it->improved) return &*it;
   }
@@ -87,6 +90,10 @@ Result<std::map<std::string, OpState>> restore_states(const std::vector<json>& e
           it->second.applied = true;
           it->second.lesson_ids = e.value("lesson_ids", std::vector<std::string>{});
         }
+      } else if (type == "reverified") {
+        KOPE_ASSIGN(ReverifiedEvent r, reverified_from_json(e));
+        if (r.promoted) st.promoted = r.iteration;
+        st.reverified[r.iteration] = std::move(r);
       } else if (type == "op_done") {
         st.done = true;
         st.stop_reason = e.value("stop_reason", "");

@@ -49,8 +49,13 @@ struct OpState {
   // (the run excluded its earlier experience), "seen" (memory held earlier experience of it and
   // the run used it) or "unseen"; "" in a run written before the guard existed.
   std::string experience;
+  // Quarantined wins re-verified at the end of the op ("reverified" events), by iteration.
+  std::map<int, ReverifiedEvent> reverified;
+  std::optional<int> promoted;              // the last re-verified win that became the incumbent
 
-  const Attempt* incumbent() const;         // the latest attempt with improved == true
+  // The promoted re-verified win when there is one (re-verification follows every attempt),
+  // else the latest attempt with improved == true.
+  const Attempt* incumbent() const;
   int64_t tokens_prompt() const;            // attempts + reflections (+ a pending answer)
   int64_t tokens_completion() const;
   double cost_usd() const;

@@ -89,6 +89,17 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   // The best kernel's figures were measured under outside load (see eval::CaseTiming::disturbed).
   j["best_timing_disturbed"] = inc ? json(inc->timing_disturbed()) : json(nullptr);
   j["disturbed_attempts"] = disturbed;
+  // Quarantined wins (held back from the incumbent) and what their re-verification found.
+  int quarantined = 0;
+  for (const auto& a : st.attempts) quarantined += !a.quarantine_reason.empty();
+  j["quarantined_attempts"] = quarantined;
+  json reverified = json::array();
+  for (const auto& [k, r] : st.reverified) {
+    reverified.push_back({{"iteration", k}, {"confirmed", r.confirmed}, {"promoted", r.promoted},
+                          {"quarantine_reason", r.quarantine_reason}, {"reason", r.reason}});
+  }
+  j["reverified"] = reverified;
+  j["best_reverified"] = inc && st.promoted == inc->iteration;
   // Where the best kernel came from: this run's model ("llm") or a replay of a memory case.
   j["best_policy"] = inc ? json(std::string(policy_name(inc->policy))) : json(nullptr);
   j["best_source_case"] = inc && inc->source_case_id ? json(*inc->source_case_id) : json(nullptr);

@@ -505,6 +505,87 @@ TEST_F(AgentE2E, ASecondKopeOnARunDirectoryInUseFailsAtOnceNamingTheHolder) {
   EXPECT_EQ(expected - 1, op_entry(got, "e2e_scale")["attempts"].get<int>());
 }
 
+// `kope ablate`: a training run on e2e_softmax builds a memory, then each context mode runs on
+// e2e_scale from a copy of it, compute-matched. Killed with SIGKILL during a test phase, the
+// same command finishes the experiment without running the training phase again.
+TEST_F(AgentE2E, AblateRunsTheModesComputeMatchedAndResumesAfterSigkill) {
+  configure_model("fake-kernel-model");
+  fs::path dir = project() / "ablation";
+  std::vector<std::string> args = {"ablate", "--train", k_softmax.string(), "--test", k_scale.string(), "--iterations", "2",
+                                   "--dir", dir.string(), "--seed", "7", "--token-budget", "200000", "--resamples", "200"};
+  for (const char* a : {"--eval-ci", "0.2", "--eval-max-seconds", "0.5", "--patience", "0", "--roofline-target", "0"}) {
+    args.push_back(std::string("--run-arg=") + a);
+  }
+  // Overlapping sets are refused before anything runs.
+  std::vector<std::string> overlap = args;
+  overlap[4] = k_scale.string() + "," + k_softmax.string();
+  Output refused = kope(overlap, 60);
+  EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("--train and --test share an operator (e2e_softmax)"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(dir / "train"));
+
+  util::Process p = spawn_kope(args);
+  bool killed = false;
+  for (int t = 0; t < 60000 && !killed; ++t) {
+    if (!events(dir / "passive", "attempt").empty()) {
+      p.kill_group(SIGKILL);
+      killed = true;
+    } else if (p.try_wait()) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  p.wait();
+  ASSERT_TRUE(killed) << "the ablation finished before the kill point";
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the phase's run dies with it (PR_SET_PDEATHSIG)
+  ASSERT_TRUE(read_json(dir / "train" / "results.json")["complete"].get<bool>());
+  ASSERT_FALSE(fs::exists(dir / "active" / "config.json"));
+  const size_t train_events = events(dir / "train").size();
+
+  Output again = kope(args, 900);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.err.find("phase train: complete already"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("phase passive: resuming"), std::string::npos) << again.err;
+  EXPECT_EQ(events(dir / "train").size(), train_events);  // the training phase was not run twice
+  EXPECT_EQ(events(dir / "train", "op_started").size(), 1u);
+
+  // Compute-matched: the same seed, iterations, budget and window in every mode's results.json,
+  // each from its own copy of the training memory.
+  json train = read_json(dir / "train" / "results.json");
+  std::set<std::string> memories;
+  for (std::string mode : {"none", "passive", "active"}) {
+    SCOPED_TRACE(mode);
+    json r = read_json(dir / mode / "results.json");
+    EXPECT_TRUE(r["complete"].get<bool>());
+    EXPECT_EQ(r["context_mode"], mode);
+    EXPECT_EQ(r["seed"], 7);
+    EXPECT_EQ(r["settings"]["max_iterations"], 2);
+    EXPECT_EQ(r["settings"]["token_budget"], 200000);
+    EXPECT_EQ(r["settings"]["budget"]["window"], train["settings"]["budget"]["window"]);
+    EXPECT_EQ(r["settings"]["seed"], 7);
+    EXPECT_EQ(op_entry(r, "e2e_scale")["attempts"], 2);
+    EXPECT_EQ(events(dir / mode, "op_started").size(), 1u);
+    memories.insert(r["memory"].get<std::string>());
+  }
+  EXPECT_EQ(memories.size(), 3u);
+  EXPECT_FALSE(memories.contains(train["memory"].get<std::string>()));
+  // The training memory reached the test phases (not an empty memory).
+  auto copy = memory::open_store(dir / "memory" / "none.db");
+  ASSERT_TRUE(copy);
+  memory::CaseFilter trained;
+  trained.op = "e2e_softmax";
+  auto cases = (*copy)->cases(trained);
+  ASSERT_TRUE(cases);
+  EXPECT_EQ(cases->size(), 2u);
+
+  json ablation = read_json(dir / "ablation.json");
+  ASSERT_EQ(ablation["phases"].size(), 4u);
+  EXPECT_EQ(ablation["phases"][0]["phase"], "train");
+  std::string html = *util::read_file(dir / "ablation.html");
+  for (const char* mode : {"none", "passive", "active"}) EXPECT_NE(html.find(mode), std::string::npos);
+  EXPECT_NE(again.out.find("passive"), std::string::npos) << again.out;
+}
+
 TEST_F(AgentE2E, ReplayReusesAKernelOfARelatedOpReverified) {
   configure_model("fake-kernel-model");
   ASSERT_EQ(kope(run_args(project() / "learn", {k_scale.string()}, 5, {"--quiet"})).code, 0);

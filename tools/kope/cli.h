@@ -26,6 +26,7 @@ void register_eval(CLI::App& app, Action& action);  // `kope eval` and `kope ben
 void register_run(CLI::App& app, Action& action);
 void register_backends(CLI::App& app, Action& action);
 void register_transfer(CLI::App& app, Action& action);
+void register_ablate(CLI::App& app, Action& action);  // `kope ablate`, the context ablation
 void register_prompts(CLI::App& app, Action& action);  // `kope prompts check`
 
 // Prints to stdout; used by every command so output can be captured in tests.

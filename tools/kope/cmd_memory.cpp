@@ -10,7 +10,11 @@
 #include "agent/loop.h"
 #include "agent/prompt.h"
 #include "agent/retrieval.h"
+#include "agent/reverify.h"
 #include "cli.h"
+#include "kope/hw.h"
+#include "kope/spec.h"
+#include "run_services.h"
 #include "kope/memory.h"
 #include "kope/target.h"
 #include "memory/json_io.h"
@@ -668,31 +672,73 @@ void add_check(const MemoryCli& cli) {
   cli.on_chosen(cli.sub("check", "Integrity check plus kope's invariants; exits 1 listing problems"), run_check);
 }
 
-// `verify CASE [--refute]`: the re-verification of a quarantined case.
-Result<int> run_verify(const Common& common, const std::string& id, bool refute, const std::string& note) {
+struct VerifyOptions {
+  std::string id, note, op;
+  bool refute = false;
+  bool recheck = false;
+  std::optional<uint64_t> seed;
+};
+
+// The re-check of `c` (agent/reverify.h, as `kope run` does at the end of an op): its kernel
+// evaluated again here on fresh inputs, on the op it was recorded for.
+Result<agent::Reverification> recheck_case(const mem::CaseRecord& c, const VerifyOptions& o) {
+  if (c.code.empty()) return fail(ErrorKind::usage, "case {} has no code to re-check", c.id);
+  KOPE_ASSIGN(spec::OpSpec op, spec::resolve_op(o.op.empty() ? c.task.op : o.op));
+  if (!c.task.spec_hash.empty() && op.spec_hash != c.task.spec_hash) {
+    return fail(ErrorKind::usage, "case {} was recorded for another version of op {} (spec {}, here {} in {}); pass --op "
+                "with the op folder it was recorded for", c.id, c.task.op, c.task.spec_hash.substr(0, 12),
+                op.spec_hash.substr(0, 12), op.dir.string());
+  }
+  KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
+  KOPE_ASSIGN(auto evaluator, make_run_evaluator(c.toolchain.backend.empty() ? "cpu" : c.toolchain.backend, hw));
+  if (!c.hardware.target.empty() && c.hardware.target != evaluator->target().str()) {
+    return fail(ErrorKind::usage, "case {} was timed on {}, this machine is {}: re-check it on its own machine", c.id,
+                c.hardware.target, evaluator->target().str());
+  }
+  eval::EvalOptions opts;
+  opts.seed = o.seed;  // unset: fresh random inputs
+  return agent::reverify(*evaluator, op, c.code, c.timings, opts);
+}
+
+// `verify CASE [--refute | --recheck]`: the re-verification of a quarantined case, stated by
+// hand or re-checked here.
+Result<int> run_verify(const Common& common, const VerifyOptions& o) {
+  if (o.refute && o.recheck) return fail(ErrorKind::usage, "--refute and --recheck exclude each other");
   KOPE_ASSIGN(auto store, open(common));
-  KOPE_ASSIGN(mem::CaseRecord c, resolve_case(*store, id));
-  KOPE_TRY(store->verify_case(c.id, !refute, note));
-  std::string status = refute ? "refuted" : "verified";
+  KOPE_ASSIGN(mem::CaseRecord c, resolve_case(*store, o.id));
+  bool confirmed = !o.refute;
+  std::string note = o.note;
+  if (o.recheck) {
+    if (c.quarantine_status != "quarantined") {
+      return fail(ErrorKind::usage, "case {} is not quarantined ({})", c.id,
+                  c.quarantine_status.empty() ? "never was" : c.quarantine_status);
+    }
+    KOPE_ASSIGN(agent::Reverification v, recheck_case(c, o));
+    confirmed = v.confirmed;
+    note = note.empty() ? v.reason : note + "; " + v.reason;
+  }
+  KOPE_TRY(store->verify_case(c.id, confirmed, note));
+  std::string status = confirmed ? "verified" : "refuted";
   if (common.json) {
-    print(json{{"case", c.id}, {"quarantine_status", status}}.dump(2) + "\n");
+    print(json{{"case", c.id}, {"quarantine_status", status}, {"note", note}}.dump(2) + "\n");
   } else {
-    print(fmt::format("case {} {}\n", c.id, status));
+    print(fmt::format("case {} {}{}\n", c.id, status, o.recheck ? ": " + note : ""));
   }
   return 0;
 }
 
 void add_verify(const MemoryCli& cli) {
-  struct Options {
-    std::string id, note;
-    bool refute = false;
-  };
-  auto o = std::make_shared<Options>();
-  auto* s = cli.sub("verify", "Lift the quarantine of a re-verified case (or --refute it)");
+  auto o = std::make_shared<VerifyOptions>();
+  auto* s = cli.sub("verify", "Lift the quarantine of a re-verified case (or --refute it, or --recheck it here)");
   s->add_option("case", o->id, "Case id or natural key")->required();
   s->add_flag("--refute", o->refute, "The re-verification did not confirm it");
+  s->add_flag("--recheck", o->recheck,
+              "Re-verify it here as `kope run` does at the end of an op: evaluated again on fresh inputs and re-timed, "
+              "confirmed or refuted by what that finds");
+  s->add_option("--op", o->op, "With --recheck: the op (name or folder) the case was recorded for (default: its op's name)");
+  s->add_option("--seed", o->seed, "With --recheck: the fresh inputs' seed (default: random)");
   s->add_option("--note", o->note, "What the re-verification found");
-  cli.on_chosen(s, [o](const Common& common) { return run_verify(common, o->id, o->refute, o->note); });
+  cli.on_chosen(s, [o](const Common& common) { return run_verify(common, *o); });
 }
 
 struct RetrieveOptions {

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "child_run.h"
 #include "cli.h"
 #include "eval/registry.h"
 #include "kope/eval.h"
@@ -25,7 +26,6 @@
 #include "kope/memory.h"
 #include "util/fs.h"
 #include "util/strings.h"
-#include "util/subprocess.h"
 
 namespace kope::cli {
 
@@ -53,12 +53,6 @@ struct TransferOptions {
 
 const char* const k_settings[] = {"cold", "foreign", "native", "both"};
 
-fs::path self_exe() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path("kope") : p;
-}
-
 std::string stamp() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -71,28 +65,19 @@ std::string stamp() {
 // One `kope run`; its output goes to DIR/<name>.log. Fails naming the log when it fails.
 Status run_agent(const TransferOptions& o, const std::string& backend, const fs::path& run_dir, const fs::path& memory,
                  const fs::path& log) {
-  util::RunOptions ro;
-  ro.spawn.argv = {self_exe().string(), "run", "--backend", backend, "--iterations", std::to_string(o.iterations), "--memory",
-                   memory.string(), "--run-dir", run_dir.string(), "--seed", std::to_string(o.seed), "--quiet",
-                   "--no-starter"};  // each setting's memory is exactly what the experiment says
+  std::vector<std::string> args = {"run", "--backend", backend, "--iterations", std::to_string(o.iterations), "--memory",
+                                   memory.string(), "--run-dir", run_dir.string(), "--seed", std::to_string(o.seed), "--quiet",
+                                   "--no-starter"};  // each setting's memory is exactly what the experiment says
   if (!o.ops.empty()) {
-    ro.spawn.argv.emplace_back("--ops");
-    ro.spawn.argv.push_back(util::join(o.ops, ","));
+    args.emplace_back("--ops");
+    args.push_back(util::join(o.ops, ","));
   }
-  if (!o.llm.empty()) ro.spawn.argv.insert(ro.spawn.argv.end(), {"--llm", o.llm});
-  if (!o.policy.empty()) ro.spawn.argv.insert(ro.spawn.argv.end(), {"--policy", o.policy});
-  if (!o.suite.empty()) ro.spawn.argv.insert(ro.spawn.argv.end(), {"--suite", o.suite});
-  if (o.holdout) ro.spawn.argv.emplace_back("--holdout");
-  for (const auto& a : o.run_args) ro.spawn.argv.push_back(a);
-  ro.stdout_cap = 4 << 20;
-  ro.stderr_cap = 4 << 20;
-  KOPE_ASSIGN(util::RunResult r, util::run(ro));
-  KOPE_TRY(util::write_file_atomic(log, fmt::format("$ {}\n{}{}", util::join(ro.spawn.argv, " "), r.out, r.err)));
-  if (!r.status.success()) {
-    return fail(ErrorKind::io, "`kope run --backend {}` into {} {}; its output is in {}:\n{}", backend, run_dir.string(),
-                r.status.describe(), log.string(), util::truncate_text(r.err, 1500, 12));
-  }
-  return {};
+  if (!o.llm.empty()) args.insert(args.end(), {"--llm", o.llm});
+  if (!o.policy.empty()) args.insert(args.end(), {"--policy", o.policy});
+  if (!o.suite.empty()) args.insert(args.end(), {"--suite", o.suite});
+  if (o.holdout) args.emplace_back("--holdout");
+  for (const auto& a : o.run_args) args.push_back(a);
+  return run_kope_child(args, log);
 }
 
 // A fresh memory database holding the given databases merged (each keeps its hardware and
@@ -108,15 +93,6 @@ Status merged_memory(const fs::path& out, const std::vector<fs::path>& sources) 
     (void)report;
   }
   return {};
-}
-
-Result<json> read_results(const fs::path& run_dir) {
-  KOPE_ASSIGN(std::string text, util::read_file(run_dir / "results.json"));
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    return fail(ErrorKind::corrupt, "{}: {}", (run_dir / "results.json").string(), e.what());
-  }
 }
 
 std::string pct(const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "-"; }

@@ -1,0 +1,284 @@
+// `kope ablate`: the paper's context ablation as one command (docs/design.md §5, §6).
+//
+//   kope ablate --train OPS --test OPS [--modes none,passive,active] [--iterations N]
+//               [--dir DIR] [--seed N] [--token-budget N] [--window N] [--jobs N]
+//               [--llm PROFILE] [--policy llm|replay] [--backend cpu] [--suite DIR]
+//               [--run-arg ARG]... [--resamples N] [--json]
+//
+// Phase "train": one `kope run` on the training operators builds a memory of its own
+// (DIR/memory/train.db, never the user's; no starter experience). Then, for each mode, a copy
+// of that memory (DIR/memory/<mode>.db) and one `kope run --context <mode>` on the test
+// operators, every phase with the same seed, iterations, token budget and window
+// (compute-matched; each run's results.json records them). The test operators must not be
+// training operators. The modes are compared through `kope report`'s machinery (paired
+// differences per operator with seeded bootstrap intervals, against the first mode):
+// printed, and written as DIR/ablation.html, with DIR/ablation.json naming every phase.
+//
+// Resumable: DIR/ablate.json holds the plan; rerunning the same command skips the phases
+// whose results.json is complete, continues an interrupted one with `kope run --resume`
+// (kope run's own resume), and starts the rest. Each phase is a child process that dies with
+// this one.
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "child_run.h"
+#include "cli.h"
+#include "context/context.h"
+#include "eval/registry.h"
+#include "kope/memory.h"
+#include "kope/spec.h"
+#include "report/figures.h"
+#include "report/html.h"
+#include "report/tables.h"
+#include "util/fs.h"
+#include "util/strings.h"
+
+namespace kope::cli {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct AblateOptions {
+  std::vector<std::string> train, test;
+  std::vector<std::string> modes = {"none", "passive", "active"};
+  int iterations = 4;
+  std::string dir;
+  uint64_t seed = 1;
+  int64_t token_budget = 0;
+  int64_t window = 0;
+  int jobs = 1;
+  std::string llm, policy, backend = "cpu", suite;
+  std::vector<std::string> run_args;  // passed to every `kope run`
+  int resamples = 10000;
+  bool json_out = false;
+  bool holdout = true;  // every `kope run --holdout`: earlier experience of an op never reaches its phase
+};
+
+// What defines the experiment; a rerun must ask for the same (--jobs, --json and --resamples
+// may change: they say how fast it runs or how it is shown, not what it computes).
+json plan_json(const AblateOptions& o) {
+  return {{"train", o.train},   {"test", o.test},       {"modes", o.modes},       {"iterations", o.iterations},
+          {"seed", o.seed},     {"token_budget", o.token_budget}, {"window", o.window}, {"llm", o.llm},
+          {"policy", o.policy}, {"backend", o.backend}, {"suite", o.suite},       {"run_args", o.run_args}};
+}
+
+// The names of the operators `selectors` select, failing with usage for an empty selection.
+Result<std::set<std::string>> op_names(const std::vector<std::string>& selectors, const std::string& flag,
+                                       const AblateOptions& o) {
+  if (selectors.empty()) return fail(ErrorKind::usage, "{} needs at least one operator", flag);
+  KOPE_ASSIGN(auto ops, spec::select_ops(selectors, o.suite.empty() ? spec::default_ops_dir() : fs::path(o.suite)));
+  std::set<std::string> names;
+  for (const auto& op : ops) names.insert(op.name);
+  if (names.empty()) return fail(ErrorKind::usage, "{} {} selects no operator", flag, util::join(selectors, ","));
+  return names;
+}
+
+Status check_options(const AblateOptions& o) {
+  if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
+  if (!eval::find_backend_row(o.backend)) {
+    return fail(ErrorKind::usage, "--backend must be {} (got '{}')", eval::backend_names(", ", " or "), o.backend);
+  }
+  if (o.modes.empty()) return fail(ErrorKind::usage, "--modes needs at least one context mode");
+  std::set<std::string> seen;
+  for (const auto& m : o.modes) {
+    if (!context::parse_mode(m)) return fail(ErrorKind::usage, "--modes: '{}' is not a context mode (none, passive, active)", m);
+    if (!seen.insert(m).second) return fail(ErrorKind::usage, "--modes names {} twice", m);
+  }
+  KOPE_ASSIGN(auto train, op_names(o.train, "--train", o));
+  KOPE_ASSIGN(auto test, op_names(o.test, "--test", o));
+  std::vector<std::string> both;
+  std::set_intersection(train.begin(), train.end(), test.begin(), test.end(), std::back_inserter(both));
+  if (!both.empty()) {
+    return fail(ErrorKind::usage, "--train and --test share {} ({}): a test operator the memory was trained on measures "
+                "recall, not transfer; choose disjoint sets", both.size() == 1 ? "an operator" : "operators",
+                util::join(both, ", "));
+  }
+  return {};
+}
+
+// Writes the plan on the first run; on a rerun, fails unless it asks for the same experiment.
+Status check_plan(const fs::path& dir, const json& plan) {
+  fs::path file = dir / "ablate.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return util::write_file_atomic(file, plan.dump(2) + "\n");
+  KOPE_ASSIGN(std::string text, util::read_file(file));
+  json old = json::parse(text, nullptr, false);
+  if (!old.is_object()) return fail(ErrorKind::corrupt, "{}: not a JSON object", file.string());
+  std::vector<std::string> differ;
+  for (const auto& [key, value] : plan.items()) {
+    if (old.value(key, json()) != value) differ.push_back(fmt::format("{} ({} there, {} now)", key, old.value(key, json()).dump(), value.dump()));
+  }
+  if (!differ.empty()) {
+    return fail(ErrorKind::usage, "{} holds another ablation: {} differ; rerun it as it was, or choose another --dir",
+                dir.string(), util::join(differ, ", "));
+  }
+  return {};
+}
+
+enum class PhaseState { fresh, interrupted, complete };
+
+PhaseState phase_state(const fs::path& run_dir) {
+  std::error_code ec;
+  if (auto r = read_results(run_dir); r && r->value("complete", false)) return PhaseState::complete;
+  return fs::exists(run_dir / "config.json", ec) ? PhaseState::interrupted : PhaseState::fresh;
+}
+
+// The arguments of a new phase's `kope run` (everything that makes the phases compute-matched).
+std::vector<std::string> run_args(const AblateOptions& o, const std::vector<std::string>& ops, const std::string& mode,
+                                  const fs::path& memory, const fs::path& run_dir) {
+  std::vector<std::string> a = {"run", "--ops", util::join(ops, ","), "--context", mode, "--iterations",
+                                std::to_string(o.iterations), "--token-budget", std::to_string(o.token_budget),
+                                "--seed", std::to_string(o.seed), "--memory", memory.string(), "--run-dir",
+                                run_dir.string(), "--backend", o.backend, "--jobs", std::to_string(o.jobs), "--quiet",
+                                "--no-starter"};  // each phase's memory is exactly what the experiment says
+  if (o.window > 0) a.insert(a.end(), {"--window", std::to_string(o.window)});
+  if (!o.llm.empty()) a.insert(a.end(), {"--llm", o.llm});
+  if (!o.policy.empty()) a.insert(a.end(), {"--policy", o.policy});
+  if (!o.suite.empty()) a.insert(a.end(), {"--suite", o.suite});
+  if (o.holdout) a.emplace_back("--holdout");
+  a.insert(a.end(), o.run_args.begin(), o.run_args.end());
+  return a;
+}
+
+struct Phase {
+  std::string name;  // "train" or a context mode
+  std::string mode;  // the context mode it runs with
+  const std::vector<std::string>* ops;
+  fs::path run_dir, memory;
+  std::optional<fs::path> memory_from;  // a test phase's memory: a copy of the training memory
+};
+
+// Runs `p` unless it is complete: continues an interrupted run, or starts it (from a fresh
+// copy of the training memory for a test phase). Says what it does on stderr.
+Status run_phase(const AblateOptions& o, const Phase& p, const fs::path& log) {
+  auto say = [&](const std::string& s) {
+    if (!o.json_out) std::fprintf(stderr, "kope ablate: %s\n", s.c_str());
+  };
+  switch (phase_state(p.run_dir)) {
+    case PhaseState::complete:
+      say(fmt::format("phase {}: complete already ({})", p.name, p.run_dir.string()));
+      return {};
+    case PhaseState::interrupted:
+      say(fmt::format("phase {}: resuming the interrupted run in {}", p.name, p.run_dir.string()));
+      return run_kope_child({"run", "--resume", p.run_dir.string(), "--jobs", std::to_string(o.jobs), "--quiet"}, log);
+    case PhaseState::fresh:
+      break;
+  }
+  if (p.memory_from) KOPE_TRY(memory::copy_database(*p.memory_from, p.memory));
+  say(fmt::format("phase {}: context {} on {} ({} iterations per op), memory {}", p.name, p.mode, util::join(*p.ops, ","),
+                  o.iterations, p.memory.string()));
+  return run_kope_child(run_args(o, *p.ops, p.mode, p.memory, p.run_dir), log);
+}
+
+// Each phase's figures and the settings that make them compute-matched, from its results.json.
+Result<json> phase_summary(const Phase& p) {
+  KOPE_ASSIGN(json r, read_results(p.run_dir));
+  const json& f = r.at("figures");
+  const json settings = r.value("settings", json::object());
+  return json{{"phase", p.name},
+              {"context_mode", r.value("context_mode", "")},
+              {"run_dir", p.run_dir.string()},
+              {"memory", p.memory.string()},
+              {"seed", r.value("seed", json(nullptr))},
+              {"settings", settings},
+              {"pass_rate", f.value("pass_rate", json(nullptr))},
+              {"solved", f.value("solved", json(nullptr))},
+              {"ops", f.value("ops", json(nullptr))},
+              {"geomean_speedup_vs_reference", f.value("geomean_speedup_vs_reference", json(nullptr))},
+              {"tokens_prompt", f.value("tokens_prompt", json(nullptr))},
+              {"tokens_completion", f.value("tokens_completion", json(nullptr))}};
+}
+
+// The test phases compared by the report machinery: printed, and DIR/ablation.html.
+Result<std::pair<report::Analysis, std::vector<report::Table>>> compare(const AblateOptions& o,
+                                                                        const std::vector<Phase>& tests,
+                                                                        const fs::path& html) {
+  std::vector<report::RunData> runs;
+  for (const auto& p : tests) {
+    KOPE_ASSIGN(report::RunData r, report::load_run(p.run_dir));
+    runs.push_back(std::move(r));
+  }
+  report::ReportOptions ro;
+  ro.labels = o.modes;
+  ro.baseline = o.modes.front();
+  ro.suite_root = o.suite;
+  ro.bootstrap.resamples = o.resamples;
+  ro.bootstrap.seed = o.seed;
+  KOPE_ASSIGN(report::Analysis an, report::analyse(std::move(runs), ro));
+  std::vector<report::Table> tables = report::build_tables(an);
+  KOPE_TRY(util::write_file_atomic(html, report::render_html(an, tables)));
+  return std::pair{std::move(an), std::move(tables)};
+}
+
+Result<int> ablate_command(const AblateOptions& o) {
+  KOPE_TRY(check_options(o));
+  fs::path dir = o.dir.empty() ? util::data_dir() / "ablate" / fmt::format("seed-{}", o.seed) : fs::absolute(o.dir);
+  KOPE_TRY(util::make_dirs(dir / "memory"));
+  KOPE_TRY(check_plan(dir, plan_json(o)));
+
+  const fs::path train_db = dir / "memory" / "train.db";
+  std::vector<Phase> phases = {{"train", "active", &o.train, dir / "train", train_db, std::nullopt}};
+  for (const auto& m : o.modes) phases.push_back({m, m, &o.test, dir / m, dir / "memory" / (m + ".db"), train_db});
+  for (const auto& p : phases) KOPE_TRY(run_phase(o, p, dir / (p.name + ".log")));
+
+  std::vector<Phase> tests(phases.begin() + 1, phases.end());
+  fs::path html = dir / "ablation.html";
+  KOPE_ASSIGN(auto compared, compare(o, tests, html));
+  json summary = json::array();
+  for (const auto& p : phases) {
+    KOPE_ASSIGN(json s, phase_summary(p));
+    summary.push_back(std::move(s));
+  }
+  json out = {{"experiment", "ablate"}, {"dir", dir.string()}, {"plan", plan_json(o)}, {"phases", summary},
+              {"report", html.string()}};
+  KOPE_TRY(util::write_file_atomic(dir / "ablation.json", out.dump(2) + "\n"));
+  if (o.json_out) {
+    out["comparison"] = report::report_json(compared.first, compared.second);
+    print(out.dump(2) + "\n");
+    return 0;
+  }
+  print(report::report_text(compared.first, compared.second, false));
+  print(fmt::format("ablation: {}\nreport: {}\n", (dir / "ablation.json").string(), html.string()));
+  return 0;
+}
+
+}  // namespace
+
+void register_ablate(CLI::App& app, Action& action) {
+  auto o = std::make_shared<AblateOptions>();
+  auto* cmd = app.add_subcommand("ablate",
+                                 "Context ablation: train a memory on --train ops, then run each --modes context mode on "
+                                 "--test ops from a copy of it (same seed, iterations, budget); compare the modes");
+  cmd->add_option("--train", o->train, "Operators the memory is built on (names, globs, category:x, level:N)")
+      ->delimiter(',')
+      ->required();
+  cmd->add_option("--test", o->test, "Operators the modes are compared on (disjoint from --train)")->delimiter(',')->required();
+  cmd->add_option("--modes", o->modes, "Context modes to compare; the first is the baseline")
+      ->delimiter(',')
+      ->default_str("none,passive,active");
+  cmd->add_option("--iterations", o->iterations, "Iterations per op, every phase")->default_val(4);
+  cmd->add_option("--dir", o->dir, "Experiment directory (default: <data dir>/ablate/seed-<seed>); rerun to resume");
+  cmd->add_option("--seed", o->seed, "Seed of every phase")->default_val(1);
+  cmd->add_option("--token-budget", o->token_budget, "Tokens (prompt + completion) per op, every phase; 0 = unlimited")
+      ->default_val(0);
+  cmd->add_option("--window", o->window, "Cap the model's context window (tokens), every phase");
+  cmd->add_option("--jobs", o->jobs, "Operators in flight at once in each phase")->default_val(1)->check(CLI::Range(1, 256));
+  cmd->add_option("--llm", o->llm, "Model profile (default: the configured one)");
+  cmd->add_option("--policy", o->policy, "llm or replay (as for kope run)");
+  cmd->add_option("--backend", o->backend, "Kernel backend")->default_val("cpu");
+  cmd->add_option("--suite", o->suite, "Operator suite (as for kope run)");
+  cmd->add_option("--run-arg", o->run_args, "An extra argument for every `kope run` (repeatable, e.g. --run-arg=--eval-ci --run-arg=0.2)")
+      ->allow_extra_args(false);
+  cmd->add_option("--resamples", o->resamples, "Bootstrap resamples for the comparison's intervals")->default_val(10000);
+  cmd->add_flag("--json", o->json_out, "Print ablation.json with the comparison");
+  cmd->add_flag("!--no-holdout", o->holdout,
+                "Let a phase use earlier runs' experience of its own operators (default: every phase runs with --holdout, so the "
+                "comparison measures learning, not recall)");
+  cmd->callback([&action, o] { action = [o]() -> Result<int> { return ablate_command(*o); }; });
+}
+
+}  // namespace kope::cli
