@@ -25,8 +25,12 @@ bool is_nan16(DType t, uint16_t h) {
 TEST(Dtype, EveryHalfValueRoundTrips) {
   for (uint32_t h = 0; h <= 0xFFFF; ++h) {
     auto bits = static_cast<uint16_t>(h);
-    if (!is_nan16(DType::f16, bits)) ASSERT_EQ(f16_from_float(f16_to_float(bits)), bits) << std::hex << h;
-    if (!is_nan16(DType::bf16, bits)) ASSERT_EQ(bf16_from_float(bf16_to_float(bits)), bits) << std::hex << h;
+    if (!is_nan16(DType::f16, bits)) {
+      ASSERT_EQ(f16_from_float(f16_to_float(bits)), bits) << std::hex << h;
+    }
+    if (!is_nan16(DType::bf16, bits)) {
+      ASSERT_EQ(bf16_from_float(bf16_to_float(bits)), bits) << std::hex << h;
+    }
   }
   EXPECT_TRUE(std::isnan(f16_to_float(0x7E00)));
   EXPECT_TRUE(std::isnan(bf16_to_float(0x7FC0)));
