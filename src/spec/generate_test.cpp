@@ -222,7 +222,9 @@ TEST(Generate, TriangularHasItsZerosAndDiagonal) {
           EXPECT_TRUE(v >= 1 && v < 2) << v;
         } else {
           EXPECT_TRUE(v >= -3 && v < 3) << v;
-          if (b == 0) EXPECT_EQ(upper[i * n + j], 0.0);
+          if (b == 0) {
+            EXPECT_EQ(upper[i * n + j], 0.0);
+          }
         }
         off_nonzero |= j < i && v != 0;
       }
