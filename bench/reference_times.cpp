@@ -18,14 +18,16 @@ using namespace kope;
 namespace {
 
 double time_best(const eval::NativeKernel& k, const spec::OpSpec& op, const spec::Case& c, std::vector<void*>& bufs) {
-  k.call(bufs.data(), c.dims.data());
+  std::vector<int64_t> args = op.call_args(c);
+  spec::copy_inouts(op, c, bufs.data());
+  k.call(bufs.data(), args.data());
   double best = 1e30;
   for (int i = 0; i < 3; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    k.call(bufs.data(), c.dims.data());
+    spec::copy_inouts(op, c, bufs.data());
+    k.call(bufs.data(), args.data());
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  (void)op;
   return best;
 }
 

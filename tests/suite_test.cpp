@@ -2,6 +2,7 @@
 // reference is deterministic and writes only its outputs, and every reference agrees with its
 // vendor-library baseline on every case.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -18,6 +19,7 @@
 #include "eval/native.h"
 #include "kope/spec.h"
 #include "spec/generate.h"
+#include "util/subprocess.h"
 
 namespace kope {
 namespace {
@@ -165,12 +167,15 @@ TEST_P(ReferenceVsLibrary, AgreeOnEveryCase) {
     Buffers a(*op, c), b(*op, c);
     spec::generate_inputs(*op, c, 1234, a.ptrs.data());
     b.copy_inputs_from(a, op->inputs.size());
-    ref->call(a.ptrs.data(), c.dims.data());
-    lib->call(b.ptrs.data(), c.dims.data());
+    spec::copy_inouts(*op, c, a.ptrs.data());
+    spec::copy_inouts(*op, c, b.ptrs.data());
+    std::vector<int64_t> args = op->call_args(c);
+    ref->call(a.ptrs.data(), args.data());
+    lib->call(b.ptrs.data(), args.data());
     for (size_t o = 0; o < op->outputs.size(); ++o) {
       size_t k = op->inputs.size() + o;
       const auto& out = op->outputs[o];
-      auto r = eval::compare_tensor(out.dtype, b.ptrs[k], a.ptrs[k], op->element_count(out, c), op->tolerance);
+      auto r = eval::compare_tensor(out.dtype, b.ptrs[k], a.ptrs[k], op->element_count(out, c), op->tolerance_for(out, c));
       EXPECT_TRUE(r.ok) << out.name << ": " << r.mismatches << " mismatches, max abs err " << r.max_abs_err
                         << ", first at "
                         << (r.first ? eval::format_index(r.first->index, op->shape_of(out, c)) + " library " +
@@ -241,6 +246,13 @@ std::vector<std::string> all_ops() {
   return names;
 }
 
+// The op's reference, built with its entry shim and loaded in-process.
+Result<eval::NativeKernel> load_reference(const OpSpec& op) {
+  KOPE_ASSIGN(eval::Toolchain tc, eval::cpu_toolchain());
+  KOPE_ASSIGN(std::filesystem::path so, eval::build_trusted(op, op.reference_path, tc));
+  return eval::NativeKernel::load(so);
+}
+
 class ReferenceIsSound : public ::testing::TestWithParam<std::string> {};
 
 // Two runs on the same inputs, with outputs poisoned differently, give the same bytes (so the
@@ -249,11 +261,7 @@ class ReferenceIsSound : public ::testing::TestWithParam<std::string> {};
 TEST_P(ReferenceIsSound, DeterministicAndWritesOnlyItsOutputs) {
   const OpSpec* op = suite().find(GetParam());
   ASSERT_NE(op, nullptr);
-  auto tc = eval::cpu_toolchain();
-  ASSERT_TRUE(tc) << tc.error().message;
-  auto so = eval::build_trusted(*op, op->reference_path, *tc);
-  ASSERT_TRUE(so) << so.error().message;
-  auto ref = eval::NativeKernel::load(*so);
+  auto ref = load_reference(*op);
   ASSERT_TRUE(ref) << ref.error().message;
   const size_t n_in = op->inputs.size();
   for (const auto& c : op->cases) {
@@ -268,8 +276,11 @@ TEST_P(ReferenceIsSound, DeterministicAndWritesOnlyItsOutputs) {
       a.poison(o, 0xA5);
       b.poison(o, 0x5A);
     }
-    ref->call(a.ptrs.data(), c.dims.data());
-    ref->call(b.ptrs.data(), c.dims.data());
+    spec::copy_inouts(*op, c, a.ptrs.data());
+    spec::copy_inouts(*op, c, b.ptrs.data());
+    std::vector<int64_t> args = op->call_args(c);
+    ref->call(a.ptrs.data(), args.data());
+    ref->call(b.ptrs.data(), args.data());
     EXPECT_EQ(a.damaged_guard(), -1) << "the reference wrote outside a tensor";
     EXPECT_EQ(b.damaged_guard(), -1) << "the reference wrote outside a tensor";
     for (size_t i = 0; i < n_in; ++i) {
@@ -291,6 +302,35 @@ INSTANTIATE_TEST_SUITE_P(Suite, ReferenceIsSound, ::testing::ValuesIn(all_ops())
                            }
                            return n;
                          });
+
+// `kope ops new` writes a folder that loads, whose reference compiles with the op's entry shim
+// and computes what the scaffold says (y = x).
+TEST(OpsNew, ScaffoldLoadsAndItsReferenceCompiles) {
+  std::filesystem::path root = std::filesystem::temp_directory_path() / ("kope-ops-new-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  util::RunOptions o;
+  o.spawn.argv = {KOPE_EXE, "ops", "new", "my_op", "--category", "fused", "--dir", root.string()};
+  o.timeout = std::chrono::seconds(60);
+  auto r = util::run(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(r->status.exited && r->status.code == 0) << r->out << r->err;
+  auto op = spec::load_op(root / "fused" / "my_op");
+  ASSERT_TRUE(op) << op.error().message;
+  auto ref = load_reference(*op);
+  ASSERT_TRUE(ref) << ref.error().message;
+  const spec::Case& c = op->cases[3];
+  Buffers b(*op, c);
+  spec::generate_inputs(*op, c, 7, b.ptrs.data());
+  std::vector<int64_t> args = op->call_args(c);
+  ref->call(b.ptrs.data(), args.data());
+  EXPECT_EQ(std::memcmp(b.ptrs[0], b.ptrs[1], b.sizes[0]), 0);
+  // A second `new` of the same folder fails and names it.
+  auto again = util::run(o);
+  ASSERT_TRUE(again);
+  EXPECT_NE(again->status.code, 0);
+  EXPECT_NE(again->err.find("exists already"), std::string::npos) << again->err;
+  std::filesystem::remove_all(root);
+}
 
 }  // namespace
 }  // namespace kope

@@ -348,9 +348,17 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(
     const EvalOptions& timing, const std::function<void(std::string_view)>& progress = {});
 
 // The roofline of case `c` of `op` (HardwareProfile::roofline with the case's flops and bytes;
-// the FP64 peak when a floating-point input or output of the op is f64). Every figure that is a
-// fraction of the roofline comes from here.
+// the FP64 peak when a floating-point input or output of the op is f64, the FP32 peak for the
+// other float dtypes, f16/bf16 included; the memory roof alone, HardwareProfile::memory_roofline,
+// for an op without float tensors). Every figure that is a fraction of the roofline comes from
+// here.
 Roof case_roofline(const HardwareProfile& hw, const spec::OpSpec& op, const spec::Case& c);
+
+// Whether the floor a time may not beat includes the FP32 compute peak: only for ops whose
+// tensors are all f32/f64. Integer, bool, f16 and bf16 ops may run faster than the FP32 FMA
+// peak on CPUs with integer dot-product (VNNI) or native half instructions, so their floor is
+// the memory one alone, never a false rejection.
+bool compute_floor_applies(const spec::OpSpec& op);
 
 // Fills `t`'s roofline fields (roofline_us, fraction_of_roofline, the roof's figures) from
 // `roof`, t.median_us and t.ci95_us. When the time beats the roof by more than its CI, sets

@@ -3,7 +3,9 @@
 // The profile gives every case of an op its roofline (HardwareProfile::roofline, the one model
 // the evaluator, the reports, the prompts, the agent's stop rule and the memory use):
 //   compute roof = flops / the peak of the op's dtype (FP64 FMA peak for f64 ops, FP32 FMA peak
-//                  otherwise, integer ops included);
+//                  for the other ops with float tensors, f16/bf16 included: they compute in
+//                  f32 on CPUs without native half arithmetic); ops with no float tensor at all
+//                  have no compute roof (no integer peak is measured): the memory roof only;
 //   memory roof  = bytes / the bandwidth the measured curve gives at a working set of `bytes`
 //                  (the op's `bytes` expression: the bytes one call touches), interpolated
 //                  linearly in log2(working set) between the two neighbouring measured points,
@@ -38,6 +40,9 @@ struct Roof {
   double gbps = 0;                // the bandwidth used (from the curve at working_set_bytes)
   uint64_t working_set_bytes = 0; // the bytes one call touches
   bool f64 = false;               // the FP64 peak was used
+  // An op without floating-point tensors: no integer-throughput peak is measured, so its
+  // roofline is the memory roof alone (gflops and compute_seconds stay 0).
+  bool memory_only = false;
   // "memory" or "compute": the larger of the two roofs.
   std::string_view bound() const { return memory_seconds >= compute_seconds ? "memory" : "compute"; }
   // "memory roof: 8.0 MiB at 120.3 GB/s" / "compute roof: 576.0 GFLOP/s FP32".
@@ -79,6 +84,8 @@ struct HardwareProfile {
   // The working-set roofline of a case (see the header comment): `bytes` is both the traffic
   // and the working set the bandwidth is read at.
   Roof roofline(double flops, double bytes, bool f64) const;
+  // The memory roof alone (Roof::memory_only), for ops without floating-point tensors.
+  Roof memory_roofline(double bytes) const;
   // The DRAM roofline in seconds: max(flops / peak_gflops, bytes / peak_gbps). Not the model
   // figures use (roofline() is); kept for callers that want the DRAM-only bound.
   double roofline_seconds(double flops, double bytes) const;

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kope/error.h"
@@ -23,13 +24,25 @@ namespace kope::spec {
 
 namespace fs = std::filesystem;
 
-enum class DType { f32, f64, i32, i64 };
+// Element types (docs/design.md §2, "Dtypes"). f16 and bf16 are storage formats: a kernel sees
+// their bits as uint16_t (IEEE binary16; the upper half of an f32), bool is one byte 0 or 1.
+enum class DType { f32, f64, i32, i64, boolean, i8, u8, i16, f16, bf16 };
 
-std::string_view dtype_name(DType t);   // "f32"
-std::string_view dtype_ctype(DType t);  // "float", "double", "int32_t", "int64_t"
+std::string_view dtype_name(DType t);   // "f32", "bool", "bf16"
+// The C type of one element in the kernel ABI: "float", "double", "int32_t", "int64_t",
+// "uint8_t" (bool), "int8_t", "uint8_t", "int16_t", "uint16_t" (f16, bf16).
+std::string_view dtype_ctype(DType t);
 size_t dtype_size(DType t);
+// True for every dtype holding floating-point values: f32, f64, f16, bf16.
 bool dtype_is_float(DType t);
+// True for f16 and bf16, whose C type (uint16_t bits) does not say what they hold.
+bool dtype_is_half(DType t);
 std::optional<DType> parse_dtype(std::string_view s);
+// "f32, f64, f16, bf16, i64, i32, i16, i8, u8 or bool", for messages.
+std::string_view dtype_list();
+// The smallest and largest value an integer or bool dtype holds (bool: 0 and 1).
+int64_t dtype_int_min(DType t);
+int64_t dtype_int_max(DType t);
 
 // Values of the dims for one case, by name.
 using DimValues = std::map<std::string, int64_t, std::less<>>;
@@ -70,14 +83,52 @@ struct SourceLoc {
 // `const(v)`, `arange(start, step)`, optionally followed by `| specials(p)`, which replaces a
 // fraction p of the elements by NaN, +Inf, -Inf, -0.0 or subnormals (float dtypes only).
 // Arguments are expressions over dims (e.g. `randint(0, N-1)` for indices).
+//
+// Structured generators (format v2) fill a tensor by its shape:
+//   triangular(lower|upper, diag = G, off = G)  the last two axes a square matrix: the diagonal
+//                                 from G (default uniform(1, 2)), the strict lower (upper)
+//                                 triangle from `off` (default uniform(-1, 1)), the rest 0
+//   diag_dominant(diag = G, off = G)  off-diagonal from `off`, each diagonal element the sum of
+//                                 its row's |off-diagonal| plus a draw of `diag` (> 0: strictly
+//                                 diagonally dominant, so nonsingular)
+//   spd(diag = G, off = G)        the same, symmetric (with diag > 0: symmetric positive
+//                                 definite by Gershgorin)
+//   index(expr)                   expr over dims and the element's axis indices i, j, k, l, m, n
+//                                 (axis 0 is i), e.g. index((i * j + 1) % N / N)
+//   permutation                   each row (last axis, length n) a random permutation of 0..n-1
+//   onehot                        each row (last axis) 0 but for one 1 at a random position
+//   mask(p)                       1 with probability p, else 0
+// G is one of the plain generators above (no specials).
 struct InitSpec {
-  enum class Kind { normal, uniform, randint, constant, arange };
+  enum class Kind { normal, uniform, randint, constant, arange, triangular, diag_dominant, spd, index, permutation, onehot, mask };
   Kind kind = Kind::normal;
   std::vector<Expr> args;
   double specials = 0.0;  // fraction in [0, 1]
+  bool upper = false;     // triangular(upper, ...)
+  std::vector<InitSpec> parts;  // triangular, diag_dominant, spd: {diag, off}
   std::string text;
 
   static Result<InitSpec> parse(std::string_view text, DType dtype);
+  // True for the generators that need the tensor's shape (all but the plain five and mask).
+  bool structured() const;
+  // The dim names the arguments use (an index() expression's axis names excluded).
+  std::set<std::string> dim_names() const;
+  // "" when this generator can fill a tensor of this shape, else why not.
+  std::string shape_problem(const std::vector<int64_t>& shape) const;
+};
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+// An output's own tolerance, `tolerance = { atol = "1e-5 * K", rtol = 1e-4 }`: numbers or
+// expressions over dims, evaluated per case (validated at load: finite and >= 0 on every
+// case). A key it leaves out keeps the op's value. Float outputs only: integer and bool outputs
+// are compared exactly.
+struct ToleranceSpec {
+  std::optional<Expr> atol;
+  std::optional<Expr> rtol;
 };
 
 struct Tensor {
@@ -85,6 +136,12 @@ struct Tensor {
   DType dtype = DType::f32;
   std::vector<Expr> shape;       // one expression per axis; rank-0 (scalar) when empty
   std::optional<InitSpec> init;  // inputs only; default normal(0, 1) / randint(-100, 100)
+  std::optional<ToleranceSpec> tolerance;  // outputs only; else the op's
+  // An `inouts` entry, updated in place: it appears twice, as the last inputs (its initial
+  // contents, generated from `init` and read-only like every input) and as the last outputs
+  // (the buffer the kernel gets, filled from the input before every call and verified like an
+  // output). The kernel sees one `T*` parameter per inout, after the outputs.
+  bool inout = false;
   SourceLoc loc;
 };
 
@@ -93,19 +150,18 @@ struct Attr {
   DType dtype = DType::f32;
   double value = 0;     // for float attrs
   int64_t ivalue = 0;   // for integer attrs
+  // Format v2: some case sets a value of its own (Case::attrs), so the kernel receives the
+  // attr at run time rather than as a constant of the entry shim.
+  bool per_case = false;
   SourceLoc loc;
 };
 
 struct Case {
   int index = 0;               // position in `cases`, 0-based
   std::vector<int64_t> dims;   // in OpSpec::dims order
+  std::vector<Attr> attrs;     // the attrs' values for this case, in OpSpec::attrs order
   bool timed = false;
   SourceLoc loc;
-};
-
-struct Tolerance {
-  double atol = 0;
-  double rtol = 0;
 };
 
 struct OpSpec {
@@ -114,12 +170,13 @@ struct OpSpec {
   int level = 1;
   std::string summary;
   std::vector<std::string> dims;
-  std::vector<Tensor> inputs;
-  std::vector<Tensor> outputs;
+  std::set<std::string, std::less<>> zero_dims;  // dims a case may set to 0 (`zero_dims = [...]`)
+  std::vector<Tensor> inputs;   // the inputs, then the initial contents of each inout
+  std::vector<Tensor> outputs;  // the outputs, then each inout
   std::vector<Attr> attrs;
   Expr flops;
   Expr bytes;
-  Tolerance tolerance;
+  Tolerance tolerance;  // of every output without its own
   std::vector<Case> cases;
 
   fs::path dir;             // the op folder
@@ -136,12 +193,20 @@ struct OpSpec {
   size_t byte_size(const Tensor& t, const Case& c) const;
   // Sum of all input and output buffer sizes of a case.
   size_t case_buffer_bytes(const Case& c) const;
+  // (input index, output index) of each inout, in order.
+  std::vector<std::pair<size_t, size_t>> inout_pairs() const;
+  // The tolerance output `t` is compared with on case `c`: its own where it has one, else the
+  // op's.
+  Tolerance tolerance_for(const Tensor& t, const Case& c) const;
   double flops_for(const Case& c) const;
   double bytes_for(const Case& c) const;
   std::vector<const Case*> timed_cases() const;
   int timed_case_count() const;
-  // "N=64 D=1000"
+  // "N=64 D=1000", followed by the per-case attrs ("N=64 alpha=0.5").
   std::string case_label(const Case& c) const;
+  // What the runner passes as kope_entry's `dims` for a case: the dims, then each per-case
+  // attr (Attr::per_case) as 64 bits (a float attr's double bit pattern, an integer's value).
+  std::vector<int64_t> call_args(const Case& c) const;
 };
 
 // Parses op.toml text. `path` is used in messages and to locate reference.cpp/library.cpp when
@@ -177,8 +242,9 @@ std::string render_signature(const OpSpec& op, std::string_view function = "kope
 
 // A trusted translation unit that defines
 // `extern "C" void kope_entry(void* const* buffers, const int64_t* dims)`, which calls
-// kope_kernel with inputs then outputs from `buffers`, the dims in order and the attrs as
-// exact constants. Compiled next to every candidate so callers need no per-op code.
+// kope_kernel with inputs then outputs from `buffers` (an inout's output buffer only), the dims
+// in order and the attrs as exact constants, or from `dims` after the dims for per-case attrs
+// (OpSpec::call_args). Compiled next to every candidate so callers need no per-op code.
 std::string render_entry_shim(const OpSpec& op, std::string_view function = "kope_kernel");
 
 }  // namespace kope::spec

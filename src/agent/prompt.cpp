@@ -556,6 +556,20 @@ std::string render_hardware(const HardwareProfile& hw, std::string_view toolchai
   return out;
 }
 
+namespace {
+
+// How the dtypes whose C type does not say what they hold are stored (docs/design.md §2).
+std::string dtype_storage_note(spec::DType t) {
+  switch (t) {
+    case spec::DType::f16: return " (uint16_t bits of IEEE binary16)";
+    case spec::DType::bf16: return " (uint16_t: the upper 16 bits of an f32, rounded to nearest even)";
+    case spec::DType::boolean: return " (uint8_t, 0 or 1)";
+    default: return "";
+  }
+}
+
+}  // namespace
+
 std::string render_op_spec(const spec::OpSpec& op) {
   std::string out;
   out += fmt::format("- name: {} (category {}, level {})\n", op.name, op.category, op.level);
@@ -565,16 +579,38 @@ std::string render_op_spec(const spec::OpSpec& op) {
     std::vector<std::string> shape;
     for (const auto& e : t.shape) shape.push_back(e.text());
     std::string s = fmt::format("  - {} {}[{}]", t.name, spec::dtype_name(t.dtype), util::join(shape, ", "));
-    if (input && t.init) s += fmt::format(", filled with {}", t.init->text);
+    if ((input || t.inout) && t.init) s += fmt::format(", filled with {}", t.init->text);
+    s += dtype_storage_note(t.dtype);
+    if (!input && t.tolerance) {
+      s += fmt::format(", its own tolerance: atol {}, rtol {}", t.tolerance->atol ? t.tolerance->atol->text() : "as the op's",
+                       t.tolerance->rtol ? t.tolerance->rtol->text() : "as the op's");
+    }
+    if (!input && !spec::dtype_is_float(t.dtype) && t.dtype != spec::DType::i32 && t.dtype != spec::DType::i64) {
+      s += ", compared exactly";
+    }
     return s + "\n";
   };
   out += "- inputs (read-only):\n";
-  for (const auto& t : op.inputs) out += tensor(t, true);
+  for (const auto& t : op.inputs) {
+    if (!t.inout) out += tensor(t, true);
+  }
   out += "- outputs (garbage on entry; write every element):\n";
-  for (const auto& t : op.outputs) out += tensor(t, false);
+  for (const auto& t : op.outputs) {
+    if (!t.inout) out += tensor(t, false);
+  }
+  if (!op.inout_pairs().empty()) {
+    out += "- inouts (after the outputs; their initial contents on entry; updated in place and checked like outputs):\n";
+    for (const auto& t : op.outputs) {
+      if (t.inout) out += tensor(t, false);
+    }
+  }
   if (!op.attrs.empty()) {
     out += "- attributes (passed by value):\n";
     for (const auto& a : op.attrs) {
+      if (a.per_case) {
+        out += fmt::format("  - {} {}{}, set by each case (see the cases)\n", a.name, spec::dtype_name(a.dtype), dtype_storage_note(a.dtype));
+        continue;
+      }
       out += spec::dtype_is_float(a.dtype) ? fmt::format("  - {} {} = {}\n", a.name, spec::dtype_name(a.dtype), a.value)
                                            : fmt::format("  - {} {} = {}\n", a.name, spec::dtype_name(a.dtype), a.ivalue);
     }

@@ -45,6 +45,13 @@ class Backend {
   // roofline/floor come from the device's profile instead of the host's.
   virtual bool device_clock() const { return false; }
   virtual std::optional<HardwareProfile> device_profile() const { return std::nullopt; }
+  // Whether the backend runs ops with inout tensors (docs/design.md §2): the runner refills
+  // them before every call, which only a kernel reading the runner's own buffers sees (not a
+  // host shim's device copies).
+  virtual bool supports_inouts() const { return false; }
+  // Whether it runs ops whose attrs vary per case (Attr::per_case): they reach the kernel
+  // through the runner's dims array, which host shims do not read them from.
+  virtual bool supports_case_attrs() const { return false; }
 };
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const HardwareProfile& hw, const EvaluatorOptions& options);

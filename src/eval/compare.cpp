@@ -1,9 +1,11 @@
 #include "eval/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
 
+#include "spec/dtype.h"
 #include "util/strings.h"
 
 namespace kope::eval {
@@ -53,6 +55,45 @@ CompareResult compare_typed(const T* got, const T* expected, size_t count, const
   return r;
 }
 
+// The narrow integer dtypes and bool: exactly equal or a mismatch, whatever the tolerance.
+template <class T>
+CompareResult compare_exact(const T* got, const T* expected, size_t count) {
+  CompareResult r;
+  for (size_t i = 0; i < count; ++i) {
+    if (got[i] == expected[i]) continue;
+    if (!r.first) {
+      r.first = Mismatch{i, static_cast<double>(got[i]), static_cast<double>(expected[i]), std::to_string(got[i]),
+                         std::to_string(expected[i])};
+    }
+    ++r.mismatches;
+    r.ok = false;
+  }
+  return r;
+}
+
+// f16 and bf16, widened to f32 (exactly): the tolerance plus one unit in the last place of the
+// storage format at the expected value, because two honest computations that differ in the
+// last f32 bits may round to neighbouring f16/bf16 values.
+CompareResult compare_half(spec::DType dtype, const uint16_t* got, const uint16_t* expected, size_t count,
+                           const spec::Tolerance& tol) {
+  CompareResult r;
+  for (size_t i = 0; i < count; ++i) {
+    auto g = static_cast<float>(spec::load_element(dtype, got, i));
+    auto e = static_cast<float>(spec::load_element(dtype, expected, i));
+    spec::Tolerance widened{tol.atol + spec::storage_ulp(dtype, e), tol.rtol};
+    CompareResult one = compare_typed(&g, &e, 1, widened);
+    r.max_abs_err = std::max(r.max_abs_err, one.max_abs_err);
+    if (one.ok) continue;
+    if (!r.first) {
+      r.first = one.first;
+      r.first->index = i;
+    }
+    ++r.mismatches;
+    r.ok = false;
+  }
+  return r;
+}
+
 }  // namespace
 
 CompareResult compare_tensor(spec::DType dtype, const void* got, const void* expected, size_t count,
@@ -62,6 +103,13 @@ CompareResult compare_tensor(spec::DType dtype, const void* got, const void* exp
     case spec::DType::f64: return compare_typed(static_cast<const double*>(got), static_cast<const double*>(expected), count, tol);
     case spec::DType::i32: return compare_typed(static_cast<const int32_t*>(got), static_cast<const int32_t*>(expected), count, tol);
     case spec::DType::i64: return compare_typed(static_cast<const int64_t*>(got), static_cast<const int64_t*>(expected), count, tol);
+    case spec::DType::boolean:
+    case spec::DType::u8: return compare_exact(static_cast<const uint8_t*>(got), static_cast<const uint8_t*>(expected), count);
+    case spec::DType::i8: return compare_exact(static_cast<const int8_t*>(got), static_cast<const int8_t*>(expected), count);
+    case spec::DType::i16: return compare_exact(static_cast<const int16_t*>(got), static_cast<const int16_t*>(expected), count);
+    case spec::DType::f16:
+    case spec::DType::bf16:
+      return compare_half(dtype, static_cast<const uint16_t*>(got), static_cast<const uint16_t*>(expected), count, tol);
   }
   return {};
 }

@@ -1,8 +1,10 @@
 // eval/compare.h — comparing a kernel's output with the reference's.
 //
 // An element matches when both are NaN, or both are the same infinity, or both are finite and
-// |got - expected| <= atol + rtol * |expected|. Integer dtypes use the same rule on exact
-// integers (tolerances are normally 0). Zero mismatches are allowed. Thread-safe.
+// |got - expected| <= atol + rtol * |expected|. i32 and i64 use the same rule on exact integers
+// (tolerances are normally 0); i16, i8, u8 and bool are always compared exactly. f16 and bf16
+// are widened to f32 and allowed one more unit in the last place of their format at the
+// expected value. Zero mismatches are allowed. Thread-safe.
 #pragma once
 
 #include <cstddef>

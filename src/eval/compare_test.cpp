@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "spec/dtype.h"
+
 namespace kope::eval {
 namespace {
 
@@ -58,6 +60,42 @@ TEST(Compare, CountsEveryMismatch) {
   EXPECT_EQ(r.mismatches, 2u);
   EXPECT_EQ(r.first->index, 0u);
   EXPECT_EQ(r.first->got_text, "0");
+}
+
+// Narrow integers and bool are exact whatever the tolerance says.
+TEST(Compare, NarrowIntegersAndBoolAreExact) {
+  std::vector<int8_t> g = {1, -2, 3}, e = {1, -2, 4};
+  auto r = compare_tensor(spec::DType::i8, g.data(), e.data(), 3, {10, 10});
+  EXPECT_FALSE(r.ok);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->index, 2u);
+  EXPECT_EQ(r.first->got_text, "3");
+  std::vector<uint8_t> bg = {0, 1, 2}, be = {0, 1, 1};
+  EXPECT_FALSE(compare_tensor(spec::DType::boolean, bg.data(), be.data(), 3, {1, 1}).ok);  // 2 is not "true"
+  EXPECT_TRUE(compare_tensor(spec::DType::boolean, bg.data(), be.data(), 2, {0, 0}).ok);
+  std::vector<int16_t> sg = {-300, 7}, se = {-300, 7};
+  EXPECT_TRUE(compare_tensor(spec::DType::i16, sg.data(), se.data(), 2, {0, 0}).ok);
+}
+
+// bf16/f16 are compared in f32 with the tolerance plus one unit in the last place of the format:
+// a neighbouring value passes with a zero tolerance, two units apart does not.
+TEST(Compare, HalfFormatsAllowOneUnitInTheLastPlace) {
+  for (spec::DType t : {spec::DType::bf16, spec::DType::f16}) {
+    auto narrow = [t](float v) { return t == spec::DType::f16 ? spec::f16_from_float(v) : spec::bf16_from_float(v); };
+    uint16_t one = narrow(1.0f);
+    std::vector<uint16_t> e = {one, one, narrow(k_nan), narrow(-k_inf)};
+    std::vector<uint16_t> g = {one, static_cast<uint16_t>(one + 1), narrow(k_nan), narrow(-k_inf)};
+    EXPECT_TRUE(compare_tensor(t, g.data(), e.data(), 4, {0, 0}).ok) << spec::dtype_name(t);
+    g[1] = static_cast<uint16_t>(one + 2);
+    auto r = compare_tensor(t, g.data(), e.data(), 4, {0, 0});
+    EXPECT_FALSE(r.ok) << spec::dtype_name(t);
+    ASSERT_TRUE(r.first);
+    EXPECT_EQ(r.first->index, 1u);
+    EXPECT_EQ(r.first->expected_text, "1");
+    EXPECT_TRUE(compare_tensor(t, g.data(), e.data(), 4, {0, 0.01}).ok) << spec::dtype_name(t);  // rtol covers 2 units
+    g[3] = narrow(k_inf);
+    EXPECT_FALSE(compare_tensor(t, g.data(), e.data(), 4, {1, 1}).ok) << spec::dtype_name(t);
+  }
 }
 
 TEST(Compare, FormatsMultiDimensionalIndex) {

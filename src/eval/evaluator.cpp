@@ -92,12 +92,23 @@ uint64_t max_extent(const spec::OpSpec& op, bool inputs) {
   return m;
 }
 
-Status check_op_fits(const spec::OpSpec& op) {
+Status check_op_fits(const spec::OpSpec& op, const Backend& backend) {
   if (op.cases.empty()) return fail(ErrorKind::config, "{}: the op has no cases", op.spec_path.string());
+  if (!op.inout_pairs().empty() && !backend.supports_inouts()) {
+    return fail(ErrorKind::config, "{}: the op has inout tensors, which the {} backend does not run (the cpu backend does)",
+                op.spec_path.string(), backend.name());
+  }
   if (op.inputs.size() > proto::k_max_tensors || op.outputs.size() > proto::k_max_tensors) {
     return fail(ErrorKind::config, "{}: more than {} inputs or outputs", op.spec_path.string(), proto::k_max_tensors);
   }
-  if (op.dims.size() > proto::k_max_dims) return fail(ErrorKind::config, "{}: more than {} dims", op.spec_path.string(), proto::k_max_dims);
+  if (op.call_args(op.cases[0]).size() > proto::k_max_dims) {
+    return fail(ErrorKind::config, "{}: more than {} dims and per-case attrs", op.spec_path.string(), proto::k_max_dims);
+  }
+  bool case_attrs = std::any_of(op.attrs.begin(), op.attrs.end(), [](const spec::Attr& a) { return a.per_case; });
+  if (case_attrs && !backend.supports_case_attrs()) {
+    return fail(ErrorKind::config, "{}: the op has attrs that vary per case, which the {} backend does not run (the cpu backend does)",
+                op.spec_path.string(), backend.name());
+  }
   return {};
 }
 
@@ -294,7 +305,7 @@ fs::path baseline_path(const Backend& b, const spec::OpSpec& op, const spec::Cas
     lib_hash += " " + library_env_text(lib.env);
   }
   std::vector<std::string> dims;
-  for (int64_t d : c.dims) dims.push_back(std::to_string(d));
+  for (int64_t d : op.call_args(c)) dims.push_back(std::to_string(d));  // dims and per-case attrs
   std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", k_timing_recipe, library ? "library" : "reference",
                                                  op.spec_hash, lib_hash, util::join(dims, ","), b.threads(), b.target().str(),
                                                  b.toolchain_id()));
@@ -663,7 +674,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   res.toolchain = m_backend->toolchain_id();
   res.code_hash = util::sha256_hex(source);
   res.seed = options.seed.value_or(random_u64());
-  KOPE_TRY(check_op_fits(op));
+  KOPE_TRY(check_op_fits(op, *m_backend));
   auto finish = [&](EvalResult& r) {
     r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return r;
@@ -813,7 +824,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       notes += (notes.empty() ? "" : "\n") + fmt::format("case {}: {}", c->index, lb->problem);
     }
     double flops = op.flops_for(*c), bytes = op.bytes_for(*c);
-    ct.floor_us = m_hw.floor_seconds(flops, bytes, op.case_buffer_bytes(*c)) * 1e6;
+    ct.floor_us = m_hw.floor_seconds(compute_floor_applies(op) ? flops : 0, bytes, op.case_buffer_bytes(*c)) * 1e6;
     // A trusted baseline that beats the floor means the profile underestimates this machine
     // (e.g. it was measured under load): the floor then drops to that baseline's time.
     for (double trusted : {ct.reference_us, ct.library_us.value_or(0.0)}) {
@@ -966,8 +977,8 @@ Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw,
 Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& hw, const spec::OpSpec& op,
                                                          const EvaluatorOptions& options, const EvalOptions& timing,
                                                          const std::function<void(std::string_view)>& progress) {
-  KOPE_TRY(check_op_fits(op));
   KOPE_ASSIGN(auto backend, make_cpu_backend(hw, options));
+  KOPE_TRY(check_op_fits(op, *backend));
   std::vector<CaseBaselines> out;
   auto timed = op.timed_cases();
   if (timed.empty()) return out;

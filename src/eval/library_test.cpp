@@ -89,6 +89,25 @@ TEST(RooflineModel, F64OpsUseTheFp64Peak) {
   EXPECT_DOUBLE_EQ(case_roofline(p, f64, f64.cases[0]).seconds, 65536 / 50e9);
 }
 
+// Format v2 dtypes: f16/bf16 use the FP32 peak; integer ops have no compute roof (no integer
+// peak is measured) and say so; only all-f32/f64 ops get the compute floor.
+TEST(RooflineModel, EachDtypeHasItsRoof) {
+  HardwareProfile p = profile();
+  p.bandwidth = {{1 << 10, 1e6}};
+  p.peak_gbps = 1e6;
+  spec::OpSpec bf16 = scale_op("bf16"), i8 = scale_op("i8"), f32 = scale_op("f32");
+  EXPECT_DOUBLE_EQ(case_roofline(p, bf16, bf16.cases[0]).gflops, 100);
+  EXPECT_FALSE(case_roofline(p, bf16, bf16.cases[0]).memory_only);
+  Roof integer = case_roofline(p, i8, i8.cases[0]);
+  EXPECT_TRUE(integer.memory_only);
+  EXPECT_DOUBLE_EQ(integer.compute_seconds, 0);
+  EXPECT_EQ(integer.bound(), "memory");
+  EXPECT_NE(integer.describe().find("no integer peak is measured"), std::string::npos) << integer.describe();
+  EXPECT_TRUE(compute_floor_applies(f32));
+  EXPECT_FALSE(compute_floor_applies(bf16));
+  EXPECT_FALSE(compute_floor_applies(i8));
+}
+
 TEST(LibraryConfig, ParsesTheRunnersReport) {
   LibraryEnv env = {{"OPENBLAS_CORETYPE", "SkylakeX"}, {"ONEDNN_MAX_CPU_ISA", std::nullopt}};
   std::string report = "openblas core=SkylakeX threads=2 version=0.3.21; onednn isa=0x27 threads=2;";

@@ -112,7 +112,7 @@ OutputCheck compare_outputs(const Arena& a, const spec::OpSpec& op, const spec::
     const Placement& p = l.outputs[static_cast<size_t>(slot)][o];
     const auto& out = op.outputs[o];
     size_t count = op.element_count(out, c);
-    CompareResult r = compare_tensor(out.dtype, a.output(p), expected.expected[o].data(), count, op.tolerance);
+    CompareResult r = compare_tensor(out.dtype, a.output(p), expected.expected[o].data(), count, op.tolerance_for(out, c));
     if (std::isfinite(r.max_abs_err)) oc.max_abs_err = std::max(oc.max_abs_err, r.max_abs_err);
     if (!r.ok && oc.ok) {
       oc.ok = false;
@@ -214,7 +214,7 @@ Status compute_expected(Session& ref, const spec::OpSpec& op, const spec::Case& 
     return fail(ErrorKind::config, "the reference of {} failed on case {} ({}): {}{}", op.name, c.index, op.case_label(c), msg,
                 ref.output_tail().empty() ? "" : "\n" + ref.output_tail());
   };
-  KOPE_ASSIGN(bool mapped, ref.map(op, l, c.dims));
+  KOPE_ASSIGN(bool mapped, ref.map(op, l, op.call_args(c)));
   if (!mapped) return broken("cannot map buffers");
   for (size_t s = 0; s < data.sets.size(); ++s) {
     load_inputs(ref.arena(), l, 0, data.sets[s], 0x1234);
@@ -237,7 +237,7 @@ Result<VerifyOutcome> verify_case(Session& s, const spec::OpSpec& op, const spec
   v.check.case_index = c.index;
   v.check.label = op.case_label(c);
   CaseLayout l = layout_case(op, c, k_rotating_sets, k_rotating_sets, page_size());
-  KOPE_ASSIGN(bool mapped, s.map(op, l, c.dims));
+  KOPE_ASSIGN(bool mapped, s.map(op, l, op.call_args(c)));
   if (!mapped) {
     v.violation = from_failure(s);
     return v;
@@ -355,7 +355,7 @@ Result<bool> CaseTimer::prepare() {
   Impl& t = *m;
   if (t.data.sets.size() < static_cast<size_t>(k_rotating_sets)) return fail(ErrorKind::internal, "timing needs {} data sets", k_rotating_sets);
   t.l = layout_case(t.op, t.c, k_rotating_sets, k_rotating_sets, page_size());
-  KOPE_ASSIGN(bool mapped, t.s.map(t.op, t.l, t.c.dims));
+  KOPE_ASSIGN(bool mapped, t.s.map(t.op, t.l, t.op.call_args(t.c)));
   if (!mapped) {
     t.out.violation = from_failure(t.s);
     return false;

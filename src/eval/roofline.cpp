@@ -4,12 +4,28 @@
 
 namespace kope::eval {
 
-Roof case_roofline(const HardwareProfile& hw, const spec::OpSpec& op, const spec::Case& c) {
-  bool f64 = false;
+namespace {
+
+bool any_tensor(const spec::OpSpec& op, bool (*pred)(spec::DType)) {
   for (const auto* list : {&op.inputs, &op.outputs}) {
-    for (const auto& t : *list) f64 = f64 || t.dtype == spec::DType::f64;
+    for (const auto& t : *list) {
+      if (pred(t.dtype)) return true;
+    }
   }
+  return false;
+}
+
+}  // namespace
+
+Roof case_roofline(const HardwareProfile& hw, const spec::OpSpec& op, const spec::Case& c) {
+  if (!any_tensor(op, spec::dtype_is_float)) return hw.memory_roofline(op.bytes_for(c));
+  bool f64 = any_tensor(op, [](spec::DType t) { return t == spec::DType::f64; });
   return hw.roofline(op.flops_for(c), op.bytes_for(c), f64);
+}
+
+bool compute_floor_applies(const spec::OpSpec& op) {
+  bool narrow = any_tensor(op, [](spec::DType t) { return !(t == spec::DType::f32 || t == spec::DType::f64); });
+  return any_tensor(op, spec::dtype_is_float) && !narrow;
 }
 
 std::optional<std::string> apply_roofline(CaseTiming& t, const Roof& roof, const spec::OpSpec& op) {

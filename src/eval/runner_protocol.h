@@ -14,7 +14,7 @@
 namespace kope::eval::proto {
 
 inline constexpr uint32_t k_magic = 0x45504f4b;  // "KOPE"
-inline constexpr uint32_t k_version = 1;
+inline constexpr uint32_t k_version = 2;  // 2: MapRequest's inout copies
 inline constexpr uint32_t k_max_tensors = 64;   // inputs (and, separately, outputs) of one op
 inline constexpr uint32_t k_max_slots = 4;      // input (and output) buffer sets per case
 inline constexpr uint32_t k_max_views = 2 * k_max_tensors * k_max_slots;
@@ -71,6 +71,12 @@ struct MapRequest {
   uint32_t input_view[k_max_slots][k_max_tensors];   // view index of input t in slot s
   uint32_t output_view[k_max_slots][k_max_tensors];  // view index of output t in slot s
   int64_t dims[k_max_dims];
+  // Inouts (docs/design.md §2): before every call, input copy_input[k] of the call's input slot
+  // is copied into output copy_output[k] of its output slot, so an in-place update always
+  // starts from the same initial contents.
+  uint32_t copy_count = 0;
+  uint32_t copy_input[k_max_tensors];
+  uint32_t copy_output[k_max_tensors];
 };
 
 struct CallRequest {

@@ -495,6 +495,11 @@ Result<bool> Session::map(const spec::OpSpec& op, const CaseLayout& layout, cons
   req->in_slots = static_cast<uint32_t>(layout.in_slots);
   req->out_slots = static_cast<uint32_t>(layout.out_slots);
   for (size_t d = 0; d < dims.size(); ++d) req->dims[d] = dims[d];
+  for (auto [in, out] : op.inout_pairs()) {
+    req->copy_input[req->copy_count] = static_cast<uint32_t>(in);
+    req->copy_output[req->copy_count] = static_cast<uint32_t>(out);
+    ++req->copy_count;
+  }
   return send_and_wait(req.get(), sizeof *req, req->h.seq, req->h.token, std::chrono::seconds(30), nullptr, false);
 }
 

@@ -190,9 +190,17 @@ Roof HardwareProfile::roofline(double flops, double bytes, bool f64) const {
   return r;
 }
 
+Roof HardwareProfile::memory_roofline(double bytes) const {
+  Roof r = roofline(0, bytes, false);
+  r.gflops = 0;
+  r.memory_only = true;
+  return r;
+}
+
 std::string Roof::describe() const {
   if (bound() == "memory") {
-    return fmt::format("memory roof: {} at {:.1f} GB/s", util::human_bytes(static_cast<double>(working_set_bytes)), gbps);
+    return fmt::format("memory roof: {} at {:.1f} GB/s{}", util::human_bytes(static_cast<double>(working_set_bytes)), gbps,
+                       memory_only ? " (integer op: no integer peak is measured, so no compute roof)" : "");
   }
   return fmt::format("compute roof: {:.1f} GFLOP/s {}", gflops, f64 ? "FP64" : "FP32");
 }

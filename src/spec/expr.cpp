@@ -2,13 +2,15 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "kope/spec.h"
+#include "spec/generate.h"
 
 namespace kope::spec {
 
 struct Expr::Node {
-  enum class Op { constant, name, add, sub, mul, div, floordiv, mod, neg, min, max, cdiv };
+  enum class Op { constant, name, add, sub, mul, div, floordiv, mod, neg, min, max, cdiv, pow, sqrt, exp, log };
   Op op = Op::constant;
   double value = 0;
   std::string name;
@@ -32,7 +34,7 @@ NodePtr make(Op op, NodePtr a = nullptr, NodePtr b = nullptr) {
 //   expr   := term (('+'|'-') term)*
 //   term   := unary (('*'|'/'|'//'|'%') unary)*
 //   unary  := '-' unary | '+' unary | atom
-//   atom   := number | name | name '(' expr ',' expr ')' | '(' expr ')'
+//   atom   := number | name | name '(' expr ')' | name '(' expr ',' expr ')' | '(' expr ')'
 class Parser {
  public:
   explicit Parser(std::string_view text) : m_text(text) {}
@@ -141,18 +143,28 @@ class Parser {
       skip_space();
       if (m_pos < m_text.size() && m_text[m_pos] == '(') {
         Op op;
+        bool unary = false;
         if (name == "min") {
           op = Op::min;
         } else if (name == "max") {
           op = Op::max;
         } else if (name == "cdiv") {
           op = Op::cdiv;
+        } else if (name == "pow") {
+          op = Op::pow;
+        } else if (name == "sqrt" || name == "exp" || name == "log") {
+          op = name == "sqrt" ? Op::sqrt : name == "exp" ? Op::exp : Op::log;
+          unary = true;
         } else {
           m_pos = start;
-          return error("unknown function '{}' (expected min, max or cdiv)", name);
+          return error("unknown function '{}' (expected min, max, cdiv, pow, sqrt, exp or log)", name);
         }
         ++m_pos;
         KOPE_ASSIGN(NodePtr a, parse_expr());
+        if (unary) {
+          if (!eat(")")) return error("expected ')' after {}(x)", name);
+          return make(op, a);
+        }
         if (!eat(",")) return error("expected ',' in {}(a, b)", name);
         KOPE_ASSIGN(NodePtr b, parse_expr());
         if (!eat(")")) return error("expected ')' after {}(a, b)", name);
@@ -178,6 +190,13 @@ double eval_node(const Expr::Node& n, const DimValues& dims) {
       return it == dims.end() ? std::nan("") : static_cast<double>(it->second);
     }
     case Op::neg: return -eval_node(*n.a, dims);
+    case Op::sqrt: return std::sqrt(eval_node(*n.a, dims));
+    case Op::exp: return det_exp(eval_node(*n.a, dims));
+    case Op::log: {
+      double x = eval_node(*n.a, dims);
+      if (x == 0) return -std::numeric_limits<double>::infinity();
+      return det_log(x);  // NaN below 0
+    }
     default: break;
   }
   double a = eval_node(*n.a, dims);
@@ -192,6 +211,7 @@ double eval_node(const Expr::Node& n, const DimValues& dims) {
     case Op::min: return std::fmin(a, b);
     case Op::max: return std::fmax(a, b);
     case Op::cdiv: return std::ceil(a / b);
+    case Op::pow: return det_pow(a, b);
     default: return std::nan("");
   }
 }

@@ -1,11 +1,13 @@
 #include "spec/generate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "spec/dtype.h"
 #include "util/hash.h"
 
 namespace kope::spec {
@@ -41,6 +43,32 @@ TEST(Generate, GoldenHashes) {
   EXPECT_EQ(hash_of("randint(0, N-1)", DType::i64, 10000, 42, {{"N", 97}}), GOLDEN_RANDINT_I64);
   EXPECT_EQ(hash_of("normal(0, 1) | specials(0.05)", DType::f32, 10000, 42), GOLDEN_SPECIALS_F32);
   EXPECT_EQ(hash_of("arange(1, 0.5)", DType::f32, 1000, 1), GOLDEN_ARANGE_F32);
+}
+
+std::string shaped_hash(const char* init, DType dtype, std::vector<int64_t> shape, uint64_t seed) {
+  auto spec = InitSpec::parse(init, dtype);
+  EXPECT_TRUE(spec) << init;
+  size_t n = 1;
+  for (int64_t e : shape) n *= static_cast<size_t>(e);
+  std::vector<unsigned char> buf(n * dtype_size(dtype));
+  generate_shaped(*spec, dtype, {}, shape, seed, buf.data());
+  return util::sha256_hex(std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
+}
+
+// The same promise for the format-v2 dtypes and generators (values recorded when they were
+// introduced; the same rule: never edit them, bump the format).
+TEST(Generate, GoldenHashesFormatV2) {
+  EXPECT_EQ(shaped_hash("normal(0, 1)", DType::bf16, {10000}, 42), "c818e09fb08232cd0455302a4067f344ae2d650a566024199271ed5e0f911377");
+  EXPECT_EQ(shaped_hash("normal(0, 1) | specials(0.05)", DType::f16, {10000}, 42),
+            "8389ccf382c1627fcda295dcb78c647285a9a7cfc05d5fdb9393331be84fb159");
+  EXPECT_EQ(shaped_hash("randint(-128, 127)", DType::i8, {10000}, 42), "1245bb5e6643d20d0dcef6b204ab1c64e647c9ca646cfc13b665d45daa859ea2");
+  EXPECT_EQ(shaped_hash("mask(0.3)", DType::boolean, {10000}, 42), "778bd6136c81788194f70db0d17e2fb9b2c77540c878ea0318fb168808a27f47");
+  EXPECT_EQ(shaped_hash("spd(diag = uniform(1, 2), off = uniform(-1, 1))", DType::f32, {3, 40, 40}, 42),
+            "8af36781bacc2e8ce6e864a1718460f28d52edcbafe5a91569a646527039220a");
+  EXPECT_EQ(shaped_hash("triangular(upper)", DType::f64, {64, 64}, 7), "78bbf97ba29aa6aaf7b1be772177129249952043a5445d53576ce1d598011261");
+  EXPECT_EQ(shaped_hash("permutation", DType::i32, {16, 100}, 42), "2e90747415c90374644a8afa0bacfdf77a127b7e17fac44a05a89d5faf36acd1");
+  EXPECT_EQ(shaped_hash("index(sqrt(i + 1) * exp(-j / 10) + pow(i, 3) + log(j + 1))", DType::f64, {30, 40}, 1),
+            "bdd687043bbf5bbbc2a1e1a29e7f493bdd4d3f6b4f5de6f2c3a15b15d024612f");
 }
 
 TEST(Generate, LargeTensorsAreThreadIndependent) {
@@ -98,6 +126,196 @@ TEST(Generate, SpecialsAppear) {
   EXPECT_GT(inf, 100);
   EXPECT_GT(negzero, 100);
   EXPECT_GT(sub, 100);
+}
+
+// A narrow dtype draws the same values as f64 from the same seed and stores them by the ABI's
+// rules (spec/dtype.h): bf16/f16 rounded to nearest even from the f32 value, integers exact.
+TEST(Generate, NarrowDtypesStoreTheSameDraws) {
+  size_t n = 5000;
+  std::vector<double> wide(n);
+  generate(*InitSpec::parse("normal(0, 2)", DType::f64), DType::f64, {}, 11, wide.data(), n);
+  for (DType t : {DType::f16, DType::bf16}) {
+    std::vector<uint16_t> bits(n);
+    generate(*InitSpec::parse("normal(0, 2)", t), t, {}, 11, bits.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t want = t == DType::f16 ? f16_from_float(static_cast<float>(wide[i])) : bf16_from_float(static_cast<float>(wide[i]));
+      ASSERT_EQ(bits[i], want) << dtype_name(t) << " element " << i;
+    }
+  }
+  std::vector<int64_t> ints(n);
+  generate(*InitSpec::parse("randint(-128, 127)", DType::i64), DType::i64, {}, 4, ints.data(), n);
+  std::vector<int8_t> i8(n);
+  generate(*InitSpec::parse("randint(-128, 127)", DType::i8), DType::i8, {}, 4, i8.data(), n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(i8[i], ints[i]) << i;
+}
+
+TEST(Generate, NarrowIntegerRangesAndBool) {
+  size_t n = 20000;
+  std::vector<uint8_t> u(n);
+  generate(default_init(DType::u8), DType::u8, {}, 2, u.data(), n);
+  int zeros = 0, top = 0;
+  for (uint8_t x : u) {
+    zeros += x == 0;
+    top += x == 255;
+  }
+  EXPECT_GT(zeros, 0);
+  EXPECT_GT(top, 0);
+  std::vector<uint8_t> b(n);
+  generate(default_init(DType::boolean), DType::boolean, {}, 2, b.data(), n);
+  int ones = 0;
+  for (uint8_t x : b) {
+    ASSERT_LE(x, 1);
+    ones += x;
+  }
+  EXPECT_NEAR(ones, 10000, 500);
+  // A dim-dependent range beyond the dtype is saturated, never wrapped.
+  std::vector<int8_t> s(n);
+  generate(*InitSpec::parse("randint(0, N)", DType::i8), DType::i8, {{"N", 1000}}, 2, s.data(), n);
+  for (int8_t x : s) ASSERT_GE(x, 0);
+}
+
+TEST(Generate, HalfSpecials) {
+  size_t n = 20000;
+  for (DType t : {DType::f16, DType::bf16}) {
+    std::vector<uint16_t> v(n);
+    generate(*InitSpec::parse("uniform(1, 2) | specials(0.1)", t), t, {}, 3, v.data(), n);
+    int nan = 0, inf = 0, negzero = 0, sub = 0;
+    for (uint16_t h : v) {
+      float x = t == DType::f16 ? f16_to_float(h) : bf16_to_float(h);
+      if (std::isnan(x)) ++nan;
+      else if (std::isinf(x)) ++inf;
+      else if (x == 0 && std::signbit(x)) ++negzero;
+      else if (std::fabs(x) < (t == DType::f16 ? 0x1p-14f : 0x1p-126f) && x != 0) ++sub;
+    }
+    EXPECT_GT(nan, 100) << dtype_name(t);
+    EXPECT_GT(inf, 100) << dtype_name(t);
+    EXPECT_GT(negzero, 100) << dtype_name(t);
+    EXPECT_GT(sub, 100) << dtype_name(t);
+  }
+}
+
+std::vector<double> shaped(const char* init, DType dtype, std::vector<int64_t> shape, uint64_t seed, DimValues dims = {}) {
+  auto spec = InitSpec::parse(init, dtype);
+  EXPECT_TRUE(spec) << init << ": " << spec.error().message;
+  size_t n = 1;
+  for (int64_t e : shape) n *= static_cast<size_t>(e);
+  std::vector<unsigned char> buf(n * dtype_size(dtype));
+  EXPECT_EQ(spec->shape_problem(shape), "");
+  generate_shaped(*spec, dtype, dims, shape, seed, buf.data());
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = load_element(dtype, buf.data(), i);
+  return v;
+}
+
+TEST(Generate, TriangularHasItsZerosAndDiagonal) {
+  const size_t n = 7;
+  auto lower = shaped("triangular(lower, diag = uniform(1, 2), off = uniform(-3, 3))", DType::f64, {2, n, n}, 5);
+  auto upper = shaped("triangular(upper)", DType::f32, {n, n}, 5);
+  bool off_nonzero = false;
+  for (size_t b = 0; b < 2; ++b) {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        double v = lower[b * n * n + i * n + j];
+        if (j > i) {
+          EXPECT_EQ(v, 0.0);
+        } else if (j == i) {
+          EXPECT_TRUE(v >= 1 && v < 2) << v;
+        } else {
+          EXPECT_TRUE(v >= -3 && v < 3) << v;
+          if (b == 0) {
+            EXPECT_EQ(upper[i * n + j], 0.0);
+          }
+        }
+        off_nonzero |= j < i && v != 0;
+      }
+    }
+  }
+  EXPECT_TRUE(off_nonzero);
+  EXPECT_NE(InitSpec::parse("triangular(lower)", DType::f32)->shape_problem({3, 4}), "");
+}
+
+// spd is symmetric and strictly diagonally dominant with a positive diagonal (so positive
+// definite); diag_dominant is dominant row by row.
+TEST(Generate, SpdAndDiagDominant) {
+  const size_t n = 9;
+  for (const char* init : {"spd(diag = uniform(0.5, 1))", "diag_dominant(off = normal(0, 2))"}) {
+    auto a = shaped(init, DType::f64, {n, n}, 3);
+    bool symmetric = true;
+    for (size_t i = 0; i < n; ++i) {
+      double row = 0;
+      for (size_t j = 0; j < n; ++j) {
+        if (j != i) row += std::fabs(a[i * n + j]);
+        symmetric = symmetric && a[i * n + j] == a[j * n + i];
+      }
+      EXPECT_GT(a[i * n + i], row) << init << " row " << i;
+    }
+    EXPECT_EQ(symmetric, std::string(init).starts_with("spd")) << init;
+  }
+}
+
+TEST(Generate, IndexPermutationOnehotMask) {
+  auto idx = shaped("index(i * 10 + j + N)", DType::i32, {3, 4}, 1, {{"N", 100}});
+  EXPECT_EQ(idx[0], 100);
+  EXPECT_EQ(idx[1 * 4 + 2], 112);
+  EXPECT_EQ(idx[11], 123);
+  auto f = shaped("index(sqrt(i + 1) + pow(j, 2) + exp(0) + log(1))", DType::f64, {2, 3}, 1);
+  EXPECT_DOUBLE_EQ(f[1 * 3 + 2], std::sqrt(2.0) + 4 + 1);
+  auto perm = shaped("permutation", DType::i64, {5, 33}, 7);
+  for (size_t r = 0; r < 5; ++r) {
+    std::vector<double> row(perm.begin() + static_cast<long>(r * 33), perm.begin() + static_cast<long>((r + 1) * 33));
+    std::sort(row.begin(), row.end());
+    for (size_t k = 0; k < 33; ++k) ASSERT_EQ(row[k], static_cast<double>(k));
+  }
+  EXPECT_NE(std::vector<double>(perm.begin(), perm.begin() + 33), std::vector<double>(perm.begin() + 33, perm.begin() + 66));
+  auto hot = shaped("onehot", DType::f32, {6, 10}, 7);
+  for (size_t r = 0; r < 6; ++r) {
+    double sum = 0;
+    for (size_t k = 0; k < 10; ++k) sum += hot[r * 10 + k];
+    EXPECT_EQ(sum, 1.0);
+  }
+  auto mask = shaped("mask(0.25)", DType::boolean, {20000}, 3);
+  double ones = 0;
+  for (double v : mask) ones += v;
+  EXPECT_NEAR(ones, 5000, 300);
+  // Deterministic: the same seed gives the same bytes.
+  EXPECT_EQ(shaped("permutation", DType::i32, {4, 50}, 9), shaped("permutation", DType::i32, {4, 50}, 9));
+  EXPECT_EQ(shaped("spd", DType::f32, {16, 16}, 9), shaped("spd", DType::f32, {16, 16}, 9));
+}
+
+TEST(Generate, MalformedStructuredGenerators) {
+  struct Bad {
+    const char* init;
+    DType dtype;
+    const char* expect;
+  };
+  for (const Bad& b : {Bad{"triangular(diag = uniform(1, 2))", DType::f32, "needs lower or upper first"},
+                       Bad{"triangular(lower, diagonal = uniform(1, 2))", DType::f32, "should be diag = G or off = G"},
+                       Bad{"spd(diag = spd())", DType::f32, "is not a plain generator"},
+                       Bad{"spd()", DType::i32, "makes a float matrix, not i32"},
+                       Bad{"index(i, j)", DType::f32, "index() takes 1 argument, got 2"},
+                       Bad{"permutation(3)", DType::i32, "permutation() takes 0 arguments"},
+                       Bad{"permutation", DType::boolean, "needs a numeric dtype"},
+                       Bad{"mask(1.5)", DType::boolean, "constant probability in [0, 1]"},
+                       Bad{"mask(N)", DType::boolean, "constant probability"},
+                       Bad{"onehot | specials(0.1)", DType::f32, "plain generators only"},
+                       Bad{"gauss(0, 1)", DType::f32, "unknown generator 'gauss'"},
+                       Bad{"index(sqrt(i, j))", DType::f32, "expected ')' after sqrt(x)"}}) {
+    auto r = InitSpec::parse(b.init, b.dtype);
+    ASSERT_FALSE(r) << b.init;
+    EXPECT_NE(r.error().message.find(b.expect), std::string::npos) << b.init << ": " << r.error().message;
+  }
+  EXPECT_NE(InitSpec::parse("index(k)", DType::f32)->shape_problem({4, 4}), "");
+  EXPECT_NE(InitSpec::parse("onehot", DType::f32)->shape_problem({}), "");
+}
+
+TEST(Generate, DeterministicExpFunctions) {
+  for (double x : {-700.0, -20.0, -1.0, -1e-9, 0.0, 0.5, 1.0, 3.7, 50.0, 700.0}) {
+    EXPECT_NEAR(det_exp(x), std::exp(x), 4e-16 * std::exp(x)) << x;
+  }
+  EXPECT_EQ(det_pow(2, 10), 1024);
+  EXPECT_EQ(det_pow(2, -2), 0.25);
+  EXPECT_NEAR(det_pow(2, 0.5), std::sqrt(2.0), 1e-15);
+  EXPECT_TRUE(std::isnan(det_pow(-2, 0.5)));
 }
 
 TEST(Generate, DetLogMatchesLibm) {

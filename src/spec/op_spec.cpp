@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <toml++/toml.h>
@@ -14,8 +15,6 @@
 namespace kope::spec {
 
 namespace {
-
-const char* k_dtype_list = "f32, f64, i32 or i64";
 
 // Formats messages as "path:line:column: text".
 class Context {
@@ -104,7 +103,7 @@ Result<std::string> get_string(const Context& ctx, const toml::table& t, std::st
 Result<DType> get_dtype(const Context& ctx, const toml::table& t, std::string_view where) {
   KOPE_ASSIGN(std::string s, get_string(ctx, t, "dtype", where));
   auto d = parse_dtype(s);
-  if (!d) return ctx.at(t.get("dtype")->source(), "unknown dtype '{}' in {} (expected {})", s, where, k_dtype_list);
+  if (!d) return ctx.at(t.get("dtype")->source(), "unknown dtype '{}' in {} (expected {})", s, where, dtype_list());
   return *d;
 }
 
@@ -145,23 +144,58 @@ Result<Expr> get_expr(const Context& ctx, const toml::node& n, std::string_view 
   return *e;
 }
 
-Result<Tensor> parse_tensor(const Context& ctx, const toml::node& n, bool is_input, size_t index,
+// An output's `tolerance = { atol = ..., rtol = ... }` (kope/spec.h ToleranceSpec).
+Result<ToleranceSpec> parse_output_tolerance(const Context& ctx, const toml::node& n, const Tensor& out,
+                                             const std::string& where, const std::vector<std::string>& dims) {
+  const toml::table* t = n.as_table();
+  if (t == nullptr) return ctx.at(n.source(), "'tolerance' of {} must be a table {{ atol = ..., rtol = ... }}, not {}", where, type_name(n));
+  if (!dtype_is_float(out.dtype)) {
+    return ctx.at(n.source(), "{} has dtype {}, which is compared exactly; remove its tolerance", where, dtype_name(out.dtype));
+  }
+  KOPE_TRY(check_keys(ctx, *t, {"atol", "rtol"}, fmt::format("the tolerance of {}", where)));
+  if (t->empty()) return ctx.at(n.source(), "'tolerance' of {} sets neither atol nor rtol", where);
+  ToleranceSpec spec;
+  for (std::string_view key : {"atol", "rtol"}) {
+    const toml::node* v = t->get(key);
+    if (v == nullptr) continue;
+    KOPE_ASSIGN(Expr e, get_expr(ctx, *v, fmt::format("tolerance {} of {}", key, where), dims));
+    (key == "atol" ? spec.atol : spec.rtol) = std::move(e);
+  }
+  return spec;
+}
+
+// What a tensor of op.toml is: an entry of `inputs`, `outputs` or `inouts`.
+enum class Role { input, output, inout };
+
+std::string_view role_name(Role r) {
+  switch (r) {
+    case Role::input: return "input";
+    case Role::output: return "output";
+    case Role::inout: return "inout";
+  }
+  return "?";
+}
+
+Result<Tensor> parse_tensor(const Context& ctx, const toml::node& n, Role role, size_t index,
                             const std::vector<std::string>& dims) {
-  std::string where = fmt::format("{} #{}", is_input ? "input" : "output", index + 1);
+  std::string where = fmt::format("{} #{}", role_name(role), index + 1);
   const toml::table* t = n.as_table();
   if (t == nullptr) return ctx.at(n.source(), "{} must be a table like {{ name = \"x\", dtype = \"f32\", shape = [\"N\"] }}, not {}", where, type_name(n));
-  if (is_input) {
+  if (role == Role::input) {
     KOPE_TRY(check_keys(ctx, *t, {"name", "dtype", "shape", "init"}, where));
+  } else if (role == Role::output) {
+    KOPE_TRY(check_keys(ctx, *t, {"name", "dtype", "shape", "tolerance"}, where));
   } else {
-    KOPE_TRY(check_keys(ctx, *t, {"name", "dtype", "shape"}, where));
+    KOPE_TRY(check_keys(ctx, *t, {"name", "dtype", "shape", "init", "tolerance"}, where));
   }
   Tensor tensor;
+  tensor.inout = role == Role::inout;
   tensor.loc = loc_of(n);
   KOPE_ASSIGN(tensor.name, get_string(ctx, *t, "name", where));
   if (!is_identifier(tensor.name) || is_reserved(tensor.name)) {
     return ctx.at(t->get("name")->source(), "{} name '{}' is not a valid C identifier (letters, digits, '_'; not a C++ keyword)", where, tensor.name);
   }
-  where = fmt::format("{} '{}'", is_input ? "input" : "output", tensor.name);
+  where = fmt::format("{} '{}'", role_name(role), tensor.name);
   KOPE_ASSIGN(tensor.dtype, get_dtype(ctx, *t, where));
   const toml::node* shape = t->get("shape");
   if (shape == nullptr) return ctx.at(t->source(), "{} is missing the required key 'shape' (an array of dim expressions)", where);
@@ -175,16 +209,51 @@ Result<Tensor> parse_tensor(const Context& ctx, const toml::node& n, bool is_inp
     if (!init->is_string()) return ctx.at(init->source(), "'init' of {} must be a string such as \"normal(0, 1)\", not {}", where, type_name(*init));
     auto spec = InitSpec::parse(init->as_string()->get(), tensor.dtype);
     if (!spec) return ctx.at(init->source(), "bad init of {}: {}", where, spec.error().message);
-    for (const auto& arg : spec->args) {
-      for (const auto& name : arg.names()) {
-        if (std::find(dims.begin(), dims.end(), name) == dims.end()) {
-          return ctx.at(init->source(), "init of {} uses '{}', which is not a declared dim", where, name);
+    for (const auto& name : spec->dim_names()) {
+      if (std::find(dims.begin(), dims.end(), name) == dims.end()) {
+        return ctx.at(init->source(), "init of {} uses '{}', which is not a declared dim", where, name);
+      }
+    }
+    if (spec->kind == InitSpec::Kind::index) {
+      for (const auto& name : spec->args[0].names()) {
+        if (name.size() == 1 && std::string_view("ijklmn").find(name[0]) != std::string_view::npos &&
+            std::find(dims.begin(), dims.end(), name) != dims.end()) {
+          return ctx.at(init->source(), "init of {}: '{}' is both a dim and an index() axis name (i, j, k, l, m, n); rename the dim", where, name);
         }
       }
     }
     tensor.init = std::move(*spec);
   }
+  if (const toml::node* tol = t->get("tolerance")) {
+    KOPE_ASSIGN(tensor.tolerance, parse_output_tolerance(ctx, *tol, tensor, where, dims));
+  }
   return tensor;
+}
+
+// Reads an attr's value (`value = ...` or a case's `name = ...`) into a.value / a.ivalue by
+// its dtype; `what` names it in messages.
+Status parse_attr_value(const Context& ctx, const toml::node& v, Attr& a, const std::string& what) {
+  if (dtype_is_float(a.dtype)) {
+    KOPE_ASSIGN(a.value, get_number(ctx, v, what));
+    a.ivalue = 0;
+    return {};
+  }
+  auto i = v.as_integer();
+  auto b = v.as_boolean();
+  if (a.dtype == DType::boolean && b != nullptr) {
+    a.ivalue = b->get() ? 1 : 0;
+  } else if (i == nullptr) {
+    return ctx.at(v.source(), "{} must be {} (dtype {}), not {}", what, a.dtype == DType::boolean ? "true or false" : "an integer",
+                  dtype_name(a.dtype), type_name(v));
+  } else {
+    a.ivalue = i->get();
+  }
+  if (a.ivalue < dtype_int_min(a.dtype) || a.ivalue > dtype_int_max(a.dtype)) {
+    return ctx.at(v.source(), "{} is {}, which does not fit in {} ({}..{})", what, a.ivalue, dtype_name(a.dtype),
+                  dtype_int_min(a.dtype), dtype_int_max(a.dtype));
+  }
+  a.value = static_cast<double>(a.ivalue);
+  return {};
 }
 
 Result<Attr> parse_attr(const Context& ctx, const toml::node& n, size_t index) {
@@ -200,29 +269,33 @@ Result<Attr> parse_attr(const Context& ctx, const toml::node& n, size_t index) {
   }
   where = fmt::format("attr '{}'", a.name);
   KOPE_ASSIGN(a.dtype, get_dtype(ctx, *t, where));
+  if (dtype_is_half(a.dtype)) {
+    return ctx.at(t->get("dtype")->source(), "{} has dtype {}, a storage format; attrs are passed by value, so use f32", where,
+                  dtype_name(a.dtype));
+  }
   const toml::node* v = t->get("value");
   if (v == nullptr) return ctx.at(t->source(), "{} is missing the required key 'value'", where);
-  if (dtype_is_float(a.dtype)) {
-    KOPE_ASSIGN(a.value, get_number(ctx, *v, fmt::format("'value' of {}", where)));
-    a.ivalue = 0;
-  } else {
-    auto i = v->as_integer();
-    if (i == nullptr) return ctx.at(v->source(), "'value' of {} must be an integer (dtype {}), not {}", where, dtype_name(a.dtype), type_name(*v));
-    a.ivalue = i->get();
-    if (a.dtype == DType::i32 && (a.ivalue < std::numeric_limits<int32_t>::min() || a.ivalue > std::numeric_limits<int32_t>::max())) {
-      return ctx.at(v->source(), "'value' of {} does not fit in i32", where);
-    }
-    a.value = static_cast<double>(a.ivalue);
-  }
+  KOPE_TRY(parse_attr_value(ctx, *v, a, fmt::format("'value' of {}", where)));
   return a;
 }
 
-Result<Case> parse_case(const Context& ctx, const toml::node& n, int index, const std::vector<std::string>& dims) {
+const Attr* find_attr(const std::vector<Attr>& attrs, std::string_view name) {
+  for (const auto& a : attrs) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+// One entry of `cases`: every dim (at least 1, or 0 for a dim in `zero_dims`), optionally
+// `timed`, and optionally a value for any attr (format v2: attrs that vary per case).
+Result<Case> parse_case(const Context& ctx, const toml::node& n, int index, const OpSpec& op) {
+  const auto& dims = op.dims;
   const toml::table* t = n.as_table();
   if (t == nullptr) return ctx.at(n.source(), "case #{} must be a table of dim values like {{ N = 4 }}, not {}", index + 1, type_name(n));
   Case c;
   c.index = index;
   c.loc = loc_of(n);
+  c.attrs = op.attrs;
   for (auto&& [key, value] : *t) {
     if (key.str() == "timed") {
       auto b = value.as_boolean();
@@ -230,8 +303,13 @@ Result<Case> parse_case(const Context& ctx, const toml::node& n, int index, cons
       c.timed = b->get();
       continue;
     }
+    if (const Attr* a = find_attr(op.attrs, key.str())) {
+      Attr& mine = c.attrs[static_cast<size_t>(a - op.attrs.data())];
+      KOPE_TRY(parse_attr_value(ctx, value, mine, fmt::format("attr '{}' in case #{}", a->name, index + 1)));
+      continue;
+    }
     if (std::find(dims.begin(), dims.end(), key.str()) == dims.end()) {
-      return ctx.at(key.source(), "case #{} sets '{}', which is not a declared dim (dims = [{}]; the only other key is 'timed')", index + 1, key.str(), util::join(dims, ", "));
+      return ctx.at(key.source(), "case #{} sets '{}', which is not a declared dim (dims = [{}]; the other keys are 'timed' and the attrs)", index + 1, key.str(), util::join(dims, ", "));
     }
   }
   for (const auto& d : dims) {
@@ -239,7 +317,11 @@ Result<Case> parse_case(const Context& ctx, const toml::node& n, int index, cons
     if (v == nullptr) return ctx.at(n.source(), "case #{} misses dim '{}' (every case sets every dim: {})", index + 1, d, util::join(dims, ", "));
     auto i = v->as_integer();
     if (i == nullptr) return ctx.at(v->source(), "dim '{}' in case #{} must be an integer, not {}", d, index + 1, type_name(*v));
-    if (i->get() < 1) return ctx.at(v->source(), "dim '{}' in case #{} is {}; dims must be at least 1", d, index + 1, i->get());
+    bool may_be_zero = op.zero_dims.contains(d);
+    if (i->get() < (may_be_zero ? 0 : 1)) {
+      return ctx.at(v->source(), "dim '{}' in case #{} is {}; dims must be at least {}", d, index + 1, i->get(),
+                    may_be_zero ? "0" : "1 (list the dim in zero_dims to allow 0)");
+    }
     c.dims.push_back(i->get());
   }
   return c;
@@ -247,7 +329,7 @@ Result<Case> parse_case(const Context& ctx, const toml::node& n, int index, cons
 
 Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
   KOPE_TRY(check_keys(ctx, root,
-                      {"name", "category", "level", "summary", "dims", "inputs", "outputs", "attrs",
+                      {"name", "category", "level", "summary", "dims", "zero_dims", "inputs", "outputs", "inouts", "attrs",
                        "flops", "bytes", "tolerance", "cases"},
                       "op.toml"));
   OpSpec op;
@@ -281,20 +363,35 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
     op.dims.push_back(name);
   }
 
-  auto parse_tensors = [&](std::string_view key, bool is_input, std::vector<Tensor>& out) -> Status {
+  auto parse_tensors = [&](std::string_view key, Role role, std::vector<Tensor>& out) -> Status {
     const toml::node* n = root.get(key);
-    if (n == nullptr) return ctx.at(root.source(), "op.toml is missing the required key '{}' (an array of tensors)", key);
+    if (n == nullptr) {
+      // `inouts` is optional, and so is `outputs` beside it (an op may only update in place).
+      if (role == Role::inout || (role == Role::output && root.get("inouts") != nullptr)) return {};
+      return ctx.at(root.source(), "op.toml is missing the required key '{}' (an array of tensors)", key);
+    }
     if (!n->is_array()) return ctx.at(n->source(), "'{}' must be an array of tables, not {}", key, type_name(*n));
     size_t i = 0;
     for (const auto& item : *n->as_array()) {
-      KOPE_ASSIGN(Tensor t, parse_tensor(ctx, item, is_input, i++, op.dims));
+      KOPE_ASSIGN(Tensor t, parse_tensor(ctx, item, role, i++, op.dims));
       out.push_back(std::move(t));
     }
     return {};
   };
-  KOPE_TRY(parse_tensors("inputs", true, op.inputs));
-  KOPE_TRY(parse_tensors("outputs", false, op.outputs));
-  if (op.outputs.empty()) return ctx.at(root.get("outputs")->source(), "an op needs at least one output");
+  KOPE_TRY(parse_tensors("inputs", Role::input, op.inputs));
+  KOPE_TRY(parse_tensors("outputs", Role::output, op.outputs));
+  std::vector<Tensor> inouts;
+  KOPE_TRY(parse_tensors("inouts", Role::inout, inouts));
+  if (op.outputs.empty() && inouts.empty()) {
+    const toml::node* where = root.get("outputs") ? root.get("outputs") : &root;
+    return ctx.at(where->source(), "an op needs at least one output (or inout)");
+  }
+  // An inout is both: an input the evaluator generates (its initial contents) and an output it
+  // verifies, after the op's own inputs and outputs (kope/spec.h, Tensor::inout).
+  for (const auto& t : inouts) {
+    op.inputs.push_back(t);
+    op.outputs.push_back(t);
+  }
 
   if (const toml::node* attrs = root.get("attrs")) {
     if (!attrs->is_array()) return ctx.at(attrs->source(), "'attrs' must be an array of tables, not {}", type_name(*attrs));
@@ -302,6 +399,16 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
     for (const auto& item : *attrs->as_array()) {
       KOPE_ASSIGN(Attr a, parse_attr(ctx, item, i++));
       op.attrs.push_back(std::move(a));
+    }
+  }
+
+  if (const toml::node* zero = root.get("zero_dims")) {
+    if (!zero->is_array()) return ctx.at(zero->source(), "'zero_dims' must be an array of dim names, not {}", type_name(*zero));
+    for (const auto& d : *zero->as_array()) {
+      if (!d.is_string() || std::find(op.dims.begin(), op.dims.end(), d.as_string()->get()) == op.dims.end()) {
+        return ctx.at(d.source(), "each entry of 'zero_dims' must name a declared dim (dims = [{}])", util::join(op.dims, ", "));
+      }
+      op.zero_dims.insert(std::string(d.as_string()->get()));
     }
   }
 
@@ -314,7 +421,9 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
   };
   for (const auto& d : op.dims) KOPE_TRY(claim(d, loc_of(*dims)));
   for (const auto& t : op.inputs) KOPE_TRY(claim(t.name, t.loc));
-  for (const auto& t : op.outputs) KOPE_TRY(claim(t.name, t.loc));
+  for (const auto& t : op.outputs) {
+    if (!t.inout) KOPE_TRY(claim(t.name, t.loc));  // claimed as an input already
+  }
   for (const auto& a : op.attrs) KOPE_TRY(claim(a.name, a.loc));
 
   for (std::string_view key : {"flops", "bytes"}) {
@@ -341,10 +450,16 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
   if (!cases->is_array()) return ctx.at(cases->source(), "'cases' must be an array of tables, not {}", type_name(*cases));
   int index = 0;
   for (const auto& item : *cases->as_array()) {
-    KOPE_ASSIGN(Case c, parse_case(ctx, item, index++, op.dims));
+    KOPE_ASSIGN(Case c, parse_case(ctx, item, index++, op));
     op.cases.push_back(std::move(c));
   }
   if (op.cases.empty()) return ctx.at(cases->source(), "an op needs at least one case");
+  for (size_t a = 0; a < op.attrs.size(); ++a) {
+    for (const auto& c : op.cases) {
+      const Attr& mine = c.attrs[a];
+      if (mine.value != op.attrs[a].value || mine.ivalue != op.attrs[a].ivalue) op.attrs[a].per_case = true;
+    }
+  }
 
   // Every shape, flops and bytes expression must give a sensible value on every case.
   for (const auto& c : op.cases) {
@@ -354,6 +469,20 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
         for (const auto& axis : t.shape) {
           auto v = axis.eval_size(dv);
           if (!v) return ctx.at_loc(c.loc, "case #{} ({}): shape of '{}': {}", c.index + 1, op.case_label(c), t.name, v.error().message);
+        }
+      }
+    }
+    for (const auto& t : op.inputs) {
+      if (!t.init) continue;
+      std::string problem = t.init->shape_problem(op.shape_of(t, c));
+      if (!problem.empty()) return ctx.at_loc(t.loc, "case #{} ({}): init of '{}': {}", c.index + 1, op.case_label(c), t.name, problem);
+    }
+    for (const auto& t : op.outputs) {
+      Tolerance own = op.tolerance_for(t, c);
+      for (double x : {own.atol, own.rtol}) {
+        if (!(x >= 0) || !std::isfinite(x)) {
+          return ctx.at_loc(t.loc, "case #{} ({}): the tolerance of output '{}' evaluates to {}; it must be a finite number >= 0",
+                            c.index + 1, op.case_label(c), t.name, x);
         }
       }
     }
@@ -374,37 +503,6 @@ std::string library_name_of(std::string_view source) {
 }
 
 }  // namespace
-
-std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-  }
-  return "?";
-}
-
-std::string_view dtype_ctype(DType t) {
-  switch (t) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::i32: return "int32_t";
-    case DType::i64: return "int64_t";
-  }
-  return "?";
-}
-
-size_t dtype_size(DType t) { return (t == DType::f32 || t == DType::i32) ? 4 : 8; }
-bool dtype_is_float(DType t) { return t == DType::f32 || t == DType::f64; }
-
-std::optional<DType> parse_dtype(std::string_view s) {
-  if (s == "f32") return DType::f32;
-  if (s == "f64") return DType::f64;
-  if (s == "i32") return DType::i32;
-  if (s == "i64") return DType::i64;
-  return std::nullopt;
-}
 
 DimValues OpSpec::dim_values(const Case& c) const {
   DimValues dv;
@@ -436,6 +534,26 @@ size_t OpSpec::case_buffer_bytes(const Case& c) const {
   return total;
 }
 
+std::vector<std::pair<size_t, size_t>> OpSpec::inout_pairs() const {
+  std::vector<std::pair<size_t, size_t>> pairs;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (!outputs[o].inout) continue;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].inout && inputs[i].name == outputs[o].name) pairs.emplace_back(i, o);
+    }
+  }
+  return pairs;
+}
+
+Tolerance OpSpec::tolerance_for(const Tensor& t, const Case& c) const {
+  Tolerance tol = tolerance;
+  if (!t.tolerance) return tol;
+  DimValues dv = dim_values(c);
+  if (t.tolerance->atol) tol.atol = t.tolerance->atol->eval(dv);
+  if (t.tolerance->rtol) tol.rtol = t.tolerance->rtol->eval(dv);
+  return tol;
+}
+
 double OpSpec::flops_for(const Case& c) const { return flops.eval(dim_values(c)); }
 double OpSpec::bytes_for(const Case& c) const { return bytes.eval(dim_values(c)); }
 
@@ -452,7 +570,23 @@ int OpSpec::timed_case_count() const { return static_cast<int>(timed_cases().siz
 std::string OpSpec::case_label(const Case& c) const {
   std::vector<std::string> parts;
   for (size_t i = 0; i < dims.size() && i < c.dims.size(); ++i) parts.push_back(fmt::format("{}={}", dims[i], c.dims[i]));
+  for (size_t a = 0; a < attrs.size() && a < c.attrs.size(); ++a) {
+    if (!attrs[a].per_case) continue;
+    const Attr& v = c.attrs[a];
+    parts.push_back(dtype_is_float(v.dtype) ? fmt::format("{}={}", v.name, v.value) : fmt::format("{}={}", v.name, v.ivalue));
+  }
   return util::join(parts, " ");
+}
+
+std::vector<int64_t> OpSpec::call_args(const Case& c) const {
+  std::vector<int64_t> args = c.dims;
+  for (size_t a = 0; a < attrs.size() && a < c.attrs.size(); ++a) {
+    if (!attrs[a].per_case) continue;
+    int64_t bits = c.attrs[a].ivalue;
+    if (dtype_is_float(attrs[a].dtype)) std::memcpy(&bits, &c.attrs[a].value, sizeof bits);
+    args.push_back(bits);
+  }
+  return args;
 }
 
 Result<OpSpec> parse_op(std::string_view toml_text, const fs::path& path, bool check_files) {
@@ -607,12 +741,28 @@ Result<std::vector<OpSpec>> select_ops(const std::vector<std::string>& selectors
   return out;
 }
 
+namespace {
+
+// The dtypes whose C type does not say what they hold carry their name as a comment, and so
+// does an inout: `const uint16_t* x /* bf16 */`, `uint8_t* mask /* bool */`,
+// `float* C /* inout */`.
+std::string param_note(DType t, bool inout = false) {
+  std::vector<std::string> notes;
+  if (dtype_is_half(t) || t == DType::boolean) notes.emplace_back(dtype_name(t));
+  if (inout) notes.emplace_back("inout");
+  return notes.empty() ? std::string() : fmt::format(" /* {} */", util::join(notes, ", "));
+}
+
+}  // namespace
+
 std::string render_signature(const OpSpec& op, std::string_view function) {
   std::vector<std::string> params;
-  for (const auto& t : op.inputs) params.push_back(fmt::format("const {}* {}", dtype_ctype(t.dtype), t.name));
-  for (const auto& t : op.outputs) params.push_back(fmt::format("{}* {}", dtype_ctype(t.dtype), t.name));
+  for (const auto& t : op.inputs) {
+    if (!t.inout) params.push_back(fmt::format("const {}* {}{}", dtype_ctype(t.dtype), t.name, param_note(t.dtype)));
+  }
+  for (const auto& t : op.outputs) params.push_back(fmt::format("{}* {}{}", dtype_ctype(t.dtype), t.name, param_note(t.dtype, t.inout)));
   for (const auto& d : op.dims) params.push_back(fmt::format("int64_t {}", d));
-  for (const auto& a : op.attrs) params.push_back(fmt::format("{} {}", dtype_ctype(a.dtype), a.name));
+  for (const auto& a : op.attrs) params.push_back(fmt::format("{} {}{}", dtype_ctype(a.dtype), a.name, param_note(a.dtype)));
   return fmt::format("extern \"C\" void {}({});", function, util::join(params, ", "));
 }
 
@@ -621,14 +771,26 @@ std::string render_entry_shim(const OpSpec& op, std::string_view function) {
   out += "// Generated by kope: calls the kernel with buffers, dims and attrs of the spec.\n";
   out += "#include <cstdint>\n";
   out += render_signature(op, function) + "\n";
+  if (std::any_of(op.attrs.begin(), op.attrs.end(), [](const Attr& a) { return a.per_case && dtype_is_float(a.dtype); })) {
+    out += "static double kope_attr_f64(int64_t bits) { double d; __builtin_memcpy(&d, &bits, sizeof d); return d; }\n";
+  }
   out += "extern \"C\" void kope_entry(void* const* buffers, const int64_t* dims) {\n";
   std::vector<std::string> args;
   size_t b = 0;
-  for (const auto& t : op.inputs) args.push_back(fmt::format("static_cast<const {}*>(buffers[{}])", dtype_ctype(t.dtype), b++));
+  for (const auto& t : op.inputs) {
+    // An inout's initial contents (its input buffer) reach the kernel through its output buffer,
+    // which the runner fills from them before every call.
+    if (!t.inout) args.push_back(fmt::format("static_cast<const {}*>(buffers[{}])", dtype_ctype(t.dtype), b));
+    ++b;
+  }
   for (const auto& t : op.outputs) args.push_back(fmt::format("static_cast<{}*>(buffers[{}])", dtype_ctype(t.dtype), b++));
   for (size_t i = 0; i < op.dims.size(); ++i) args.push_back(fmt::format("dims[{}]", i));
+  size_t next = op.dims.size();  // where the per-case attrs start in `dims`
   for (const auto& a : op.attrs) {
-    if (dtype_is_float(a.dtype)) {
+    if (a.per_case) {
+      args.push_back(dtype_is_float(a.dtype) ? fmt::format("static_cast<{}>(kope_attr_f64(dims[{}]))", dtype_ctype(a.dtype), next++)
+                                             : fmt::format("static_cast<{}>(dims[{}])", dtype_ctype(a.dtype), next++));
+    } else if (dtype_is_float(a.dtype)) {
       args.push_back(fmt::format("static_cast<{}>({:a})", dtype_ctype(a.dtype), a.value));
     } else {
       args.push_back(fmt::format("static_cast<{}>({}LL)", dtype_ctype(a.dtype), a.ivalue));

@@ -3,6 +3,8 @@
 
 #include "cli.h"
 #include "kope/spec.h"
+#include "spec/generate.h"
+#include "spec/scaffold.h"
 #include "util/strings.h"
 
 namespace kope::cli {
@@ -18,7 +20,13 @@ json tensor_json(const spec::Tensor& t, bool input) {
   json shape = json::array();
   for (const auto& e : t.shape) shape.push_back(e.text());
   j["shape"] = shape;
-  if (input) j["init"] = t.init ? t.init->text : std::string(spec::dtype_is_float(t.dtype) ? "normal(0, 1)" : "randint(-100, 100)");
+  if (input) j["init"] = t.init ? t.init->text : spec::default_init(t.dtype).text;
+  if (t.tolerance) {
+    json tol = json::object();
+    if (t.tolerance->atol) tol["atol"] = t.tolerance->atol->text();
+    if (t.tolerance->rtol) tol["rtol"] = t.tolerance->rtol->text();
+    j["tolerance"] = tol;
+  }
   return j;
 }
 
@@ -39,8 +47,11 @@ json op_json(const spec::OpSpec& op) {
   json j = op_summary_json(op);
   j["dims"] = op.dims;
   json ins = json::array(), outs = json::array(), attrs = json::array();
-  for (const auto& t : op.inputs) ins.push_back(tensor_json(t, true));
-  for (const auto& t : op.outputs) outs.push_back(tensor_json(t, false));
+  json inouts = json::array();
+  for (const auto& t : op.inputs) {
+    if (!t.inout) ins.push_back(tensor_json(t, true));
+  }
+  for (const auto& t : op.outputs) (t.inout ? inouts : outs).push_back(tensor_json(t, t.inout));  // an inout has an init
   for (const auto& a : op.attrs) {
     json ja{{"name", a.name}, {"dtype", std::string(spec::dtype_name(a.dtype))}};
     if (spec::dtype_is_float(a.dtype)) {
@@ -52,6 +63,7 @@ json op_json(const spec::OpSpec& op) {
   }
   j["inputs"] = ins;
   j["outputs"] = outs;
+  if (!inouts.empty()) j["inouts"] = inouts;
   j["attrs"] = attrs;
   j["flops"] = op.flops.text();
   j["bytes"] = op.bytes.text();
@@ -60,6 +72,11 @@ json op_json(const spec::OpSpec& op) {
   for (const auto& c : op.cases) {
     json jc;
     for (size_t i = 0; i < op.dims.size(); ++i) jc[op.dims[i]] = c.dims[i];
+    for (size_t a = 0; a < op.attrs.size(); ++a) {  // the attrs a case sets (format v2)
+      if (!op.attrs[a].per_case) continue;
+      const auto& v = c.attrs[a];
+      jc[v.name] = spec::dtype_is_float(v.dtype) ? json(v.value) : json(v.ivalue);
+    }
     jc["timed"] = c.timed;
     jc["buffer_bytes"] = op.case_buffer_bytes(c);
     jc["flops"] = op.flops_for(c);
@@ -83,11 +100,19 @@ std::string op_text(const spec::OpSpec& op) {
     for (const auto& e : t.shape) s.push_back(e.text());
     return util::join(s, ", ");
   };
+  auto init = [](const spec::Tensor& t) { return t.init ? t.init->text : spec::default_init(t.dtype).text; };
   for (const auto& t : op.inputs) {
-    out += fmt::format("  input      {} {}[{}]  init {}\n", t.name, spec::dtype_name(t.dtype), shape(t),
-                       t.init ? t.init->text : std::string(spec::dtype_is_float(t.dtype) ? "normal(0, 1)" : "randint(-100, 100)"));
+    if (!t.inout) out += fmt::format("  input      {} {}[{}]  init {}\n", t.name, spec::dtype_name(t.dtype), shape(t), init(t));
   }
-  for (const auto& t : op.outputs) out += fmt::format("  output     {} {}[{}]\n", t.name, spec::dtype_name(t.dtype), shape(t));
+  for (const auto& t : op.outputs) {
+    out += fmt::format("  {:<10} {} {}[{}]", t.inout ? "inout" : "output", t.name, spec::dtype_name(t.dtype), shape(t));
+    if (t.inout) out += fmt::format("  init {}", init(t));
+    if (t.tolerance) {
+      out += fmt::format("  tolerance atol {} rtol {}", t.tolerance->atol ? t.tolerance->atol->text() : "(op's)",
+                         t.tolerance->rtol ? t.tolerance->rtol->text() : "(op's)");
+    }
+    out += "\n";
+  }
   for (const auto& a : op.attrs) {
     out += fmt::format("  attr       {} {} = {}\n", a.name, spec::dtype_name(a.dtype),
                        spec::dtype_is_float(a.dtype) ? fmt::format("{}", a.value) : std::to_string(a.ivalue));
@@ -162,6 +187,25 @@ void register_ops(CLI::App& app, Action& action) {
       } else {
         print(op_text(op));
       }
+      return 0;
+    };
+  });
+
+  auto* create = ops->add_subcommand("new", "Create an op folder to start from: a commented op.toml and a reference.cpp that compiles");
+  struct NewOptions {
+    std::string name;
+    std::string category;
+    std::string dir = "ops";
+  };
+  auto no = std::make_shared<NewOptions>();
+  create->add_option("name", no->name, "The op's name (letters, digits, '_' or '-')")->required();
+  create->add_option("--category", no->category, "Its category (e.g. elementwise, matmul, data-movement)")->required();
+  create->add_option("--dir", no->dir, "Suite root the folder goes under, as <dir>/<category>/<name>")->capture_default_str();
+  create->callback([&action, no] {
+    action = [no]() -> Result<int> {
+      KOPE_ASSIGN(spec::fs::path dir, spec::create_op_folder(no->dir, no->name, no->category));
+      print(fmt::format("created {}/op.toml and reference.cpp (y = x); `kope ops show {}` prints its signature\n", dir.string(),
+                        dir.string()));
       return 0;
     };
   });

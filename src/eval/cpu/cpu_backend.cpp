@@ -23,6 +23,8 @@ class CpuBackend final : public Backend {
   Target target() const override { return m_hw.target; }
   std::string toolchain_id() const override { return m_tc.id(); }
   int threads() const override { return m_threads; }
+  bool supports_inouts() const override { return true; }
+  bool supports_case_attrs() const override { return true; }
 
   Result<BuildOutcome> build_candidate(const spec::OpSpec& op, std::string_view source,
                                        const std::vector<std::string>& extra_flags) const override {

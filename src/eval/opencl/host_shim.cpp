@@ -189,6 +189,15 @@ __attribute__((visibility("default"))) int kope_host_prepare(const char* dir, ch
       } else if (std::strcmp(a.dtype, "i32") == 0) {
         auto v = static_cast<cl_int>(a.ivalue);
         err = clSetKernelArg(k, arg, sizeof v, &v);
+      } else if (std::strcmp(a.dtype, "i16") == 0) {
+        auto v = static_cast<cl_short>(a.ivalue);
+        err = clSetKernelArg(k, arg, sizeof v, &v);
+      } else if (std::strcmp(a.dtype, "i8") == 0) {
+        auto v = static_cast<cl_char>(a.ivalue);
+        err = clSetKernelArg(k, arg, sizeof v, &v);
+      } else if (std::strcmp(a.dtype, "u8") == 0 || std::strcmp(a.dtype, "bool") == 0) {
+        auto v = static_cast<cl_uchar>(a.ivalue);
+        err = clSetKernelArg(k, arg, sizeof v, &v);
       } else {
         cl_long v = a.ivalue;
         err = clSetKernelArg(k, arg, sizeof v, &v);

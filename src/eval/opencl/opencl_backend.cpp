@@ -95,6 +95,12 @@ std::string_view cl_type(spec::DType t) {
     case spec::DType::f64: return "double";
     case spec::DType::i32: return "int";
     case spec::DType::i64: return "long";
+    case spec::DType::boolean:
+    case spec::DType::u8: return "uchar";
+    case spec::DType::i8: return "char";
+    case spec::DType::i16: return "short";
+    case spec::DType::f16:
+    case spec::DType::bf16: return "ushort";  // storage bits, as in the C ABI
   }
   return "?";
 }

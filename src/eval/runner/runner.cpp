@@ -78,6 +78,14 @@ uint32_t g_out_slots = 0;
 // Pointer arrays per (input slot, output slot): inputs then outputs, as kope_entry expects.
 void* g_args[proto::k_max_slots][proto::k_max_slots][2 * proto::k_max_tensors];
 int64_t g_dims[proto::k_max_dims];
+// The inouts' copies done before every call: argument from_arg's bytes into argument to_arg.
+struct Copy {
+  uint32_t from_arg = 0;
+  uint32_t to_arg = 0;
+  uint64_t bytes = 0;
+};
+Copy g_copies[proto::k_max_tensors];
+uint32_t g_copy_count = 0;
 
 // --- memory accounting: allocation failures are recorded so the parent can name them --------
 
@@ -297,6 +305,7 @@ void unmap_views() {
   }
   g_view_count = 0;
   g_in_slots = g_out_slots = 0;
+  g_copy_count = 0;
 }
 
 bool do_map(const proto::MapRequest& m, char* why, size_t why_size) {
@@ -356,6 +365,15 @@ bool do_map(const proto::MapRequest& m, char* why, size_t why_size) {
     }
   }
   for (uint32_t d = 0; d < m.dim_count; ++d) g_dims[d] = m.dims[d];
+  if (m.copy_count > m.output_count) return std::snprintf(why, why_size, "too many inout copies"), false;
+  for (uint32_t k = 0; k < m.copy_count; ++k) {
+    uint32_t in = m.copy_input[k], out = m.copy_output[k];
+    if (in >= m.input_count || out >= m.output_count) return std::snprintf(why, why_size, "bad inout copy"), false;
+    uint64_t in_bytes = g_views[m.input_view[0][in]].data_bytes, out_bytes = g_views[m.output_view[0][out]].data_bytes;
+    if (in_bytes != out_bytes) return std::snprintf(why, why_size, "inout copy %u: sizes differ", k), false;
+    g_copies[k] = Copy{in, m.input_count + out, in_bytes};
+  }
+  g_copy_count = m.copy_count;
   g_in_slots = m.in_slots;
   g_out_slots = m.out_slots;
   if (g_host_map != nullptr) {
@@ -369,6 +387,11 @@ bool do_map(const proto::MapRequest& m, char* why, size_t why_size) {
 }
 
 inline void call_kernel(uint32_t a, uint32_t b) {
+  // Each inout starts from its initial contents (trusted code: before the kernel runs).
+  for (uint32_t k = 0; k < g_copy_count; ++k) {
+    const Copy& c = g_copies[k];
+    std::memcpy(g_args[a][b][c.to_arg], g_args[a][b][c.from_arg], c.bytes);
+  }
   g_status->calls_started = g_status->calls_started + 1;
   g_status->in_kernel = 1;
   g_entry(g_args[a][b], g_dims);
