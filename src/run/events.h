@@ -70,7 +70,4 @@ nlohmann::json to_json(const AnswerEvent& e);
 // Fails with corrupt naming the missing or malformed field.
 Result<AnswerEvent> answer_from_json(const nlohmann::json& j);
 
-// Current time as ISO 8601 UTC with milliseconds ("2026-05-01T12:00:00.123Z").
-std::string now_iso8601();
-
 }  // namespace kope::run
