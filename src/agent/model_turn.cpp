@@ -83,7 +83,7 @@ Result<AssembledPrompt> ModelTurn::assemble(int k, const Plan& plan, const Promp
                         {"admitted", prompt.admitted},
                         {"dropped", prompt.dropped},
                         {"hot_truncated", prompt.hot_truncated},
-                        {"tokens_per_byte", prompt.tokens_per_byte},
+                        {"token_scale", prompt.token_scale},
                         {"shrink", shrink}}));
   return prompt;
 }
