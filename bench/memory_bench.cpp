@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
       d.lesson.scope.backend = i % 3 == 0 ? "cuda" : "cpu";
       if (d.lesson.kind == LessonKind::fix) {
         d.lesson.error_signature = error_signature(
-            "compile_error", "",
+            eval::Verdict::compile_error, "",
             fmt::format(fmt::runtime(k_error_templates[static_cast<size_t>(i) % k_error_templates.size()]), 1, 1, "x"));
       }
       deltas.push_back(std::move(d));
@@ -400,7 +400,7 @@ int main(int argc, char** argv) {
   // Retrieval for random states.
   std::mt19937_64 qrng(99);
   std::vector<std::string> sigs;
-  for (const auto& t : k_error_templates) sigs.push_back(error_signature("compile_error", "", fmt::format(fmt::runtime(t), 1, 1, "x")));
+  for (const auto& t : k_error_templates) sigs.push_back(error_signature(eval::Verdict::compile_error, "", fmt::format(fmt::runtime(t), 1, 1, "x")));
   sigs.push_back("wrong_result:nan_mismatch");
   sigs.push_back("runtime_error:SIGSEGV");
   auto max_id = db.query_int("SELECT max(id) FROM cases");
