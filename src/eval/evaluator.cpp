@@ -835,8 +835,8 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     ct.disturbed = t.disturbed || g.baseline_disturbed;
     if (ct.disturbed) {
       notes += (notes.empty() ? "" : "\n") +
-               fmt::format("case {}: timing disturbed: the {} waited for a CPU in too many batches for the figures to use only "
-                           "undisturbed ones (the kernel's median wait {:.0f}% of its runnable time)",
+               fmt::format("case {}: timing disturbed by other load: the {} waited for a CPU in too many batches to trust "
+                           "the figures (the kernel's median wait {:.0f}% of its runnable time)",
                            c->index, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention);
     } else if (ct.contention > 0.1) {
       notes += (notes.empty() ? "" : "\n") +

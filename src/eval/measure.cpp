@@ -126,6 +126,30 @@ OutputCheck compare_outputs(const Arena& a, const spec::OpSpec& op, const spec::
   return oc;
 }
 
+// After a batch the runner's threads may go on running: OpenMP runtimes and OpenBLAS spin for
+// the next call before they sleep (libgomp a few ms, OpenBLAS's pthread build 2^28 cycles by
+// default: 40 ms of CPU measured on a Zen 3 core). The next batch is often another kernel's, in
+// another runner; it would share the CPUs with those spinning threads and wait for one: kope's
+// own baselines disturbing the candidate's timing (and the candidate's runtime the baselines').
+// So a batch ends only when its runner has gone idle: under 5% of a CPU over a millisecond, or
+// after k_settle_cap (a runner that never idles is then the next batch's outside load).
+constexpr std::chrono::milliseconds k_settle_cap{250};
+
+void wait_until_idle(const Session& s, Session::CpuTimes last) {
+  auto start = Clock::now();
+  auto prev = start;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto now = Clock::now();
+    Session::CpuTimes cur = s.cpu_times();
+    double ran = static_cast<double>(cur.run_ns - std::min(cur.run_ns, last.run_ns));
+    double wall = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - prev).count());
+    if (cur.threads.empty() || ran < 0.05 * wall || now - start >= k_settle_cap) return;
+    last = cur;
+    prev = now;
+  }
+}
+
 }  // namespace
 
 AlignedBytes::AlignedBytes(size_t bytes) : m_size(bytes) {
@@ -417,6 +441,7 @@ Result<bool> CaseTimer::sample() {
     double run = static_cast<double>(after.run_ns - before.run_ns);
     double wait = static_cast<double>(after.wait_ns - before.wait_ns);
     t.out.contention.push_back(run + wait > 0 ? wait / (run + wait) : 0.0);
+    wait_until_idle(t.s, after);
   }
   // Batches that waited for a CPU measure the machine's other load, not the kernel: when there
   // are enough clean ones, the statistics use only those.
@@ -427,9 +452,12 @@ Result<bool> CaseTimer::sample() {
   const std::vector<double>& used = clean.size() >= static_cast<size_t>(std::max(t.plan.min_samples, 6)) ? clean : t.out.samples_s;
   MedianCi ci = median_ci(used);
   t.out.samples_used = used.size();
-  size_t waited = t.out.contention.size() - std::min(t.out.contention.size(), clean.size());
-  t.out.disturbed = &used != &clean && !t.out.contention.empty() &&
-                    static_cast<double>(waited) > k_disturbed_share * static_cast<double>(t.out.contention.size());
+  size_t n = t.out.contention.size();
+  size_t waited = n - std::min(n, clean.size());
+  size_t busy = static_cast<size_t>(std::count_if(t.out.contention.begin(), t.out.contention.end(),
+                                                  [](double x) { return x >= k_busy_contention; }));
+  bool too_few_clean = &used != &clean && static_cast<double>(waited) > k_disturbed_share * static_cast<double>(n);
+  t.out.disturbed = n > 0 && (too_few_clean || 2 * busy > n);
   t.out.median_s = ci.median;
   t.out.ci95_s = ci.half_width;
   return true;

@@ -123,8 +123,10 @@ struct TimingOutcome {
   size_t samples_used = 0;
   // With device_clock: the parent's wall time per call (round trip subtracted), one per batch.
   std::vector<double> wall_samples_s;
-  // The median and CI had to include batches that waited for a CPU: fewer undisturbed batches
-  // than the minimum, and more than k_disturbed_share of the batches used waited.
+  // Other load moved the figures, or may have: the median and CI had to include batches that
+  // waited for a CPU (fewer undisturbed batches than the minimum, and more than
+  // k_disturbed_share of the batches used waited), or most batches waited k_busy_contention or
+  // more, so even the clean few ran on a busy machine (caches, memory bandwidth, clocks shared).
   bool disturbed = false;
   std::optional<Violation> violation;
 };
@@ -133,6 +135,8 @@ struct TimingOutcome {
 constexpr double k_clean_contention = 0.02;
 // A timing whose statistics use disturbed batches is marked disturbed beyond this share of them.
 constexpr double k_disturbed_share = 0.25;
+// A batch that waited this share of its runnable time or more ran on a busy machine.
+constexpr double k_busy_contention = 0.10;
 
 // Times one kernel on one case, batch by batch, so several kernels can be timed in alternation
 // (time_group) and see the same machine conditions. Not thread-safe.
