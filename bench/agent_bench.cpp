@@ -108,13 +108,13 @@ void fill_store(memory::Store& store, const spec::OpSpec& op, int lessons, int c
     }
     c.hardware.target = i % 3 ? "x86_64-avx2-fma" : "aarch64-neon";
     c.toolchain.id = "g++";
-    c.verdict = i % 2 ? "correct" : "wrong_result";
+    c.verdict = i % 2 ? eval::Verdict::correct : eval::Verdict::wrong_result;
     c.message = "case message";
     c.speedup_vs_reference = 1.0 + (i % 37) / 10.0;
     c.optimisation = phrase(5);
     c.code = fmt::format("extern \"C\" void kope_kernel(const float* x, float* y, int64_t N, int64_t D) {{ /* {} */ }}\n", i);
     if (i % 20 != 0) c.parent_key = fmt::format("bench/{}", i - 1);  // chains of 20 attempts
-    c.journal = fmt::format("Strategy: refine. Change: {}. Status: {}. Reading: case {}.", c.optimisation, c.verdict, i);
+    c.journal = fmt::format("Strategy: refine. Change: {}. Status: {}. Reading: case {}.", c.optimisation, eval::verdict_name(c.verdict), i);
     batch.push_back(std::move(c));
     if (batch.size() >= 2000) flush();
   }

@@ -136,7 +136,8 @@ struct Generator {
     int64_t run_id = next_run++;
     std::string incumbent_key;
     double incumbent_speed = 0;
-    std::string last_key, last_verdict;
+    std::string last_key;
+    eval::Verdict last_verdict = eval::Verdict::compile_error;
     std::uniform_real_distribution<double> u(0, 1);
     for (int k = 0; k < k_run_length; ++k) {
       CaseRecord c;
@@ -152,7 +153,7 @@ struct Generator {
       c.toolchain.backend = target_index == 2 ? "cuda" : "cpu";
       if (k == 0) {
         c.stage = Stage::draft;
-      } else if (last_verdict != "correct" && u(rng) < 0.7) {
+      } else if (last_verdict != eval::Verdict::correct && u(rng) < 0.7) {
         c.stage = Stage::repair;
         c.parent_key = last_key;
       } else if (!incumbent_key.empty()) {
@@ -166,7 +167,7 @@ struct Generator {
       c.code = code_for(rng, op, variant);
       double p = u(rng);
       if (p < 0.6) {
-        c.verdict = "correct";
+        c.verdict = eval::Verdict::correct;
         double base = incumbent_speed > 0 ? incumbent_speed : 1.0;
         double s = base * std::exp(std::normal_distribution<double>(0.05, 0.25)(rng));
         c.speedup_vs_reference = std::clamp(s, 0.05, 400.0);
@@ -174,29 +175,29 @@ struct Generator {
         c.timings.push_back({3, 100.0 / *c.speedup_vs_reference, 0.5, 100.0, 80.0, false, 0.0, std::nullopt});
         c.message = "correct on 6 cases";
       } else if (p < 0.8) {
-        c.verdict = "compile_error";
+        c.verdict = eval::Verdict::compile_error;
         c.message = "compilation failed";
         const std::string& t = k_error_templates[rng() % k_error_templates.size()];
         c.diagnostics = fmt::format(fmt::runtime(t), rng() % 200, rng() % 40, words(rng, 1));
       } else if (p < 0.9) {
-        c.verdict = "wrong_result";
+        c.verdict = eval::Verdict::wrong_result;
         c.message = u(rng) < 0.3 ? "case 2: y[3, 17]: got nan, expected 0.5" : "case 1: y[0, 9]: got 0.25, expected 0.5";
       } else if (p < 0.95) {
-        c.verdict = "runtime_error";
+        c.verdict = eval::Verdict::runtime_error;
         c.message = u(rng) < 0.5 ? "killed by signal 11 (SIGSEGV)" : "killed by signal 7 (SIGBUS)";
       } else {
-        c.verdict = "timeout";
+        c.verdict = eval::Verdict::timeout;
         c.message = "exceeded the wall-clock limit of 10 s";
       }
       c.tokens_prompt = 2000 + static_cast<int64_t>(rng() % 6000);
       c.tokens_completion = 300 + static_cast<int64_t>(rng() % 1500);
       c.wall_seconds = 5 + u(rng) * 30;
       c.journal = fmt::format("strategy: {}. change: {}. status: {}. numbers: {}. reading: {}.", words(rng, 10),
-                              words(rng, 12), c.verdict,
+                              words(rng, 12), eval::verdict_name(c.verdict),
                               c.speedup_vs_reference ? fmt::format("{:.2f}x vs reference", *c.speedup_vs_reference)
                                                      : std::string("n/a"),
                               words(rng, 14));
-      if (c.verdict == "correct" && c.speedup_vs_reference && *c.speedup_vs_reference > incumbent_speed) {
+      if (c.verdict == eval::Verdict::correct && c.speedup_vs_reference && *c.speedup_vs_reference > incumbent_speed) {
         incumbent_speed = *c.speedup_vs_reference;
         incumbent_key = c.natural_key;
       }
@@ -294,7 +295,7 @@ int main(int argc, char** argv) {
       d.lesson.scope.backend = i % 3 == 0 ? "cuda" : "cpu";
       if (d.lesson.kind == LessonKind::fix) {
         d.lesson.error_signature = error_signature(
-            "compile_error", "",
+            eval::Verdict::compile_error, "",
             fmt::format(fmt::runtime(k_error_templates[static_cast<size_t>(i) % k_error_templates.size()]), 1, 1, "x"));
       }
       deltas.push_back(std::move(d));
@@ -399,7 +400,7 @@ int main(int argc, char** argv) {
   // Retrieval for random states.
   std::mt19937_64 qrng(99);
   std::vector<std::string> sigs;
-  for (const auto& t : k_error_templates) sigs.push_back(error_signature("compile_error", "", fmt::format(fmt::runtime(t), 1, 1, "x")));
+  for (const auto& t : k_error_templates) sigs.push_back(error_signature(eval::Verdict::compile_error, "", fmt::format(fmt::runtime(t), 1, 1, "x")));
   sigs.push_back("wrong_result:nan_mismatch");
   sigs.push_back("runtime_error:SIGSEGV");
   auto max_id = db.query_int("SELECT max(id) FROM cases");

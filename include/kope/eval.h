@@ -22,22 +22,9 @@
 #include "kope/hw.h"
 #include "kope/spec.h"
 #include "kope/target.h"
+#include "kope/verdict.h"
 
 namespace kope::eval {
-
-enum class Verdict {
-  correct,         // compiled, matched the reference on every case, timed (when asked)
-  wrong_result,    // ran, but an output differs (first mismatch reported)
-  compile_error,   // the compiler rejected it (or ran out of its limits)
-  runtime_error,   // crashed (signal named), exited, or wrote outside its buffers
-  timeout,         // exceeded the wall-clock or CPU-time limit
-  resource_limit,  // exceeded memory, file-size, process or output limits
-  rejected,        // broke a rule: forbidden symbol/syscall, constructor, input mutation,
-                   // time below the roofline floor, results that depend on call history
-};
-
-std::string_view verdict_name(Verdict v);  // "wrong_result"
-std::optional<Verdict> parse_verdict(std::string_view s);
 
 // One checked case.
 struct CaseCheck {

@@ -235,10 +235,8 @@ Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile);
 Result<std::unique_ptr<LlmClient>> make_client(const Profile& profile,
                                                const ClientOptions& options);
 
-// Rough token count of a text for budgeting before a call (calibrated by the caller against
-// reported usage).
-int64_t estimate_tokens(std::string_view text);
-// Rough token count of a whole prompt: the texts plus the chat template's per-message overhead.
+// Rough token count of a whole prompt: the texts (context::estimate_tokens, kope's one
+// estimate) plus the chat template's per-message overhead.
 int64_t estimate_tokens(const std::vector<Message>& messages);
 
 // ---- Profiles: loading and resolving --------------------------------------------------------

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "kope/error.h"
+#include "kope/verdict.h"
 
 namespace kope::memory {
 
@@ -83,13 +84,9 @@ inline constexpr int k_deprecate_min_harmful = 5;
 inline constexpr double k_lesson_near_duplicate = 0.8;    // token Jaccard
 
 // The reward of an attempt for its stage (see the header comment). `ratio` is r.
-double stage_reward(Stage stage, std::string_view verdict, double ratio);
+double stage_reward(Stage stage, eval::Verdict verdict, double ratio);
 // The prior value of an item for a stage, before any credit.
 double stage_prior(Stage stage);
-
-// Estimated prompt tokens of a text (bytes / 4, rounded up): one estimate shared by retrieval
-// and context assembly.
-int64_t estimate_tokens(std::string_view text);
 
 // Normalised error signature of an evaluation, so equal causes share a signature:
 //  compile_error -> "compile_error: error: 'X' was not declared in this scope" (first error
@@ -98,7 +95,7 @@ int64_t estimate_tokens(std::string_view text);
 //  wrong_result -> "wrong_result:nan_mismatch" / ":inf_mismatch" / ":value";
 //  timeout, resource_limit -> the verdict plus the limit kind; rejected -> the normalised rule;
 //  correct -> "". Pure function, thread-safe.
-std::string error_signature(std::string_view verdict, std::string_view message,
+std::string error_signature(eval::Verdict verdict, std::string_view message,
                             std::string_view diagnostics);
 
 struct HardwareInfo {
@@ -155,7 +152,7 @@ struct CaseRecord {
   Stage stage = Stage::draft;
   std::string optimisation;       // what the model said it applied
   std::string code;               // the candidate source (stored content-addressed)
-  std::string verdict;            // eval::verdict_name
+  eval::Verdict verdict = eval::Verdict::compile_error;
   std::string message;            // the evaluator's one-line message
   std::string diagnostics;        // trimmed
   std::string error_signature;    // normalised, filled by the store when empty
@@ -266,6 +263,10 @@ struct RetrievalQuery {
   std::string target;
   std::string toolchain;
   std::string backend;
+  // The Markdown code-fence language of each backend's kernels (backend name -> "cpp", "c"),
+  // from the backend registry: a kernel source in an item is fenced in its own backend's
+  // language. A backend not named here is fenced as "cpp".
+  std::map<std::string, std::string> code_fences;
   Stage stage = Stage::draft;
   std::string last_error_signature;
   std::string bottleneck;       // "memory", "compute", "latency" or ""
@@ -280,7 +281,7 @@ struct RetrievedItem {
   Kind kind = Kind::lesson;
   std::string id;               // "case:123", "lesson:L0001a2b"
   std::string text;             // ready to put in a prompt
-  int64_t tokens = 0;           // estimated tokens of `text`
+  int64_t tokens = 0;           // estimated tokens of `text` (context::estimate_tokens)
   double score = 0;
   std::map<std::string, double> score_parts;  // "lexical", "similarity", "graph", "value", ...
   bool foreign = false;         // from another target or toolchain: feasibility, not speed
@@ -354,7 +355,7 @@ struct CaseFilter {
   std::string run_id;
   std::string not_run_id;         // cases of every run but this one
   std::optional<Stage> stage;
-  std::string verdict;
+  std::optional<eval::Verdict> verdict;
   std::optional<Outcome> outcome;
   std::optional<bool> quarantined;  // true: quarantined or refuted only
   std::optional<bool> foreign_origin;
@@ -380,7 +381,7 @@ struct LineageNode {
   std::string target;
   std::string run_id;
   Stage stage = Stage::draft;
-  std::string verdict;
+  eval::Verdict verdict = eval::Verdict::compile_error;
   Outcome outcome = Outcome::negative;
   double ratio = 0;
   std::optional<double> speedup_vs_reference;
@@ -423,7 +424,7 @@ struct CheckReport {
 
 // The parent's facts the step rules read (the began-from case as the store holds it).
 struct ParentFacts {
-  std::string verdict;
+  eval::Verdict verdict = eval::Verdict::compile_error;
   std::optional<double> speedup_vs_reference;
   std::string error_signature;
 };
@@ -463,7 +464,7 @@ class Store {
   // the assessment (assess_case with the stored parent) it was recorded with. The store computes
   // r, the outcome, the error signature (when empty), quarantine and d(v); a retry with a known
   // natural key returns the recorded case and changes nothing. Fails with usage (no natural key,
-  // op or target; unknown verdict; non-finite speedups), not_found (the parent does not exist),
+  // op or target; non-finite speedups), not_found (the parent does not exist),
   // io or corrupt (the database).
   virtual Result<RecordedCase> record_attempt(const CaseRecord& c) = 0;
   // What record_attempt would compute for `c` now (assess_case with its parent as stored),

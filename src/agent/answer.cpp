@@ -178,15 +178,10 @@ bool looks_like_code_start(std::string_view line) {
   return false;
 }
 
-}  // namespace
-
-ParsedAnswer parse_answer(std::string_view raw) {
-  ParsedAnswer out;
-  std::string text = normalise_newlines(raw);
-  std::vector<std::string> lines = util::split(text, '\n');
-
+// Every fenced block of `lines` (an unclosed last one runs to the end); marks the lines they
+// cover in `in_block`.
+std::vector<Block> fenced_blocks(const std::vector<std::string>& lines, std::vector<bool>& in_block) {
   std::vector<Block> blocks;
-  std::vector<bool> in_block(lines.size(), false);
   for (size_t i = 0; i < lines.size(); ++i) {
     char ch;
     size_t len, indent;
@@ -216,8 +211,12 @@ ParsedAnswer parse_answer(std::string_view raw) {
     blocks.push_back(std::move(b));
     i = j;
   }
-  out.code_blocks = static_cast<int>(blocks.size());
+  return blocks;
+}
 
+// The block holding the kernel: the last closed one defining kope_kernel, else an unclosed last
+// block whose code is complete. Null when none; sets out.problem when the kernel was cut off.
+const Block* kernel_block(const std::vector<Block>& blocks, ParsedAnswer& out) {
   const Block* chosen = nullptr;
   for (const auto& b : blocks) {
     if (b.closed && defines_kernel(b.content)) chosen = &b;
@@ -230,25 +229,78 @@ ParsedAnswer parse_answer(std::string_view raw) {
       out.problem = "the answer was cut off inside the code block";
     }
   }
+  return chosen;
+}
+
+// No fences: the answer from its first line of code on, when that is a complete kernel (its
+// lines then count as code in `in_block`).
+void take_unfenced_code(const std::vector<std::string>& lines, ParsedAnswer& out, std::vector<bool>& in_block) {
+  size_t start = 0;
+  while (start < lines.size() && !looks_like_code_start(lines[start])) ++start;
+  if (start >= lines.size()) return;
+  std::string code;
+  for (size_t i = start; i < lines.size(); ++i) {
+    code += lines[i];
+    code += '\n';
+  }
+  if (defines_kernel(code) && braces_balance(code)) {
+    out.has_code = true;
+    out.code = std::move(code);
+    for (size_t i = start; i < lines.size(); ++i) in_block[i] = true;
+  }
+}
+
+// Some models put the header as a comment at the top of the code.
+std::optional<std::string> header_in_code_comment(const std::string& code) {
+  for (const auto& l : util::split(code, '\n')) {
+    std::string_view t = util::trim(l);
+    if (!t.starts_with("//")) continue;
+    if (auto v = header_value(t.substr(2))) return v;
+  }
+  return std::nullopt;
+}
+
+// The first line of prose outside code with at least 3 characters, cut to 120.
+std::optional<std::string> header_from_prose(const std::vector<std::string>& lines, const std::vector<bool>& in_block) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (in_block[i]) continue;
+    std::string s = clean_value(lines[i]);
+    if (s.size() >= 3) return s.size() > 120 ? s.substr(0, 117) + "..." : s;
+  }
+  return std::nullopt;
+}
+
+// The header: an explicit line outside code blocks first, then a JSON field, then a comment in
+// the chosen code, then prose; "unspecified" when there is none.
+void find_header(const std::string& text, const std::vector<std::string>& lines, const std::vector<bool>& in_block,
+                 const Block* chosen, ParsedAnswer& out) {
+  std::optional<std::string> v;
+  for (size_t i = 0; i < lines.size() && !v; ++i) {
+    if (!in_block[i]) v = header_value(lines[i]);
+  }
+  if (!v) v = json_header(text);
+  if (!v && chosen) v = header_in_code_comment(chosen->content);
+  out.header_found = v.has_value();
+  if (!v) v = header_from_prose(lines, in_block);
+  out.optimisation = v && !v->empty() ? *v : "unspecified";
+}
+
+}  // namespace
+
+ParsedAnswer parse_answer(std::string_view raw) {
+  ParsedAnswer out;
+  std::string text = normalise_newlines(raw);
+  std::vector<std::string> lines = util::split(text, '\n');
+  std::vector<bool> in_block(lines.size(), false);
+  std::vector<Block> blocks = fenced_blocks(lines, in_block);
+  out.code_blocks = static_cast<int>(blocks.size());
+
+  const Block* chosen = kernel_block(blocks, out);
   if (chosen) {
     out.has_code = true;
     out.code = chosen->content;
   } else if (blocks.empty() && defines_kernel(text)) {
-    // No fences: accept the answer from its first line of code on.
-    size_t start = 0;
-    while (start < lines.size() && !looks_like_code_start(lines[start])) ++start;
-    if (start < lines.size()) {
-      std::string code;
-      for (size_t i = start; i < lines.size(); ++i) {
-        code += lines[i];
-        code += '\n';
-      }
-      if (defines_kernel(code) && braces_balance(code)) {
-        out.has_code = true;
-        out.code = std::move(code);
-        for (size_t i = start; i < lines.size(); ++i) in_block[i] = true;
-      }
-    }
+    take_unfenced_code(lines, out, in_block);
   }
   if (!out.has_code && out.problem.empty()) {
     out.problem = blocks.empty() ? "no code in answer" : "no code block in the answer defines kope_kernel";
@@ -257,46 +309,7 @@ ParsedAnswer parse_answer(std::string_view raw) {
   while (out.code.size() >= 2 && out.code[out.code.size() - 1] == '\n' && out.code[out.code.size() - 2] == '\n') {
     out.code.pop_back();
   }
-
-  // The header: an explicit line outside code blocks first, then a JSON field, then prose.
-  for (size_t i = 0; i < lines.size() && !out.header_found; ++i) {
-    if (in_block[i]) continue;
-    if (auto v = header_value(lines[i])) {
-      out.optimisation = *v;
-      out.header_found = true;
-    }
-  }
-  if (!out.header_found) {
-    if (auto v = json_header(text)) {
-      out.optimisation = *v;
-      out.header_found = true;
-    }
-  }
-  if (!out.header_found && chosen) {
-    // Some models put the header as a comment at the top of the code.
-    for (const auto& l : util::split(chosen->content, '\n')) {
-      std::string_view t = util::trim(l);
-      if (t.starts_with("//")) {
-        if (auto v = header_value(t.substr(2))) {
-          out.optimisation = *v;
-          out.header_found = true;
-          break;
-        }
-      }
-    }
-  }
-  if (!out.header_found) {
-    for (size_t i = 0; i < lines.size(); ++i) {
-      if (in_block[i]) continue;
-      std::string s = clean_value(lines[i]);
-      if (s.size() >= 3) {
-        if (s.size() > 120) s = s.substr(0, 117) + "...";
-        out.optimisation = s;
-        break;
-      }
-    }
-  }
-  if (out.optimisation.empty()) out.optimisation = "unspecified";
+  find_header(text, lines, in_block, chosen, out);
   return out;
 }
 

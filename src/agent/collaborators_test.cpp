@@ -18,7 +18,7 @@ namespace {
 
 using memory::Stage;
 
-Attempt made(int k, Stage stage, const std::string& verdict, bool improved = false) {
+Attempt made(int k, Stage stage, eval::Verdict verdict, bool improved = false) {
   Attempt a;
   a.iteration = k;
   a.stage = stage;
@@ -58,17 +58,17 @@ TEST(Plan, RepairsAFailureAtMostTwiceThenRefinesTheIncumbent) {
   Plan p = plan_next(st, cfg);
   EXPECT_EQ(p.stage, Stage::draft);
   EXPECT_FALSE(p.parent_iteration);
-  st.attempts.push_back(made(1, Stage::draft, "correct", true));
+  st.attempts.push_back(made(1, Stage::draft, eval::Verdict::correct, true));
   p = plan_next(st, cfg);
   EXPECT_EQ(p.stage, Stage::refine);
   EXPECT_EQ(p.parent_iteration, 1);
-  st.attempts.push_back(made(2, Stage::refine, "compile_error"));
+  st.attempts.push_back(made(2, Stage::refine, eval::Verdict::compile_error));
   p = plan_next(st, cfg);
   EXPECT_EQ(p.stage, Stage::repair);
   EXPECT_EQ(p.parent_iteration, 2);
-  st.attempts.push_back(made(3, Stage::repair, "wrong_result"));
+  st.attempts.push_back(made(3, Stage::repair, eval::Verdict::wrong_result));
   EXPECT_EQ(plan_next(st, cfg).parent_iteration, 3);
-  st.attempts.push_back(made(4, Stage::repair, "wrong_result"));
+  st.attempts.push_back(made(4, Stage::repair, eval::Verdict::wrong_result));
   p = plan_next(st, cfg);  // two repairs in a row failed: back to the incumbent
   EXPECT_EQ(p.stage, Stage::refine);
   EXPECT_EQ(p.parent_iteration, 1);
@@ -81,10 +81,10 @@ TEST(Plan, StopsAtTheLimitWithoutImprovementAndForReplayOnceAKernelIsCorrectHere
   cfg.roofline_target = 0;
   OpState st;
   EXPECT_FALSE(stop_reason(st, cfg));
-  st.attempts.push_back(made(1, Stage::draft, "correct", true));
-  st.attempts.push_back(made(2, Stage::refine, "correct"));
+  st.attempts.push_back(made(1, Stage::draft, eval::Verdict::correct, true));
+  st.attempts.push_back(made(2, Stage::refine, eval::Verdict::correct));
   EXPECT_FALSE(stop_reason(st, cfg));
-  st.attempts.push_back(made(3, Stage::refine, "correct"));
+  st.attempts.push_back(made(3, Stage::refine, eval::Verdict::correct));
   EXPECT_EQ(stop_reason(st, cfg), "no_improvement");
   cfg.max_iterations = 3;
   EXPECT_EQ(stop_reason(st, cfg), "iterations");
@@ -93,7 +93,7 @@ TEST(Plan, StopsAtTheLimitWithoutImprovementAndForReplayOnceAKernelIsCorrectHere
   EXPECT_EQ(stop_reason(st, cfg), "replay_verified");  // a kernel correct here answers the op
   cfg.replay_all = true;
   EXPECT_FALSE(stop_reason(st, cfg));
-  st.attempts.push_back(made(4, Stage::refine, "correct"));
+  st.attempts.push_back(made(4, Stage::refine, eval::Verdict::correct));
   EXPECT_EQ(stop_reason(st, cfg), "iterations");
 }
 
@@ -151,12 +151,12 @@ TEST(LlmPolicy, AnUnavailableModelEndsTheOpAfterTheBackoffs) {
 TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   Collaborators c;
   c.h.config.min_improvement = 0.01;
-  Attempt inc = made(1, Stage::draft, "correct", true);
+  Attempt inc = made(1, Stage::draft, eval::Verdict::correct, true);
   inc.timings = {timed(0, 1000)};
   c.st.attempts.push_back(inc);
   Judge judge(c.context());
 
-  Attempt close = made(2, Stage::refine, "correct");
+  Attempt close = made(2, Stage::refine, eval::Verdict::correct);
   close.parent_iteration = 1;
   close.timings = {timed(0, 995)};
   close.speedup_vs_reference = 1000.0 / 995.0;  // r is the store's: the ratio of speedups vs the reference
@@ -166,7 +166,7 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   ASSERT_TRUE(close.speedup_vs_parent);
   EXPECT_NEAR(*close.speedup_vs_parent, 1000.0 / 995.0, 1e-9);
 
-  Attempt fast = made(2, Stage::refine, "correct");
+  Attempt fast = made(2, Stage::refine, eval::Verdict::correct);
   fast.parent_iteration = 1;
   fast.timings = {timed(0, 500)};
   fast.speedup_vs_reference = 2.0;
@@ -176,7 +176,7 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   EXPECT_EQ(fast.label, memory::outcome_name(memory::outcome_for_ratio(2.0)));
   EXPECT_TRUE(fast.notable);  // at least notable_speedup (1.5) over its parent
 
-  Attempt failed = made(2, Stage::refine, "wrong_result");
+  Attempt failed = made(2, Stage::refine, eval::Verdict::wrong_result);
   ASSERT_TRUE(judge.decide(failed));
   EXPECT_FALSE(failed.improved);
   EXPECT_EQ(failed.label, "negative");

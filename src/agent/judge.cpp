@@ -137,7 +137,7 @@ Status Judge::decide(Attempt& a) const {
     const Attempt& prev = st.attempts.back();
     a.notable = true;
     a.notable_reason = fmt::format("attempt {} is correct after attempt {} failed ({}: {})", a.iteration, prev.iteration,
-                                   prev.verdict, util::truncate_text(prev.message, 160, 1));
+                                   eval::verdict_name(prev.verdict), util::truncate_text(prev.message, 160, 1));
   } else if (a.improved && inc && r && *r >= m_ctx.cfg.notable_speedup) {
     a.notable = true;
     a.notable_reason = fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, *r);
@@ -190,7 +190,7 @@ Status Judge::apply_reverification(const run::ReverifiedEvent& r) const {
 }
 
 void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
-  a.verdict = std::string(eval::verdict_name(r.verdict));
+  a.verdict = r.verdict;
   a.message = r.message;
   a.diagnostics = cut_at_lines(r.diagnostics, 4000, 60);
   a.cases_total = static_cast<int>(r.cases.size());

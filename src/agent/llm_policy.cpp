@@ -82,7 +82,7 @@ Proposal LlmPolicy::from_answer(const ModelAnswer& answer, const Plan& plan) con
   std::string why = e.provider_problem;
   if (why.empty()) why = parsed.problem;
   if (e.finish_reason == "length") why += " (the answer hit the output-token limit)";
-  a.verdict = std::string(eval::verdict_name(eval::Verdict::compile_error));
+  a.verdict = eval::Verdict::compile_error;
   a.message = why == k_no_code_message ? why : std::string(k_no_code_message) + ": " + why;
   a.diagnostics = answer.text.empty() ? "" : "The answer began:\n" + cut_at_lines(answer.text, 600, 12);
   return p;

@@ -44,7 +44,7 @@ TEST(Loop, StagesLineageIncumbentAndLabels) {
   EXPECT_EQ(st.attempts[2].parent_iteration, 2);
   EXPECT_EQ(st.attempts[3].parent_iteration, 3);  // refines the incumbent
   EXPECT_EQ(st.attempts[4].parent_iteration, 3);  // attempt 4 was slower: the incumbent is still 3
-  EXPECT_EQ(st.attempts[0].verdict, "compile_error");
+  EXPECT_EQ(st.attempts[0].verdict, eval::Verdict::compile_error);
   EXPECT_FALSE(st.attempts[2].speedup_vs_incumbent);
   EXPECT_TRUE(st.attempts[2].improved);
   EXPECT_FALSE(st.attempts[3].improved);
@@ -146,7 +146,7 @@ TEST(Loop, AnswerWithoutCodeIsARecordedAttempt) {
   ASSERT_EQ(st.attempts.size(), 2u);
   const Attempt& a = st.attempts[0];
   EXPECT_FALSE(a.has_code);
-  EXPECT_EQ(a.verdict, "compile_error");
+  EXPECT_EQ(a.verdict, eval::Verdict::compile_error);
   EXPECT_TRUE(a.message.starts_with("no code in answer")) << a.message;
   EXPECT_EQ(h.evaluator.calls(), 1);  // only the second answer was evaluated
   EXPECT_EQ(h.store.all_cases().size(), 2u);
@@ -425,7 +425,7 @@ int64_t record_replayable(Harness& h, const spec::OpSpec& op, const std::string&
   c.task = task_info(op);
   c.hardware.target = target;
   c.toolchain.id = toolchain;
-  c.verdict = "correct";
+  c.verdict = eval::Verdict::correct;
   c.speedup_vs_reference = 1000 / time;
   c.optimisation = opt;
   std::string answer = testing::kernel_answer(opt, here, time);
@@ -503,7 +503,7 @@ TEST(Loop, ReplayTriesTheNextKernelOnlyWhenOneFailsHere) {
     }
     EXPECT_EQ(h.evaluator.calls(), static_cast<int>(sources.size()));
     ASSERT_GE(st.attempts.size(), 2u);
-    EXPECT_EQ(st.attempts[0].verdict, "wrong_result");
+    EXPECT_EQ(st.attempts[0].verdict, eval::Verdict::wrong_result);
     EXPECT_FALSE(st.attempts[0].improved);
     EXPECT_TRUE(st.attempts[1].improved);
     ASSERT_NE(st.incumbent(), nullptr);
@@ -641,15 +641,15 @@ namespace {
 TEST(Loop, RewardsFollowTheMemorysStageRewards) {
   Attempt a;
   a.stage = memory::Stage::draft;
-  a.verdict = "correct";
+  a.verdict = eval::Verdict::correct;
   EXPECT_EQ(reward_for(a), 1.0);
-  a.verdict = "timeout";
+  a.verdict = eval::Verdict::timeout;
   EXPECT_EQ(reward_for(a), 0.25);
-  a.verdict = "compile_error";
+  a.verdict = eval::Verdict::compile_error;
   EXPECT_EQ(reward_for(a), 0.0);
   a.stage = memory::Stage::refine;
   EXPECT_EQ(reward_for(a), -1.0);
-  a.verdict = "correct";
+  a.verdict = eval::Verdict::correct;
   a.speedup_vs_parent = 2.0;
   EXPECT_NEAR(reward_for(a), std::log(2.0), 1e-12);
   a.speedup_vs_parent = 100.0;

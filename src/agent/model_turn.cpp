@@ -85,7 +85,7 @@ Result<AssembledPrompt> ModelTurn::assemble(int k, const Plan& plan, const Promp
                         {"admission", run::admission_json(prompt.admission)},
                         {"dropped", prompt.dropped},
                         {"hot_truncated", prompt.hot_truncated},
-                        {"tokens_per_byte", prompt.tokens_per_byte},
+                        {"token_scale", prompt.token_scale},
                         {"shrink", shrink}}));
   for (const auto& id : prompt.admitted) {
     if (id.starts_with("note:")) m_ctx.state.notes_shown.insert(id);  // not offered again in this task

@@ -105,7 +105,7 @@ void ConsoleProgress::attempt_done(const std::string& op, const Attempt& a, doub
   l.best = best_speedup;
   l.tokens = tokens;
   l.attempts = a.iteration;
-  l.what = a.verdict;
+  l.what = eval::verdict_name(a.verdict);
   if (m_style == Style::plain) {
     emit_locked(fmt::format("[{}] attempt {} ({}): {} — best {}, {} tokens", op, a.iteration, memory::stage_name(a.stage),
                             describe_outcome(a), best_speedup > 0 ? fmt::format("{:.2f}x", best_speedup) : "-",

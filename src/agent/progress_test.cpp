@@ -17,7 +17,7 @@ std::string contents(std::FILE* f) {
   return s;
 }
 
-Attempt attempt(int k, const char* verdict, double speedup) {
+Attempt attempt(int k, eval::Verdict verdict, double speedup) {
   Attempt a;
   a.iteration = k;
   a.stage = k == 1 ? memory::Stage::draft : memory::Stage::refine;
@@ -35,8 +35,8 @@ TEST(Progress, PlainLogLines) {
   ConsoleProgress p(ConsoleProgress::Style::plain, f, 2);
   p.op_started("softmax");
   p.phase("softmax", 1, memory::Stage::draft, "waiting for the model");
-  p.attempt_done("softmax", attempt(1, "compile_error", 0), 0, 1200);
-  p.attempt_done("softmax", attempt(2, "correct", 2.5), 2.5, 2400);
+  p.attempt_done("softmax", attempt(1, eval::Verdict::compile_error, 0), 0, 1200);
+  p.attempt_done("softmax", attempt(2, eval::Verdict::correct, 2.5), 2.5, 2400);
   p.op_finished("softmax", "iterations");
   std::string out = contents(f);
   EXPECT_NE(out.find("[softmax] started"), std::string::npos);
@@ -55,7 +55,7 @@ TEST(Progress, LiveRedrawsInPlaceAndQuietPrintsNothing) {
   live.op_started("a");
   live.op_started("b");
   live.phase("a", 2, memory::Stage::repair, "evaluating");
-  live.attempt_done("b", attempt(1, "correct", 1.5), 1.5, 900);
+  live.attempt_done("b", attempt(1, eval::Verdict::correct, 1.5), 1.5, 900);
   live.finish();
   std::string out = contents(f);
   EXPECT_NE(out.find("\x1b["), std::string::npos);  // cursor movement
@@ -66,7 +66,7 @@ TEST(Progress, LiveRedrawsInPlaceAndQuietPrintsNothing) {
   std::FILE* q = std::tmpfile();
   ConsoleProgress quiet(ConsoleProgress::Style::quiet, q, 1);
   quiet.op_started("a");
-  quiet.attempt_done("a", attempt(1, "correct", 1.5), 1.5, 900);
+  quiet.attempt_done("a", attempt(1, eval::Verdict::correct, 1.5), 1.5, 900);
   quiet.op_finished("a", "iterations");
   quiet.message("hello");
   EXPECT_EQ(contents(q), "");

@@ -188,9 +188,9 @@ context::TokenEstimator SharedEstimator::snapshot() const {
   return m_estimator;
 }
 
-double SharedEstimator::ratio() const {
+double SharedEstimator::scale() const {
   std::lock_guard lock(m_mutex);
-  return m_estimator.ratio();
+  return m_estimator.scale();
 }
 
 std::string knowledge_content_key(std::string_view text) {
@@ -363,9 +363,9 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
 Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptInput& in, const KnowledgeCandidates& knowledge,
                                         const context::Budget& budget, context::Mode mode, const SharedEstimator& shared) {
   AssembledPrompt out;
-  // One ratio for the whole prompt, even while other ops calibrate the shared estimator.
+  // One scale for the whole prompt, even while other ops calibrate the shared estimator.
   const context::TokenEstimator estimator = shared.snapshot();
-  out.tokens_per_byte = estimator.ratio();
+  out.token_scale = estimator.scale();
   KOPE_ASSIGN(std::string system,
               render_template(lib.system, {{"toolchain", in.toolchain}, {"backend", lib.backend}}, "system.md"));
   int64_t system_tokens = estimator.estimate(system);
@@ -694,7 +694,8 @@ std::string describe_outcome(const Attempt& a) {
   }
   // The cause is never trimmed: it is what the next attempt needs.
   std::string msg = one_line(a.message);
-  return msg.empty() ? a.verdict : a.verdict + ": " + msg;
+  std::string verdict(eval::verdict_name(a.verdict));
+  return msg.empty() ? verdict : verdict + ": " + msg;
 }
 
 std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_view lang) {

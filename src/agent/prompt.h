@@ -69,8 +69,8 @@ class SharedEstimator {
  public:
   int64_t estimate(std::string_view text) const;
   void calibrate(int64_t estimated, int64_t reported);
-  double ratio() const;
-  // A copy of the estimator as it is now (for estimates that must share one ratio).
+  double scale() const;
+  // A copy of the estimator as it is now (for estimates that must share one scale).
   context::TokenEstimator snapshot() const;
 
  private:
@@ -138,7 +138,7 @@ struct AssembledPrompt {
   std::vector<run::Admission> admission;  // why each admitted item is there (same order as `admitted`)
   int dropped = 0;                // candidates left out
   bool hot_truncated = false;     // a hot block had to be cut to fit the window
-  double tokens_per_byte = 0;     // the estimator's ratio every estimate of this prompt used
+  double token_scale = 0;         // the estimator's scale every estimate of this prompt used
 };
 
 // Renders the prompt for `input` with the items `mode` admits under `budget` (window and

@@ -93,8 +93,43 @@ class TextChecker {
     m_out.push_back({m_file, m_prompt, line, std::move(rule), std::move(message)});
   }
 
+  // Checks one message (its first line is transcript line `first_line`): cut text, empty
+  // sections, duplicate or cut memory items, lessons offered for editing not shown whole, tables.
   void message(std::string_view text, int first_line) {
     std::vector<Line> lines = lines_of(text, first_line);
+    m_scan = {};
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::string_view line = lines[i].text;
+      int n = lines[i].number;
+      if (line.find(k_byte_cut_marker) != std::string_view::npos && line.find("[... ") != std::string_view::npos) {
+        add(n, "cut", "text cut mid-line (a byte limit's \"[... N more bytes cut ...]\")");
+      }
+      if (is_fence(line)) {
+        fence(line, n);
+      } else if (m_scan.in_fence) {
+        fenced_line(line, n);
+      } else if (int level = heading_level(line)) {
+        heading(lines, i, level);
+      } else if (line.starts_with("Answer with ")) {  // the closing instruction of kernel prompts
+        if (m_scan.knowledge) end_item();
+        m_scan.knowledge = m_scan.lessons = false;
+      } else {
+        text_line(line, n);
+        if (std::string_view(util::trim(line)).starts_with("|")) {
+          size_t j = i;
+          while (j < lines.size() && std::string_view(util::trim(lines[j].text)).starts_with("|")) ++j;
+          table(lines, i, j);
+          i = j - 1;
+        }
+      }
+    }
+    if (m_scan.knowledge) end_item();
+    if (m_scan.in_fence) add(m_scan.fence_line, "cut", "a code block is never closed (its listing was cut)");
+  }
+
+ private:
+  // Where message() is in the message it reads.
+  struct Scan {
     bool in_fence = false;
     int fence_line = 0;
     std::string section;  // the current "## " heading
@@ -103,88 +138,76 @@ class TextChecker {
     int item_line = 0;
     bool item_fence_open = false;
     std::map<std::string, int> seen_items;
-    auto end_item = [&] {
-      if (item.empty()) return;
-      if (item_fence_open) add(item_line, "cut", "a memory item ends inside its code block (its listing was cut)");
-      std::string key = knowledge_content_key(item);
-      auto [it, fresh] = seen_items.emplace(key, item_line);
-      if (!fresh) add(item_line, "duplicate", fmt::format("this item repeats the one at line {}", it->second));
-      item.clear();
-      item_fence_open = false;
-    };
-    for (size_t i = 0; i < lines.size(); ++i) {
-      std::string_view line = lines[i].text;
-      int n = lines[i].number;
-      if (line.find(k_byte_cut_marker) != std::string_view::npos && line.find("[... ") != std::string_view::npos) {
-        add(n, "cut", "text cut mid-line (a byte limit's \"[... N more bytes cut ...]\")");
-      }
-      if (is_fence(line)) {
-        if (!in_fence) fence_line = n;
-        in_fence = !in_fence;
-        if (knowledge && !item.empty()) {
-          item_fence_open = !item_fence_open;
-          item += std::string(line) + "\n";
-        }
-        continue;
-      }
-      if (in_fence) {
-        if (knowledge && !item.empty()) item += std::string(line) + "\n";
-        if ((knowledge || lessons) && std::string_view(util::trim(line)).ends_with(k_ellipsis)) {
-          add(n, "cut", "a code line ends in \"…\": the listing was cut");
-        }
-        continue;
-      }
-      if (int level = heading_level(line)) {
-        if (knowledge) end_item();
-        // A heading with nothing under it before the next heading of its level or above.
-        size_t j = i + 1;
-        while (j < lines.size() && util::trim(lines[j].text).empty()) ++j;
-        int next_level = j < lines.size() ? heading_level(lines[j].text) : 1;
-        if (next_level > 0 && next_level <= level) add(n, "empty", fmt::format("section '{}' is empty", util::trim(line)));
-        if (level <= 2) {
-          section = std::string(line);
-          knowledge = is_knowledge_heading(line);
-          lessons = line.starts_with(k_lessons_heading);
-          lessons_whole = lessons;
-        }
-        continue;
-      }
-      if (line.starts_with("Answer with ")) {  // the closing instruction of kernel prompts
-        if (knowledge) end_item();
-        knowledge = lessons = false;
-        continue;
-      }
-      std::string_view t = util::trim(line);
-      if (knowledge) {
-        if (line.starts_with("- ")) {
-          end_item();
-          item = std::string(line) + "\n";
-          item_line = n;
-        } else if (!item.empty()) {
-          item += std::string(line) + "\n";
-        }
-        if (t.ends_with(k_ellipsis)) add(n, "cut", "a memory item's line ends in \"…\": it was cut");
-      }
-      if (lessons) {
-        if (t.starts_with("Also in scope")) lessons_whole = false;
-        if (lessons_whole && line.starts_with("- [")) {
-          if (t.ends_with(k_ellipsis) || t.ends_with("...")) {
-            add(n, "lesson", "a lesson offered for editing is not shown whole");
-          }
-        }
-      }
-      if (t.starts_with("|")) {
-        size_t j = i;
-        while (j < lines.size() && std::string_view(util::trim(lines[j].text)).starts_with("|")) ++j;
-        table(lines, i, j);
-        i = j - 1;
-      }
-    }
-    if (knowledge) end_item();
-    if (in_fence) add(fence_line, "cut", "a code block is never closed (its listing was cut)");
+  };
+
+  void end_item() {
+    Scan& s = m_scan;
+    if (s.item.empty()) return;
+    if (s.item_fence_open) add(s.item_line, "cut", "a memory item ends inside its code block (its listing was cut)");
+    std::string key = knowledge_content_key(s.item);
+    auto [it, fresh] = s.seen_items.emplace(key, s.item_line);
+    if (!fresh) add(s.item_line, "duplicate", fmt::format("this item repeats the one at line {}", it->second));
+    s.item.clear();
+    s.item_fence_open = false;
   }
 
- private:
+  void fence(std::string_view line, int n) {
+    Scan& s = m_scan;
+    if (!s.in_fence) s.fence_line = n;
+    s.in_fence = !s.in_fence;
+    if (s.knowledge && !s.item.empty()) {
+      s.item_fence_open = !s.item_fence_open;
+      s.item += std::string(line) + "\n";
+    }
+  }
+
+  void fenced_line(std::string_view line, int n) {
+    Scan& s = m_scan;
+    if (s.knowledge && !s.item.empty()) s.item += std::string(line) + "\n";
+    if ((s.knowledge || s.lessons) && std::string_view(util::trim(line)).ends_with(k_ellipsis)) {
+      add(n, "cut", "a code line ends in \"…\": the listing was cut");
+    }
+  }
+
+  void heading(const std::vector<Line>& lines, size_t i, int level) {
+    Scan& s = m_scan;
+    std::string_view line = lines[i].text;
+    if (s.knowledge) end_item();
+    // A heading with nothing under it before the next heading of its level or above.
+    size_t j = i + 1;
+    while (j < lines.size() && util::trim(lines[j].text).empty()) ++j;
+    int next_level = j < lines.size() ? heading_level(lines[j].text) : 1;
+    if (next_level > 0 && next_level <= level) add(lines[i].number, "empty", fmt::format("section '{}' is empty", util::trim(line)));
+    if (level <= 2) {
+      s.section = std::string(line);
+      s.knowledge = is_knowledge_heading(line);
+      s.lessons = line.starts_with(k_lessons_heading);
+      s.lessons_whole = s.lessons;
+    }
+  }
+
+  // A line of prose: part of a knowledge item, or of the lessons offered.
+  void text_line(std::string_view line, int n) {
+    Scan& s = m_scan;
+    std::string_view t = util::trim(line);
+    if (s.knowledge) {
+      if (line.starts_with("- ")) {
+        end_item();
+        s.item = std::string(line) + "\n";
+        s.item_line = n;
+      } else if (!s.item.empty()) {
+        s.item += std::string(line) + "\n";
+      }
+      if (t.ends_with(k_ellipsis)) add(n, "cut", "a memory item's line ends in \"…\": it was cut");
+    }
+    if (s.lessons) {
+      if (t.starts_with("Also in scope")) s.lessons_whole = false;
+      if (s.lessons_whole && line.starts_with("- [") && (t.ends_with(k_ellipsis) || t.ends_with("..."))) {
+        add(n, "lesson", "a lesson offered for editing is not shown whole");
+      }
+    }
+  }
+
   void table(const std::vector<Line>& lines, size_t begin, size_t end) {
     static const std::regex k_separator(R"(^\|(\s*:?-{3,}:?\s*\|)+$)");
     size_t cells = table_cells(lines[begin].text);
@@ -209,6 +232,7 @@ class TextChecker {
   const std::string& m_file;
   const std::string& m_prompt;
   std::vector<PromptFinding>& m_out;
+  Scan m_scan;
 };
 
 // The user message without its knowledge sections: what the hot tier is estimated on.
@@ -241,9 +265,25 @@ std::string without_knowledge(std::string_view user) {
   return out;
 }
 
-int64_t estimate(size_t bytes, double ratio) {
-  if (bytes == 0) return 0;
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(bytes) * ratio)));
+// How the prompt event's estimates were made: kope's estimator at a logged scale
+// ("token_scale"), or, in runs from before the one estimator, bytes times a tokens-per-byte ratio
+// ("tokens_per_byte", else what the system message implies).
+struct LoggedEstimate {
+  bool per_byte = false;
+  double value = 0;  // the scale, or tokens per byte
+
+  int64_t operator()(std::string_view text) const {
+    if (!per_byte) return context::TokenEstimator(value).estimate(text);
+    if (text.empty()) return 0;
+    return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(text.size()) * value)));
+  }
+  std::string describe() const {
+    return per_byte ? fmt::format("{:.4f} tokens/byte", value) : fmt::format("kope's estimate at scale {:.4f}", value);
+  }
+};
+
+bool positive_number(const json& ev, const char* key) {
+  return ev.contains(key) && ev[key].is_number() && ev[key].get<double>() > 0;
 }
 
 int64_t tier(const json& tiers, const char* name) {
@@ -295,25 +335,31 @@ std::vector<PromptFinding> check_prompt_tokens(const PromptText& text, const jso
   for (auto [name, v] : {std::pair{"system", sys}, {"hot", hot}, {"warm", warm}, {"cold", cold}}) {
     if (v < 0) add(fmt::format("the {} tier has {} tokens", name, v));
   }
-  // The ratio the estimates used: logged, or (older runs) what the system message implies.
-  bool logged = ev.contains("tokens_per_byte") && ev["tokens_per_byte"].is_number() && ev["tokens_per_byte"].get<double>() > 0;
-  double ratio = logged ? ev["tokens_per_byte"].get<double>()
-                        : (text.system.empty() ? 0.0 : static_cast<double>(sys) / static_cast<double>(text.system.size()));
-  if (ratio <= 0) {
+  // What the estimates used: logged, or (older runs) the ratio the system message implies.
+  const bool logged = positive_number(ev, "token_scale") || positive_number(ev, "tokens_per_byte");
+  LoggedEstimate estimate;
+  if (positive_number(ev, "token_scale")) {
+    estimate = {false, ev["token_scale"].get<double>()};
+  } else {
+    estimate.per_byte = true;
+    estimate.value = logged ? ev["tokens_per_byte"].get<double>()
+                            : (text.system.empty() ? 0.0 : static_cast<double>(sys) / static_cast<double>(text.system.size()));
+  }
+  if (estimate.value <= 0) {
     add("no tokens-per-byte ratio to check the text against");
     return out;
   }
   auto close = [&](int64_t want, int64_t got, int64_t slack) { return std::llabs(want - got) <= slack; };
   int64_t slack = logged ? 1 : 2 + total / 100;
-  int64_t sys_text = estimate(text.system.size(), ratio);
-  int64_t user_text = estimate(text.user.size(), ratio);
+  int64_t sys_text = estimate(text.system);
+  int64_t user_text = estimate(text.user);
   if (!close(sys_text, sys, slack)) {
-    add(fmt::format("the system tier says {} tokens, but its {} bytes are {} tokens at {:.4f} tokens/byte", sys,
-                    text.system.size(), sys_text, ratio));
+    add(fmt::format("the system tier says {} tokens, but its {} bytes are {} tokens at {}", sys, text.system.size(),
+                    sys_text, estimate.describe()));
   }
   if (!close(sys_text + user_text, total, slack + 1)) {
-    add(fmt::format("the total says {} tokens, but the text ({} + {} bytes) is {} tokens at {:.4f} tokens/byte", total,
-                    text.system.size(), text.user.size(), sys_text + user_text, ratio));
+    add(fmt::format("the total says {} tokens, but the text ({} + {} bytes) is {} tokens at {}", total,
+                    text.system.size(), text.user.size(), sys_text + user_text, estimate.describe()));
   }
   if (ev.value("purpose", std::string()) == "reflect") {
     if (warm != 0 || cold != 0) add("a reflection prompt has no knowledge tiers, but warm/cold are not 0");
@@ -325,7 +371,7 @@ std::vector<PromptFinding> check_prompt_tokens(const PromptText& text, const jso
     add(has_knowledge ? "the prompt has knowledge sections but warm + cold is 0"
                       : fmt::format("warm + cold is {} but the prompt has no knowledge section", warm + cold));
   }
-  int64_t hot_est = estimate(hot_text.size(), ratio);
+  int64_t hot_est = estimate(hot_text);
   int64_t hot_slack = 3 + hot / 200;
   if (!close(hot_est, hot, hot_slack)) {
     add(fmt::format("the hot tier says {} tokens, but the prompt without its knowledge sections ({} bytes) is {} tokens", hot,

@@ -134,7 +134,7 @@ TEST(PromptCheck, AssembledPromptsPass) {
   in.stage = memory::Stage::refine;
   Attempt a;
   a.iteration = 1;
-  a.verdict = "rejected";
+  a.verdict = eval::Verdict::rejected;
   a.optimisation = "a | pipe in the description that is rather long and goes on and on about what it did";
   a.message = "needed 7.37 ms of CPU time on never-seen inputs but 2.25 ms on inputs it had seen before";
   in.tried = render_tried({a});
@@ -162,7 +162,7 @@ TEST(PromptCheck, AssembledPromptsPass) {
   PromptText text{p->messages[0].content, p->messages[1].content, 3, 10};
   auto f = check_prompt_text(text, "t.md", "p");
   for (const auto& x : f) ADD_FAILURE() << x.line << " [" << x.rule << "] " << x.message;
-  json ev{{"type", "prompt"}, {"purpose", "refine"}, {"tokens_per_byte", p->tokens_per_byte}, {"total_tokens", p->total_tokens},
+  json ev{{"type", "prompt"}, {"purpose", "refine"}, {"token_scale", p->token_scale}, {"total_tokens", p->total_tokens},
           {"tier_tokens", p->tier_tokens}};
   auto t = check_prompt_tokens(text, ev, "t.md", "p");
   for (const auto& x : t) ADD_FAILURE() << "[" << x.rule << "] " << x.message;

@@ -189,13 +189,13 @@ TEST(Prompt, HotTierIsCutToFitAndFailsOnlyWhenImpossible) {
 TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   Attempt inc;
   inc.iteration = 2;
-  inc.verdict = "correct";
+  inc.verdict = eval::Verdict::correct;
   inc.improved = true;
   inc.timings = {{9, "N=4096 D=1024", 200, 2, 1000, 800.0, 50, 0.25}};
   Attempt a;
   a.iteration = 3;
   a.stage = memory::Stage::refine;
-  a.verdict = "correct";
+  a.verdict = eval::Verdict::correct;
   a.optimisation = "unroll";
   a.has_code = true;
   a.timings = {{9, "N=4096 D=1024", 250, 2, 1000, 800.0, 50, 0.2}};
@@ -205,7 +205,7 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   EXPECT_NE(fb.find("incumbent stays"), std::string::npos);
   Attempt w;
   w.iteration = 4;
-  w.verdict = "wrong_result";
+  w.verdict = eval::Verdict::wrong_result;
   w.has_code = true;
   w.message = "y differs";
   w.first_mismatch = "case N=3 D=17: y[2, 5]: got 0.1, expected 0.2";
@@ -275,7 +275,7 @@ TEST(Prompt, OpenClPromptsUseCFencesAndHaveNoCppLeftovers) {
   in.stage = memory::Stage::refine;
   Attempt inc;
   inc.iteration = 1;
-  inc.verdict = "correct";
+  inc.verdict = eval::Verdict::correct;
   in.incumbent = render_incumbent(inc, "// kope: global=(N)\n__kernel void kope_kernel() {}\n", code_language("opencl"));
   context::Budget budget;
   budget.window = 32000;
@@ -321,7 +321,7 @@ TEST(Prompt, ExperienceShowsNoItemTwiceAndQuarantineOnlyAsFeasibility) {
 TEST(Prompt, TriedTableTrimsTheDescriptionNeverTheCause) {
   Attempt a;
   a.iteration = 1;
-  a.verdict = "rejected";
+  a.verdict = eval::Verdict::rejected;
   a.optimisation = "AVX-512 3-pass softmax per row with a range-reduced polynomial exp, streaming stores and OpenMP dynamic over row blocks";
   a.message = "needed 7.37 ms of CPU time on never-seen inputs but 2.25 ms on inputs it had seen before: it keeps state | between calls";
   std::string t = render_tried({a});

@@ -44,7 +44,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
   } else {
     const Attempt& p = state.attempts[static_cast<size_t>(*a.parent_iteration - 1)];
     from = a.stage == memory::Stage::repair
-               ? fmt::format("a repair of attempt {} ({})", p.iteration, p.verdict)
+               ? fmt::format("a repair of attempt {} ({})", p.iteration, eval::verdict_name(p.verdict))
                : fmt::format("a refinement of the incumbent, attempt {} ({})", p.iteration, format_ratio(p.speedup_vs_reference));
   }
   std::string out = fmt::format("Strategy: {} attempt {} on {} ({}), {}.\n", memory::stage_name(a.stage), a.iteration,
@@ -52,7 +52,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
   out += fmt::format("Change: {}\n", a.optimisation);
   // The evaluator's message whole: a few sentences, one more when load disturbed the timing
   // (the cap is for a runaway one; a cut message reads as a cut item in later prompts).
-  out += fmt::format("Status: {}{}{}\n", a.verdict, a.message.empty() ? "" : " — ", util::truncate_text(a.message, 1200, 4));
+  out += fmt::format("Status: {}{}{}\n", eval::verdict_name(a.verdict), a.message.empty() ? "" : " — ", util::truncate_text(a.message, 1200, 4));
   if (!a.first_mismatch.empty()) out += "First mismatch: " + a.first_mismatch + "\n";
   if (a.correct()) {
     out += fmt::format("Numbers: {} vs reference, {} vs library{}, {} vs parent", format_ratio(a.speedup_vs_reference),
@@ -87,11 +87,11 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
                                        format_ratio(a.speedup_vs_incumbent));
   } else if (!a.has_code) {
     reading = "the answer held no usable code";
-  } else if (a.verdict == "compile_error") {
+  } else if (a.verdict == eval::Verdict::compile_error) {
     reading = "the compiler rejected it";
-  } else if (a.verdict == "wrong_result") {
+  } else if (a.verdict == eval::Verdict::wrong_result) {
     reading = "it computes something else than the reference";
-  } else if (a.verdict == "rejected") {
+  } else if (a.verdict == eval::Verdict::rejected) {
     reading = "it broke a kernel rule";
   } else {
     reading = "it failed at run time";

@@ -88,6 +88,94 @@ std::string str(const json& j, std::initializer_list<const char*> keys) {
   return "";
 }
 
+// The list of operations in the answer's JSON: the array itself, the array under a known key,
+// or a single operation object.
+json operation_list(const json& j) {
+  if (j.is_array()) return j;
+  json list = json::array();
+  for (const char* key : {"lessons", "operations", "deltas", "ops"}) {
+    if (j.contains(key) && j[key].is_array()) {
+      list = j[key];
+      break;
+    }
+  }
+  if (list.empty() && (j.contains("action") || j.contains("op"))) list.push_back(j);
+  return list;
+}
+
+memory::LessonKind lesson_kind_of(const json& e) {
+  std::string kind = util::to_lower(str(e, {"kind", "category_kind", "lesson_kind"}));
+  return kind == "pitfall"  ? memory::LessonKind::pitfall
+         : kind == "fix"    ? memory::LessonKind::fix
+         : kind == "recipe" ? memory::LessonKind::recipe
+                            : memory::LessonKind::strategy;
+}
+
+// The scope the model asked for, from the reflection's context: anywhere, the backend, this
+// target, or (the default) this category on this backend.
+memory::LessonScope lesson_scope_of(const json& e, const LessonContext& ctx) {
+  std::string scope = util::to_lower(str(e, {"scope"}));
+  if (scope == "any" || scope == "general" || scope == "everywhere") return {};
+  if (scope == "backend") return {"", ctx.backend, "", ""};
+  if (scope == "target" || scope == "hardware") return {ctx.category, ctx.backend, ctx.target, ctx.toolchain};
+  return {ctx.category, ctx.backend, "", ""};
+}
+
+// An "add": the new lesson in `d`; the problem when it cannot be added.
+std::optional<std::string> parse_added_lesson(const json& e, const LessonContext& ctx, memory::LessonDelta& d) {
+  d.op = memory::LessonDelta::Op::add;
+  memory::Lesson& l = d.lesson;
+  l.title = str(e, {"title", "name"});
+  l.text = str(e, {"text", "lesson", "body", "description"});
+  if (l.text.empty()) return "an added lesson has no text";
+  if (l.title.empty()) l.title = l.text.size() > 60 ? l.text.substr(0, 57) + "..." : l.text;
+  if (l.title.size() > 120) l.title = l.title.substr(0, 117) + "...";
+  if (l.text.size() > 1200) l.text = l.text.substr(0, 1197) + "...";
+  l.kind = lesson_kind_of(e);
+  l.error_signature = str(e, {"error_signature", "signature"});
+  if (l.kind != memory::LessonKind::fix) l.error_signature.clear();
+  l.scope = lesson_scope_of(e, ctx);
+  if (ctx.source_case) l.source_cases.push_back(*ctx.source_case);
+  return std::nullopt;
+}
+
+// An upvote, downvote, deprecate or edit of a lesson the prompt showed (an edit only of one shown
+// whole); the problem when it names another or changes nothing.
+std::optional<std::string> parse_lesson_change(const json& e, const std::string& action, const LessonContext& ctx,
+                                               memory::LessonDelta& d) {
+  using Op = memory::LessonDelta::Op;
+  std::string id = str(e, {"id", "lesson_id", "lesson"});
+  if (id.starts_with("lesson:")) id = id.substr(7);
+  if (!ctx.known_ids.contains(id)) return "'" + action + "' names lesson '" + id + "', which was not shown";
+  if (action == "edit" && ctx.editable_ids && !ctx.editable_ids->contains(id)) {
+    return "'edit' names lesson '" + id + "', whose whole text was not shown";
+  }
+  d.lesson_id = id;
+  d.op = action == "upvote" ? Op::upvote : action == "downvote" ? Op::downvote : action == "deprecate" ? Op::deprecate : Op::edit;
+  if (d.op == Op::edit) {
+    d.lesson.title = str(e, {"title"});
+    d.lesson.text = str(e, {"text", "lesson"});
+    if (d.lesson.title.empty() && d.lesson.text.empty()) return "an edit of '" + id + "' changes nothing";
+  }
+  std::string why = str(e, {"reason", "why"});
+  if (!why.empty()) d.reason += ": " + why;
+  return std::nullopt;
+}
+
+// One entry of the list as a delta; the problem when it is not one.
+std::optional<std::string> parse_operation(const json& e, const LessonContext& ctx, memory::LessonDelta& d) {
+  if (!e.is_object()) return "an entry is not an object";
+  std::string action = util::to_lower(str(e, {"action", "op", "type"}));
+  if (action.empty() && e.contains("text")) action = "add";
+  d.reason = ctx.reason;
+  d.source_case = ctx.source_case;
+  if (action == "add" || action == "new") return parse_added_lesson(e, ctx, d);
+  if (action == "upvote" || action == "downvote" || action == "deprecate" || action == "edit") {
+    return parse_lesson_change(e, action, ctx, d);
+  }
+  return "unknown action '" + action + "'";
+}
+
 }  // namespace
 
 std::string render_lessons_in_scope(const std::vector<memory::Lesson>& in_scope, size_t whole,
@@ -137,88 +225,14 @@ ParsedLessons parse_lessons(std::string_view answer, const LessonContext& ctx) {
     return out;
   }
   out.parsed = true;
-  json list = json::array();
-  if (j->is_array()) {
-    list = *j;
-  } else {
-    for (const char* key : {"lessons", "operations", "deltas", "ops"}) {
-      if (j->contains(key) && (*j)[key].is_array()) {
-        list = (*j)[key];
-        break;
-      }
-    }
-    if (list.empty() && (j->contains("action") || j->contains("op"))) list.push_back(*j);
-  }
-  using Op = memory::LessonDelta::Op;
-  for (const auto& e : list) {
-    if (!e.is_object()) {
-      out.problems.push_back("an entry is not an object");
-      continue;
-    }
-    if (out.deltas.size() >= k_max_lessons_per_reflection) {
+  for (const auto& e : operation_list(*j)) {
+    if (e.is_object() && out.deltas.size() >= k_max_lessons_per_reflection) {
       out.problems.push_back("more than three operations: the rest were ignored");
       break;
     }
-    std::string action = util::to_lower(str(e, {"action", "op", "type"}));
-    if (action.empty() && e.contains("text")) action = "add";
     memory::LessonDelta d;
-    d.reason = ctx.reason;
-    d.source_case = ctx.source_case;
-    if (action == "add" || action == "new") {
-      d.op = Op::add;
-      memory::Lesson& l = d.lesson;
-      l.title = str(e, {"title", "name"});
-      l.text = str(e, {"text", "lesson", "body", "description"});
-      if (l.text.empty()) {
-        out.problems.push_back("an added lesson has no text");
-        continue;
-      }
-      if (l.title.empty()) l.title = l.text.size() > 60 ? l.text.substr(0, 57) + "..." : l.text;
-      if (l.title.size() > 120) l.title = l.title.substr(0, 117) + "...";
-      if (l.text.size() > 1200) l.text = l.text.substr(0, 1197) + "...";
-      std::string kind = util::to_lower(str(e, {"kind", "category_kind", "lesson_kind"}));
-      l.kind = kind == "pitfall" ? memory::LessonKind::pitfall
-               : kind == "fix"   ? memory::LessonKind::fix
-               : kind == "recipe" ? memory::LessonKind::recipe
-                                  : memory::LessonKind::strategy;
-      l.error_signature = str(e, {"error_signature", "signature"});
-      if (l.kind != memory::LessonKind::fix) l.error_signature.clear();
-      std::string scope = util::to_lower(str(e, {"scope"}));
-      if (scope == "any" || scope == "general" || scope == "everywhere") {
-        l.scope = {};
-      } else if (scope == "backend") {
-        l.scope = {"", ctx.backend, "", ""};
-      } else if (scope == "target" || scope == "hardware") {
-        l.scope = {ctx.category, ctx.backend, ctx.target, ctx.toolchain};
-      } else {
-        l.scope = {ctx.category, ctx.backend, "", ""};
-      }
-      if (ctx.source_case) l.source_cases.push_back(*ctx.source_case);
-    } else if (action == "upvote" || action == "downvote" || action == "deprecate" || action == "edit") {
-      std::string id = str(e, {"id", "lesson_id", "lesson"});
-      if (id.starts_with("lesson:")) id = id.substr(7);
-      if (!ctx.known_ids.contains(id)) {
-        out.problems.push_back("'" + action + "' names lesson '" + id + "', which was not shown");
-        continue;
-      }
-      if (action == "edit" && ctx.editable_ids && !ctx.editable_ids->contains(id)) {
-        out.problems.push_back("'edit' names lesson '" + id + "', whose whole text was not shown");
-        continue;
-      }
-      d.lesson_id = id;
-      d.op = action == "upvote" ? Op::upvote : action == "downvote" ? Op::downvote : action == "deprecate" ? Op::deprecate : Op::edit;
-      if (d.op == Op::edit) {
-        d.lesson.title = str(e, {"title"});
-        d.lesson.text = str(e, {"text", "lesson"});
-        if (d.lesson.title.empty() && d.lesson.text.empty()) {
-          out.problems.push_back("an edit of '" + id + "' changes nothing");
-          continue;
-        }
-      }
-      std::string why = str(e, {"reason", "why"});
-      if (!why.empty()) d.reason += ": " + why;
-    } else {
-      out.problems.push_back("unknown action '" + action + "'");
+    if (auto problem = parse_operation(e, ctx, d)) {
+      out.problems.push_back(std::move(*problem));
       continue;
     }
     out.deltas.push_back(std::move(d));

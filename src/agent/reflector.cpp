@@ -148,7 +148,7 @@ Result<bool> Reflector::ask(const std::string& key, const Subject& subject) {
   for (const auto& m : messages) estimated += est.estimate(m.content);
   int64_t system_tokens = est.estimate(messages[0].content);
   KOPE_TRY(m_ctx.event({{"type", "prompt"}, {"purpose", "reflect"}, {"key", key}, {"total_tokens", estimated},
-                        {"tokens_per_byte", est.ratio()},
+                        {"token_scale", est.scale()},
                         {"tier_tokens", {{"system", system_tokens}, {"hot", estimated - system_tokens}, {"warm", 0}, {"cold", 0}}}}));
   int k = static_cast<int>(m_ctx.state.attempts.size());
   llm::ChatParams params;

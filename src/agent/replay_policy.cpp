@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "agent/replay.h"
+#include "eval/registry.h"
 #include "util/hash.h"
 
 namespace kope::agent {
@@ -47,7 +48,7 @@ Result<std::set<std::string>> ReplayPolicy::failed_here() {
   KOPE_ASSIGN(auto native, cases_if_any(*m_ctx.env.store, mine));
   std::set<std::string> failed;
   for (const auto& c : native) {
-    if (c.verdict != "correct" && c.verdict != "timeout" && !c.code_hash.empty()) failed.insert(c.code_hash);
+    if (c.verdict != eval::Verdict::correct && c.verdict != eval::Verdict::timeout && !c.code_hash.empty()) failed.insert(c.code_hash);
   }
   return failed;
 }
@@ -59,7 +60,7 @@ Result<std::vector<memory::CaseRecord>> ReplayPolicy::foreign_cases(int per_op) 
   // tried: it is neither evidence nor likely to compute this op.)
   memory::CaseFilter f;
   f.op = m_ctx.op.name;
-  f.verdict = "correct";
+  f.verdict = eval::Verdict::correct;
   f.foreign_origin = true;
   f.quarantined = false;
   f.with_code = true;
@@ -79,6 +80,7 @@ Result<std::set<std::string>> ReplayPolicy::related_ops(const std::string& types
   q.target = m_ctx.env.evaluator->target().str();
   q.toolchain = m_ctx.env.evaluator->toolchain_id();
   q.backend = m_ctx.env.evaluator->backend();
+  q.code_fences = eval::backend_code_fences();
   q.limit = 40;
   q.holdout = m_ctx.env.holdout;
   KOPE_ASSIGN(auto items, m_ctx.env.store->retrieve(q));
@@ -102,7 +104,7 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
   std::map<std::string, ReplayCandidate> by_code;
   bool has_own = false;  // memory holds a verified kernel of this op itself (tried or not)
   auto consider = [&](const memory::CaseRecord& c) {
-    if (c.verdict != "correct" || c.quarantined || c.code.empty() || c.run_id == env.run_id) return;
+    if (c.verdict != eval::Verdict::correct || c.quarantined || c.code.empty() || c.run_id == env.run_id) return;
     if (env.holdout.excludes(c.task.op, c.task.spec_hash, c.run_id)) return;  // contamination guard
     // A kernel in another backend's language (C++ on OpenCL) cannot be replayed here.
     if (!c.toolchain.backend.empty() && c.toolchain.backend != env.evaluator->backend()) return;

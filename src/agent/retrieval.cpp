@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "eval/registry.h"
 #include "util/strings.h"
 
 namespace kope::agent {
@@ -16,6 +17,7 @@ memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan) {
   q.target = ctx.env.evaluator->target().str();
   q.toolchain = ctx.env.evaluator->toolchain_id();
   q.backend = ctx.env.evaluator->backend();
+  q.code_fences = eval::backend_code_fences();
   q.stage = plan.stage;
   q.holdout = ctx.env.holdout;
   q.limit = ctx.cfg.mode == context::Mode::passive ? ctx.cfg.passive_retrieval_limit : ctx.cfg.retrieval_limit;
@@ -30,7 +32,7 @@ memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan) {
       auto c = ctx.env.store->get_case(id->second);  // recorded before a resume: read back once
       if (c && *c) q.last_error_signature = (*c)->error_signature;
     }
-    q.text = failed.verdict + " " + failed.message + " " + util::truncate_text(failed.diagnostics, 600, 8);
+    q.text = std::string(eval::verdict_name(failed.verdict)) + " " + failed.message + " " + util::truncate_text(failed.diagnostics, 600, 8);
   } else if (const Attempt* inc = ctx.state.incumbent()) {
     q.text = inc->optimisation + " " + ctx.op.category + " faster";
   } else {

@@ -15,6 +15,7 @@
 
 #include "run/results.h"
 #include "util/fs.h"
+#include "util/time.h"
 
 #ifndef KOPE_VERSION
 #define KOPE_VERSION "0"
@@ -89,7 +90,7 @@ Result<std::unique_ptr<Run>> Run::create(RunConfig config, std::vector<spec::OpS
     }
     config.ops.push_back({op.name, fs::absolute(op.dir).lexically_normal().string(), op.spec_hash});
   }
-  if (config.created_at.empty()) config.created_at = run::now_iso8601();
+  if (config.created_at.empty()) config.created_at = util::now_iso8601();
   KOPE_TRY(util::write_file_atomic(dir / "config.json", config_to_json(config).dump(2) + "\n"));
   KOPE_ASSIGN(run->m_events, EventLog::open(dir / "events.jsonl"));
   run->m_config = std::move(config);

@@ -201,13 +201,13 @@ TEST(Results, FiguresOverStatedSets) {
   OpState sa;
   Attempt bad;
   bad.iteration = 1;
-  bad.verdict = "wrong_result";
+  bad.verdict = eval::Verdict::wrong_result;
   bad.cases_passed = 5;
   bad.cases_total = 12;
   bad.label = "negative";
   Attempt good;
   good.iteration = 2;
-  good.verdict = "correct";
+  good.verdict = eval::Verdict::correct;
   good.improved = true;
   good.speedup_vs_reference = 1.2;
   good.speedup_vs_library = 0.5;

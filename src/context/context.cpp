@@ -242,15 +242,58 @@ Selection select(const std::vector<Item>& hot, const std::vector<Item>& warm, co
   return sel;
 }
 
+int64_t estimate_tokens(std::string_view text) {
+  int64_t tokens = 0;
+  size_t i = 0;
+  const size_t n = text.size();
+  auto is_alpha = [](unsigned char c) { return std::isalpha(c) != 0 || c == '_'; };
+  while (i < n) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      // One code point: skip its continuation bytes.
+      ++i;
+      while (i < n && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) ++i;
+      ++tokens;
+    } else if (is_alpha(c)) {
+      size_t start = i;
+      while (i < n && is_alpha(static_cast<unsigned char>(text[i]))) ++i;
+      tokens += 1 + static_cast<int64_t>((i - start - 1) / 5);
+    } else if (std::isdigit(c) != 0) {
+      size_t start = i;
+      while (i < n && std::isdigit(static_cast<unsigned char>(text[i])) != 0) ++i;
+      tokens += static_cast<int64_t>((i - start + 2) / 3);
+    } else if (c == ' ') {
+      size_t start = i;
+      while (i < n && text[i] == ' ') ++i;
+      size_t run = i - start;
+      // One space before a word merges into it; longer runs are indentation tokens.
+      if (run > 1) tokens += static_cast<int64_t>((run - 1 + 3) / 4);
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      ++tokens;
+      ++i;
+      while (i < n && (text[i] == '\n' || text[i] == '\r')) ++i;
+    } else {
+      // Punctuation: pairs such as "==", "->", "::", "//", "();" often merge.
+      size_t start = i;
+      while (i < n && std::ispunct(static_cast<unsigned char>(text[i])) != 0) ++i;
+      tokens += static_cast<int64_t>((i - start + 1) / 2);
+    }
+  }
+  return tokens;
+}
+
+TokenEstimator::TokenEstimator(double scale) : m_scale(std::clamp(scale, k_min_scale, k_max_scale)) {}
+
 int64_t TokenEstimator::estimate(std::string_view text) const {
   if (text.empty()) return 0;
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(text.size()) * m_tokens_per_byte)));
+  const double base = static_cast<double>(estimate_tokens(text));
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(base * m_scale)));
 }
 
 void TokenEstimator::calibrate(int64_t estimated, int64_t reported) {
   if (estimated <= 0 || reported <= 0) return;
-  double observed = m_tokens_per_byte * static_cast<double>(reported) / static_cast<double>(estimated);
-  m_tokens_per_byte = std::clamp(0.7 * m_tokens_per_byte + 0.3 * observed, 0.1, 1.0);
+  double observed = m_scale * static_cast<double>(reported) / static_cast<double>(estimated);
+  m_scale = std::clamp(0.7 * m_scale + 0.3 * observed, k_min_scale, k_max_scale);
 }
 
 }  // namespace kope::context

@@ -81,18 +81,33 @@ Selection select(const std::vector<Item>& hot, const std::vector<Item>& warm,
 // Approximate similarity of two texts in [0, 1] (Jaccard over hashed word trigrams).
 double text_similarity(std::string_view a, std::string_view b);
 
-// Estimates tokens from text and learns the ratio from the provider's reported usage.
+// kope's one token estimate of a text before any calibration: a heuristic after BPE tokenizers
+// (cl100k/o200k-like): a letter run costs one token plus one per further 5 letters (a leading
+// space merges into it), digits group by three, punctuation is mostly one token per character
+// with common pairs merged, runs of spaces (indentation) one token per 4, newlines one token
+// each, and a non-ASCII code point about one token (CJK). Every estimate in kope is this one
+// (memory items, the model clients' accounting) or TokenEstimator's calibrated form of it.
+int64_t estimate_tokens(std::string_view text);
+
+// Estimates the prompt's tokens: estimate_tokens times a scale learned from the provider's
+// reported usage (the model's own tokenizer). Plain value; not thread-safe (the agent shares one
+// behind a mutex and snapshots it per prompt).
 class TokenEstimator {
  public:
-  // Tokens for `text` with the current ratio (at least 1 for non-empty text).
+  static constexpr double k_min_scale = 0.25, k_max_scale = 4.0;
+
+  // An estimator with `scale` (clamped to [k_min_scale, k_max_scale]); 1 is the uncalibrated rule.
+  explicit TokenEstimator(double scale = 1.0);
+  // Tokens for `text` at the current scale: ceil(estimate_tokens(text) x scale), at least 1 for
+  // non-empty text.
   int64_t estimate(std::string_view text) const;
-  // After a call: the prompt's estimate and what the provider reported. Moves the ratio toward
+  // After a call: the prompt's estimate and what the provider reported. Moves the scale toward
   // reported/estimated (exponential moving average) and clamps it to a sane range.
   void calibrate(int64_t estimated, int64_t reported);
-  double ratio() const { return m_tokens_per_byte; }
+  double scale() const { return m_scale; }
 
  private:
-  double m_tokens_per_byte = 0.3;  // ~3.3 bytes per token for code-heavy English
+  double m_scale = 1.0;
 };
 
 }  // namespace kope::context

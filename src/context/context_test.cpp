@@ -174,16 +174,40 @@ TEST(Similarity, Basics) {
   EXPECT_GT(text_similarity("tile the k loop for cache reuse in matmul", "tile the k loop for cache reuse in conv"), 0.5);
 }
 
+TEST(EstimateTokens, MatchesKnownCountsRoughly) {
+  // cl100k counts: "Hello, world!" = 4, the pangram = 10.
+  EXPECT_EQ(estimate_tokens("Hello, world!"), 4);
+  EXPECT_EQ(estimate_tokens("The quick brown fox jumps over the lazy dog."), 10);
+  EXPECT_EQ(estimate_tokens(""), 0);
+  // Code: within a factor of 1.5 of a chars/3.2 rule of thumb.
+  std::string code =
+      "extern \"C\" void kope_kernel(const float* x, float* y, int64_t N, int64_t D) {\n"
+      "  for (int64_t i = 0; i < N; ++i) {\n    float m = x[i * D];\n  }\n}\n";
+  double rule = static_cast<double>(code.size()) / 3.2;
+  int64_t est = estimate_tokens(code);
+  EXPECT_GT(static_cast<double>(est), rule / 1.5);
+  EXPECT_LT(static_cast<double>(est), rule * 1.5);
+  // Non-ASCII: one token per code point, not per byte.
+  EXPECT_EQ(estimate_tokens("\xe4\xbd\xa0\xe5\xa5\xbd"), 2);  // two CJK characters
+}
+
+// The scale moves toward what the provider reports. 4000 letters are 800 tokens by the rule; the
+// provider says 2000 (scale 2.5). (Before one estimator, the calibrated quantity was tokens per
+// byte, starting at 0.3 and converging to 0.5 here.)
 TEST(TokenEstimator, CalibratesTowardReportedUsage) {
   TokenEstimator e;
   std::string text(4000, 'x');
   int64_t before = e.estimate(text);
-  for (int i = 0; i < 20; ++i) e.calibrate(e.estimate(text), 2000);  // provider says 0.5 tokens/byte
-  EXPECT_NEAR(e.ratio(), 0.5, 0.02);
+  EXPECT_EQ(before, estimate_tokens(text));  // uncalibrated: the rule itself
+  EXPECT_EQ(before, 800);
+  for (int i = 0; i < 20; ++i) e.calibrate(e.estimate(text), 2000);
+  EXPECT_NEAR(e.scale(), 2.5, 0.05);
   EXPECT_GT(e.estimate(text), before);
   e.calibrate(100, 0);  // ignored
-  EXPECT_NEAR(e.ratio(), 0.5, 0.02);
+  EXPECT_NEAR(e.scale(), 2.5, 0.05);
   EXPECT_EQ(e.estimate(""), 0);
+  EXPECT_EQ(TokenEstimator(100.0).scale(), TokenEstimator::k_max_scale);  // clamped
+  EXPECT_EQ(TokenEstimator(0.5).estimate("Hello, world!"), 2);            // ceil(4 x 0.5)
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "eval/library.h"
 #include "eval/measure.h"
 #include "kope/eval.h"
+#include "util/strings.h"
 
 namespace kope::eval {
 
@@ -126,6 +127,17 @@ std::optional<Verdict> parse_verdict(std::string_view s) {
     if (name == s) return verdict;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> verdict_name_list() {
+  std::vector<std::string> names;
+  for (const auto& [verdict, name] : k_names) names.emplace_back(name);
+  return names;
+}
+
+std::string_view verdict_names() {
+  static const std::string names = util::join(verdict_name_list(), ", ");
+  return names;
 }
 
 std::string EvalResult::to_json() const {

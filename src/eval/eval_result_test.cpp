@@ -15,6 +15,7 @@ TEST(Verdict, NamesRoundTrip) {
   }
   EXPECT_EQ(verdict_name(Verdict::wrong_result), "wrong_result");
   EXPECT_FALSE(parse_verdict("fast"));
+  EXPECT_EQ(verdict_names(), "correct, wrong_result, compile_error, runtime_error, timeout, resource_limit, rejected");
 }
 
 EvalResult sample() {

@@ -33,6 +33,7 @@
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/strings.h"
+#include "util/time.h"
 
 namespace kope::eval {
 
@@ -71,15 +72,6 @@ uint64_t random_u64() {
   uint64_t v = 0;
   if (::getrandom(&v, sizeof v, 0) != sizeof v) v = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^ static_cast<uint64_t>(::getpid());
   return v;
-}
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 uint64_t max_extent(const spec::OpSpec& op, bool inputs) {
@@ -362,7 +354,7 @@ BaselineTiming to_baseline(const TimingOutcome& t) {
   bt.ci95_us = t.ci95_s * 1e6;
   for (double x : t.samples_s) bt.samples_us.push_back(x * 1e6);
   bt.calls_per_batch = t.calls_per_batch;
-  bt.measured_at = now_iso();
+  bt.measured_at = util::now_iso8601(util::TimePrecision::seconds);
   return bt;
 }
 

@@ -21,6 +21,7 @@
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/strings.h"
+#include "util/time.h"
 
 namespace kope::eval {
 
@@ -30,15 +31,6 @@ using json = nlohmann::json;
 
 // Bumped when the selection procedure changes, so cached selections are made again.
 constexpr const char* k_selection_recipe = "kope-library-best-1";
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // "key=value" of a report's part for `library` ("openblas core=Haswell threads=2 ...;").
 std::map<std::string, std::string> report_fields(std::string_view report, std::string_view library) {
@@ -440,7 +432,7 @@ Result<std::optional<LibrarySelection>> select_library_config(const HardwareProf
     if (!t.correct || (!timed.empty() && !(t.geomean_us > 0))) continue;
     if (sel.best < 0 || t.geomean_us < sel.trials[static_cast<size_t>(sel.best)].geomean_us) sel.best = static_cast<int>(i);
   }
-  sel.measured_at = now_iso();
+  sel.measured_at = util::now_iso8601(util::TimePrecision::seconds);
   if (util::make_dirs(path.parent_path())) (void)util::write_file_atomic(path, selection_to_json(sel).dump(2));
   return std::optional<LibrarySelection>(std::move(sel));
 }

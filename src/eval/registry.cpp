@@ -88,6 +88,14 @@ std::vector<std::string> backend_name_list() {
   return names;
 }
 
+std::map<std::string, std::string> backend_code_fences() {
+  std::map<std::string, std::string> fences;
+  for (const auto& r : k_rows) fences.emplace(r.name, r.fence);
+  return fences;
+}
+
+std::string_view default_backend_name() { return k_rows[0].name; }
+
 std::string backend_names(std::string_view sep, std::string_view last_sep) {
   std::vector<std::string> names = backend_name_list();
   std::string last = names.back();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -76,5 +77,11 @@ std::string backend_names(std::string_view sep = ", ", std::string_view last_sep
 
 // Every backend's name, for a CLI option's allowed values.
 std::vector<std::string> backend_name_list();
+
+// Every backend's name -> the code-fence language of its kernels (memory::RetrievalQuery).
+std::map<std::string, std::string> backend_code_fences();
+
+// The default backend's name (the first row: "cpu").
+std::string_view default_backend_name();
 
 }  // namespace kope::eval

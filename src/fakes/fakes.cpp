@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "context/context.h"
 #include "util/hash.h"
 #include "util/strings.h"
 
@@ -20,6 +21,8 @@ std::optional<std::string> directive(std::string_view source, std::string_view k
   return std::string(util::trim(source.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start)));
 }
 
+// The fake model's own tokenizer for its reported usage: bytes / 4, deliberately not kope's
+// estimate, so the agent's calibration has a difference to learn.
 int64_t tokens_of(std::string_view s) { return static_cast<int64_t>((s.size() + 3) / 4); }
 
 }  // namespace
@@ -217,7 +220,7 @@ Result<std::vector<memory::CaseRecord>> InMemoryStore::best_cases(const std::str
   std::lock_guard lock(m_mutex);
   std::vector<memory::CaseRecord> out;
   for (const auto& c : m_cases) {
-    if (c.task.op == op && c.verdict == "correct" && !c.quarantined && (target.empty() || c.hardware.target == target)) {
+    if (c.task.op == op && c.verdict == eval::Verdict::correct && !c.quarantined && (target.empty() || c.hardware.target == target)) {
       out.push_back(c);
     }
   }
@@ -291,7 +294,7 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     it.kind = memory::RetrievedItem::Kind::lesson;
     it.id = "lesson:" + l.id;
     it.text = fmt::format("[{}] {}: {}", l.id, l.title, l.text);
-    it.tokens = tokens_of(it.text);
+    it.tokens = context::estimate_tokens(it.text);
     double cat = l.scope.category.empty() ? 0.3 : (l.scope.category == q.task.category ? 1.0 : 0.1);
     double sig = (!q.last_error_signature.empty() && l.error_signature == q.last_error_signature) ? 0.5 : 0.0;
     auto v = l.value.find(stage);
@@ -307,7 +310,7 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
   // The best correct case per op, and recent failures of this op.
   std::map<std::string, const memory::CaseRecord*> best;
   for (const auto& c : m_cases) {
-    if (c.verdict != "correct" || c.quarantined) continue;
+    if (c.verdict != eval::Verdict::correct || c.quarantined) continue;
     if (q.holdout.excludes(c.task.op, c.task.spec_hash, c.run_id)) continue;
     auto& b = best[c.task.op + "|" + c.hardware.target];
     if (!b || c.speedup_vs_reference.value_or(0) > b->speedup_vs_reference.value_or(0)) b = &c;
@@ -319,7 +322,7 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     it.id = fmt::format("case:{}", c->id);
     it.text = fmt::format("Best kernel for {} on {} ({:.2f}x vs reference): {}\n```cpp\n{}```", c->task.op,
                           c->hardware.target, c->speedup_vs_reference.value_or(0), c->optimisation, c->code);
-    it.tokens = tokens_of(it.text);
+    it.tokens = context::estimate_tokens(it.text);
     it.foreign = c->hardware.target != q.target || c->toolchain.id != q.toolchain;
     it.score = sim + 0.1 * m_case_values[c->id];
     it.score_parts = {{"similarity", sim}};
@@ -332,14 +335,14 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     items.push_back(std::move(it));
   }
   for (const auto& c : m_cases) {
-    if (c.verdict == "correct" || c.task.op != q.task.op) continue;
+    if (c.verdict == eval::Verdict::correct || c.task.op != q.task.op) continue;
     if (q.holdout.excludes(c.task.op, c.task.spec_hash, c.run_id)) continue;
     memory::RetrievedItem it;
     it.kind = memory::RetrievedItem::Kind::case_summary;
     it.id = fmt::format("case:{}", c.id);
     it.text = fmt::format("Attempt on {} ({}): '{}' ended {}: {}", c.task.op, memory::stage_name(c.stage), c.optimisation,
-                          c.verdict, c.message);
-    it.tokens = tokens_of(it.text);
+                          eval::verdict_name(c.verdict), c.message);
+    it.tokens = context::estimate_tokens(it.text);
     it.foreign = c.hardware.target != q.target;
     it.score = 0.4;
     it.target = c.hardware.target;
@@ -400,7 +403,7 @@ Result<std::vector<memory::CaseRecord>> InMemoryStore::cases(const memory::CaseF
     if (f.limit > 0 && out.size() >= static_cast<size_t>(f.limit)) break;
     if (f.before_id > 0 && c.id >= f.before_id) continue;
     if (!fits(f.op, c.task.op) || !fits(f.target, c.hardware.target) || !fits(f.toolchain, c.toolchain.id) ||
-        !fits(f.run_id, c.run_id) || !fits(f.verdict, c.verdict) || !fits(f.error_signature, c.error_signature) ||
+        !fits(f.run_id, c.run_id) || (f.verdict && *f.verdict != c.verdict) || !fits(f.error_signature, c.error_signature) ||
         !fits(f.spec_hash, c.task.spec_hash) || (!f.not_run_id.empty() && c.run_id == f.not_run_id)) {
       continue;
     }

@@ -16,6 +16,7 @@
 #include "util/fs.h"
 #include "util/strings.h"
 #include "util/subprocess.h"
+#include "util/time.h"
 
 namespace kope {
 
@@ -37,15 +38,6 @@ uint64_t parse_cache_size(std::string s) {
 std::string read_trimmed(const std::string& path) {
   auto r = util::read_file(path);
   return r ? std::string(util::trim(*r)) : std::string();
-}
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm {};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string compiler_command() {
@@ -105,7 +97,7 @@ Result<HardwareProfile> measure() {
   }
   if (p.bandwidth.empty() || p.peak_gflops <= 0) return fail(ErrorKind::internal, "the hardware probe measured nothing");
   p.peak_gbps = p.bandwidth.back().gbps;
-  p.measured_at = now_iso();
+  p.measured_at = util::now_iso8601(util::TimePrecision::seconds);
   p.probe_version = k_hw_probe_version;
   return p;
 }

@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "context/context.h"
 #include "llm/limiter.h"
 #include "llm/provider.h"
 #include "llm/retry.h"
@@ -185,7 +186,7 @@ class HttpLlmClient final : public LlmClient {
         ChatResponse r = std::move(outcome->response);
         if (r.usage.estimated) {
           r.usage.prompt_tokens = prompt_estimate;
-          r.usage.completion_tokens = estimate_tokens(r.text);
+          r.usage.completion_tokens = context::estimate_tokens(r.text);
           r.usage.cached_tokens = 0;
         }
         if (r.model.empty()) r.model = m_profile.model;

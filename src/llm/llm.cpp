@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "context/context.h"
 #include "util/strings.h"
 
 namespace kope::llm {
@@ -69,55 +70,10 @@ bool LlmError::retryable() const {
   }
 }
 
-// A heuristic after BPE tokenizers (cl100k/o200k-like): a letter run costs one token plus one
-// per further 5 letters (a leading space merges into it), digits group by three, punctuation is
-// mostly one token per character with common pairs merged, runs of spaces (indentation) one token
-// per 4, newlines one token each, and a non-ASCII code point about one token (CJK) — bytes of a
-// multi-byte character are counted once.
-int64_t estimate_tokens(std::string_view text) {
-  int64_t tokens = 0;
-  size_t i = 0;
-  const size_t n = text.size();
-  auto is_alpha = [](unsigned char c) { return std::isalpha(c) != 0 || c == '_'; };
-  while (i < n) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x80) {
-      // One code point: skip its continuation bytes.
-      ++i;
-      while (i < n && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) ++i;
-      ++tokens;
-    } else if (is_alpha(c)) {
-      size_t start = i;
-      while (i < n && is_alpha(static_cast<unsigned char>(text[i]))) ++i;
-      tokens += 1 + static_cast<int64_t>((i - start - 1) / 5);
-    } else if (std::isdigit(c) != 0) {
-      size_t start = i;
-      while (i < n && std::isdigit(static_cast<unsigned char>(text[i])) != 0) ++i;
-      tokens += static_cast<int64_t>((i - start + 2) / 3);
-    } else if (c == ' ') {
-      size_t start = i;
-      while (i < n && text[i] == ' ') ++i;
-      size_t run = i - start;
-      // One space before a word merges into it; longer runs are indentation tokens.
-      if (run > 1) tokens += static_cast<int64_t>((run - 1 + 3) / 4);
-    } else if (c == '\n' || c == '\r' || c == '\t') {
-      ++tokens;
-      ++i;
-      while (i < n && (text[i] == '\n' || text[i] == '\r')) ++i;
-    } else {
-      // Punctuation: pairs such as "==", "->", "::", "//", "();" often merge.
-      size_t start = i;
-      while (i < n && std::ispunct(static_cast<unsigned char>(text[i])) != 0) ++i;
-      tokens += static_cast<int64_t>((i - start + 1) / 2);
-    }
-  }
-  return tokens;
-}
-
 int64_t estimate_tokens(const std::vector<Message>& messages) {
   // Chat templates add about 4 tokens per message and 3 to prime the answer.
   int64_t tokens = 3;
-  for (const auto& m : messages) tokens += 4 + estimate_tokens(m.content);
+  for (const auto& m : messages) tokens += 4 + context::estimate_tokens(m.content);
   return tokens;
 }
 

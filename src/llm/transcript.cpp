@@ -11,19 +11,9 @@
 
 #include "kope/llm.h"
 #include "util/fs.h"
+#include "util/time.h"
 
 namespace kope::llm {
-
-std::string utc_timestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
-}
 
 Result<std::shared_ptr<TranscriptWriter>> TranscriptWriter::open(
     const std::filesystem::path& path) {
@@ -51,7 +41,7 @@ TranscriptWriter::~TranscriptWriter() {
 
 Status TranscriptWriter::write(nlohmann::ordered_json event) {
   nlohmann::ordered_json line = nlohmann::ordered_json::object();
-  line["ts"] = utc_timestamp();
+  line["ts"] = util::now_iso8601();
   line["pid"] = static_cast<int64_t>(::getpid());
   for (auto& [k, v] : event.items()) line[k] = std::move(v);
   // Invalid UTF-8 from a server must not make the line unwritable.

@@ -42,7 +42,4 @@ class TranscriptWriter {
   std::mutex m_mutex;
 };
 
-// Current UTC time as "2025-01-31T12:34:56.789Z".
-std::string utc_timestamp();
-
 }  // namespace kope::llm

@@ -51,8 +51,9 @@ std::string quarantine_reason(const CaseRecord& c, double r, bool parent_correct
 CaseAssessment assess_case(const CaseRecord& c, const ParentFacts* parent) {
   CaseAssessment a;
   a.error_signature = c.error_signature.empty() ? error_signature(c.verdict, c.message, c.diagnostics) : c.error_signature;
-  if (c.verdict != "correct") return a;  // r = 0: negative
-  const bool parent_correct_timed = parent && parent->verdict == "correct" && positive(parent->speedup_vs_reference);
+  if (c.verdict != eval::Verdict::correct) return a;  // r = 0: negative
+  const bool parent_correct_timed =
+      parent && parent->verdict == eval::Verdict::correct && positive(parent->speedup_vs_reference);
   const double parent_speed = parent_correct_timed ? *parent->speedup_vs_reference : 1.0;  // else the reference
   if (positive(c.speedup_vs_reference)) {
     a.ratio = *c.speedup_vs_reference / parent_speed;

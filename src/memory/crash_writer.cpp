@@ -11,10 +11,12 @@
 #include <fmt/format.h>
 
 #include "kope/memory.h"
+#include "kope/verdict.h"
 
 namespace {
 
 using namespace kope::memory;
+namespace eval = kope::eval;
 
 void say(const std::string& line) {
   std::string s = line + "\n";
@@ -43,13 +45,13 @@ CaseRecord make(const std::string& key, int64_t i, std::optional<int64_t> parent
   c.optimisation = fmt::format("variant {}", i % 17);
   c.code = fmt::format("// kernel {}\nextern \"C\" void kope_kernel() {{ /* {} */ }}\n", i % 40, i % 40);
   if (i % 5 == 2) {
-    c.verdict = "compile_error";
+    c.verdict = eval::Verdict::compile_error;
     c.diagnostics = fmt::format("candidate.cpp:{}:3: error: 'v{}' was not declared in this scope", i % 90, i);
   } else {
-    c.verdict = "correct";
+    c.verdict = eval::Verdict::correct;
     c.speedup_vs_reference = 1.0 + static_cast<double>(i % 29) / 10.0;
   }
-  c.journal = fmt::format("attempt {}: tried variant {}, reading: {}", i, i % 17, c.verdict);
+  c.journal = fmt::format("attempt {}: tried variant {}, reading: {}", i, i % 17, eval::verdict_name(c.verdict));
   return c;
 }
 

@@ -12,6 +12,7 @@
 #include "memory/sqlite_store.h"
 #include "memory/text.h"
 #include "util/fs.h"
+#include "util/time.h"
 
 namespace kope::memory {
 
@@ -77,7 +78,13 @@ Result<CaseRecord> case_from_json(const json& j) {
   c.stage = *stage;
   c.optimisation = str_from(j, "optimisation");
   c.code = str_from(j, "code");
-  c.verdict = str_from(j, "verdict");
+  const std::string verdict = str_from(j, "verdict");
+  auto known = eval::parse_verdict(verdict);
+  if (!known) {
+    return fail(ErrorKind::usage, "case {}: unknown verdict '{}' (expected one of {})", c.natural_key, verdict,
+                eval::verdict_names());
+  }
+  c.verdict = *known;
   c.message = str_from(j, "message");
   c.diagnostics = str_from(j, "diagnostics");
   c.error_signature = str_from(j, "error_signature");
@@ -126,8 +133,8 @@ std::string dot_escape(std::string_view s) {
   return out;
 }
 
-const char* outcome_colour(std::string_view verdict, Outcome o) {
-  if (verdict != "correct") return "#f4b6b6";
+const char* outcome_colour(eval::Verdict verdict, Outcome o) {
+  if (verdict != eval::Verdict::correct) return "#f4b6b6";
   switch (o) {
     case Outcome::effective: return "#9fd89f";
     case Outcome::partial: return "#d8efb0";
@@ -159,7 +166,7 @@ Status SqliteStore::export_json(std::ostream& out, const ExportOptions& options)
   } end_read{m_db.get()};
 
   json head{{"format", k_export_format}, {"version", k_export_version}, {"schema_version", k_schema_version},
-            {"origin", m_instance}, {"exported_at", now_iso8601()},
+            {"origin", m_instance}, {"exported_at", util::now_iso8601()},
             {"filter", {{"op", options.op}, {"target", options.target}}}};
   if (!options.provenance.empty()) {
     json prov = json::parse(options.provenance, nullptr, false);
@@ -268,13 +275,13 @@ Status SqliteStore::export_dot(std::ostream& out, const ExportOptions& options) 
     Node n;
     n.id = st.int64(0);
     n.parent = st.opt_int64(1);
-    std::string verdict = st.text(5);
+    KOPE_ASSIGN(eval::Verdict verdict, stored_verdict(st.text(5)));
     auto outcome = static_cast<Outcome>(std::clamp<int64_t>(st.int64(6), 0, 3));
     std::string stage(stage_name(static_cast<Stage>(std::clamp<int64_t>(st.int64(4), 0, 2))));
-    std::string numbers = verdict == "correct"
+    std::string numbers = verdict == eval::Verdict::correct
                               ? fmt::format("{} r={:.2f}\\n{:.2f}x ref · d={:.2f}", outcome_name(outcome), st.real(7),
                                             st.opt_real(8).value_or(0), st.real(9))
-                              : fmt::format("{}\\nd={:.2f}", dot_escape(verdict), st.real(9));
+                              : fmt::format("{}\\nd={:.2f}", eval::verdict_name(verdict), st.real(9));
     n.label = fmt::format("#{} {}\\n{}\\n{}", n.id, stage, numbers, dot_escape(clip_text(st.text(11), 40)));
     n.colour = outcome_colour(verdict, outcome);
     n.quarantined = st.int64(10) == 1 || st.int64(10) == 3;
@@ -507,7 +514,7 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO import_log(origin, source, foreign_origin, cases_added, "
                                        "lessons_added, imported_at) VALUES (?, ?, ?, ?, ?, ?)"));
     st.bind(1, report.origin).bind(2, source).bind(3, int64_t{options.foreign ? 1 : 0});
-    st.bind(4, report.cases_added).bind(5, report.lessons_added).bind(6, now_iso8601());
+    st.bind(4, report.cases_added).bind(5, report.lessons_added).bind(6, util::now_iso8601());
     KOPE_TRY(st.run());
     if (report.provenance.empty()) return {};
     // Kept beside the import log row, so `kope memory stats` can say where the experience came from.

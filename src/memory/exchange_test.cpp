@@ -211,6 +211,15 @@ TEST(Exchange, RejectsDocumentsThatAreNotExports) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, ErrorKind::config);
   EXPECT_EQ(t.store->stats()->cases, 0);
+  // A verdict kope does not know is named, with the ones it does.
+  std::string unknown = R"({"format": "kope-memory", "version": 1, "origin": "abc", "cases": [
+    {"natural_key": "k3", "stage": "draft", "verdict": "mostly_correct", "task": {"op": "softmax"}, "hardware": {"target": "t"}}]})";
+  auto u = t.store->import_json(unknown, {});
+  ASSERT_FALSE(u);
+  EXPECT_EQ(u.error().kind, ErrorKind::usage);
+  EXPECT_NE(u.error().message.find("unknown verdict 'mostly_correct' (expected one of correct, wrong_result"),
+            std::string::npos) << u.error().message;
+  EXPECT_EQ(t.store->stats()->cases, 0);
 }
 
 TEST(Exchange, DotExportRendersWithGraphviz) {

@@ -10,6 +10,7 @@
 #include "memory/text.h"
 #include "util/hash.h"
 #include "util/strings.h"
+#include "util/time.h"
 
 namespace kope::memory {
 
@@ -240,7 +241,7 @@ Status SqliteStore::log_delta_locked(const std::string& lesson_id, std::string_v
   ins.bind(1, lesson_id).bind(2, op).bind(3, reason).bind(4, source_case).bind(5, payload);
   ins.bind(6, helpful).bind(7, harmful);
   ins.bind(8, lesson_status_name(static_cast<LessonStatus>(std::clamp<int64_t>(status, 0, 3))));
-  ins.bind(9, now_iso8601());
+  ins.bind(9, util::now_iso8601());
   return ins.run();
 }
 
@@ -308,7 +309,7 @@ Result<std::string> SqliteStore::insert_lesson_locked(const Lesson& in, const st
     if (!proposed_id.empty()) return *taken;  // an id that is already known: nothing to add
     id = fmt::format("{}-{}", id.substr(0, id.find('-')), n);
   }
-  if (l.valid_from.empty()) l.valid_from = now_iso8601();
+  if (l.valid_from.empty()) l.valid_from = util::now_iso8601();
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare(
                              "INSERT INTO lessons(id, kind, title, text, norm, error_signature, category, backend, "
@@ -354,7 +355,7 @@ Status SqliteStore::maybe_deprecate_locked(const std::string& id) {
   if (harmful < k_deprecate_min_harmful || harmful < 2 * (helpful + 1)) return {};
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE lessons SET status = ?, valid_to = ? WHERE id = ?"));
-    KOPE_TRY(st.bind(1, static_cast<int>(LessonStatus::deprecated)).bind(2, now_iso8601()).bind(3, id).run());
+    KOPE_TRY(st.bind(1, static_cast<int>(LessonStatus::deprecated)).bind(2, util::now_iso8601()).bind(3, id).run());
   }
   json payload{{"status", "deprecated"}, {"helpful", helpful}, {"harmful", harmful}};
   return log_delta_locked(id, "deprecate",
@@ -471,7 +472,7 @@ Result<std::string> SqliteStore::apply_locked(const LessonDelta& delta) {
     case Op::deprecate: {
       if (current.status == LessonStatus::deprecated) return id;  // already: nothing changes
       KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE lessons SET status = ?, valid_to = ? WHERE id = ?"));
-      KOPE_TRY(st.bind(1, static_cast<int>(LessonStatus::deprecated)).bind(2, now_iso8601()).bind(3, id).run());
+      KOPE_TRY(st.bind(1, static_cast<int>(LessonStatus::deprecated)).bind(2, util::now_iso8601()).bind(3, id).run());
       json payload{{"old_status", lesson_status_name(current.status)}, {"status", "deprecated"}};
       KOPE_TRY(log_delta_locked(id, "deprecate", delta.reason, delta.source_case, payload.dump()));
       return id;
@@ -492,7 +493,7 @@ Result<std::string> SqliteStore::apply_locked(const LessonDelta& delta) {
       }
       {
         KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE lessons SET status = ?, merged_into = ?, valid_to = ? WHERE id = ?"));
-        KOPE_TRY(st.bind(1, static_cast<int>(LessonStatus::merged)).bind(2, into).bind(3, now_iso8601()).bind(4, id).run());
+        KOPE_TRY(st.bind(1, static_cast<int>(LessonStatus::merged)).bind(2, into).bind(3, util::now_iso8601()).bind(4, id).run());
       }
       {
         KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE lessons SET helpful = helpful + ?, harmful = harmful + ? WHERE id = ?"));
@@ -551,7 +552,7 @@ Status SqliteStore::log_retrieval(const RetrievalLogEntry& e) {
     } else {
       st.bind_null(2);
     }
-    KOPE_TRY(st.bind(3, static_cast<int>(e.stage)).bind(4, tiers.dump()).bind(5, now_iso8601()).run());
+    KOPE_TRY(st.bind(3, static_cast<int>(e.stage)).bind(4, tiers.dump()).bind(5, util::now_iso8601()).run());
   }
   for (const auto& [item, score] : e.items) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO prompt_item(prompt_id, item_id, score) VALUES (?, ?, ?)"));
@@ -654,7 +655,7 @@ Status SqliteStore::credit(const std::string& prompt_id, double reward) {
   }
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE prompt SET credited_at = ?, reward = ? WHERE id = ?"));
-    KOPE_TRY(st.bind(1, now_iso8601()).bind(2, reward).bind(3, prompt_id).run());
+    KOPE_TRY(st.bind(1, util::now_iso8601()).bind(2, reward).bind(3, prompt_id).run());
   }
   return commit_locked(tx);
 }

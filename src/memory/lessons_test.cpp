@@ -215,7 +215,7 @@ TEST(Values, CreditMovesValuesByTheStatedRateAndIsIdempotent) {
   r.stage = Stage::refine;
   r.items = {{"lesson:" + l, 0.4}};
   ASSERT_TRUE(t.store->log_retrieval(r));
-  double reward = stage_reward(Stage::refine, "correct", 1.3);
+  double reward = stage_reward(Stage::refine, eval::Verdict::correct, 1.3);
   ASSERT_TRUE(t.store->credit("p3", reward));
   EXPECT_NEAR(lesson(*t.store, l).value.at("refine"), 0.2 * reward, 1e-12);
   EXPECT_EQ(lesson(*t.store, l).helpful, 2);

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "context/context.h"
 #include "memory/codec.h"
 #include "memory/sqlite_store.h"
 #include "memory/text.h"
@@ -76,7 +77,9 @@ struct CaseFacts {
   std::string op, category, target, toolchain, backend, run_id, spec_hash;
   std::optional<int64_t> parent_id;
   Stage stage = Stage::draft;
-  std::string optimisation, verdict, signature, message, journal;
+  std::string optimisation;
+  eval::Verdict verdict = eval::Verdict::compile_error;
+  std::string signature, message, journal;
   std::optional<double> speedup_ref;
   double ratio = 0;
   Outcome outcome = Outcome::negative;
@@ -606,7 +609,7 @@ class RetrievalEngine {
       f.parent_id = st.opt_int64(6);
       f.stage = static_cast<Stage>(std::clamp<int64_t>(st.int64(7), 0, 2));
       f.optimisation = st.text(8);
-      f.verdict = st.text(9);
+      KOPE_ASSIGN(f.verdict, stored_verdict(st.text(9)));
       f.signature = st.text(10);
       f.message = st.text(11);
       f.speedup_ref = st.opt_real(12);
@@ -733,7 +736,7 @@ class RetrievalEngine {
         score += w;
       }
       item.score = score;
-      item.tokens = estimate_tokens(item.text);
+      item.tokens = context::estimate_tokens(item.text);
       items.push_back(std::move(item));
     }
     return items;
@@ -781,7 +784,7 @@ class RetrievalEngine {
     if (m_q.holdout.excludes(f.op, f.spec_hash, f.run_id)) return false;  // contamination guard
     if (c.kind == RetrievedItem::Kind::case_summary && m_kernel_cases.count(f.id)) return false;  // shown as kernel
     const bool foreign = f.target != m_q.target || (!m_q.toolchain.empty() && f.toolchain != m_q.toolchain) || f.foreign_origin;
-    const bool evidence = !foreign && (f.quarantine == 0 || f.quarantine == 2) && f.verdict == "correct";
+    const bool evidence = !foreign && (f.quarantine == 0 || f.quarantine == 2) && f.verdict == eval::Verdict::correct;
     if (c.kind == RetrievedItem::Kind::best_kernel && (foreign || !evidence)) return false;
     item.id = key;
     item.foreign = foreign;
@@ -801,7 +804,7 @@ class RetrievalEngine {
       c.raise("graph", squash(f.downstream));
       if (f.speedup_ref && *f.speedup_ref > 0) c.raise("speed", squash(std::log2(1.0 + *f.speedup_ref)));
     }
-    if (f.verdict == "correct") c.raise("feasibility", 1.0);  // it compiled and passed
+    if (f.verdict == eval::Verdict::correct) c.raise("feasibility", 1.0);  // it compiled and passed
     if (!m_q.last_error_signature.empty() && f.signature == m_q.last_error_signature) c.raise("feasibility", 0.3);
     auto st = m_stats.find(key);
     c.parts["value"] = value_part(key, st == m_stats.end() ? 0 : st->second.first, st == m_stats.end() ? 0 : st->second.second);
@@ -832,8 +835,8 @@ class RetrievalEngine {
                          failed_msg.empty() ? "" : "message: " + failed_msg + "\n", short_line(f.optimisation, 1000));
       m_journal_of[index] = f.id;
     } else {
-      std::string result = f.verdict;
-      if (f.verdict == "correct" && !foreign) {
+      std::string result(eval::verdict_name(f.verdict));
+      if (f.verdict == eval::Verdict::correct && !foreign) {
         result += fmt::format(" · {} r={:.2f}", outcome_name(f.outcome), f.ratio);
         if (f.speedup_ref) result += fmt::format(" · {:.2f}x vs reference", *f.speedup_ref);
         if (f.quarantine == 1) result += " · QUARANTINED: awaiting re-verification, not evidence";
@@ -842,7 +845,7 @@ class RetrievalEngine {
       if (!c.lineage_note.empty()) text += "lineage: " + c.lineage_note + "\n";
       if (f.parent_id) text += fmt::format("began from: case {}\n", *f.parent_id);
       if (!f.optimisation.empty()) text += "change: " + short_line(f.optimisation, 1000) + "\n";
-      if (f.verdict != "correct" && !f.signature.empty()) text += "error: " + f.signature + "\n";
+      if (f.verdict != eval::Verdict::correct && !f.signature.empty()) text += "error: " + f.signature + "\n";
       m_journal_of[index] = f.id;
     }
     return text;
@@ -872,7 +875,7 @@ class RetrievalEngine {
         }
       }
       if (auto k = code_of.find(i); k != code_of.end() && k->second) KOPE_TRY(add_kernel_source(item, i, *k->second));
-      item.tokens = estimate_tokens(item.text);
+      item.tokens = context::estimate_tokens(item.text);
       out.push_back(std::move(item));
     }
     return out;
@@ -899,7 +902,11 @@ class RetrievalEngine {
   // or a note when it is too long to show whole.
   Status add_kernel_source(RetrievedItem& item, size_t index, int64_t code_id) {
     auto f = m_facts.find(m_case_of_item[index]);
-    const char* fence = f != m_facts.end() && f->second.backend == "opencl" ? "c" : "cpp";
+    std::string fence = "cpp";
+    if (f != m_facts.end()) {
+      auto known = m_q.code_fences.find(f->second.backend);
+      if (known != m_q.code_fences.end()) fence = known->second;
+    }
     KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT raw_size, data FROM blob WHERE id = ?"));
     st.bind(1, code_id);
     KOPE_ASSIGN(bool row, st.step());
@@ -907,7 +914,7 @@ class RetrievalEngine {
     KOPE_ASSIGN(std::string code, decompress(st.blob(1), static_cast<size_t>(st.int64(0))));
     if (code.size() <= k_max_kernel_code) {
       if (!code.empty() && code.back() != '\n') code += '\n';
-      item.text += "```" + std::string(fence) + "\n" + code + "```\n";
+      item.text += "```" + fence + "\n" + code + "```\n";
     } else {
       item.text += fmt::format("(its source, {} bytes, is too long to show whole)\n", code.size());
     }

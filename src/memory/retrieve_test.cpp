@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "context/context.h"
 #include "memory/test_util.h"
 
 namespace kope::memory {
@@ -88,7 +89,30 @@ TEST(Retrieve, NativeSpeedEvidenceBeatsForeignAndForeignFixesStillAppear) {
   EXPECT_NE(f->text.find("declared the helper"), std::string::npos);
   EXPECT_NE(f->text.find(k_undeclared), std::string::npos);
   EXPECT_EQ(rank_of(*repair, f->id), 0u);  // in repair, the fix for this error comes first
-  for (const auto& it : *repair) EXPECT_EQ(it.tokens, estimate_tokens(it.text));
+  for (const auto& it : *repair) EXPECT_EQ(it.tokens, context::estimate_tokens(it.text));
+}
+
+// A kernel's source is fenced in its own backend's language, as the query's registry table says;
+// a backend the table does not name falls back to "cpp".
+TEST(Retrieve, KernelSourcesAreFencedInTheirBackendsLanguage) {
+  auto t = temp_store();
+  Database& s = *t.store;
+  CaseRecord c = make_case("ocl/fast", "softmax", 3.0);
+  c.toolchain.backend = "opencl";
+  int64_t id = *s.record_case(c);
+  RetrievalQuery q = query(Stage::refine);
+  q.code_fences = {{"cpu", "cpp"}, {"opencl", "c"}};
+  auto items = s.retrieve(q);
+  ASSERT_TRUE(items) << items.error().message;
+  const RetrievedItem* kernel = find_item(*items, "kernel:" + std::to_string(id));
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_NE(kernel->text.find("```c\n// kernel ocl/fast\n"), std::string::npos) << kernel->text;
+  q.code_fences.clear();
+  items = s.retrieve(q);
+  ASSERT_TRUE(items) << items.error().message;
+  kernel = find_item(*items, "kernel:" + std::to_string(id));
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_NE(kernel->text.find("```cpp\n// kernel ocl/fast\n"), std::string::npos) << kernel->text;
 }
 
 TEST(Retrieve, AFixForThisOpHereOutranksManyNewerFixesElsewhere) {

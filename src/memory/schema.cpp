@@ -10,6 +10,7 @@
 
 #include "kope/memory.h"
 #include "memory/text.h"
+#include "util/time.h"
 
 namespace kope::memory {
 
@@ -370,7 +371,7 @@ Status migrate(Db& db, int target_version) {
       return std::unexpected(std::move(s).error().with_context(fmt::format("migrating to schema version {}", v)));
     }
     if (v == 1) {
-      std::string now = now_iso8601();
+      std::string now = util::now_iso8601();
       std::string instance = random_instance_id();
       KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO meta(key, value) VALUES (?, ?)"));
       for (auto [k, val] : std::array<std::pair<const char*, std::string>, 3>{

@@ -13,6 +13,7 @@
 #include "memory/text.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/time.h"
 
 namespace kope::memory {
 
@@ -39,14 +40,6 @@ std::string_view quarantine_state_name(int64_t q) {
 }
 
 bool counts_as_evidence(int64_t q) { return q == q_none || q == q_verified; }
-
-bool known_verdict(std::string_view v) {
-  for (std::string_view k : {"correct", "wrong_result", "compile_error", "runtime_error", "timeout",
-                             "resource_limit", "rejected"}) {
-    if (v == k) return true;
-  }
-  return false;
-}
 
 std::string bin_to_hex(std::string_view bin) {
   static constexpr char k_digits[] = "0123456789abcdef";
@@ -141,7 +134,7 @@ Result<CaseRecord> case_from_row(const Stmt& st, bool with_code) {
   c.parent_id = st.opt_int64(i++);
   c.stage = static_cast<Stage>(std::clamp<int64_t>(st.int64(i++), 0, 2));
   c.optimisation = st.text(i++);
-  c.verdict = st.text(i++);
+  KOPE_ASSIGN(c.verdict, stored_verdict(st.text(i++)));
   c.message = st.text(i++);
   c.diagnostics = st.text(i++);
   c.error_signature = st.text(i++);
@@ -422,10 +415,6 @@ Result<std::optional<int64_t>> SqliteStore::case_id_by_key_locked(const std::str
 Status SqliteStore::validate_case(const CaseRecord& c) {
   if (c.task.op.empty()) return fail(ErrorKind::usage, "case {}: no op", c.natural_key);
   if (c.hardware.target.empty()) return fail(ErrorKind::usage, "case {}: no hardware target", c.natural_key);
-  if (!known_verdict(c.verdict)) {
-    return fail(ErrorKind::usage, "case {}: unknown verdict '{}' (expected one of correct, wrong_result, "
-                "compile_error, runtime_error, timeout, resource_limit, rejected)", c.natural_key, c.verdict);
-  }
   for (auto v : {c.speedup_vs_reference, c.speedup_vs_parent, c.speedup_vs_library, c.fraction_of_roofline}) {
     if (v && (!std::isfinite(*v) || *v < 0)) {
       return fail(ErrorKind::usage, "case {}: speedups and roofline fractions must be finite and >= 0",
@@ -449,14 +438,104 @@ Result<SqliteStore::ParentOfCase> SqliteStore::parent_locked(const CaseRecord& c
   st.bind(1, *out.id);
   KOPE_ASSIGN(bool row, st.step());
   if (!row) return fail(ErrorKind::not_found, "case {}: parent case {} does not exist", c.natural_key, *out.id);
-  out.facts = ParentFacts{st.text(0), st.opt_real(1), st.text(2)};
+  KOPE_ASSIGN(eval::Verdict verdict, stored_verdict(st.text(0)));
+  out.facts = ParentFacts{verdict, st.opt_real(1), st.text(2)};
   return out;
 }
 
+namespace {
+
+// The values the rows of one new case share: its ids, r, the outcome and quarantine, the
+// prepared texts (SqliteStore::PreparedCase) and where it comes from (SqliteStore::InsertSource).
+struct NewCaseRow {
+  std::string_view optimisation, signature, body, journal;
+  int64_t origin_id = 0;
+  bool foreign = false;
+  std::string created_at;
+  int64_t id = 0;
+  int64_t task_id = 0, hw_id = 0, tc_id = 0;
+  std::optional<int64_t> code_id;
+  std::optional<int64_t> parent_id;
+  bool correct = false;
+  double r = 0;
+  Outcome outcome = Outcome::negative;
+  int quarantine = 0;
+  std::string quarantine_reason;
+  std::optional<double> speedup_parent;
+};
+
+// The case row itself; sets row.id.
+Status insert_case_row(Db& db, const CaseRecord& c, NewCaseRow& row) {
+  KOPE_ASSIGN(Stmt ins, db.prepare(
+                            "INSERT INTO cases(natural_key, run_id, task_id, hardware_id, toolchain_id, "
+                            "parent_id, origin_id, foreign_origin, stage, optimisation, code_id, verdict, message, "
+                            "diagnostics, error_signature, timings, speedup_parent, speedup_ref, speedup_lib, "
+                            "roofline, ratio, outcome, quarantine_reason, tokens_prompt, tokens_completion, "
+                            "wall_seconds, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  ins.bind(1, c.natural_key).bind(2, c.run_id).bind(3, row.task_id).bind(4, row.hw_id).bind(5, row.tc_id);
+  ins.bind(6, row.parent_id).bind(7, row.origin_id).bind(8, static_cast<int64_t>(row.foreign));
+  ins.bind(9, static_cast<int>(c.stage)).bind(10, row.optimisation).bind(11, row.code_id).bind(12, eval::verdict_name(c.verdict));
+  ins.bind(13, clip_text(c.message, k_max_message_bytes)).bind(14, clip_text(c.diagnostics, k_max_diagnostics_bytes));
+  ins.bind(15, row.signature).bind(16, timings_to_json(c.timings)).bind(17, row.speedup_parent);
+  ins.bind(18, row.correct ? c.speedup_vs_reference : std::nullopt).bind(19, row.correct ? c.speedup_vs_library : std::nullopt);
+  ins.bind(20, c.fraction_of_roofline).bind(21, row.r).bind(22, static_cast<int>(row.outcome)).bind(23, row.quarantine_reason);
+  ins.bind(24, c.tokens_prompt).bind(25, c.tokens_completion).bind(26, c.wall_seconds).bind(27, row.created_at);
+  KOPE_TRY(ins.run());
+  row.id = db.last_insert_rowid();
+  return {};
+}
+
+// The journal row (when there is a journal) and the full-text search entry with its tags.
+Status insert_case_search(Db& db, const CaseRecord& c, const NewCaseRow& row) {
+  if (!row.journal.empty()) {
+    KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO journal(case_id, text) VALUES (?, ?)"));
+    KOPE_TRY(st.bind(1, row.id).bind(2, row.journal).run());
+  }
+  KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO journal_fts(rowid, body, tags) VALUES (?, ?, ?)"));
+  st.bind(1, row.id).bind(2, row.body);
+  st.bind(3, case_search_tags(c.task.op, c.task.category, c.hardware.target, static_cast<int>(c.stage),
+                              eval::verdict_name(c.verdict), static_cast<int>(row.outcome)));
+  return st.run();
+}
+
+// The run's case count, and the per-task summary: counts always; best and first correct only
+// from evidence.
+Status update_run_and_task_summary(Db& db, const CaseRecord& c, const NewCaseRow& row) {
+  {
+    KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO runs(run_id, cases, first_case, last_case) VALUES (?1, 1, ?2, ?2) "
+                                    "ON CONFLICT DO UPDATE SET cases = cases + 1, last_case = ?2"));
+    KOPE_TRY(st.bind(1, c.run_id).bind(2, row.id).run());
+  }
+  KOPE_ASSIGN(Stmt st, db.prepare(
+                           "INSERT INTO task_summary(task_id, hardware_id, toolchain_id, foreign_origin, n_cases, "
+                           "n_correct, best_case, best_speedup, first_correct) VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8) "
+                           "ON CONFLICT DO UPDATE SET n_cases = n_cases + 1, n_correct = n_correct + ?5, "
+                           "best_case = CASE WHEN ?7 IS NOT NULL AND (best_speedup IS NULL OR ?7 > best_speedup) "
+                           "THEN ?6 ELSE best_case END, "
+                           "best_speedup = CASE WHEN ?7 IS NOT NULL AND (best_speedup IS NULL OR ?7 > best_speedup) "
+                           "THEN ?7 ELSE best_speedup END, "
+                           "first_correct = coalesce(first_correct, ?8)"));
+  bool evidence = row.correct && counts_as_evidence(row.quarantine) && finite_positive(c.speedup_vs_reference);
+  st.bind(1, row.task_id).bind(2, row.hw_id).bind(3, row.tc_id).bind(4, static_cast<int64_t>(row.foreign));
+  st.bind(5, static_cast<int64_t>(row.correct));
+  if (evidence) {
+    st.bind(6, row.id).bind(7, *c.speedup_vs_reference);
+  } else {
+    st.bind_null(6).bind_null(7);
+  }
+  if (row.correct) {
+    st.bind(8, row.id);
+  } else {
+    st.bind_null(8);
+  }
+  return st.run();
+}
+
+}  // namespace
+
 // The writes of one new case, in one open transaction: the case row, its journal and search
 // entry, its derived row with d(v) up the ancestor chain, the error->fix link it completes, the
-// run's and the task summary's counts. Kept in one function because the rows share a dozen
-// values (ids, r, quarantine) that splitting would pass around.
+// run's and the task summary's counts, in that order.
 Result<RecordedCase> SqliteStore::insert_case_locked(const CaseRecord& c, const InsertSource& src,
                                                      const PreparedCase* prepared) {
   if (c.natural_key.empty()) return fail(ErrorKind::usage, "case has no natural key");
@@ -472,111 +551,57 @@ Result<RecordedCase> SqliteStore::insert_case_locked(const CaseRecord& c, const 
   KOPE_TRY(validate_case(c));
   // The parent's facts, for r, plausibility and error->fix links.
   KOPE_ASSIGN(ParentOfCase found, parent_locked(c));
-  const std::optional<int64_t>& parent_id = found.id;
   const std::optional<ParentFacts>& parent = found.facts;
-  const std::string parent_verdict = parent ? parent->verdict : std::string();
+  const bool parent_failed = parent && parent->verdict != eval::Verdict::correct;
   const std::string parent_signature = parent ? parent->error_signature : std::string();
 
-  const bool correct = c.verdict == "correct";
+  NewCaseRow row;
+  row.optimisation = p.optimisation;
+  row.signature = p.signature;
+  row.body = p.body;
+  row.journal = p.journal;
+  row.origin_id = src.origin_id;
+  row.foreign = src.foreign;
+  row.created_at = src.created_at.empty() ? util::now_iso8601() : src.created_at;
+  row.parent_id = found.id;
+  row.correct = c.verdict == eval::Verdict::correct;
   RecordedCase recorded;
   recorded.assessment = assess_case(c, parent ? &*parent : nullptr);
-  const double r = recorded.assessment.ratio;
-  const Outcome outcome = recorded.assessment.outcome;
-  std::optional<double> speedup_parent = c.speedup_vs_parent;
-  if (correct && !speedup_parent && parent_id && finite_positive(c.speedup_vs_reference)) speedup_parent = r;
+  row.r = recorded.assessment.ratio;
+  row.outcome = recorded.assessment.outcome;
+  row.speedup_parent = c.speedup_vs_parent;
+  if (row.correct && !row.speedup_parent && row.parent_id && finite_positive(c.speedup_vs_reference)) row.speedup_parent = row.r;
 
-  std::string quarantine_reason = recorded.assessment.quarantine_reason;
-  int quarantine = quarantine_reason.empty() ? q_none : q_quarantined;
-  if (src.quarantine_state) quarantine = *src.quarantine_state;
-  if (quarantine != q_none && quarantine_reason.empty()) quarantine_reason = "quarantined in the source database";
-  recorded.assessment.quarantine_reason = quarantine_reason;
+  row.quarantine_reason = recorded.assessment.quarantine_reason;
+  row.quarantine = row.quarantine_reason.empty() ? q_none : q_quarantined;
+  if (src.quarantine_state) row.quarantine = *src.quarantine_state;
+  if (row.quarantine != q_none && row.quarantine_reason.empty()) row.quarantine_reason = "quarantined in the source database";
+  recorded.assessment.quarantine_reason = row.quarantine_reason;
 
-  KOPE_ASSIGN(int64_t task_id, ensure_task_locked(c.task));
-  KOPE_ASSIGN(int64_t hw_id, ensure_hardware_locked(c.hardware));
-  KOPE_ASSIGN(int64_t tc_id, ensure_toolchain_locked(c.toolchain));
-  KOPE_ASSIGN(auto code_id, ensure_blob_locked(p, c.code.size()));
+  KOPE_ASSIGN(row.task_id, ensure_task_locked(c.task));
+  KOPE_ASSIGN(row.hw_id, ensure_hardware_locked(c.hardware));
+  KOPE_ASSIGN(row.tc_id, ensure_toolchain_locked(c.toolchain));
+  KOPE_ASSIGN(row.code_id, ensure_blob_locked(p, c.code.size()));
 
-  const std::string& signature = p.signature;
-  std::string created = src.created_at.empty() ? now_iso8601() : src.created_at;
-  const std::string& optimisation = p.optimisation;
-  {
-    KOPE_ASSIGN(Stmt ins, m_db->prepare(
-                              "INSERT INTO cases(natural_key, run_id, task_id, hardware_id, toolchain_id, "
-                              "parent_id, origin_id, foreign_origin, stage, optimisation, code_id, verdict, message, "
-                              "diagnostics, error_signature, timings, speedup_parent, speedup_ref, speedup_lib, "
-                              "roofline, ratio, outcome, quarantine_reason, tokens_prompt, tokens_completion, "
-                              "wall_seconds, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
-    ins.bind(1, c.natural_key).bind(2, c.run_id).bind(3, task_id).bind(4, hw_id).bind(5, tc_id);
-    ins.bind(6, parent_id).bind(7, src.origin_id).bind(8, static_cast<int64_t>(src.foreign));
-    ins.bind(9, static_cast<int>(c.stage)).bind(10, optimisation).bind(11, code_id).bind(12, c.verdict);
-    ins.bind(13, clip_text(c.message, k_max_message_bytes)).bind(14, clip_text(c.diagnostics, k_max_diagnostics_bytes));
-    ins.bind(15, signature).bind(16, timings_to_json(c.timings)).bind(17, speedup_parent);
-    ins.bind(18, correct ? c.speedup_vs_reference : std::nullopt).bind(19, correct ? c.speedup_vs_library : std::nullopt);
-    ins.bind(20, c.fraction_of_roofline).bind(21, r).bind(22, static_cast<int>(outcome)).bind(23, quarantine_reason);
-    ins.bind(24, c.tokens_prompt).bind(25, c.tokens_completion).bind(26, c.wall_seconds).bind(27, created);
-    KOPE_TRY(ins.run());
-  }
-  int64_t id = m_db->last_insert_rowid();
+  KOPE_TRY(insert_case_row(*m_db, c, row));
   if (m_parent_of.size() > 1'000'000) m_parent_of.clear();
-  m_parent_of.emplace(id, parent_id);
-
-  const std::string& journal = p.journal;
-  if (!journal.empty()) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO journal(case_id, text) VALUES (?, ?)"));
-    KOPE_TRY(st.bind(1, id).bind(2, journal).run());
-  }
-  {
-    note_terms_locked(0, p.terms, +1);
-    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO journal_fts(rowid, body, tags) VALUES (?, ?, ?)"));
-    st.bind(1, id).bind(2, p.body);
-    st.bind(3, case_search_tags(c.task.op, c.task.category, c.hardware.target, static_cast<int>(c.stage),
-                                c.verdict, static_cast<int>(outcome)));
-    KOPE_TRY(st.run());
-  }
-  double d = k_downstream_self * (counts_as_evidence(quarantine) ? r : 0.0);
+  m_parent_of.emplace(row.id, row.parent_id);
+  note_terms_locked(0, p.terms, +1);
+  KOPE_TRY(insert_case_search(*m_db, c, row));
+  double d = k_downstream_self * (counts_as_evidence(row.quarantine) ? row.r : 0.0);
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO case_derived(case_id, task_id, downstream, quarantine, "
                                        "review_note) VALUES (?, ?, ?, ?, ?)"));
-    KOPE_TRY(st.bind(1, id).bind(2, task_id).bind(3, d).bind(4, quarantine).bind(5, src.review_note).run());
+    KOPE_TRY(st.bind(1, row.id).bind(2, row.task_id).bind(3, d).bind(4, row.quarantine).bind(5, src.review_note).run());
   }
-  KOPE_TRY(propagate_downstream_locked(parent_id, k_downstream_self * k_downstream_decay * d));
-  if (correct && parent_id && parent_verdict != "correct" && !parent_signature.empty()) {
+  KOPE_TRY(propagate_downstream_locked(row.parent_id, k_downstream_self * k_downstream_decay * d));
+  if (row.correct && row.parent_id && parent_failed && !parent_signature.empty()) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO fix_link(error_signature, fix_case, failed_case, "
                                        "task_id, hardware_id) VALUES (?, ?, ?, ?, ?)"));
-    KOPE_TRY(st.bind(1, parent_signature).bind(2, id).bind(3, *parent_id).bind(4, task_id).bind(5, hw_id).run());
+    KOPE_TRY(st.bind(1, parent_signature).bind(2, row.id).bind(3, *row.parent_id).bind(4, row.task_id).bind(5, row.hw_id).run());
   }
-  {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO runs(run_id, cases, first_case, last_case) VALUES (?1, 1, ?2, ?2) "
-                                       "ON CONFLICT DO UPDATE SET cases = cases + 1, last_case = ?2"));
-    KOPE_TRY(st.bind(1, c.run_id).bind(2, id).run());
-  }
-  // Per-task summary: counts always; best and first correct only from evidence.
-  {
-    KOPE_ASSIGN(Stmt st, m_db->prepare(
-                             "INSERT INTO task_summary(task_id, hardware_id, toolchain_id, foreign_origin, n_cases, "
-                             "n_correct, best_case, best_speedup, first_correct) VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8) "
-                             "ON CONFLICT DO UPDATE SET n_cases = n_cases + 1, n_correct = n_correct + ?5, "
-                             "best_case = CASE WHEN ?7 IS NOT NULL AND (best_speedup IS NULL OR ?7 > best_speedup) "
-                             "THEN ?6 ELSE best_case END, "
-                             "best_speedup = CASE WHEN ?7 IS NOT NULL AND (best_speedup IS NULL OR ?7 > best_speedup) "
-                             "THEN ?7 ELSE best_speedup END, "
-                             "first_correct = coalesce(first_correct, ?8)"));
-    bool evidence = correct && counts_as_evidence(quarantine) && finite_positive(c.speedup_vs_reference);
-    st.bind(1, task_id).bind(2, hw_id).bind(3, tc_id).bind(4, static_cast<int64_t>(src.foreign));
-    st.bind(5, static_cast<int64_t>(correct));
-    if (evidence) {
-      st.bind(6, id).bind(7, *c.speedup_vs_reference);
-    } else {
-      st.bind_null(6).bind_null(7);
-    }
-    if (correct) {
-      st.bind(8, id);
-    } else {
-      st.bind_null(8);
-    }
-    KOPE_TRY(st.run());
-  }
-  recorded.id = id;
+  KOPE_TRY(update_run_and_task_summary(*m_db, c, row));
+  recorded.id = row.id;
   return recorded;
 }
 
@@ -715,7 +740,7 @@ Result<std::vector<CaseRecord>> SqliteStore::cases(const CaseFilter& f) {
   if (!f.run_id.empty()) add("c.run_id = ?{}", f.run_id);
   if (!f.not_run_id.empty()) add("c.run_id <> ?{}", f.not_run_id);
   if (f.stage) add("c.stage = ?{}", int64_t{static_cast<int>(*f.stage)});
-  if (!f.verdict.empty()) add("c.verdict = ?{}", f.verdict);
+  if (f.verdict) add("c.verdict = ?{}", std::string(eval::verdict_name(*f.verdict)));
   if (f.outcome) add("c.outcome = ?{}", int64_t{static_cast<int>(*f.outcome)});
   if (!f.error_signature.empty()) add("c.error_signature = ?{}", f.error_signature);
   if (f.before_id > 0) add("c.id < ?{}", f.before_id);
@@ -747,7 +772,7 @@ Result<std::vector<LineageNode>> SqliteStore::lineage(const std::string& op, con
     n.target = st.text(2);
     n.run_id = st.text(3);
     n.stage = static_cast<Stage>(std::clamp<int64_t>(st.int64(4), 0, 2));
-    n.verdict = st.text(5);
+    KOPE_ASSIGN(n.verdict, stored_verdict(st.text(5)));
     n.outcome = static_cast<Outcome>(std::clamp<int64_t>(st.int64(6), 0, 3));
     n.ratio = st.real(7);
     n.speedup_vs_reference = st.opt_real(8);
@@ -816,7 +841,7 @@ Status SqliteStore::verify_case(int64_t id, bool confirmed, const std::string& n
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE case_derived SET quarantine = ?, review_note = ?, reviewed_at = ? "
                                        "WHERE case_id = ?"));
-    KOPE_TRY(st.bind(1, next).bind(2, note).bind(3, now_iso8601()).bind(4, id).run());
+    KOPE_TRY(st.bind(1, next).bind(2, note).bind(3, util::now_iso8601()).bind(4, id).run());
   }
   if (confirmed) {
     double delta = k_downstream_self * ratio;

@@ -110,7 +110,7 @@ class SqliteStore final : public Database {
   // open where they write.
   Result<RecordedCase> insert_case_locked(const CaseRecord& c, const InsertSource& src,
                                           const PreparedCase* prepared = nullptr);
-  // Fails with usage for a case the store cannot record (no op or target, unknown verdict,
+  // Fails with usage for a case the store cannot record (no op or target,
   // non-finite or negative speedups).
   static Status validate_case(const CaseRecord& c);
   // The parent a case names (by id or natural key) with its facts; nothing for a root. Fails

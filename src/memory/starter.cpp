@@ -7,6 +7,7 @@
 #include "memory/text.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/time.h"
 
 namespace kope::memory {
 
@@ -59,7 +60,7 @@ Result<ExportSummary> summarise_export(std::string_view json_text, std::string_v
         if (!target.empty()) s.targets.insert(target);
       }
       if (!op.empty()) s.ops.insert(op);
-      if (c.value("verdict", "") == "correct") {
+      if (eval::parse_verdict(c.value("verdict", "")) == eval::Verdict::correct) {
         ++s.correct_cases;
         if (!op.empty()) s.solved_ops.insert(op);
       }
@@ -98,7 +99,7 @@ Result<StarterImport> import_starter(StoreAdmin& store, const std::filesystem::p
   KOPE_ASSIGN(out.report, store.import_json(text, io));
   json note{{"file", file.string()},
             {"origin", out.report.origin},
-            {"imported_at", now_iso8601()},
+            {"imported_at", util::now_iso8601()},
             {"cases_added", out.report.cases_added},
             {"lessons_added", out.report.lessons_added}};
   // After the import: a crash in between only repeats an idempotent import.

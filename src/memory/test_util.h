@@ -49,13 +49,13 @@ inline CaseRecord make_case(const std::string& key, const std::string& op, doubl
   c.optimisation = "attempt " + key;
   c.code = "// kernel " + key + "\nextern \"C\" void kope_kernel(const float* x, float* y, int64_t N, int64_t D) {}\n";
   if (speedup > 0) {
-    c.verdict = "correct";
+    c.verdict = eval::Verdict::correct;
     c.message = "correct on 4 cases";
     c.speedup_vs_reference = speedup;
     c.fraction_of_roofline = 0.3;
     c.timings.push_back({3, 100.0 / speedup, 1.0, 100.0, std::nullopt, false, 0.0, std::nullopt});
   } else {
-    c.verdict = "compile_error";
+    c.verdict = eval::Verdict::compile_error;
     c.message = "compilation failed";
     c.diagnostics = "candidate.cpp:12:5: error: 'foo' was not declared in this scope\n   12 |     foo(x);\n";
   }

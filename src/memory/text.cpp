@@ -303,73 +303,93 @@ std::string_view delta_op_name(LessonDelta::Op op) {
 
 double stage_prior(Stage stage) { return stage == Stage::refine ? 0.0 : 0.5; }
 
-double stage_reward(Stage stage, std::string_view verdict, double ratio) {
-  bool correct = verdict == "correct";
+double stage_reward(Stage stage, eval::Verdict verdict, double ratio) {
+  const bool correct = verdict == eval::Verdict::correct;
   if (stage == Stage::refine) {
     if (!correct || !(ratio > 0)) return -1.0;
     return std::clamp(std::log(ratio), -1.0, 1.0);
   }
-  if (correct) return 1.0;
-  if (verdict == "wrong_result" || verdict == "runtime_error" || verdict == "timeout" ||
-      verdict == "resource_limit") {
-    return 0.25;
+  switch (verdict) {
+    case eval::Verdict::correct: return 1.0;
+    case eval::Verdict::wrong_result:
+    case eval::Verdict::runtime_error:
+    case eval::Verdict::timeout:
+    case eval::Verdict::resource_limit: return 0.25;
+    case eval::Verdict::compile_error:
+    case eval::Verdict::rejected: return 0.0;
   }
   return 0.0;
 }
 
-int64_t estimate_tokens(std::string_view text) {
-  return static_cast<int64_t>((text.size() + 3) / 4);
+namespace {
+
+std::string runtime_signature(const std::string& both) {
+  std::string sig = signal_in(both);
+  if (!sig.empty()) return "runtime_error:" + sig;
+  std::string l = lower(both);
+  if (l.find("guard") != std::string::npos || l.find("outside") != std::string::npos ||
+      l.find("out of bounds") != std::string::npos) {
+    return "runtime_error:out_of_bounds";
+  }
+  if (l.find("exit") != std::string::npos) return "runtime_error:exit";
+  return "runtime_error";
 }
 
-std::string error_signature(std::string_view verdict, std::string_view message,
-                            std::string_view diagnostics) {
-  if (verdict.empty() || verdict == "correct") return {};
-  std::string both = std::string(message) + "\n" + std::string(diagnostics);
-  if (verdict == "compile_error") return compile_signature(message, diagnostics);
-  if (verdict == "runtime_error") {
-    std::string sig = signal_in(both);
-    if (!sig.empty()) return "runtime_error:" + sig;
-    std::string l = lower(both);
-    if (l.find("guard") != std::string::npos || l.find("outside") != std::string::npos ||
-        l.find("out of bounds") != std::string::npos) {
-      return "runtime_error:out_of_bounds";
-    }
-    if (l.find("exit") != std::string::npos) return "runtime_error:exit";
-    return "runtime_error";
+std::string wrong_result_signature(std::string_view message) {
+  if (contains_token(message, "nan")) return "wrong_result:nan_mismatch";
+  if (contains_token(message, "inf")) return "wrong_result:inf_mismatch";
+  std::string l = lower(message);
+  if (l.find("shape") != std::string::npos || l.find("size") != std::string::npos) {
+    return "wrong_result:shape";
   }
-  if (verdict == "wrong_result") {
-    if (contains_token(message, "nan")) return "wrong_result:nan_mismatch";
-    if (contains_token(message, "inf")) return "wrong_result:inf_mismatch";
-    std::string l = lower(message);
-    if (l.find("shape") != std::string::npos || l.find("size") != std::string::npos) {
-      return "wrong_result:shape";
-    }
-    return "wrong_result:value";
+  return "wrong_result:value";
+}
+
+std::string timeout_signature(const std::string& both) {
+  std::string l = lower(both);
+  if (l.find("cpu") != std::string::npos) return "timeout:cpu";
+  return "timeout:wall";
+}
+
+std::string resource_limit_signature(const std::string& both) {
+  std::string l = lower(both);
+  if (l.find("memory") != std::string::npos || l.find("address space") != std::string::npos) {
+    return "resource_limit:memory";
   }
-  if (verdict == "timeout") {
-    std::string l = lower(both);
-    if (l.find("cpu") != std::string::npos) return "timeout:cpu";
-    return "timeout:wall";
+  if (l.find("file size") != std::string::npos || l.find("file_size") != std::string::npos) {
+    return "resource_limit:file_size";
   }
-  if (verdict == "resource_limit") {
-    std::string l = lower(both);
-    if (l.find("memory") != std::string::npos || l.find("address space") != std::string::npos) {
-      return "resource_limit:memory";
-    }
-    if (l.find("file size") != std::string::npos || l.find("file_size") != std::string::npos) {
-      return "resource_limit:file_size";
-    }
-    if (l.find("process") != std::string::npos) return "resource_limit:processes";
-    if (l.find("output") != std::string::npos) return "resource_limit:output";
-    return "resource_limit";
-  }
+  if (l.find("process") != std::string::npos) return "resource_limit:processes";
+  if (l.find("output") != std::string::npos) return "resource_limit:output";
+  return "resource_limit";
+}
+
+// A rejection: "rejected: <the first normalised line of the message or diagnostics>".
+std::string rejected_signature(std::string_view message, std::string_view diagnostics) {
   std::string first;
   for (std::string_view line : lines_of(message.empty() ? diagnostics : message)) {
     first = normalise_line(line);
     if (!first.empty()) break;
   }
-  std::string head(verdict);
+  std::string head(eval::verdict_name(eval::Verdict::rejected));
   return first.empty() ? head : head + ": " + first;
+}
+
+}  // namespace
+
+std::string error_signature(eval::Verdict verdict, std::string_view message,
+                            std::string_view diagnostics) {
+  const std::string both = std::string(message) + "\n" + std::string(diagnostics);
+  switch (verdict) {
+    case eval::Verdict::correct: return {};
+    case eval::Verdict::compile_error: return compile_signature(message, diagnostics);
+    case eval::Verdict::runtime_error: return runtime_signature(both);
+    case eval::Verdict::wrong_result: return wrong_result_signature(message);
+    case eval::Verdict::timeout: return timeout_signature(both);
+    case eval::Verdict::resource_limit: return resource_limit_signature(both);
+    case eval::Verdict::rejected: return rejected_signature(message, diagnostics);
+  }
+  return {};
 }
 
 std::vector<std::string> text_tokens(std::string_view text) {
@@ -433,14 +453,9 @@ std::string search_tag(std::string_view prefix, std::string_view value) {
   return out;
 }
 
-std::string now_iso8601() {
-  auto now = std::chrono::system_clock::now();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+Result<eval::Verdict> stored_verdict(std::string_view name) {
+  if (auto v = eval::parse_verdict(name)) return *v;
+  return fail(ErrorKind::corrupt, "a case's verdict is '{}', not one of {}", name, eval::verdict_names());
 }
 
 std::string clip_text(std::string_view text, size_t max_bytes) {

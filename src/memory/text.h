@@ -1,11 +1,14 @@
 // memory/text.h — text normalisation for the memory: tokens, near-duplicate similarity, FTS5
-// query building, search tags and ISO timestamps. Pure functions, thread-safe.
+// query building, search tags, stored verdicts. Pure functions, thread-safe.
 #pragma once
 
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "kope/error.h"
+#include "kope/verdict.h"
 
 namespace kope::memory {
 
@@ -23,8 +26,8 @@ std::string normalised_text(std::string_view text);
 std::string fts_or_query(std::string_view text, size_t max_terms = 12);
 // A search tag "prefix_value" with everything outside [a-z0-9_] mapped to '_'.
 std::string search_tag(std::string_view prefix, std::string_view value);
-// Current UTC time as ISO 8601 with milliseconds ("2024-05-01T12:00:00.123Z").
-std::string now_iso8601();
+// The verdict a database column names; corrupt naming it when kope does not know it.
+Result<eval::Verdict> stored_verdict(std::string_view name);
 // Shortens `text` to at most `max_bytes` bytes at a UTF-8 boundary, appending "…" when cut.
 std::string clip_text(std::string_view text, size_t max_bytes);
 

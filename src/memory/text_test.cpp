@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "context/context.h"
 #include "kope/memory.h"
 #include "memory/text.h"
 
@@ -9,65 +10,65 @@ namespace kope::memory {
 namespace {
 
 TEST(ErrorSignature, CompileErrorsDifferingOnlyInPlaceAndNameShareASignature) {
-  std::string a = error_signature("compile_error", "compilation failed",
+  std::string a = error_signature(eval::Verdict::compile_error, "compilation failed",
                                   "candidate.cpp: In function 'void kope_kernel(const float*, float*)':\n"
                                   "candidate.cpp:12:5: error: 'foo' was not declared in this scope\n"
                                   "   12 |     foo(x);\n      |     ^~~\n");
-  std::string b = error_signature("compile_error", "compilation failed",
+  std::string b = error_signature(eval::Verdict::compile_error, "compilation failed",
                                   "/tmp/scratch-81723/candidate.cpp:40:9: error: 'bar' was not declared in this scope\n");
   EXPECT_EQ(a, b);
   EXPECT_EQ(a, "compile_error: error: 'X' was not declared in this scope");
 }
 
 TEST(ErrorSignature, GccUnicodeQuotesAndNumbersAreMasked) {
-  std::string a = error_signature("compile_error", "",
+  std::string a = error_signature(eval::Verdict::compile_error, "",
                                   "k.cpp:3:1: error: \xE2\x80\x98__m512\xE2\x80\x99 does not name a type; 64 bytes\n");
-  std::string b = error_signature("compile_error", "", "k.cpp:90:17: error: 'float4' does not name a type; 128 bytes\n");
+  std::string b = error_signature(eval::Verdict::compile_error, "", "k.cpp:90:17: error: 'float4' does not name a type; 128 bytes\n");
   EXPECT_EQ(a, b);
   EXPECT_EQ(a, "compile_error: error: 'X' does not name a type; N bytes");
 }
 
 TEST(ErrorSignature, DifferentCompileErrorsDiffer) {
-  std::string a = error_signature("compile_error", "", "c.cpp:1:1: error: 'x' was not declared in this scope");
-  std::string b = error_signature("compile_error", "", "c.cpp:1:1: error: expected ';' before 'return'");
+  std::string a = error_signature(eval::Verdict::compile_error, "", "c.cpp:1:1: error: 'x' was not declared in this scope");
+  std::string b = error_signature(eval::Verdict::compile_error, "", "c.cpp:1:1: error: expected ';' before 'return'");
   EXPECT_NE(a, b);
 }
 
 TEST(ErrorSignature, FatalErrorsAndPathsAreNormalised) {
-  std::string a = error_signature("compile_error", "", "c.cpp:1:10: fatal error: /opt/x/immintrin2.h: No such file or directory");
+  std::string a = error_signature(eval::Verdict::compile_error, "", "c.cpp:1:10: fatal error: /opt/x/immintrin2.h: No such file or directory");
   EXPECT_EQ(a, "compile_error: fatal error: <path>: No such file or directory");
 }
 
 TEST(ErrorSignature, IdentifiersWithDigitsSurvive) {
-  std::string a = error_signature("compile_error", "", "c.cpp:1:10: error: _mm256_fmadd_ps needs -mfma (7 args)");
+  std::string a = error_signature(eval::Verdict::compile_error, "", "c.cpp:1:10: error: _mm256_fmadd_ps needs -mfma (7 args)");
   EXPECT_EQ(a, "compile_error: error: _mm256_fmadd_ps needs -mfma (N args)");
 }
 
 TEST(ErrorSignature, RuntimeErrorsBySignal) {
-  EXPECT_EQ(error_signature("runtime_error", "killed by signal 11 (SIGSEGV: Segmentation fault)", ""),
+  EXPECT_EQ(error_signature(eval::Verdict::runtime_error, "killed by signal 11 (SIGSEGV: Segmentation fault)", ""),
             "runtime_error:SIGSEGV");
-  EXPECT_EQ(error_signature("runtime_error", "killed by signal 8 (SIGFPE)", "at 0x7ff1234"), "runtime_error:SIGFPE");
-  EXPECT_EQ(error_signature("runtime_error", "wrote outside its buffers (guard page)", ""),
+  EXPECT_EQ(error_signature(eval::Verdict::runtime_error, "killed by signal 8 (SIGFPE)", "at 0x7ff1234"), "runtime_error:SIGFPE");
+  EXPECT_EQ(error_signature(eval::Verdict::runtime_error, "wrote outside its buffers (guard page)", ""),
             "runtime_error:out_of_bounds");
-  EXPECT_EQ(error_signature("runtime_error", "exited with code 3", ""), "runtime_error:exit");
+  EXPECT_EQ(error_signature(eval::Verdict::runtime_error, "exited with code 3", ""), "runtime_error:exit");
 }
 
 TEST(ErrorSignature, WrongResultsByKind) {
-  EXPECT_EQ(error_signature("wrong_result", "case 2 (N=64 D=1000): y[3, 17]: got nan, expected 0.5", ""),
+  EXPECT_EQ(error_signature(eval::Verdict::wrong_result, "case 2 (N=64 D=1000): y[3, 17]: got nan, expected 0.5", ""),
             "wrong_result:nan_mismatch");
-  EXPECT_EQ(error_signature("wrong_result", "case 1: y[0, 0]: got inf, expected 1", ""), "wrong_result:inf_mismatch");
-  EXPECT_EQ(error_signature("wrong_result", "case 2 (N=64 D=1000): y[3, 17]: got 0.25, expected 0.5", ""),
+  EXPECT_EQ(error_signature(eval::Verdict::wrong_result, "case 1: y[0, 0]: got inf, expected 1", ""), "wrong_result:inf_mismatch");
+  EXPECT_EQ(error_signature(eval::Verdict::wrong_result, "case 2 (N=64 D=1000): y[3, 17]: got 0.25, expected 0.5", ""),
             "wrong_result:value");
-  EXPECT_EQ(error_signature("wrong_result", "case 0: y[9]: got 0.1, expected 0.2 (info)", ""), "wrong_result:value");
+  EXPECT_EQ(error_signature(eval::Verdict::wrong_result, "case 0: y[9]: got 0.1, expected 0.2 (info)", ""), "wrong_result:value");
 }
 
 TEST(ErrorSignature, OtherVerdicts) {
-  EXPECT_EQ(error_signature("correct", "ok", ""), "");
-  EXPECT_EQ(error_signature("timeout", "exceeded the CPU-time limit of 10 s", ""), "timeout:cpu");
-  EXPECT_EQ(error_signature("timeout", "exceeded the wall-clock limit", ""), "timeout:wall");
-  EXPECT_EQ(error_signature("resource_limit", "exceeded the memory limit (2 GiB)", ""), "resource_limit:memory");
-  EXPECT_EQ(error_signature("rejected", "forbidden symbol 'pthread_create' at offset 4242", ""),
-            error_signature("rejected", "forbidden symbol 'fork' at offset 17", ""));
+  EXPECT_EQ(error_signature(eval::Verdict::correct, "ok", ""), "");
+  EXPECT_EQ(error_signature(eval::Verdict::timeout, "exceeded the CPU-time limit of 10 s", ""), "timeout:cpu");
+  EXPECT_EQ(error_signature(eval::Verdict::timeout, "exceeded the wall-clock limit", ""), "timeout:wall");
+  EXPECT_EQ(error_signature(eval::Verdict::resource_limit, "exceeded the memory limit (2 GiB)", ""), "resource_limit:memory");
+  EXPECT_EQ(error_signature(eval::Verdict::rejected, "forbidden symbol 'pthread_create' at offset 4242", ""),
+            error_signature(eval::Verdict::rejected, "forbidden symbol 'fork' at offset 17", ""));
 }
 
 TEST(Outcome, LabelBoundaries) {
@@ -97,21 +98,23 @@ TEST(Names, RoundTrip) {
 }
 
 TEST(Reward, StageConventions) {
-  EXPECT_EQ(stage_reward(Stage::draft, "correct", 0.5), 1.0);
-  EXPECT_EQ(stage_reward(Stage::repair, "wrong_result", 0), 0.25);
-  EXPECT_EQ(stage_reward(Stage::draft, "compile_error", 0), 0.0);
-  EXPECT_EQ(stage_reward(Stage::refine, "compile_error", 0), -1.0);
-  EXPECT_NEAR(stage_reward(Stage::refine, "correct", 1.5), std::log(1.5), 1e-12);
-  EXPECT_EQ(stage_reward(Stage::refine, "correct", 100.0), 1.0);
-  EXPECT_EQ(stage_reward(Stage::refine, "correct", 0.01), -1.0);
+  EXPECT_EQ(stage_reward(Stage::draft, eval::Verdict::correct, 0.5), 1.0);
+  EXPECT_EQ(stage_reward(Stage::repair, eval::Verdict::wrong_result, 0), 0.25);
+  EXPECT_EQ(stage_reward(Stage::draft, eval::Verdict::compile_error, 0), 0.0);
+  EXPECT_EQ(stage_reward(Stage::refine, eval::Verdict::compile_error, 0), -1.0);
+  EXPECT_NEAR(stage_reward(Stage::refine, eval::Verdict::correct, 1.5), std::log(1.5), 1e-12);
+  EXPECT_EQ(stage_reward(Stage::refine, eval::Verdict::correct, 100.0), 1.0);
+  EXPECT_EQ(stage_reward(Stage::refine, eval::Verdict::correct, 0.01), -1.0);
   EXPECT_EQ(stage_prior(Stage::draft), 0.5);
   EXPECT_EQ(stage_prior(Stage::refine), 0.0);
 }
 
 TEST(Text, TokensSimilarityAndQueries) {
-  EXPECT_EQ(estimate_tokens(""), 0);
-  EXPECT_EQ(estimate_tokens("abcd"), 1);
-  EXPECT_EQ(estimate_tokens("abcde"), 2);
+  // The memory's items are estimated by kope's one estimator (a letter run: one token per 5).
+  EXPECT_EQ(context::estimate_tokens(""), 0);
+  EXPECT_EQ(context::estimate_tokens("abcd"), 1);
+  EXPECT_EQ(context::estimate_tokens("abcde"), 1);
+  EXPECT_EQ(context::estimate_tokens("abcdef"), 2);
   EXPECT_EQ(normalised_text("Use  the AVX2 loads, then FMA!"), "use avx2 loads fma");
   auto a = token_set("unroll the inner loop by four to hide FMA latency");
   auto b = token_set("Unroll the inner loop by four, to hide the FMA latency.");

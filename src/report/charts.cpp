@@ -241,15 +241,19 @@ std::string chart_fast_p(const Analysis& an) {
   return out + runs_legend(an) + s + "</figure>";
 }
 
-std::string chart_stream(const Analysis& an) {
-  struct Point {
-    const OpFigures* op;
-    double pass;    // cumulative pass rate over cases
-    double solved;  // cumulative share of operators solved
-  };
-  std::vector<std::vector<Point>> series(an.figures.size());
-  size_t max_n = 1;
-  double lo = 1;
+namespace {
+
+// One operator of a run's task stream, with the cumulative figures after it.
+struct StreamPoint {
+  const OpFigures* op;
+  double pass;    // cumulative pass rate over cases
+  double solved;  // cumulative share of operators solved
+};
+
+// Each run's stream as cumulative points; `lo` becomes the lowest value, `max_n` the longest
+// stream.
+std::vector<std::vector<StreamPoint>> stream_series(const Analysis& an, double& lo, size_t& max_n) {
+  std::vector<std::vector<StreamPoint>> series(an.figures.size());
   for (size_t r = 0; r < an.figures.size(); ++r) {
     const RunFigures& f = an.figures[r];
     int64_t passed = 0, total = 0;
@@ -259,13 +263,50 @@ std::string chart_stream(const Analysis& an) {
       passed += o->cases_passed;
       total += o->cases_total;
       solved += o->solved;
-      Point p{o, total ? static_cast<double>(passed) / static_cast<double>(total) : 0,
-              static_cast<double>(solved) / static_cast<double>(i + 1)};
+      StreamPoint p{o, total ? static_cast<double>(passed) / static_cast<double>(total) : 0,
+                    static_cast<double>(solved) / static_cast<double>(i + 1)};
       lo = std::min({lo, p.pass, p.solved});
       series[r].push_back(p);
     }
     max_n = std::max(max_n, f.stream.size());
   }
+  return series;
+}
+
+// Run r's two curves (pass rate solid, solved share dashed) and a dot per operator.
+std::string stream_run_marks(const Analysis& an, size_t r, const std::vector<StreamPoint>& points,
+                             const LinearScale& x, const LinearScale& y) {
+  const std::string& label = an.figures[r].label;
+  std::string pass_pts, solved_pts, dots;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const StreamPoint& p = points[i];
+    double px = x(static_cast<double>(i + 1));
+    pass_pts += fmt::format("{}{},{}", i ? " " : "", num(px), num(y(p.pass)));
+    solved_pts += fmt::format("{}{},{}", i ? " " : "", num(px), num(y(p.solved)));
+    dots += titled(
+        fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.2\" class=\"mark{}\" {}=\"{}\">", num(px),
+                    num(y(p.pass)), p.op->solved ? "" : " hollow",
+                    p.op->solved ? "fill" : "stroke", run_colour(r)),
+        fmt::format("{} · {}. {}: {} ({} of {} cases); cumulative pass rate {}, solved {}", label,
+                    i + 1, p.op->name, p.op->solved ? "solved" : "not solved", p.op->cases_passed,
+                    p.op->cases_total, fmt_pct(p.pass), fmt_pct(p.solved)),
+        "</circle>");
+  }
+  std::string s = titled(fmt::format("<polyline points=\"{}\" class=\"mark series dashed\" stroke=\"{}\">",
+                                     solved_pts, run_colour(r)),
+                         fmt::format("{}: share of operators solved so far", label), "</polyline>");
+  s += fmt::format("<polyline points=\"{}\" class=\"series\" stroke=\"{}\"/>", pass_pts,
+                   run_colour(r)) +
+       dots;
+  return s;
+}
+
+}  // namespace
+
+std::string chart_stream(const Analysis& an) {
+  size_t max_n = 1;
+  double lo = 1;
+  const std::vector<std::vector<StreamPoint>> series = stream_series(an, lo, max_n);
   // Zoom in when every value is high, so differences between runs stay visible.
   double y0 = lo >= 0.5 ? std::floor((lo - 0.02) * 10) / 10 : 0;
   const double W = 520, H = 330, left = 52, right = 18, top = 12, bottom = 46;
@@ -290,29 +331,7 @@ std::string chart_stream(const Analysis& an) {
       "cumulative share</text>",
       num((top + H - bottom) / 2), num((top + H - bottom) / 2));
   for (size_t r = 0; r < series.size(); ++r) {
-    if (series[r].empty()) continue;
-    const std::string& label = an.figures[r].label;
-    std::string pass_pts, solved_pts, dots;
-    for (size_t i = 0; i < series[r].size(); ++i) {
-      const Point& p = series[r][i];
-      double px = x(static_cast<double>(i + 1));
-      pass_pts += fmt::format("{}{},{}", i ? " " : "", num(px), num(y(p.pass)));
-      solved_pts += fmt::format("{}{},{}", i ? " " : "", num(px), num(y(p.solved)));
-      dots += titled(
-          fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.2\" class=\"mark{}\" {}=\"{}\">", num(px),
-                      num(y(p.pass)), p.op->solved ? "" : " hollow",
-                      p.op->solved ? "fill" : "stroke", run_colour(r)),
-          fmt::format("{} · {}. {}: {} ({} of {} cases); cumulative pass rate {}, solved {}", label,
-                      i + 1, p.op->name, p.op->solved ? "solved" : "not solved", p.op->cases_passed,
-                      p.op->cases_total, fmt_pct(p.pass), fmt_pct(p.solved)),
-          "</circle>");
-    }
-    s += titled(fmt::format("<polyline points=\"{}\" class=\"mark series dashed\" stroke=\"{}\">",
-                            solved_pts, run_colour(r)),
-                fmt::format("{}: share of operators solved so far", label), "</polyline>");
-    s += fmt::format("<polyline points=\"{}\" class=\"series\" stroke=\"{}\"/>", pass_pts,
-                     run_colour(r)) +
-         dots;
+    if (!series[r].empty()) s += stream_run_marks(an, r, series[r], x, y);
   }
   s += "</svg>";
   std::string out = figure_open(
@@ -401,14 +420,18 @@ std::string chart_iterations(const Analysis& an) {
   return out + runs_legend(an) + "<div class=\"panels\">" + panels + "</div></figure>";
 }
 
-std::string chart_tiers(const Analysis& an) {
-  struct TierColumn {
-    std::map<std::string, double> sum;
-    int n = 0;
-  };
+namespace {
+
+// The summed tokens per tier of the attempts with one number, and how many attempts that was.
+struct TierColumn {
+  std::map<std::string, double> sum;
+  int n = 0;
+};
+
+// Each run's columns (attempt number k at index k-1); `max_total` becomes the largest mean
+// total, `max_k` the most attempts.
+std::vector<std::vector<TierColumn>> tier_columns(const Analysis& an, double& max_total, int& max_k) {
   std::vector<std::vector<TierColumn>> runs(an.figures.size());
-  double max_total = 1;
-  int max_k = 1;
   for (size_t r = 0; r < an.figures.size(); ++r) {
     for (const auto& o : an.figures[r].ops) {
       for (const auto& it : o.iterations) {
@@ -427,6 +450,42 @@ std::string chart_tiers(const Analysis& an) {
       max_total = std::max(max_total, t);
     }
   }
+  return runs;
+}
+
+// The bars of run r: one stacked column per attempt number, a rect per tier.
+std::string tier_bars(const Analysis& an, size_t r, const std::vector<TierColumn>& columns, const LinearScale& y,
+                      double left, double slot) {
+  std::string s;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const auto& c = columns[i];
+    if (c.n == 0) continue;
+    double base = 0;
+    double bx = left + slot * static_cast<double>(i) + slot * 0.15;
+    for (const char* tier : k_tiers) {
+      auto it = c.sum.find(tier);
+      double v = it == c.sum.end() ? 0 : it->second / c.n;
+      if (v <= 0) continue;
+      s += titled(
+          fmt::format(
+              "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" class=\"mark\" fill=\"{}\">",
+              num(bx), num(y(base + v)), num(slot * 0.7),
+              num(std::max(0.5, y(base) - y(base + v))), tier_colour(tier)),
+          fmt::format("{} · attempt {}: {} tier {:.0f} tokens (mean over {} operators)",
+                      an.figures[r].label, i + 1, tier, v, c.n),
+          "</rect>");
+      base += v;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string chart_tiers(const Analysis& an) {
+  double max_total = 1;
+  int max_k = 1;
+  const std::vector<std::vector<TierColumn>> runs = tier_columns(an, max_total, max_k);
   const double W = 320, H = 230, left = 56, right = 10, top = 26, bottom = 34;
   LinearScale y{0, max_total * 1.05, H - bottom, top};
   std::string panels;
@@ -449,26 +508,7 @@ std::string chart_tiers(const Analysis& an) {
     }
     s += text((left + W - right) / 2, H - 6, "attempt", "axis-label", "middle");
     if (runs[r].empty()) s += text(W / 2, H / 2, "no attempts", "empty-note", "middle");
-    for (size_t i = 0; i < runs[r].size(); ++i) {
-      const auto& c = runs[r][i];
-      if (c.n == 0) continue;
-      double base = 0;
-      double bx = left + slot * static_cast<double>(i) + slot * 0.15;
-      for (const char* tier : k_tiers) {
-        auto it = c.sum.find(tier);
-        double v = it == c.sum.end() ? 0 : it->second / c.n;
-        if (v <= 0) continue;
-        s += titled(
-            fmt::format(
-                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" class=\"mark\" fill=\"{}\">",
-                num(bx), num(y(base + v)), num(slot * 0.7),
-                num(std::max(0.5, y(base) - y(base + v))), tier_colour(tier)),
-            fmt::format("{} · attempt {}: {} tier {:.0f} tokens (mean over {} operators)",
-                        an.figures[r].label, i + 1, tier, v, c.n),
-            "</rect>");
-        base += v;
-      }
-    }
+    s += tier_bars(an, r, runs[r], y, left, slot);
     s += "</svg>";
     panels += "<div class=\"panel\">" + s + "</div>";
   }

@@ -92,6 +92,72 @@ bool myers(const std::vector<int>& a, const std::vector<int>& b, int max_edits,
   return true;
 }
 
+// The edit script from `a` to `b`: Myers' minimal one, or (beyond max_edits) every line of `a`
+// removed and every line of `b` inserted, with diff.minimal false.
+std::vector<Edit> edit_script(const std::vector<int>& a, const std::vector<int>& b, int max_edits, Diff& diff) {
+  std::vector<Edit> edits;
+  if (myers(a, b, max_edits, edits)) return edits;
+  diff.minimal = false;
+  edits.clear();
+  for (int i = 0; i < static_cast<int>(a.size()); ++i) edits.push_back({Op::remove, i, 0});
+  for (int j = 0; j < static_cast<int>(b.size()); ++j) edits.push_back({Op::insert, static_cast<int>(a.size()), j});
+  return edits;
+}
+
+// The end of the hunk whose first change is edits[first]: changes closer than 2·ctx lines
+// share a hunk, and the hunk ends ctx lines of context after its last change.
+size_t hunk_end(const std::vector<Edit>& edits, size_t first, size_t ctx) {
+  const size_t n = edits.size();
+  size_t end = first;
+  for (;;) {
+    while (end < n && edits[end].op != Op::equal) ++end;
+    size_t eq = end;
+    while (eq < n && edits[eq].op == Op::equal) ++eq;
+    if (eq < n && eq - end <= 2 * ctx) {
+      end = eq;
+      continue;
+    }
+    return std::min(n, end + ctx);
+  }
+}
+
+// The "@@ -a,len +b,len @@" line of edits[start, end) (unified format: a range of length 0
+// names the line before it).
+std::string hunk_header(const std::vector<Edit>& edits, size_t start, size_t end) {
+  int a_start = -1, b_start = -1, a_len = 0, b_len = 0;
+  for (size_t j = start; j < end; ++j) {
+    const Edit& e = edits[j];
+    if (e.op != Op::insert) {
+      if (a_start < 0) a_start = e.a;
+      ++a_len;
+    }
+    if (e.op != Op::remove) {
+      if (b_start < 0) b_start = e.b;
+      ++b_len;
+    }
+  }
+  if (a_start < 0) a_start = edits[start].a;
+  if (b_start < 0) b_start = edits[start].b;
+  return fmt::format("@@ -{},{} +{},{} @@", a_len ? a_start + 1 : a_start, a_len, b_len ? b_start + 1 : b_start, b_len);
+}
+
+// Appends lines to a diff up to options.max_lines, then marks it truncated.
+class DiffWriter {
+ public:
+  DiffWriter(Diff& diff, size_t max_lines) : m_diff(diff), m_max_lines(max_lines) {}
+  void push(DiffLine::Kind kind, std::string text) {
+    if (m_diff.lines.size() >= m_max_lines) {
+      m_diff.truncated = true;
+      return;
+    }
+    m_diff.lines.push_back({kind, std::move(text)});
+  }
+
+ private:
+  Diff& m_diff;
+  size_t m_max_lines;
+};
+
 }  // namespace
 
 Diff line_diff(std::string_view before, std::string_view after, const DiffOptions& options) {
@@ -107,77 +173,30 @@ Diff line_diff(std::string_view before, std::string_view after, const DiffOption
   std::vector<int> a = intern(la), b = intern(lb);
 
   Diff diff;
-  std::vector<Edit> edits;
-  if (!myers(a, b, options.max_edits, edits)) {
-    diff.minimal = false;
-    edits.clear();
-    for (int i = 0; i < static_cast<int>(a.size()); ++i) edits.push_back({Op::remove, i, 0});
-    for (int j = 0; j < static_cast<int>(b.size()); ++j)
-      edits.push_back({Op::insert, static_cast<int>(a.size()), j});
-  }
+  const std::vector<Edit> edits = edit_script(a, b, options.max_edits, diff);
   for (const auto& e : edits) {
     diff.added += e.op == Op::insert;
     diff.removed += e.op == Op::remove;
   }
   if (diff.identical()) return diff;
 
-  // Group the edits into hunks: changes closer than 2·context lines share a hunk.
-  const int ctx = std::max(0, options.context);
+  const size_t ctx = static_cast<size_t>(std::max(0, options.context));
   const size_t n = edits.size();
+  DiffWriter out(diff, options.max_lines);
   size_t i = 0;
-  auto push = [&](DiffLine::Kind kind, std::string text) {
-    if (diff.lines.size() >= options.max_lines) {
-      diff.truncated = true;
-      return;
-    }
-    diff.lines.push_back({kind, std::move(text)});
-  };
   while (i < n) {
     while (i < n && edits[i].op == Op::equal) ++i;
     if (i >= n) break;
     // The previous hunk ended more than `ctx` lines before this change, so hunks never overlap.
-    size_t start = i >= static_cast<size_t>(ctx) ? i - static_cast<size_t>(ctx) : 0;
-    size_t end = i;
-    for (;;) {
-      while (end < n && edits[end].op != Op::equal) ++end;
-      size_t eq = end;
-      while (eq < n && edits[eq].op == Op::equal) ++eq;
-      if (eq < n && eq - end <= static_cast<size_t>(2 * ctx)) {
-        end = eq;
-        continue;
-      }
-      end = std::min(n, end + static_cast<size_t>(ctx));
-      break;
-    }
-    int a_start = -1, b_start = -1, a_len = 0, b_len = 0;
-    for (size_t j = start; j < end; ++j) {
-      const Edit& e = edits[j];
-      if (e.op != Op::insert) {
-        if (a_start < 0) a_start = e.a;
-        ++a_len;
-      }
-      if (e.op != Op::remove) {
-        if (b_start < 0) b_start = e.b;
-        ++b_len;
-      }
-    }
-    // Unified format: a range of length 0 names the line before it.
-    if (a_start < 0) a_start = edits[start].a;
-    if (b_start < 0) b_start = edits[start].b;
-    push(DiffLine::Kind::hunk, fmt::format("@@ -{},{} +{},{} @@", a_len ? a_start + 1 : a_start,
-                                           a_len, b_len ? b_start + 1 : b_start, b_len));
+    const size_t start = i >= ctx ? i - ctx : 0;
+    const size_t end = hunk_end(edits, i, ctx);
+    out.push(DiffLine::Kind::hunk, hunk_header(edits, start, end));
     for (size_t j = start; j < end; ++j) {
       const Edit& e = edits[j];
       switch (e.op) {
-        case Op::equal:
-          push(DiffLine::Kind::context, std::string(la[static_cast<size_t>(e.a)]));
-          break;
-        case Op::remove:
-          push(DiffLine::Kind::removed, std::string(la[static_cast<size_t>(e.a)]));
-          break;
-        case Op::insert:
-          push(DiffLine::Kind::added, std::string(lb[static_cast<size_t>(e.b)]));
-          break;
+        case Op::equal: out.push(DiffLine::Kind::context, std::string(la[static_cast<size_t>(e.a)])); break;
+        case Op::remove: out.push(DiffLine::Kind::removed, std::string(la[static_cast<size_t>(e.a)])); break;
+        case Op::insert: out.push(DiffLine::Kind::added, std::string(lb[static_cast<size_t>(e.b)])); break;
       }
     }
     i = end;

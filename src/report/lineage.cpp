@@ -122,7 +122,7 @@ LineageView lineage_view(const Analysis& an, size_t run_index, const OpFigures& 
     bool ok = a.correct();
     std::string fill(ok ? outcome_colour(a.label) : failed_colour());
     std::string aria =
-        fmt::format("attempt {}: {} {}, {}{}", a.iteration, memory::stage_name(a.stage), a.verdict,
+        fmt::format("attempt {}: {} {}, {}{}", a.iteration, memory::stage_name(a.stage), eval::verdict_name(a.verdict),
                     ok ? a.label : "failed",
                     ok && a.speedup_vs_reference
                         ? fmt::format(", {:.2f}x vs reference", *a.speedup_vs_reference)
@@ -194,7 +194,7 @@ LineageView lineage_view(const Analysis& an, size_t run_index, const OpFigures& 
              {"source_case", a.source_case_id ? json(*a.source_case_id) : json(nullptr)},
              {"case_id", case_id != st.case_ids.end() ? json(case_id->second) : json(nullptr)},
              {"optimisation", a.optimisation},
-             {"verdict", a.verdict},
+             {"verdict", std::string(eval::verdict_name(a.verdict))},
              {"message", util::truncate_text(a.message, 2000, 20)},
              {"first_mismatch", a.first_mismatch},
              {"diagnostics", util::truncate_text(a.diagnostics, 4000, 60)},

@@ -50,7 +50,7 @@ std::string RunData::context_mode() const {
 }
 
 std::string RunData::model_name() const {
-  if (config.loop.policy == run::Policy::replay) return "replay";
+  if (config.loop.policy == run::Policy::replay) return std::string(run::policy_name(run::Policy::replay));
   if (config.model.is_object()) {
     std::string m = config.model.value("model", "");
     if (!m.empty()) return m;

@@ -114,7 +114,7 @@ json to_json(const Attempt& a) {
               {"has_code", a.has_code},
               {"code_file", a.code_file},
               {"code_hash", a.code_hash},
-              {"verdict", a.verdict},
+              {"verdict", std::string(eval::verdict_name(a.verdict))},
               {"message", a.message},
               {"diagnostics", a.diagnostics},
               {"first_mismatch", a.first_mismatch},
@@ -178,7 +178,10 @@ Result<Attempt> attempt_from_json(const json& j) {
     a.has_code = j.value("has_code", false);
     a.code_file = j.value("code_file", "");
     a.code_hash = j.value("code_hash", "");
-    a.verdict = j.at("verdict").get<std::string>();
+    const std::string verdict = j.at("verdict").get<std::string>();
+    auto parsed_verdict = eval::parse_verdict(verdict);
+    if (!parsed_verdict) return fail(ErrorKind::corrupt, "attempt {}: unknown verdict '{}'", a.iteration, verdict);
+    a.verdict = *parsed_verdict;
     a.message = j.value("message", "");
     a.diagnostics = j.value("diagnostics", "");
     a.first_mismatch = j.value("first_mismatch", "");

@@ -76,7 +76,8 @@ struct Attempt {
   bool has_code = false;
   std::string code_file;                // relative to the run directory
   std::string code_hash;                // SHA-256 of the source ("" without code)
-  std::string verdict;                  // eval::verdict_name
+  // Set by the judge (an answer without code: compile_error, see k_no_code_message).
+  eval::Verdict verdict = eval::Verdict::compile_error;
   std::string message;
   std::string diagnostics;              // trimmed
   std::string first_mismatch;
@@ -125,7 +126,7 @@ struct Attempt {
   std::string notable_reason;
   std::string journal;
 
-  bool correct() const { return verdict == "correct"; }
+  bool correct() const { return verdict == eval::Verdict::correct; }
   // Some timed case was measured under outside load (eval::EvalResult::disturbed).
   bool timing_disturbed() const {
     for (const auto& t : timings) {

@@ -1,9 +1,10 @@
 #include "run/config.h"
 
-#include <ctime>
 #include <random>
 
 #include <fmt/format.h>
+
+#include "util/time.h"
 
 #ifndef KOPE_VERSION
 #define KOPE_VERSION "0"
@@ -20,12 +21,8 @@ constexpr int k_config_version = 1;
 }  // namespace
 
 std::string new_run_id() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
   std::random_device rd;
-  return fmt::format("{:04}{:02}{:02}-{:02}{:02}{:02}-{:04x}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, rd() & 0xffff);
+  return fmt::format("{}-{:04x}", util::now_compact_utc(), rd() & 0xffff);
 }
 
 json loop_config_to_json(const LoopConfig& c) {

@@ -7,20 +7,11 @@
 
 #include "util/fs.h"
 #include "util/strings.h"
+#include "util/time.h"
 
 namespace kope::run {
 
 using nlohmann::json;
-
-std::string now_iso8601() {
-  auto now = std::chrono::system_clock::now();
-  std::time_t t = std::chrono::system_clock::to_time_t(now);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, ms);
-}
 
 Result<std::unique_ptr<EventLog>> EventLog::open(const std::filesystem::path& path) {
   std::unique_ptr<EventLog> log(new EventLog());
@@ -46,7 +37,7 @@ Result<std::unique_ptr<EventLog>> EventLog::open(const std::filesystem::path& pa
 Status EventLog::append(nlohmann::json event) {
   std::lock_guard lock(m_mutex);
   event["seq"] = m_next_seq;
-  event["time"] = now_iso8601();
+  event["time"] = util::now_iso8601();
   KOPE_TRY(util::append_line_durable(m_path, event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   ++m_next_seq;
   return {};

@@ -93,7 +93,4 @@ nlohmann::json to_json(const ReverifiedEvent& e);
 // Fails with corrupt naming the missing or malformed field.
 Result<ReverifiedEvent> reverified_from_json(const nlohmann::json& j);
 
-// Current time as ISO 8601 UTC with milliseconds ("2026-05-01T12:00:00.123Z").
-std::string now_iso8601();
-
 }  // namespace kope::run

@@ -64,7 +64,7 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
       if (!first_correct) first_correct = a.iteration;
     }
     best_passed = std::max(best_passed, a.cases_passed);
-    ++verdicts[a.verdict];
+    ++verdicts[std::string(eval::verdict_name(a.verdict))];
     if (a.timing_disturbed()) ++disturbed;
     ++labels[a.label];
     for (const auto& [t, n] : a.tier_tokens) tiers[t] += n;

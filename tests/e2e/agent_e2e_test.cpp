@@ -271,24 +271,24 @@ TEST_F(AgentE2E, RunRecordsEveryAttemptWithLineageLabelsLessonsAndValues) {
   using memory::Stage;
   EXPECT_EQ(cases[0].stage, Stage::draft);
   EXPECT_FALSE(cases[0].parent_id);
-  EXPECT_EQ(cases[0].verdict, "compile_error");
+  EXPECT_EQ(cases[0].verdict, eval::Verdict::compile_error);
   EXPECT_EQ(cases[1].stage, Stage::repair);
   EXPECT_EQ(cases[1].parent_id, cases[0].id);
-  EXPECT_EQ(cases[1].verdict, "wrong_result");
+  EXPECT_EQ(cases[1].verdict, eval::Verdict::wrong_result);
   EXPECT_EQ(cases[2].stage, Stage::repair);
   EXPECT_EQ(cases[2].parent_id, cases[1].id);
-  EXPECT_EQ(cases[2].verdict, "correct");
+  EXPECT_EQ(cases[2].verdict, eval::Verdict::correct);
   EXPECT_EQ(cases[3].stage, Stage::refine);
   EXPECT_EQ(cases[3].parent_id, cases[2].id);  // refines the incumbent
-  EXPECT_NE(cases[3].verdict, "correct");      // the cheat is caught
+  EXPECT_NE(cases[3].verdict, eval::Verdict::correct);      // the cheat is caught
   EXPECT_EQ(cases[4].stage, Stage::repair);
   EXPECT_EQ(cases[4].parent_id, cases[3].id);
-  EXPECT_EQ(cases[4].verdict, "correct");
+  EXPECT_EQ(cases[4].verdict, eval::Verdict::correct);
   EXPECT_EQ(cases[5].stage, Stage::refine);
   EXPECT_EQ(cases[5].parent_id, cases[4].id);  // the new incumbent
   EXPECT_TRUE(cases[5].message.starts_with("no code in answer")) << cases[5].message;
   for (const auto& c : cases) {
-    if (c.verdict != "correct") {
+    if (c.verdict != eval::Verdict::correct) {
       EXPECT_EQ(c.outcome, memory::Outcome::negative);
     } else {
       EXPECT_EQ(c.outcome, memory::outcome_for_ratio(c.ratio)) << c.id;
@@ -605,7 +605,7 @@ TEST_F(AgentE2E, ReplayReusesAKernelOfARelatedOpReverified) {
   ASSERT_TRUE(store);
   auto c = (*store)->find_case(fmt::format("{}/e2e_double/1", r["run_id"].get<std::string>()));
   ASSERT_TRUE(c && *c);
-  EXPECT_EQ((*c)->verdict, "correct");
+  EXPECT_EQ((*c)->verdict, eval::Verdict::correct);
   ASSERT_TRUE((*c)->parent_id);
   auto source = (*store)->get_case(*(*c)->parent_id);
   ASSERT_TRUE(source && *source);

@@ -211,7 +211,7 @@ TEST(ReportCli, MemorySection) {
     c.toolchain.id = "g++ 12";
     c.toolchain.backend = "cpu";
     c.code = "extern \"C\" void kope_kernel() {}";
-    c.verdict = "correct";
+    c.verdict = eval::Verdict::correct;
     c.speedup_vs_reference = 4000.0;  // implausible for a first kernel: quarantined
     c.timings.push_back({0, 0.025, 0.001, 100.0, std::nullopt, false, 0.0, std::nullopt});
     ASSERT_TRUE((*store)->record_case(c));

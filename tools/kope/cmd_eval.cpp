@@ -1,5 +1,6 @@
 // `kope eval` (judge one kernel) and `kope bench` (time the references and library baselines).
 #include <cstdio>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -145,7 +146,7 @@ void register_eval_command(CLI::App& app, Action& action) {
     std::vector<std::string> flags;
     int threads = 0;
     bool refresh = false;
-    std::string backend = "cpu";
+    std::string backend = std::string(eval::default_backend_name());
     std::string library_config = "environment";
     std::string incumbent;
     double margin = 0.01;
@@ -210,18 +211,134 @@ void register_eval_command(CLI::App& app, Action& action) {
   });
 }
 
+struct BenchOptions {
+  std::vector<std::string> selectors;
+  bool all = false;
+  bool json = false;
+  bool refresh = false;
+  double max_seconds = 3;
+  double target_ci = 0.02;
+  std::string library_config = "environment";
+};
+
+// What `kope bench` collects over the ops: the JSON rows, the table, the library configurations.
+struct BenchOutput {
+  json rows = json::array();
+  json selections = json::array();
+  std::string table, configs;
+  int failures = 0;
+};
+
+json selection_json(const eval::LibrarySelection& s, const spec::OpSpec& op) {
+  json trials = json::array();
+  for (const auto& t : s.trials) {
+    trials.push_back({{"setting", t.setting}, {"core", t.config.core}, {"threads", t.config.threads}, {"correct", t.correct},
+                      {"problem", t.problem}, {"median_us", t.median_us}, {"ci95_us", t.ci95_us}, {"gflops", t.gflops}});
+  }
+  return {{"op", op.name},
+          {"library", s.library},
+          {"best", s.best >= 0 ? json(s.trials[static_cast<size_t>(s.best)].setting) : json(nullptr)},
+          {"cached", s.cached},
+          {"trials", trials}};
+}
+
+// --library-config best: the fastest correct library configuration for `op`, measured (or cached).
+void bench_library_selection(const HardwareProfile& hw, const spec::OpSpec& op, const eval::EvaluatorOptions& co,
+                             const eval::EvalOptions& eo, const std::function<void(std::string_view)>& report,
+                             BenchOutput& out) {
+  auto chosen = eval::select_library_config(hw, op, co, eo, report);
+  if (!chosen) {
+    ++out.failures;
+    progress(fmt::format("kope bench: {}: {}", op.name, chosen.error().message));
+  } else if (*chosen) {
+    out.configs += selection_text(**chosen, op);
+    out.selections.push_back(selection_json(**chosen, op));
+  }
+}
+
+// One timed case's table line and JSON row.
+void add_baseline_case(const spec::OpSpec& op, const eval::CaseBaselines& cb, BenchOutput& out) {
+  double ref_frac = cb.reference.median_us > 0 ? cb.roofline_us / cb.reference.median_us : 0;
+  double lib_frac = cb.library && cb.library->median_us > 0 ? cb.roofline_us / cb.library->median_us : 0;
+  std::string lib = cb.library ? with_ci(cb.library->median_us, cb.library->ci95_us)
+                               : (op.library_path ? std::string("failed") : std::string("-"));
+  std::string vs = cb.library ? fmt::format("{:.2f}x{}", cb.reference.median_us / cb.library->median_us,
+                                            cb.library_config ? cb.library_config->forced_note() : std::string())
+                              : "-";
+  out.table += fmt::format("{}{}{}{}{}{}{}{}\n", pad(op.name, 24), pad(cb.label, 26), pad(with_ci(cb.reference.median_us, cb.reference.ci95_us), 20),
+                           pad(lib, 20), pad(us(cb.roofline_us), 12), pad(percent(ref_frac), 10), pad(percent(lib_frac), 10), vs);
+  json row{{"op", op.name},
+           {"case", cb.case_index},
+           {"label", cb.label},
+           {"flops", cb.flops},
+           {"bytes", cb.bytes},
+           {"reference_us", cb.reference.median_us},
+           {"reference_ci95_us", cb.reference.ci95_us},
+           {"reference_cached", cb.reference.cached},
+           {"library_us", cb.library ? json(cb.library->median_us) : json(nullptr)},
+           {"library_ci95_us", cb.library ? json(cb.library->ci95_us) : json(nullptr)},
+           {"library_problem", cb.library_problem.empty() ? json(nullptr) : json(cb.library_problem)},
+           {"roofline_us", cb.roofline_us},
+           {"roofline_bound", std::string(cb.roof.bound())},
+           {"roofline_gbps", cb.roof.gbps},
+           {"roofline_gflops", cb.roof.gflops},
+           {"reference_fraction_of_roofline", ref_frac},
+           {"library_fraction_of_roofline", cb.library ? json(lib_frac) : json(nullptr)},
+           {"library_config", cb.library_config ? json(cb.library_config->describe()) : json(nullptr)},
+           {"library_forced", cb.library_config && cb.library_config->forced}};
+  out.rows.push_back(row);
+  if (cb.library_config) {
+    std::string line = fmt::format("{}: library {}", op.name, cb.library_config->describe());
+    if (out.configs.find(line) == std::string::npos) out.configs += line + "\n";
+  }
+  if (!cb.library_problem.empty()) progress(fmt::format("kope bench: {} {}: {}", op.name, cb.label, cb.library_problem));
+}
+
+Result<int> run_bench(const BenchOptions& o) {
+  if (o.selectors.empty() && !o.all) return fail(ErrorKind::usage, "name the ops to bench, or pass --all for the whole suite");
+  std::vector<std::string> sel = o.all ? std::vector<std::string>{"all"} : o.selectors;
+  KOPE_ASSIGN(auto ops, spec::select_ops(sel));
+  KOPE_ASSIGN(HardwareProfile hw, profile());
+  eval::EvaluatorOptions co;
+  co.refresh_baselines = o.refresh;
+  co.library_config = o.library_config;
+  eval::EvalOptions eo;
+  eo.max_seconds_per_case = o.max_seconds;
+  eo.target_ci = o.target_ci;
+  BenchOutput out;
+  out.table += fmt::format("{}{}{}{}{}{}{}{}\n", pad("op", 24), pad("case", 26), pad("reference", 20), pad("library", 20), pad("roofline", 12),
+                           pad("ref/roof", 10), pad("lib/roof", 10), "lib vs ref");
+  size_t op_index = 0;
+  for (const auto& op : ops) {
+    ++op_index;
+    auto report = [&](std::string_view line) { progress(fmt::format("[{}/{}] {}", op_index, ops.size(), line)); };
+    if (o.library_config == "best" && op.library_path) bench_library_selection(hw, op, co, eo, report, out);
+    auto r = eval::measure_cpu_baselines(hw, op, co, eo, report);
+    if (!r) {
+      ++out.failures;
+      progress(fmt::format("kope bench: {}: {}", op.name, r.error().message));
+      out.table += fmt::format("{}{}\n", pad(op.name, 24), "error: " + std::string(util::trim(util::split(r.error().message, '\n')[0])));
+      out.rows.push_back({{"op", op.name}, {"error", r.error().message}});
+      continue;
+    }
+    for (const auto& cb : *r) add_baseline_case(op, cb, out);
+  }
+  if (o.json) {
+    json doc{{"target", hw.target.str()}, {"cores", hw.cores}, {"rows", out.rows}};
+    if (o.library_config == "best") doc["library_selections"] = out.selections;
+    print(doc.dump(2) + "\n");
+  } else {
+    print(fmt::format("kope bench on {} ({} cores; roofline: FP32 {:.1f} GFLOP/s, FP64 {:.1f} GFLOP/s, {:.1f} GB/s DRAM, the "
+                      "bandwidth curve by working set below it); times per call, median ±95% CI\n\n",
+                      hw.target.str(), hw.cores, hw.peak_gflops, hw.peak_gflops_for(true), hw.peak_gbps) +
+          out.table + (out.configs.empty() ? std::string() : "\n" + out.configs));
+  }
+  return out.failures == 0 ? 0 : 1;
+}
+
 void register_bench_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("bench", "Time the references and library baselines of ops against the roofline");
-  struct Options {
-    std::vector<std::string> selectors;
-    bool all = false;
-    bool json = false;
-    bool refresh = false;
-    double max_seconds = 3;
-    double target_ci = 0.02;
-    std::string library_config = "environment";
-  };
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<BenchOptions>();
   cmd->add_option("ops", o->selectors, "Op names, globs, categories (category:x), levels (level:n) or op folders");
   cmd->add_flag("--all", o->all, "The whole suite");
   cmd->add_flag("--json", o->json, "Print JSON");
@@ -233,104 +350,7 @@ void register_bench_command(CLI::App& app, Action& action) {
                   "configurations this CPU runs, verify each, keep the fastest correct one; cached)")
       ->check(CLI::IsMember({"environment", "best"}));
   cmd->callback([&action, o] {
-    action = [o]() -> Result<int> {
-      if (o->selectors.empty() && !o->all) return fail(ErrorKind::usage, "name the ops to bench, or pass --all for the whole suite");
-      std::vector<std::string> sel = o->all ? std::vector<std::string>{"all"} : o->selectors;
-      KOPE_ASSIGN(auto ops, spec::select_ops(sel));
-      KOPE_ASSIGN(HardwareProfile hw, profile());
-      eval::EvaluatorOptions co;
-      co.refresh_baselines = o->refresh;
-      co.library_config = o->library_config;
-      eval::EvalOptions eo;
-      eo.max_seconds_per_case = o->max_seconds;
-      eo.target_ci = o->target_ci;
-      json rows = json::array();
-      json selections = json::array();
-      std::string table, configs;
-      table += fmt::format("{}{}{}{}{}{}{}{}\n", pad("op", 24), pad("case", 26), pad("reference", 20), pad("library", 20), pad("roofline", 12),
-                           pad("ref/roof", 10), pad("lib/roof", 10), "lib vs ref");
-      int failures = 0;
-      size_t op_index = 0;
-      for (const auto& op : ops) {
-        ++op_index;
-        auto report = [&](std::string_view line) { progress(fmt::format("[{}/{}] {}", op_index, ops.size(), line)); };
-        if (o->library_config == "best" && op.library_path) {
-          auto chosen = eval::select_library_config(hw, op, co, eo, report);
-          if (!chosen) {
-            ++failures;
-            progress(fmt::format("kope bench: {}: {}", op.name, chosen.error().message));
-          } else if (*chosen) {
-            const eval::LibrarySelection& s = **chosen;
-            configs += selection_text(s, op);
-            json trials = json::array();
-            for (const auto& t : s.trials) {
-              trials.push_back({{"setting", t.setting}, {"core", t.config.core}, {"threads", t.config.threads}, {"correct", t.correct},
-                                {"problem", t.problem}, {"median_us", t.median_us}, {"ci95_us", t.ci95_us}, {"gflops", t.gflops}});
-            }
-            selections.push_back({{"op", op.name},
-                                  {"library", s.library},
-                                  {"best", s.best >= 0 ? json(s.trials[static_cast<size_t>(s.best)].setting) : json(nullptr)},
-                                  {"cached", s.cached},
-                                  {"trials", trials}});
-          }
-        }
-        auto r = eval::measure_cpu_baselines(hw, op, co, eo, report);
-        if (!r) {
-          ++failures;
-          progress(fmt::format("kope bench: {}: {}", op.name, r.error().message));
-          table += fmt::format("{}{}\n", pad(op.name, 24), "error: " + std::string(util::trim(util::split(r.error().message, '\n')[0])));
-          rows.push_back({{"op", op.name}, {"error", r.error().message}});
-          continue;
-        }
-        for (const auto& cb : *r) {
-          double ref_frac = cb.reference.median_us > 0 ? cb.roofline_us / cb.reference.median_us : 0;
-          double lib_frac = cb.library && cb.library->median_us > 0 ? cb.roofline_us / cb.library->median_us : 0;
-          std::string lib = cb.library ? with_ci(cb.library->median_us, cb.library->ci95_us)
-                                       : (op.library_path ? std::string("failed") : std::string("-"));
-          std::string vs = cb.library ? fmt::format("{:.2f}x{}", cb.reference.median_us / cb.library->median_us,
-                                                    cb.library_config ? cb.library_config->forced_note() : std::string())
-                                      : "-";
-          table += fmt::format("{}{}{}{}{}{}{}{}\n", pad(op.name, 24), pad(cb.label, 26), pad(with_ci(cb.reference.median_us, cb.reference.ci95_us), 20),
-                               pad(lib, 20), pad(us(cb.roofline_us), 12), pad(percent(ref_frac), 10), pad(percent(lib_frac), 10), vs);
-          json row{{"op", op.name},
-                   {"case", cb.case_index},
-                   {"label", cb.label},
-                   {"flops", cb.flops},
-                   {"bytes", cb.bytes},
-                   {"reference_us", cb.reference.median_us},
-                   {"reference_ci95_us", cb.reference.ci95_us},
-                   {"reference_cached", cb.reference.cached},
-                   {"library_us", cb.library ? json(cb.library->median_us) : json(nullptr)},
-                   {"library_ci95_us", cb.library ? json(cb.library->ci95_us) : json(nullptr)},
-                   {"library_problem", cb.library_problem.empty() ? json(nullptr) : json(cb.library_problem)},
-                   {"roofline_us", cb.roofline_us},
-                   {"roofline_bound", std::string(cb.roof.bound())},
-                   {"roofline_gbps", cb.roof.gbps},
-                   {"roofline_gflops", cb.roof.gflops},
-                   {"reference_fraction_of_roofline", ref_frac},
-                   {"library_fraction_of_roofline", cb.library ? json(lib_frac) : json(nullptr)},
-                   {"library_config", cb.library_config ? json(cb.library_config->describe()) : json(nullptr)},
-                   {"library_forced", cb.library_config && cb.library_config->forced}};
-          rows.push_back(row);
-          if (cb.library_config) {
-            std::string line = fmt::format("{}: library {}", op.name, cb.library_config->describe());
-            if (configs.find(line) == std::string::npos) configs += line + "\n";
-          }
-          if (!cb.library_problem.empty()) progress(fmt::format("kope bench: {} {}: {}", op.name, cb.label, cb.library_problem));
-        }
-      }
-      if (o->json) {
-        json out{{"target", hw.target.str()}, {"cores", hw.cores}, {"rows", rows}};
-        if (o->library_config == "best") out["library_selections"] = selections;
-        print(out.dump(2) + "\n");
-      } else {
-        print(fmt::format("kope bench on {} ({} cores; roofline: FP32 {:.1f} GFLOP/s, FP64 {:.1f} GFLOP/s, {:.1f} GB/s DRAM, the "
-                          "bandwidth curve by working set below it); times per call, median ±95% CI\n\n",
-                          hw.target.str(), hw.cores, hw.peak_gflops, hw.peak_gflops_for(true), hw.peak_gbps) +
-              table + (configs.empty() ? std::string() : "\n" + configs));
-      }
-      return failures == 0 ? 0 : 1;
-    };
+    action = [o]() -> Result<int> { return run_bench(*o); };
   });
 }
 

@@ -110,7 +110,9 @@ struct PingOptions {
   int retries = 0;
 };
 
-Result<int> ping(const PingOptions& o) {
+// The profile to ping: the named (or default) one with the command line's overrides, a ping's
+// retries and a short timeout unless --timeout says otherwise.
+Result<llm::Profile> ping_profile(const PingOptions& o) {
   llm::ProfileOverrides ov;
   if (!o.model.empty()) ov.model = o.model;
   if (!o.base_url.empty()) ov.base_url = o.base_url;
@@ -126,6 +128,71 @@ Result<int> ping(const PingOptions& o) {
   } else {
     p.total_timeout = std::min(p.total_timeout, k_ping_default_timeout);
   }
+  return p;
+}
+
+// --json: the call's outcome as one object (the answer and its usage, or the failure diagnosed).
+std::string ping_json(const llm::LlmResult<llm::ChatResponse>& r, const llm::Profile& p, const std::string& endpoint) {
+  nlohmann::ordered_json j;
+  j["ok"] = r.has_value();
+  j["profile"] = p.name;
+  j["provider"] = p.provider;
+  j["endpoint"] = endpoint;
+  j["model"] = p.model;
+  if (r) {
+    j["answered_by"] = r->model;
+    j["latency_s"] = r->latency_seconds;
+    j["first_byte_s"] = r->first_byte_seconds;
+    j["attempts"] = r->attempts;
+    j["usage"] = {{"prompt_tokens", r->usage.prompt_tokens},
+                  {"completion_tokens", r->usage.completion_tokens},
+                  {"cached_tokens", r->usage.cached_tokens},
+                  {"estimated", r->usage.estimated}};
+    j["cost_usd"] = r->cost_usd;
+    j["finish_reason"] = r->finish_reason;
+    j["text"] = r->text;
+    j["request_id"] = r->request_id;
+  } else {
+    j["class"] = llm::failure_class_name(r.error().cls);
+    j["http_status"] = r.error().http_status;
+    j["attempts"] = r.error().attempts;
+    j["diagnosis"] = diagnosis(r.error(), p);
+    j["message"] = r.error().message;
+  }
+  return llm::redact(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)) + "\n";
+}
+
+// The call's outcome as the console shows it, one fact per line.
+std::string ping_text(const llm::LlmResult<llm::ChatResponse>& r, const llm::Profile& p, const std::string& endpoint) {
+  std::string out;
+  out += fmt::format("profile    {} ({})\n", p.name, p.source);
+  out += fmt::format("endpoint   {} ({})\n", endpoint, p.provider);
+  out += fmt::format("key        {}\n", key_status(p));
+  if (!r) {
+    out += fmt::format("model      {}\n", p.model);
+    out += fmt::format("result     FAILED: {}\n", diagnosis(r.error(), p));
+    out += fmt::format("detail     [{}] {}\n", llm::failure_class_name(r.error().cls),
+                       r.error().message);
+    return llm::redact(out);
+  }
+  out += fmt::format("model      {}{}\n", p.model,
+                     r->model != p.model ? fmt::format(" (answered as {})", r->model) : "");
+  out += fmt::format("latency    {:.3f} s (first byte {:.3f} s{})\n", r->latency_seconds,
+                     r->first_byte_seconds,
+                     r->attempts > 1 ? fmt::format(", {} attempts", r->attempts) : "");
+  out += fmt::format("usage      prompt {}, completion {}, cached {}{}\n", r->usage.prompt_tokens,
+                     r->usage.completion_tokens, r->usage.cached_tokens,
+                     r->usage.estimated ? " (estimated: the server reported no usage)" : "");
+  out += fmt::format("cost       ${:.6f}\n", r->cost_usd);
+  out += fmt::format("answer     \"{}\" (finish_reason {})\n", util::truncate_text(r->text, 200, 3),
+                     r->finish_reason.empty() ? "-" : r->finish_reason);
+  if (!r->request_id.empty()) out += fmt::format("request id {}\n", r->request_id);
+  out += "result     ok\n";
+  return llm::redact(out);
+}
+
+Result<int> ping(const PingOptions& o) {
+  KOPE_ASSIGN(llm::Profile p, ping_profile(o));
   llm::ClientOptions copts;
   copts.transcript = o.transcript;
   copts.share_limits = false;
@@ -141,65 +208,8 @@ Result<int> ping(const PingOptions& o) {
   auto r = client->chat(messages, params);
 
   const std::string endpoint = llm::redact(llm::endpoint_url(p));
-  if (o.json) {
-    nlohmann::ordered_json j;
-    j["ok"] = r.has_value();
-    j["profile"] = p.name;
-    j["provider"] = p.provider;
-    j["endpoint"] = endpoint;
-    j["model"] = p.model;
-    if (r) {
-      j["answered_by"] = r->model;
-      j["latency_s"] = r->latency_seconds;
-      j["first_byte_s"] = r->first_byte_seconds;
-      j["attempts"] = r->attempts;
-      j["usage"] = {{"prompt_tokens", r->usage.prompt_tokens},
-                    {"completion_tokens", r->usage.completion_tokens},
-                    {"cached_tokens", r->usage.cached_tokens},
-                    {"estimated", r->usage.estimated}};
-      j["cost_usd"] = r->cost_usd;
-      j["finish_reason"] = r->finish_reason;
-      j["text"] = r->text;
-      j["request_id"] = r->request_id;
-    } else {
-      j["class"] = llm::failure_class_name(r.error().cls);
-      j["http_status"] = r.error().http_status;
-      j["attempts"] = r.error().attempts;
-      j["diagnosis"] = diagnosis(r.error(), p);
-      j["message"] = r.error().message;
-    }
-    print(llm::redact(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)) +
-          "\n");
-    return r ? 0 : 1;
-  }
-
-  std::string out;
-  out += fmt::format("profile    {} ({})\n", p.name, p.source);
-  out += fmt::format("endpoint   {} ({})\n", endpoint, p.provider);
-  out += fmt::format("key        {}\n", key_status(p));
-  if (!r) {
-    out += fmt::format("model      {}\n", p.model);
-    out += fmt::format("result     FAILED: {}\n", diagnosis(r.error(), p));
-    out += fmt::format("detail     [{}] {}\n", llm::failure_class_name(r.error().cls),
-                       r.error().message);
-    print(llm::redact(out));
-    return 1;
-  }
-  out += fmt::format("model      {}{}\n", p.model,
-                     r->model != p.model ? fmt::format(" (answered as {})", r->model) : "");
-  out += fmt::format("latency    {:.3f} s (first byte {:.3f} s{})\n", r->latency_seconds,
-                     r->first_byte_seconds,
-                     r->attempts > 1 ? fmt::format(", {} attempts", r->attempts) : "");
-  out += fmt::format("usage      prompt {}, completion {}, cached {}{}\n", r->usage.prompt_tokens,
-                     r->usage.completion_tokens, r->usage.cached_tokens,
-                     r->usage.estimated ? " (estimated: the server reported no usage)" : "");
-  out += fmt::format("cost       ${:.6f}\n", r->cost_usd);
-  out += fmt::format("answer     \"{}\" (finish_reason {})\n", util::truncate_text(r->text, 200, 3),
-                     r->finish_reason.empty() ? "-" : r->finish_reason);
-  if (!r->request_id.empty()) out += fmt::format("request id {}\n", r->request_id);
-  out += "result     ok\n";
-  print(llm::redact(out));
-  return 0;
+  print(o.json ? ping_json(r, p, endpoint) : ping_text(r, p, endpoint));
+  return r ? 0 : 1;
 }
 
 Result<int> list_profiles(bool json) {

@@ -16,12 +16,14 @@
 #include "kope/spec.h"
 #include "run_services.h"
 #include "kope/memory.h"
+#include "eval/registry.h"
 #include "kope/target.h"
 #include "memory/json_io.h"
 #include "memory/starter.h"
 #include "memory/text.h"
 #include "util/fs.h"
 #include "util/strings.h"
+#include "util/time.h"
 
 namespace kope::cli {
 
@@ -87,7 +89,7 @@ std::string case_table(const std::vector<mem::CaseRecord>& cases) {
     if (!c.quarantine_status.empty() && c.quarantine_status != "verified") outcome = c.quarantine_status;
     out += fmt::format("{:>7} {:<16} {:<20} {:<6} {:<14} {:<11} {:>7.3f} {:>7} {:>6.2f} {:>7}  {}{}\n", c.id,
                        mem::clip_text(c.task.op, 16), mem::clip_text(c.hardware.target, 20), mem::stage_name(c.stage),
-                       c.verdict, outcome, c.ratio, fmt_speed(c.speedup_vs_reference), c.downstream,
+                       eval::verdict_name(c.verdict), outcome, c.ratio, fmt_speed(c.speedup_vs_reference), c.downstream,
                        c.parent_id ? std::to_string(*c.parent_id) : std::string("-"), c.foreign_origin ? "[foreign] " : "",
                        one_line(c.optimisation, 50));
   }
@@ -124,7 +126,7 @@ std::string case_text(const mem::CaseRecord& c, bool code) {
   out += fmt::format("  began from  {}\n", c.parent_id ? "case " + std::to_string(*c.parent_id) : std::string("- (a root)"));
   out += fmt::format("  stage       {}\n", mem::stage_name(c.stage));
   out += fmt::format("  change      {}\n", c.optimisation);
-  out += fmt::format("  verdict     {}  {}\n", c.verdict, one_line(c.message, 100));
+  out += fmt::format("  verdict     {}  {}\n", eval::verdict_name(c.verdict), one_line(c.message, 100));
   if (!c.error_signature.empty()) out += fmt::format("  signature   {}\n", c.error_signature);
   out += fmt::format("  speedup     vs parent {}  vs reference {}  vs library {}  roofline {}\n", fmt_speed(c.speedup_vs_parent),
                      fmt_speed(c.speedup_vs_reference), fmt_speed(c.speedup_vs_library),
@@ -189,12 +191,9 @@ std::string provenance_line(const json& p) {
 // --provenance FILE on top (its keys win).
 Result<json> build_provenance(const std::string& memory_path, const std::vector<std::string>& run_dirs,
                               const std::string& note, const std::string& extra_file) {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char now[32];
-  std::strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  json p{{"kope_version", KOPE_VERSION}, {"date", now}, {"memory", memory_path}};
+  json p{{"kope_version", KOPE_VERSION},
+         {"date", util::now_iso8601(util::TimePrecision::seconds)},
+         {"memory", memory_path}};
   std::set<std::string> models, targets;
   json runs = json::array();
   for (const auto& dir : run_dirs) {
@@ -366,7 +365,7 @@ Result<int> run_cases(const Common& common, const CasesOptions& o) {
   f.toolchain = o.toolchain;
   f.run_id = o.run;
   f.stage = parse_or<mem::Stage>(o.stage, mem::parse_stage);
-  f.verdict = o.verdict;
+  f.verdict = parse_or<eval::Verdict>(o.verdict, eval::parse_verdict);
   f.outcome = parse_or<mem::Outcome>(o.outcome, mem::parse_outcome);
   f.error_signature = o.signature;
   if (o.quarantined) f.quarantined = true;
@@ -386,7 +385,8 @@ void add_cases(const MemoryCli& cli) {
   s->add_option("--toolchain", o->toolchain, "Only this toolchain id");
   s->add_option("--run", o->run, "Only this run id");
   s->add_option("--stage", o->stage, "draft, repair or refine")->check(CLI::IsMember({"draft", "repair", "refine"}));
-  s->add_option("--verdict", o->verdict, "correct, compile_error, wrong_result, ...");
+  s->add_option("--verdict", o->verdict, "correct, compile_error, wrong_result, ...")
+      ->check(CLI::IsMember(eval::verdict_name_list()));
   s->add_option("--outcome", o->outcome, "effective, partial, ineffective or negative")
       ->check(CLI::IsMember({"effective", "partial", "ineffective", "negative"}));
   s->add_option("--signature", o->signature, "Only cases with this error signature");
@@ -529,10 +529,10 @@ Result<int> run_lineage(const Common& common, const std::string& op, const std::
   }
   std::string out;
   for (const auto& n : nodes) {
-    std::string result = n.verdict == "correct"
+    std::string result = n.verdict == eval::Verdict::correct
                              ? fmt::format("{} r={:.2f} {} vs ref", mem::outcome_name(n.outcome), n.ratio,
                                            fmt_speed(n.speedup_vs_reference))
-                             : n.verdict;
+                             : std::string(eval::verdict_name(n.verdict));
     if (!n.quarantine_status.empty()) result += " [" + n.quarantine_status + "]";
     out += fmt::format("{}#{} {} {} d={:.2f} [{}]  {}\n", std::string(static_cast<size_t>(n.depth) * 2, ' '), n.id,
                        mem::stage_name(n.stage), result, n.downstream, n.target, one_line(n.optimisation, 60));
@@ -865,6 +865,7 @@ Result<int> run_retrieve(const Common& common, const RetrieveOptions& o) {
   q.target = o.target.empty() ? Target::host().str() : o.target;
   q.toolchain = o.toolchain;
   q.backend = o.backend;
+  q.code_fences = eval::backend_code_fences();
   q.stage = *mem::parse_stage(o.stage);
   q.last_error_signature = o.error;
   q.bottleneck = o.bottleneck;
@@ -893,7 +894,7 @@ void add_retrieve(const MemoryCli& cli) {
   s->add_option("op", o->op, "Op name (its features are taken from its recorded cases)")->required();
   s->add_option("--target", o->target, "Target (default: this host)");
   s->add_option("--toolchain", o->toolchain, "Toolchain id");
-  s->add_option("--backend", o->backend, "Backend (cpu, opencl, cuda, ...)");
+  s->add_option("--backend", o->backend, fmt::format("Backend ({})", eval::backend_names()));
   s->add_option("--stage", o->stage, "draft, repair or refine")->check(CLI::IsMember({"draft", "repair", "refine"}))
       ->capture_default_str();
   s->add_option("--error", o->error, "Last error signature");

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -64,7 +65,7 @@ extern "C" void on_interrupt(int) {
 struct RunOptions {
   std::vector<std::string> ops;
   int level = 0;
-  std::string backend = "cpu";
+  std::string backend = std::string(eval::default_backend_name());
   std::string llm;
   int iterations = 8;
   int64_t token_budget = 0;
@@ -178,67 +179,205 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
   return c;
 }
 
+// Prints a line of progress on stderr unless --quiet.
+using Say = std::function<void(const std::string&)>;
+
+// --resume: the run directory's run, continued as it was configured (only --jobs may change);
+// its model profile, when it used one, must still be configured.
+Result<std::unique_ptr<agent::Run>> resume_run(const RunOptions& o, const std::vector<std::string>& given,
+                                               std::optional<llm::Profile>& profile, const Say& say) {
+  std::vector<std::string> conflicting;
+  for (const auto& g : given) {
+    if (std::find(k_defining.begin(), k_defining.end(), g) != k_defining.end()) conflicting.push_back(g);
+  }
+  if (!conflicting.empty()) {
+    return fail(ErrorKind::usage, "--resume continues a run as it was configured; drop {} (only --jobs, --quiet and --json "
+                "may change)", util::join(conflicting, ", "));
+  }
+  KOPE_ASSIGN(auto run, agent::Run::open(o.resume));
+  if (std::find(given.begin(), given.end(), "--jobs") != given.end()) {
+    KOPE_TRY(run->set_jobs(o.jobs));  // how fast, not what is computed
+  }
+  if (run->config().loop.policy == run::Policy::llm) {
+    KOPE_ASSIGN(auto chosen, resolve_model_profile(run->config().llm_profile));
+    if (!chosen.profile) {
+      return fail(ErrorKind::config, "the run used model profile '{}', which is no longer configured", run->config().llm_profile);
+    }
+    profile = chosen.profile;
+  }
+  say(fmt::format("kope run: resuming {} ({} ops)", run->dir().string(), run->ops().size()));
+  return run;
+}
+
+// The policy of a new run: the one asked for, else llm with a configured model, else replay
+// (saying so and how to configure a model). Sets `profile` for llm.
+Result<run::Policy> choose_policy(const RunOptions& o, std::optional<run::Policy> asked,
+                                  std::optional<llm::Profile>& profile, const Say& say) {
+  run::Policy policy = asked.value_or(run::Policy::llm);
+  if (asked == run::Policy::replay) return policy;
+  KOPE_ASSIGN(auto chosen, resolve_model_profile(o.llm));
+  if (chosen.profile) {
+    profile = chosen.profile;
+  } else if (asked == run::Policy::llm || !o.llm.empty()) {
+    return fail(ErrorKind::config, "no model is configured{}. {}", o.llm.empty() ? "" : " for profile '" + o.llm + "'",
+                chosen.how_to_configure);
+  } else {
+    policy = run::Policy::replay;
+    say("kope run: no model is configured, so this run replays verified kernels from memory (zero tokens).");
+    say("  " + chosen.how_to_configure);
+  }
+  return policy;
+}
+
+// A new run over the selected operators, in --run-dir or a fresh directory under the data dir.
+Result<std::unique_ptr<agent::Run>> start_run(const RunOptions& o, std::optional<llm::Profile>& profile, const Say& say) {
+  std::optional<run::Policy> asked = o.policy.empty() ? std::nullopt : run::parse_policy(o.policy);
+  if (!o.policy.empty() && !asked) return fail(ErrorKind::usage, "--policy must be llm or replay (got '{}')", o.policy);
+  if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
+  if (!eval::find_backend_row(o.backend)) {
+    return fail(ErrorKind::usage, "--backend must be {} (got '{}'); see `kope backends`", eval::backend_names(", ", " or "), o.backend);
+  }
+  KOPE_ASSIGN(run::Policy policy, choose_policy(o, asked, profile, say));
+  fs::path suite_root = o.suite.empty() ? spec::default_ops_dir() : fs::path(o.suite);
+  KOPE_ASSIGN(auto ops, spec::select_ops(o.ops, suite_root));
+  if (o.level > 0) std::erase_if(ops, [&](const spec::OpSpec& op) { return op.level != o.level; });
+  if (ops.empty()) return fail(ErrorKind::usage, "the selection matches no operator (see `kope ops list`)");
+  KOPE_ASSIGN(auto config, new_config(o, profile, policy, ops));
+  fs::path dir = o.run_dir.empty() ? util::data_dir() / "runs" / config.run_id : fs::path(o.run_dir);
+  return agent::Run::create(std::move(config), std::move(ops), dir);
+}
+
+// Imports the starter experience into a new run's memory (once per content), saying what it
+// holds and how this run uses it. True when it was imported now; a failure is a warning.
+bool import_starter_for_run(const run::RunConfig& cfg, memory::Database& store, const eval::Evaluator& evaluator,
+                            const Say& say) {
+  auto file = memory::starter_memory_file();
+  if (!file) return false;
+  auto st = memory::import_starter(store, *file);
+  if (!st) {
+    std::fprintf(stderr, "kope: warning: the starter experience %s was not imported: %s\n", file->string().c_str(),
+                 st.error().message.c_str());
+    return false;
+  }
+  if (!st->imported) return false;
+  const memory::ExportSummary& sum = st->summary;
+  std::string made;
+  if (sum.provenance.is_object()) {
+    std::string model = sum.provenance.value("model", std::string());
+    std::string date = sum.provenance.value("date", sum.exported_at);
+    std::vector<std::string> parts;
+    if (!sum.targets.empty()) parts.push_back("on " + util::join(std::vector<std::string>(sum.targets.begin(), sum.targets.end()), ", "));
+    if (!model.empty()) parts.push_back("by " + model);
+    if (!date.empty()) parts.push_back(date.substr(0, 10));
+    if (!parts.empty()) made = " (recorded " + util::join(parts, ", ") + ")";
+  }
+  say(fmt::format("kope run: imported the starter experience shipped with kope into {}: {} verified kernels for {} "
+                  "operators{}, from {}.", cfg.memory_path, sum.correct_cases, sum.solved_ops.size(), made,
+                  file->string()));
+  say("  " + starter_origin(sum.targets, evaluator.target().str()) +
+      (cfg.loop.policy == run::Policy::replay
+           ? " This run replays it: every kernel is re-verified on every case and re-timed on this machine; a "
+             "kernel that fails here is recorded as failed and never counts. (--no-starter skips this.)"
+           : " The model sees it as feasibility evidence, never as speed evidence. (--no-starter skips this.)"));
+  return true;
+}
+
+// A new run records this machine's target and toolchain; a resumed one must be on the target it
+// was made on.
+Status bind_machine(agent::Run& run, const eval::Evaluator& evaluator) {
+  const run::RunConfig& cfg = run.config();
+  if (!run.resumed()) return run.set_machine(evaluator.target().str(), evaluator.toolchain_id());
+  if (!cfg.target.empty() && cfg.target != evaluator.target().str()) {
+    return fail(ErrorKind::config, "the run in {} was made on target {}, this machine is {}; start a new run here",
+                run.dir().string(), cfg.target, evaluator.target().str());
+  }
+  return {};
+}
+
+// The progress printer, told what a resumed run already finished, with the run's opening lines.
+void announce_run(agent::ConsoleProgress& progress, const agent::Run& run) {
+  const run::RunConfig& cfg = run.config();
+  int done = 0, solved = 0;
+  for (const auto& [name, st] : run.states()) {
+    done += st.done;
+    solved += st.done && st.incumbent();
+  }
+  progress.already_done(done, solved);
+  progress.message(fmt::format("kope run {}: {} ops, policy {}, context {}, {} job{}, run directory {}", cfg.run_id,
+                               run.ops().size(), run::policy_name(cfg.loop.policy), context::mode_name(cfg.loop.mode), cfg.jobs,
+                               cfg.jobs == 1 ? "" : "s", run.dir().string()));
+  if (cfg.loop.policy == run::Policy::llm) {
+    progress.message(fmt::format("model: {} ({}), window {} tokens, generation {}, memory {}", cfg.model.value("model", ""),
+                                 cfg.llm_profile, cfg.loop.budget.window, cfg.loop.budget.generation, cfg.memory_path));
+  }
+}
+
+// Provider-side accounting (calls, retries, failures, cost) appended to llm-usage.json, one
+// segment per process.
+void append_llm_usage(const fs::path& run_dir, const llm::RunAccounting& accounting) {
+  fs::path usage = run_dir / "llm-usage.json";
+  json doc = json::object({{"segments", json::array()}});
+  if (auto old = util::read_file(usage)) {
+    json prev = json::parse(*old, nullptr, false);
+    if (prev.is_object() && prev.contains("segments")) doc = prev;
+  }
+  doc["segments"].push_back(json::parse(accounting.to_json(), nullptr, false));
+  (void)util::write_file_atomic(usage, doc.dump(2) + "\n");
+}
+
+// What a replay run says at the end: where its kernels came from, or that there was nothing to
+// replay and how to get kernels.
+void print_replay_notes(const run::RunConfig& cfg, const agent::RunReport& report, bool starter_imported) {
+  if (starter_imported) {
+    print("These kernels are the starter experience shipped with kope, re-verified and re-timed here. To write\n"
+          "better ones for this machine, configure a model (README.md, \"Configuring a model\"; e.g. KOPE_MODEL,\n"
+          "OPENAI_BASE_URL, OPENAI_API_KEY, or an [llm.<name>] profile in kope.toml) and run `kope run` again.\n");
+  }
+  if (!report.complete) return;
+  int64_t attempts = 0;
+  for (const auto& op : report.results.value("ops", json::array())) attempts += op.value("attempts", int64_t{0});
+  if (attempts == 0) {
+    print(fmt::format("nothing to replay: the memory {} holds no verified kernel for these operators (or related ones) yet;\n"
+                      "configure a model so that kope can write some (README.md, \"Configuring a model\"), or import\n"
+                      "experience from another machine with `kope memory import` / `kope memory merge`.\n",
+                      cfg.memory_path));
+  }
+}
+
+// The run's outcome on stdout: results.json's figures (--json), or the summary table, the figures
+// and where the results and the report are.
+void print_run_outcome(const RunOptions& o, const run::RunConfig& cfg, const agent::RunReport& report,
+                       memory::Database& store, const std::string& target, const std::optional<fs::path>& html,
+                       bool starter_imported) {
+  if (o.json_out) {
+    print(report.results.dump(2) + "\n");
+    if (html && !o.quiet) std::fprintf(stderr, "report: %s\n", html->string().c_str());
+    return;
+  }
+  if (o.quiet) return;
+  print(run_summary_table(report.results, store, target));
+  print(run::results_summary(report.results));
+  print(fmt::format("results: {}\n", report.results_path.string()));
+  if (html) print(fmt::format("report: {}\n", html->string()));
+  if (cfg.loop.policy == run::Policy::replay) print_replay_notes(cfg, report, starter_imported);
+}
+
 Result<int> run_command(const RunOptions& o, const std::vector<std::string>& given) {
   static auto llm_cancel = std::make_shared<llm::CancelToken>();
   g_llm_cancel = llm_cancel.get();
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   auto progress_style = o.quiet ? agent::ConsoleProgress::Style::quiet : agent::default_progress_style(STDERR_FILENO);
-  auto say = [&](const std::string& line) {
+  Say say = [&](const std::string& line) {
     if (!o.quiet) std::fprintf(stderr, "%s\n", line.c_str());
   };
 
   std::unique_ptr<agent::Run> run;
   std::optional<llm::Profile> profile;
   if (!o.resume.empty()) {
-    std::vector<std::string> conflicting;
-    for (const auto& g : given) {
-      if (std::find(k_defining.begin(), k_defining.end(), g) != k_defining.end()) conflicting.push_back(g);
-    }
-    if (!conflicting.empty()) {
-      return fail(ErrorKind::usage, "--resume continues a run as it was configured; drop {} (only --jobs, --quiet and --json "
-                  "may change)", util::join(conflicting, ", "));
-    }
-    KOPE_ASSIGN(run, agent::Run::open(o.resume));
-    if (std::find(given.begin(), given.end(), "--jobs") != given.end()) {
-      KOPE_TRY(run->set_jobs(o.jobs));  // how fast, not what is computed
-    }
-    if (run->config().loop.policy == run::Policy::llm) {
-      KOPE_ASSIGN(auto chosen, resolve_model_profile(run->config().llm_profile));
-      if (!chosen.profile) {
-        return fail(ErrorKind::config, "the run used model profile '{}', which is no longer configured", run->config().llm_profile);
-      }
-      profile = chosen.profile;
-    }
-    say(fmt::format("kope run: resuming {} ({} ops)", run->dir().string(), run->ops().size()));
+    KOPE_ASSIGN(run, resume_run(o, given, profile, say));
   } else {
-    std::optional<run::Policy> asked = o.policy.empty() ? std::nullopt : run::parse_policy(o.policy);
-    if (!o.policy.empty() && !asked) return fail(ErrorKind::usage, "--policy must be llm or replay (got '{}')", o.policy);
-    if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
-    if (!eval::find_backend_row(o.backend)) {
-      return fail(ErrorKind::usage, "--backend must be {} (got '{}'); see `kope backends`", eval::backend_names(", ", " or "), o.backend);
-    }
-    run::Policy policy = asked.value_or(run::Policy::llm);
-    if (asked != run::Policy::replay) {
-      KOPE_ASSIGN(auto chosen, resolve_model_profile(o.llm));
-      if (chosen.profile) {
-        profile = chosen.profile;
-      } else if (asked == run::Policy::llm || !o.llm.empty()) {
-        return fail(ErrorKind::config, "no model is configured{}. {}", o.llm.empty() ? "" : " for profile '" + o.llm + "'",
-                    chosen.how_to_configure);
-      } else {
-        policy = run::Policy::replay;
-        say("kope run: no model is configured, so this run replays verified kernels from memory (zero tokens).");
-        say("  " + chosen.how_to_configure);
-      }
-    }
-    fs::path suite_root = o.suite.empty() ? spec::default_ops_dir() : fs::path(o.suite);
-    KOPE_ASSIGN(auto ops, spec::select_ops(o.ops, suite_root));
-    if (o.level > 0) std::erase_if(ops, [&](const spec::OpSpec& op) { return op.level != o.level; });
-    if (ops.empty()) return fail(ErrorKind::usage, "the selection matches no operator (see `kope ops list`)");
-    KOPE_ASSIGN(auto config, new_config(o, profile, policy, ops));
-    fs::path dir = o.run_dir.empty() ? util::data_dir() / "runs" / config.run_id : fs::path(o.run_dir);
-    KOPE_ASSIGN(run, agent::Run::create(std::move(config), std::move(ops), dir));
+    KOPE_ASSIGN(run, start_run(o, profile, say));
   }
   const run::RunConfig& cfg = run->config();
 
@@ -246,37 +385,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
   KOPE_ASSIGN(auto evaluator, make_run_evaluator(cfg.backend, hw, cfg.library_config));
   KOPE_ASSIGN(auto store, memory::open_store(cfg.memory_path));
-  bool starter_imported = false;
-  if (!run->resumed() && !o.no_starter) {
-    if (auto file = memory::starter_memory_file()) {
-      auto st = memory::import_starter(*store, *file);
-      if (!st) {
-        std::fprintf(stderr, "kope: warning: the starter experience %s was not imported: %s\n", file->string().c_str(),
-                     st.error().message.c_str());
-      } else if (st->imported) {
-        starter_imported = true;
-        const memory::ExportSummary& sum = st->summary;
-        std::string made;
-        if (sum.provenance.is_object()) {
-          std::string model = sum.provenance.value("model", std::string());
-          std::string date = sum.provenance.value("date", sum.exported_at);
-          std::vector<std::string> parts;
-          if (!sum.targets.empty()) parts.push_back("on " + util::join(std::vector<std::string>(sum.targets.begin(), sum.targets.end()), ", "));
-          if (!model.empty()) parts.push_back("by " + model);
-          if (!date.empty()) parts.push_back(date.substr(0, 10));
-          if (!parts.empty()) made = " (recorded " + util::join(parts, ", ") + ")";
-        }
-        say(fmt::format("kope run: imported the starter experience shipped with kope into {}: {} verified kernels for {} "
-                        "operators{}, from {}.", cfg.memory_path, sum.correct_cases, sum.solved_ops.size(), made,
-                        file->string()));
-        say("  " + starter_origin(sum.targets, evaluator->target().str()) +
-            (cfg.loop.policy == run::Policy::replay
-                 ? " This run replays it: every kernel is re-verified on every case and re-timed on this machine; a "
-                   "kernel that fails here is recorded as failed and never counts. (--no-starter skips this.)"
-                 : " The model sees it as feasibility evidence, never as speed evidence. (--no-starter skips this.)"));
-      }
-    }
-  }
+  const bool starter_imported = !run->resumed() && !o.no_starter && import_starter_for_run(cfg, *store, *evaluator, say);
   std::unique_ptr<llm::LlmClient> client;
   auto accounting = std::make_shared<llm::RunAccounting>();
   if (cfg.loop.policy == run::Policy::llm) {
@@ -297,41 +406,14 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   if (auto suite = spec::load_suite(cfg.suite_root.empty() ? spec::default_ops_dir() : fs::path(cfg.suite_root))) {
     services.known_ops = std::move(suite->ops);
   }
-  if (!run->resumed()) {
-    KOPE_TRY(run->set_machine(evaluator->target().str(), evaluator->toolchain_id()));
-  } else if (!cfg.target.empty() && cfg.target != evaluator->target().str()) {
-    return fail(ErrorKind::config, "the run in {} was made on target {}, this machine is {}; start a new run here",
-                run->dir().string(), cfg.target, evaluator->target().str());
-  }
+  KOPE_TRY(bind_machine(*run, *evaluator));
 
   agent::ConsoleProgress progress(progress_style, stderr, static_cast<int>(run->ops().size()));
   services.progress = &progress;
-  int done = 0, solved = 0;
-  for (const auto& [name, st] : run->states()) {
-    done += st.done;
-    solved += st.done && st.incumbent();
-  }
-  progress.already_done(done, solved);
-  progress.message(fmt::format("kope run {}: {} ops, policy {}, context {}, {} job{}, run directory {}", cfg.run_id,
-                               run->ops().size(), run::policy_name(cfg.loop.policy), context::mode_name(cfg.loop.mode), cfg.jobs,
-                               cfg.jobs == 1 ? "" : "s", run->dir().string()));
-  if (cfg.loop.policy == run::Policy::llm) {
-    progress.message(fmt::format("model: {} ({}), window {} tokens, generation {}, memory {}", cfg.model.value("model", ""),
-                                 cfg.llm_profile, cfg.loop.budget.window, cfg.loop.budget.generation, cfg.memory_path));
-  }
+  announce_run(progress, *run);
   KOPE_ASSIGN(agent::RunReport report, run->execute(services));
   progress.finish();
-  if (client) {
-    // Provider-side accounting (calls, retries, failures, cost), one segment per process.
-    fs::path usage = run->dir() / "llm-usage.json";
-    json doc = json::object({{"segments", json::array()}});
-    if (auto old = util::read_file(usage)) {
-      json prev = json::parse(*old, nullptr, false);
-      if (prev.is_object() && prev.contains("segments")) doc = prev;
-    }
-    doc["segments"].push_back(json::parse(accounting->to_json(), nullptr, false));
-    (void)util::write_file_atomic(usage, doc.dump(2) + "\n");
-  }
+  if (client) append_llm_usage(run->dir(), *accounting);
 
   // The HTML report of this run, always beside results.json (a failure to write it is reported,
   // not fatal: the run's figures are in results.json either way).
@@ -341,30 +423,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   } else {
     std::fprintf(stderr, "kope: warning: report.html was not written: %s\n", h.error().message.c_str());
   }
-  if (o.json_out) {
-    print(report.results.dump(2) + "\n");
-    if (html && !o.quiet) std::fprintf(stderr, "report: %s\n", html->string().c_str());
-  } else if (!o.quiet) {
-    print(run_summary_table(report.results, *store, evaluator->target().str()));
-    print(run::results_summary(report.results));
-    print(fmt::format("results: {}\n", report.results_path.string()));
-    if (html) print(fmt::format("report: {}\n", html->string()));
-    if (cfg.loop.policy == run::Policy::replay && starter_imported) {
-      print("These kernels are the starter experience shipped with kope, re-verified and re-timed here. To write\n"
-            "better ones for this machine, configure a model (README.md, \"Configuring a model\"; e.g. KOPE_MODEL,\n"
-            "OPENAI_BASE_URL, OPENAI_API_KEY, or an [llm.<name>] profile in kope.toml) and run `kope run` again.\n");
-    }
-    if (cfg.loop.policy == run::Policy::replay && report.complete) {
-      int64_t attempts = 0;
-      for (const auto& op : report.results.value("ops", json::array())) attempts += op.value("attempts", int64_t{0});
-      if (attempts == 0) {
-        print(fmt::format("nothing to replay: the memory {} holds no verified kernel for these operators (or related ones) yet;\n"
-                          "configure a model so that kope can write some (README.md, \"Configuring a model\"), or import\n"
-                          "experience from another machine with `kope memory import` / `kope memory merge`.\n",
-                          cfg.memory_path));
-      }
-    }
-  }
+  print_run_outcome(o, cfg, report, *store, evaluator->target().str(), html, starter_imported);
   for (const auto& e : report.errors) std::fprintf(stderr, "kope: %s\n", e.c_str());
   bool prompts_ok = true;
   if (o.check_prompts) {
@@ -389,7 +448,7 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_option("--ops", o->ops, "Operators: names, globs, categories (category:x), level:N, op folders")
       ->delimiter(',');
   cmd->add_option("--level", o->level, "Only operators of this difficulty level (1-4)")->check(CLI::Range(1, 4));
-  cmd->add_option("--backend", o->backend, "Kernel backend")->default_val("cpu");
+  cmd->add_option("--backend", o->backend, "Kernel backend")->default_val(std::string(eval::default_backend_name()));
   cmd->add_option("--llm", o->llm, "Model profile to use (default: the configured default profile)");
   cmd->add_option("--iterations", o->iterations, "Attempts per operator")->default_val(8);
   cmd->add_option("--token-budget", o->token_budget, "Tokens (prompt + completion) per operator; 0 = unlimited")

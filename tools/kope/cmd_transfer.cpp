@@ -26,6 +26,7 @@
 #include "kope/memory.h"
 #include "util/fs.h"
 #include "util/strings.h"
+#include "util/time.h"
 
 namespace kope::cli {
 
@@ -35,7 +36,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 struct TransferOptions {
-  std::string from = "cpu";
+  std::string from = std::string(eval::default_backend_name());
   std::string to = "opencl";
   std::vector<std::string> ops;
   int iterations = 4;
@@ -52,15 +53,6 @@ struct TransferOptions {
 };
 
 const char* const k_settings[] = {"cold", "foreign", "native", "both"};
-
-std::string stamp() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-  return buf;
-}
 
 // One `kope run`; its output goes to DIR/<name>.log. Fails naming the log when it fails.
 Status run_agent(const TransferOptions& o, const std::string& backend, const fs::path& run_dir, const fs::path& memory,
@@ -98,6 +90,43 @@ Status merged_memory(const fs::path& out, const std::vector<fs::path>& sources) 
 std::string pct(const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "-"; }
 std::string times(const json& v) { return v.is_number() ? fmt::format("{:.2f}x", v.get<double>()) : "-"; }
 
+// The memory a setting starts from: the foreign one, the native one, both, or (cold) none.
+Status memory_for_setting(const std::string& s, const fs::path& mem, const fs::path& foreign_db, const fs::path& native_db) {
+  if (s == "foreign") return merged_memory(mem, {foreign_db});
+  if (s == "native") return merged_memory(mem, {native_db});
+  if (s == "both") return merged_memory(mem, {foreign_db, native_db});
+  return merged_memory(mem, {});
+}
+
+// A setting's row of transfer.json: where it ran and its figures from results.json.
+json setting_json(const std::string& s, const fs::path& dir, const fs::path& mem, const json& results) {
+  const json& f = results.at("figures");
+  return {{"setting", s},
+          {"run_dir", (dir / s).string()},
+          {"memory", mem.string()},
+          {"pass_rate", f.value("pass_rate", json(nullptr))},
+          {"cases_passed", f.value("cases_passed", json(nullptr))},
+          {"cases_total", f.value("cases_total", json(nullptr))},
+          {"solved", f.value("solved", json(nullptr))},
+          {"ops", f.value("ops", json(nullptr))},
+          {"geomean_speedup_vs_reference", f.value("geomean_speedup_vs_reference", json(nullptr))},
+          {"geomean_speedup_vs_reference_over", f.value("geomean_speedup_vs_reference_over", json(nullptr))},
+          {"geomean_speedup_vs_library", f.value("geomean_speedup_vs_library", json(nullptr))}};
+}
+
+// The experiment as the console shows it: a row per setting and the `kope report` that compares them.
+std::string transfer_text(const TransferOptions& o, const fs::path& dir, const json& settings) {
+  std::string t = fmt::format("transfer {} -> {} ({} iterations per op, seed {}): {}\n", o.from, o.to, o.iterations, o.seed, dir.string());
+  t += fmt::format("{:<9} {:>10} {:>14} {:>9} {:>20}\n", "setting", "pass rate", "cases", "solved", "geomean vs ref");
+  for (const auto& s : settings) {
+    t += fmt::format("{:<9} {:>10} {:>14} {:>9} {:>20}\n", s["setting"].get<std::string>(), pct(s["pass_rate"]),
+                     fmt::format("{}/{}", s["cases_passed"].dump(), s["cases_total"].dump()),
+                     fmt::format("{}/{}", s["solved"].dump(), s["ops"].dump()), times(s["geomean_speedup_vs_reference"]));
+  }
+  t += fmt::format("compare: kope report {0}/cold {0}/foreign {0}/native {0}/both --labels cold,foreign,native,both\n", dir.string());
+  return t;
+}
+
 Result<int> transfer_command(const TransferOptions& o) {
   if (o.from == o.to) return fail(ErrorKind::usage, "--from and --to name the same backend ({})", o.from);
   if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
@@ -109,7 +138,7 @@ Result<int> transfer_command(const TransferOptions& o) {
   for (const auto& name : {o.from, o.to}) {
     if (!eval::find_backend_row(name)) return fail(ErrorKind::usage, "unknown backend '{}' (known: {})", name, eval::backend_names());
   }
-  fs::path dir = o.dir.empty() ? util::data_dir() / "transfer" / fmt::format("{}-{}-to-{}", stamp(), o.from, o.to) : fs::absolute(o.dir);
+  fs::path dir = o.dir.empty() ? util::data_dir() / "transfer" / fmt::format("{}-{}-to-{}", util::now_compact_utc(), o.from, o.to) : fs::absolute(o.dir);
   std::error_code ec;
   if (fs::exists(dir / "transfer.json", ec)) return fail(ErrorKind::usage, "{} already holds a transfer experiment", dir.string());
   KOPE_TRY(util::make_dirs(dir / "memory"));
@@ -133,15 +162,7 @@ Result<int> transfer_command(const TransferOptions& o) {
   for (const char* setting : k_settings) {
     std::string s = setting;
     fs::path mem = dir / "memory" / fmt::format("{}.db", s);
-    if (s == "foreign") {
-      KOPE_TRY(merged_memory(mem, {foreign_db}));
-    } else if (s == "native") {
-      KOPE_TRY(merged_memory(mem, {native_db}));
-    } else if (s == "both") {
-      KOPE_TRY(merged_memory(mem, {foreign_db, native_db}));
-    } else {
-      KOPE_TRY(merged_memory(mem, {}));
-    }
+    KOPE_TRY(memory_for_setting(s, mem, foreign_db, native_db));
     say(fmt::format("setting {}: the agent on {} from {} memory", s, o.to, s == "cold" ? "an empty" : s));
     KOPE_TRY(run_agent(o, o.to, dir / s, mem, dir / (s + ".log")));
     if (s == "cold") {
@@ -152,18 +173,7 @@ Result<int> transfer_command(const TransferOptions& o) {
       KOPE_TRY(merged_memory(native_db, from));
     }
     KOPE_ASSIGN(json r, read_results(dir / s));
-    const json& f = r.at("figures");
-    settings.push_back({{"setting", s},
-                        {"run_dir", (dir / s).string()},
-                        {"memory", mem.string()},
-                        {"pass_rate", f.value("pass_rate", json(nullptr))},
-                        {"cases_passed", f.value("cases_passed", json(nullptr))},
-                        {"cases_total", f.value("cases_total", json(nullptr))},
-                        {"solved", f.value("solved", json(nullptr))},
-                        {"ops", f.value("ops", json(nullptr))},
-                        {"geomean_speedup_vs_reference", f.value("geomean_speedup_vs_reference", json(nullptr))},
-                        {"geomean_speedup_vs_reference_over", f.value("geomean_speedup_vs_reference_over", json(nullptr))},
-                        {"geomean_speedup_vs_library", f.value("geomean_speedup_vs_library", json(nullptr))}});
+    settings.push_back(setting_json(s, dir, mem, r));
   }
   json out = {{"experiment", "transfer"},
               {"from", o.from},
@@ -180,15 +190,7 @@ Result<int> transfer_command(const TransferOptions& o) {
     print(out.dump(2) + "\n");
     return 0;
   }
-  std::string t = fmt::format("transfer {} -> {} ({} iterations per op, seed {}): {}\n", o.from, o.to, o.iterations, o.seed, dir.string());
-  t += fmt::format("{:<9} {:>10} {:>14} {:>9} {:>20}\n", "setting", "pass rate", "cases", "solved", "geomean vs ref");
-  for (const auto& s : settings) {
-    t += fmt::format("{:<9} {:>10} {:>14} {:>9} {:>20}\n", s["setting"].get<std::string>(), pct(s["pass_rate"]),
-                     fmt::format("{}/{}", s["cases_passed"].dump(), s["cases_total"].dump()),
-                     fmt::format("{}/{}", s["solved"].dump(), s["ops"].dump()), times(s["geomean_speedup_vs_reference"]));
-  }
-  t += fmt::format("compare: kope report {0}/cold {0}/foreign {0}/native {0}/both --labels cold,foreign,native,both\n", dir.string());
-  print(t);
+  print(transfer_text(o, dir, settings));
   return 0;
 }
 
@@ -199,7 +201,7 @@ void register_transfer(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("transfer",
                                  "Cross-hardware transfer: the agent on --to from cold, foreign-only, native-only and both "
                                  "memories (same ops, budget, seed); pass rate and speedup per setting");
-  cmd->add_option("--from", o->from, "The backend experience comes from")->default_val("cpu");
+  cmd->add_option("--from", o->from, "The backend experience comes from")->default_val(std::string(eval::default_backend_name()));
   cmd->add_option("--to", o->to, "The backend the four settings run on")->default_val("opencl");
   cmd->add_option("--ops", o->ops, "Operators (names, globs, category:x, level:n)")->delimiter(',');
   cmd->add_option("--iterations", o->iterations, "Iterations per op, every setting (and the source run)")->default_val(4);

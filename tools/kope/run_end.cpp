@@ -11,6 +11,7 @@
 #include "report/memory_view.h"
 #include "report/run_data.h"
 #include "report/tables.h"
+#include "run/policy.h"
 #include "util/fs.h"
 #include "util/strings.h"
 
@@ -48,8 +49,8 @@ std::string kernel_source(const json& op, const json& run_model, memory::Store& 
                           const std::set<std::string>& starter_origins, const std::string& here) {
   if (!op.value("solved", false)) return "";
   const json& p = op.contains("best_policy") ? op["best_policy"] : json();
-  std::string policy = p.is_string() ? p.get<std::string>() : std::string("llm");
-  if (policy != "replay") {
+  const std::optional<run::Policy> policy = p.is_string() ? run::parse_policy(p.get<std::string>()) : std::nullopt;
+  if (policy.value_or(run::Policy::llm) != run::Policy::replay) {
     std::string model = run_model.is_object() ? run_model.value("model", std::string()) : std::string();
     return model.empty() ? std::string("this run's model") : fmt::format("model {} (this run)", model);
   }
