@@ -849,7 +849,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
                fmt::format("case {}: timing disturbed by other load: the {} waited for a CPU in too many batches to trust "
                            "the figures (the kernel's median wait {:.0f}% of its runnable time)",
                            c->index, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention);
-    } else if (ct.contention > 0.1) {
+    } else if (ct.contention > k_busy_contention) {
       notes += (notes.empty() ? "" : "\n") +
                fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "
                            "undisturbed)",
