@@ -2,21 +2,28 @@
 // over 60 operators and 3 targets, with lineage, failures, journals, code and lessons) into a
 // database with the batched insert API, then measures retrieval latency for random states.
 //
-//   build/bench/kope_memory_bench [--cases N] [--dir DIR] [--queries Q] [--batch B]
+//   build/bench/kope_memory_bench [--cases N] [--dir DIR | --memory URL] [--queries Q] [--batch B]
+//                                 [--writers 1,2,4] [--writer-cases C]
 //
 // Prints: insert throughput (cases/s, batched), single-case insert latency (one fsync'd commit
 // each), bytes per case without code (from dbstat, code blobs excluded), and retrieval p50/p90/
 // p99/max over Q random states (after a warm-up). With --dir, an existing database there is
-// reused (no regeneration), so retrieval can be re-measured quickly.
+// reused (no regeneration), so retrieval can be re-measured quickly. With --memory
+// postgresql://..., the same measurements run against that PostgreSQL database (reused when it
+// already holds cases; size from the server's relation sizes). Last, concurrent insert
+// throughput: for each count in --writers, that many writers with their own connections each
+// record --writer-cases cases one commit at a time (the agent's pattern), all at once.
 #include <sqlite3.h>
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,6 +32,7 @@
 #include "memory/db.h"
 #include "memory/sqlite_store.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 using namespace kope;
 using namespace kope::memory;
@@ -231,11 +239,63 @@ double percentile(std::vector<double> v, double p) {
 
 }  // namespace
 
+// Concurrent insert throughput: for each count, that many writers (own store, own connection)
+// record `per_writer` new cases each, one commit per case, started together.
+bool concurrent_inserts(const std::filesystem::path& location, Generator& gen, const std::vector<int>& counts,
+                        int per_writer) {
+  static int round = 0;
+  for (int writers : counts) {
+    if (writers < 1 || per_writer < 1) continue;
+    ++round;
+    std::vector<std::vector<CaseRecord>> work(static_cast<size_t>(writers));
+    for (int w = 0; w < writers; ++w) {
+      auto& cs = work[static_cast<size_t>(w)];
+      while (static_cast<int>(cs.size()) < per_writer) gen.run(cs, w % k_ops, 0);
+      cs.resize(static_cast<size_t>(per_writer));
+      for (auto& c : cs) {
+        c.natural_key = fmt::format("concurrent/{}/{}/{}", round, w, c.natural_key);
+        c.parent_key.clear();
+      }
+    }
+    std::vector<std::unique_ptr<Database>> stores;
+    for (int w = 0; w < writers; ++w) {
+      auto s = open_store(location);
+      if (!s) {
+        std::fprintf(stderr, "writer %d: %s\n", w, s.error().message.c_str());
+        return false;
+      }
+      stores.push_back(std::move(*s));
+    }
+    std::atomic<int> failures{0};
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int w = 0; w < writers; ++w) {
+      threads.emplace_back([&, w] {
+        for (const auto& c : work[static_cast<size_t>(w)]) {
+          if (!stores[static_cast<size_t>(w)]->record_case(c)) ++failures;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    double s = seconds_since(t0);
+    if (failures > 0) {
+      std::fprintf(stderr, "concurrent inserts: %d failed\n", failures.load());
+      return false;
+    }
+    std::printf("concurrent inserts: %d writer%s x %d cases (one commit each): %.0f cases/s in all\n", writers,
+                writers == 1 ? "" : "s", per_writer, static_cast<double>(writers * per_writer) / s);
+    std::fflush(stdout);
+  }
+  return true;
+}
+
 int main(int argc, char** argv) {
   int64_t n_cases = 1000000;
   int queries = 2000;
   int batch = 2000;
-  std::string dir_arg;
+  std::string dir_arg, memory_url;
+  std::vector<int> writer_counts = {1, 2, 4};
+  int writer_cases = 500;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -253,8 +313,18 @@ int main(int argc, char** argv) {
       batch = std::atoi(next().c_str());
     } else if (a == "--dir") {
       dir_arg = next();
+    } else if (a == "--memory") {
+      memory_url = next();
+    } else if (a == "--writers") {
+      writer_counts.clear();
+      for (const auto& w : util::split(next(), ',')) writer_counts.push_back(std::atoi(w.c_str()));
+    } else if (a == "--writer-cases") {
+      writer_cases = std::atoi(next().c_str());
     } else {
-      std::fprintf(stderr, "usage: %s [--cases N] [--dir DIR] [--queries Q] [--batch B]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--cases N] [--dir DIR | --memory URL] [--queries Q] [--batch B] [--writers 1,2,4] "
+                   "[--writer-cases C]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -272,14 +342,19 @@ int main(int argc, char** argv) {
     dir = dir_arg;
     (void)util::make_dirs(dir);
   }
-  auto path = dir / "bench.db";
-  bool reuse = std::filesystem::exists(path);
-  auto opened = SqliteStore::open(path);
+  const bool postgres = !memory_url.empty();
+  std::filesystem::path path = postgres ? std::filesystem::path(memory_url) : dir / "bench.db";
+  bool reuse = !postgres && std::filesystem::exists(path);
+  auto opened = postgres ? SqliteStore::open_postgres(memory_url) : SqliteStore::open(path);
   if (!opened) {
     std::fprintf(stderr, "%s\n", opened.error().message.c_str());
     return 1;
   }
   SqliteStore& store = **opened;
+  if (postgres) {
+    auto existing = store.stats();
+    reuse = existing && existing->cases > 0;
+  }
   Generator gen;
 
   if (!reuse) {
@@ -365,12 +440,16 @@ int main(int argc, char** argv) {
   }
 
   auto& db = store.db();
-  (void)db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  if (!postgres) (void)db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   auto stats = store.stats();
   if (!stats) return 1;
-  // Bytes per case without code: every table and index except the code blobs, from dbstat.
+  // Bytes per case without code: every table and index except the code blobs, from dbstat (or
+  // PostgreSQL's relation sizes).
   {
-    auto st = db.prepare("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC");
+    auto st = db.prepare(postgres ? "SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n "
+                                    "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind IN "
+                                    "('r', 'i', 't') ORDER BY 2 DESC"
+                                  : "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC");
     if (!st) {
       std::fprintf(stderr, "%s\n", st.error().message.c_str());
       return 1;
@@ -383,7 +462,9 @@ int main(int argc, char** argv) {
       std::string name = st->text(0);
       int64_t bytes = st->int64(1);
       total += bytes;
-      if (name == "blob" || name == "sqlite_autoindex_blob_1") code += bytes;
+      if (name == "blob" || name == "sqlite_autoindex_blob_1" || name == "blob_pkey" || name == "blob_hash_key") {
+        code += bytes;
+      }
       parts.emplace_back(name, bytes);
     }
     double per_case = static_cast<double>(total - code) / static_cast<double>(stats->cases);
@@ -446,5 +527,5 @@ int main(int argc, char** argv) {
               static_cast<double>(tokens) / queries);
   std::printf("retrieval CPU time: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", percentile(cpu, 0.5),
               percentile(cpu, 0.9), percentile(cpu, 0.99), percentile(cpu, 1.0));
-  return 0;
+  return concurrent_inserts(path, gen, writer_counts, writer_cases) ? 0 : 1;
 }

@@ -8,6 +8,7 @@ packages=(
   build-essential g++ cmake ninja-build pkg-config binutils git
   # libraries
   libfmt-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libsqlite3-dev sqlite3
+  libpq-dev postgresql
   libcurl4-openssl-dev libssl-dev libzstd-dev libseccomp-dev
   # vendor-library baselines
   libdnnl-dev libopenblas-dev

@@ -5,9 +5,10 @@
 // Every attempt becomes an append-only Case with its lineage ("began-from" parent), verdict,
 // timings and outcome; Lessons are short distilled items changed only by logged deltas; a
 // retrieval log records which items went into which prompt so outcomes can be credited back.
-// The embedded store is SQLite (WAL, synchronous=FULL); only the trusted parent opens it.
-// A Store object is thread-safe (writes are serialised inside); several processes may open the
-// same file. `open_store(":memory:")` gives a private in-memory store (for tests and fakes).
+// The embedded store is SQLite (WAL, synchronous=FULL); a shared one is a PostgreSQL database
+// (open_store with a postgresql:// URL), with the same rules. Only the trusted parent opens it.
+// A Store object is thread-safe (writes are serialised inside); several processes (and, for
+// PostgreSQL, machines) may open the same database. `open_store(":memory:")` gives a private in-memory store (for tests and fakes).
 //
 // Rules the store applies (README.md "Memory" gives the reasoning):
 //  - Outcome: r = speedup_vs_reference / parent's speedup_vs_reference (1.0, the reference, for
@@ -562,10 +563,16 @@ class StoreAdmin {
 // a store kind (SQLite here) implements.
 class Database : public Store, public StoreAdmin {};
 
-// Opens (creating and migrating as needed) the SQLite store at `path`. Fails with corrupt for
-// a damaged file, a file that is not a kope database, or a schema from a newer kope, naming the
-// file; with io when the file cannot be opened or is locked past the busy timeout.
-Result<std::unique_ptr<Database>> open_store(const std::filesystem::path& path);
+// Opens (creating and migrating as needed) the store at `location`: the SQLite file at that
+// path, or, for a URL postgresql://user@host[:port]/db (also postgres://, any libpq URL), the
+// PostgreSQL database (one kope memory per database or schema; docs/design.md §4). Fails with
+// corrupt for a damaged file, a file or database that is not a kope memory, or a schema from a
+// newer kope, naming it; with io when it cannot be opened or reached, or is locked past the busy
+// timeout.
+Result<std::unique_ptr<Database>> open_store(const std::filesystem::path& location);
+
+// True when a memory location is a database URL (postgresql://, postgres://) rather than a file.
+bool is_store_url(std::string_view location);
 
 // Copies the database at `from` to a new file `to` (a consistent snapshot through SQLite's
 // backup API, WAL included; `from` is never modified): the same cases, ids, lessons, learned
@@ -576,7 +583,7 @@ Status copy_database(const std::filesystem::path& from, const std::filesystem::p
 // The schema version this build writes (PRAGMA user_version of a current database).
 int store_schema_version();
 
-// The default database: $KOPE_MEMORY, else data_dir()/memory.db.
+// The default database: $KOPE_MEMORY (a path or a postgresql:// URL), else data_dir()/memory.db.
 std::filesystem::path default_store_path();
 
 }  // namespace kope::memory

@@ -44,14 +44,12 @@ std::string bin_hex(std::string_view bin) {
 
 }  // namespace
 
-Result<CheckReport> SqliteStore::check() {
-  std::lock_guard lock(m_mutex);
-  CheckReport report;
-  Problems p{report.problems, {}};
+namespace {
 
-  // 1. SQLite's own checks.
+// SQLite's integrity and foreign key checks and the FTS5 indexes' own check.
+Status check_sqlite(Db& db, Problems& p) {
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("PRAGMA integrity_check"));
+    KOPE_ASSIGN(Stmt st, db.prepare("PRAGMA integrity_check"));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) break;
@@ -60,7 +58,7 @@ Result<CheckReport> SqliteStore::check() {
     }
   }
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("PRAGMA foreign_key_check"));
+    KOPE_ASSIGN(Stmt st, db.prepare("PRAGMA foreign_key_check"));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) break;
@@ -69,9 +67,64 @@ Result<CheckReport> SqliteStore::check() {
     }
   }
   for (const char* table : {"journal_fts", "lesson_fts"}) {
-    if (auto s = m_db->exec(fmt::format("INSERT INTO {0}({0}, rank) VALUES ('integrity-check', 0)", table)); !s) {
+    if (auto s = db.exec(fmt::format("INSERT INTO {0}({0}, rank) VALUES ('integrity-check', 0)", table)); !s) {
       p.add("fts", fmt::format("{}: {}", table, s.error().message));
     }
+  }
+  return {};
+}
+
+// PostgreSQL keeps its files and foreign keys sound itself; what kope adds there: the search
+// tables' totals (BM25's corpus size and length) agree with their rows, and every identity
+// sequence is past the largest id (an insert would otherwise collide).
+Status check_postgres(Db& db, Problems& p) {
+  for (int corpus = 0; corpus < 2; ++corpus) {
+    const char* table = corpus == 0 ? "journal_fts" : "lesson_fts";
+    int64_t docs = 0, tokens = 0;
+    KOPE_ASSIGN(Stmt st, db.prepare(fmt::format("SELECT body FROM {}", table)));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      ++docs;
+      tokens += static_cast<int64_t>(fts_tokens(st.text(0)).size());
+    }
+    for (const auto& [name, expected] : {std::pair{fmt::format("fts_docs:{}", corpus), docs},
+                                         std::pair{fmt::format("fts_tokens:{}", corpus), tokens}}) {
+      KOPE_ASSIGN(auto v, db.query_int(fmt::format("SELECT value FROM counters WHERE name = '{}'", name)));
+      if (v.value_or(0) != expected) {
+        p.add("fts", fmt::format("{}: counter {} is {}, its rows say {}", table, name, v.value_or(0), expected));
+      }
+    }
+  }
+  for (const char* table : {"origin", "hardware", "toolchain", "task", "blob", "cases", "lessons", "lesson_delta",
+                            "import_log"}) {
+    std::string_view name(table);
+    const char* key = name == "lessons" || name == "lesson_delta" ? "seq" : "id";
+    KOPE_ASSIGN(Stmt st, db.prepare(fmt::format(
+                             "SELECT coalesce((SELECT max({1}) FROM {0}), 0), "
+                             "coalesce(pg_sequence_last_value(CAST(pg_get_serial_sequence('{0}', '{1}') AS regclass)), 0)",
+                             table, key)));
+    KOPE_ASSIGN(bool row, st.step());
+    if (row && st.int64(1) < st.int64(0)) {
+      p.add("sequence", fmt::format("{}: its id sequence is at {} but the largest {} is {}", table, st.int64(1), key,
+                                    st.int64(0)));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<CheckReport> SqliteStore::check() {
+  std::lock_guard lock(m_mutex);
+  CheckReport report;
+  Problems p{report.problems, {}};
+
+  // 1. The database's own checks.
+  if (m_db->postgres()) {
+    KOPE_TRY(check_postgres(*m_db, p));
+  } else {
+    KOPE_TRY(check_sqlite(*m_db, p));
   }
 
   // 2. Lineage: parents exist and are older; every case has its derived row and FTS entry.
@@ -186,7 +239,7 @@ Result<CheckReport> SqliteStore::check() {
                              "SELECT g.task_id, g.hardware_id, g.toolchain_id, g.foreign_origin, g.n, g.n_correct, "
                              "g.first_correct, g.best, s.n_cases, s.n_correct, s.first_correct, s.best_speedup "
                              "FROM (SELECT c.task_id, c.hardware_id, c.toolchain_id, c.foreign_origin, count(*) AS n, "
-                             "sum(c.verdict = 'correct') AS n_correct, "
+                             "sum(CASE WHEN c.verdict = 'correct' THEN 1 ELSE 0 END) AS n_correct, "
                              "min(CASE WHEN c.verdict = 'correct' THEN c.id END) AS first_correct, "
                              "max(CASE WHEN c.verdict = 'correct' AND d.quarantine IN (0, 2) THEN c.speedup_ref END) AS best "
                              "FROM cases c JOIN case_derived d ON d.case_id = c.id "

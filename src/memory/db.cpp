@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include "memory/pg.h"
+
 namespace kope::memory {
 
 namespace {
@@ -64,13 +66,54 @@ Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path, bool rea
   return std::unique_ptr<Db>(new Db(raw, path));
 }
 
+Db::Db(sqlite3* db, std::filesystem::path path) : m_db(db), m_path(std::move(path)) {}
+
+Db::Db(std::unique_ptr<PgConnection> pg, std::filesystem::path path)
+    : m_db(nullptr), m_path(std::move(path)), m_pg(std::move(pg)) {}
+
+Result<std::unique_ptr<Db>> Db::open_postgres(const std::string& url) {
+  KOPE_ASSIGN(auto conn, PgConnection::connect(url));
+  std::filesystem::path shown = conn->display();
+  return std::unique_ptr<Db>(new Db(std::move(conn), std::move(shown)));
+}
+
 Db::~Db() {
   for (auto& [sql, stmt] : m_cache) sqlite3_finalize(stmt);
   m_cache.clear();
-  sqlite3_close_v2(m_db);
+  if (m_db) sqlite3_close_v2(m_db);
+}
+
+Status Db::begin_write() {
+  if (!m_pg) return exec("BEGIN IMMEDIATE");
+  // One lock per schema (a test or a deployment may keep several kope memories in one
+  // database); 0x6B6F7065 is "kope", as SQLite's application_id.
+  return m_pg->exec("BEGIN; SELECT pg_advisory_xact_lock(1802465381, hashtext(current_schema()))");
+}
+
+Status Db::begin_read() {
+  return exec(m_pg ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN");
+}
+
+bool Db::connection_lost() const { return m_pg && m_pg->connection_lost(); }
+bool Db::commit_unconfirmed() const { return m_pg && m_pg->commit_unconfirmed(); }
+
+Status Db::reconnect() {
+  if (!m_pg) return {};
+  return m_pg->reconnect();
+}
+
+std::string Db::json_ints(std::string_view param) const {
+  if (!m_pg) return fmt::format("SELECT value FROM json_each({})", param);
+  return fmt::format("SELECT CAST(jsonb_array_elements_text(CAST({} AS jsonb)) AS BIGINT)", param);
+}
+
+std::string Db::json_texts(std::string_view param) const {
+  if (!m_pg) return fmt::format("SELECT value FROM json_each({})", param);
+  return fmt::format("SELECT jsonb_array_elements_text(CAST({} AS jsonb))", param);
 }
 
 Status Db::exec(std::string_view sql) {
+  if (m_pg) return m_pg->exec(sql);
   std::string text(sql);
   char* err = nullptr;
   int rc = sqlite3_exec(m_db, text.c_str(), nullptr, nullptr, &err);
@@ -86,6 +129,10 @@ Status Db::exec(std::string_view sql) {
 }
 
 Result<Stmt> Db::prepare(std::string_view sql) {
+  if (m_pg) {
+    KOPE_ASSIGN(PgStatement * st, m_pg->prepare(sql));
+    return Stmt(this, st);
+  }
   std::string key(sql);
   auto it = m_cache.find(key);
   if (it != m_cache.end()) return Stmt(this, it->second);
@@ -108,11 +155,18 @@ Result<std::optional<int64_t>> Db::query_int(std::string_view sql) {
   return std::optional<int64_t>{st.int64(0)};
 }
 
-int64_t Db::last_insert_rowid() const { return sqlite3_last_insert_rowid(m_db); }
-int Db::changes() const { return sqlite3_changes(m_db); }
-bool Db::in_transaction() const { return sqlite3_get_autocommit(m_db) == 0; }
+int64_t Db::last_insert_rowid() const {
+  if (!m_pg) return sqlite3_last_insert_rowid(m_db);
+  auto st = m_pg->prepare("SELECT lastval()");
+  if (!st) return 0;
+  auto row = (*st)->step();
+  return row && *row ? (*st)->int64(0) : 0;
+}
+int Db::changes() const { return m_pg ? static_cast<int>(m_pg->changes()) : sqlite3_changes(m_db); }
+bool Db::in_transaction() const { return m_pg ? m_pg->in_transaction() : sqlite3_get_autocommit(m_db) == 0; }
 
 Stmt::~Stmt() {
+  if (m_pg) m_pg->reset();
   if (m_stmt) {
     sqlite3_reset(m_stmt);
     sqlite3_clear_bindings(m_stmt);
@@ -120,27 +174,47 @@ Stmt::~Stmt() {
 }
 
 Stmt& Stmt::reset() {
+  if (m_pg) {
+    m_pg->reset();
+    return *this;
+  }
   sqlite3_reset(m_stmt);
   sqlite3_clear_bindings(m_stmt);
   return *this;
 }
 
 Stmt& Stmt::bind(int i, int64_t v) {
+  if (m_pg) {
+    m_pg->bind_text(i, std::to_string(v));
+    return *this;
+  }
   sqlite3_bind_int64(m_stmt, i, v);
   return *this;
 }
 
 Stmt& Stmt::bind(int i, double v) {
+  if (m_pg) {
+    m_pg->bind_text(i, fmt::format("{:.17g}", v));
+    return *this;
+  }
   sqlite3_bind_double(m_stmt, i, v);
   return *this;
 }
 
 Stmt& Stmt::bind(int i, std::string_view v) {
+  if (m_pg) {
+    m_pg->bind_text(i, std::string(v));
+    return *this;
+  }
   sqlite3_bind_text64(m_stmt, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   return *this;
 }
 
 Stmt& Stmt::bind_blob(int i, std::string_view v) {
+  if (m_pg) {
+    m_pg->bind_binary(i, std::string(v));
+    return *this;
+  }
   sqlite3_bind_blob64(m_stmt, i, v.data(), v.size(), SQLITE_TRANSIENT);
   return *this;
 }
@@ -156,11 +230,16 @@ Stmt& Stmt::bind_all(const std::vector<SqlValue>& values) {
 }
 
 Stmt& Stmt::bind_null(int i) {
+  if (m_pg) {
+    m_pg->bind_null(i);
+    return *this;
+  }
   sqlite3_bind_null(m_stmt, i);
   return *this;
 }
 
 Result<bool> Stmt::step() {
+  if (m_pg) return m_pg->step();
   int rc = sqlite3_step(m_stmt);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
@@ -178,9 +257,11 @@ Status Stmt::run() {
   }
 }
 
-bool Stmt::is_null(int col) const { return sqlite3_column_type(m_stmt, col) == SQLITE_NULL; }
-int64_t Stmt::int64(int col) const { return sqlite3_column_int64(m_stmt, col); }
-double Stmt::real(int col) const { return sqlite3_column_double(m_stmt, col); }
+bool Stmt::is_null(int col) const {
+  return m_pg ? m_pg->is_null(col) : sqlite3_column_type(m_stmt, col) == SQLITE_NULL;
+}
+int64_t Stmt::int64(int col) const { return m_pg ? m_pg->int64(col) : sqlite3_column_int64(m_stmt, col); }
+double Stmt::real(int col) const { return m_pg ? m_pg->real(col) : sqlite3_column_double(m_stmt, col); }
 
 std::optional<double> Stmt::opt_real(int col) const {
   if (is_null(col)) return std::nullopt;
@@ -193,6 +274,7 @@ std::optional<int64_t> Stmt::opt_int64(int col) const {
 }
 
 std::string Stmt::text(int col) const {
+  if (m_pg) return m_pg->text(col);
   const unsigned char* p = sqlite3_column_text(m_stmt, col);
   int n = sqlite3_column_bytes(m_stmt, col);
   if (!p) return {};
@@ -200,6 +282,7 @@ std::string Stmt::text(int col) const {
 }
 
 std::string Stmt::blob(int col) const {
+  if (m_pg) return m_pg->blob(col);
   const void* p = sqlite3_column_blob(m_stmt, col);
   int n = sqlite3_column_bytes(m_stmt, col);
   if (!p) return {};
@@ -207,7 +290,7 @@ std::string Stmt::blob(int col) const {
 }
 
 Result<Transaction> Transaction::begin(Db& db, std::function<void()> on_rollback) {
-  KOPE_TRY(db.exec("BEGIN IMMEDIATE"));
+  KOPE_TRY(db.begin_write());
   return Transaction(&db, std::move(on_rollback));
 }
 

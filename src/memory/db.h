@@ -1,9 +1,13 @@
-// memory/db.h — a thin RAII layer over the SQLite C API used by the memory store.
+// memory/db.h — a thin RAII layer over the SQLite C API used by the memory store, and over
+// libpq for a PostgreSQL database (memory/pg.h) behind the same two classes.
 //
 // Db owns one connection and a cache of prepared statements; Stmt is a borrowed, reset-on-scope
 // statement handle. SQLite result codes are converted to kope::Error here, once: CORRUPT and
 // NOTADB become ErrorKind::corrupt, FULL/IOERR/CANTOPEN/BUSY become io, and every message names
 // the database file. Not thread-safe: the store serialises access with its own mutex.
+//
+// The store writes its SQL once, in what both dialects accept (a PostgreSQL Db rewrites the
+// placeholders, pg.h); the few statements that differ ask dialect().
 #pragma once
 
 #include <cstdint>
@@ -25,6 +29,10 @@ struct sqlite3_stmt;
 namespace kope::memory {
 
 class Db;
+class PgConnection;
+class PgStatement;
+
+enum class Dialect { sqlite, postgres };
 
 // A value bound to a dynamically built query.
 using SqlValue = std::variant<int64_t, double, std::string>;
@@ -34,7 +42,11 @@ using SqlValue = std::variant<int64_t, double, std::string>;
 class Stmt {
  public:
   Stmt(Db* db, sqlite3_stmt* stmt) : m_db(db), m_stmt(stmt) {}
-  Stmt(Stmt&& other) noexcept : m_db(other.m_db), m_stmt(other.m_stmt) { other.m_stmt = nullptr; }
+  Stmt(Db* db, PgStatement* pg) : m_db(db), m_stmt(nullptr), m_pg(pg) {}
+  Stmt(Stmt&& other) noexcept : m_db(other.m_db), m_stmt(other.m_stmt), m_pg(other.m_pg) {
+    other.m_stmt = nullptr;
+    other.m_pg = nullptr;
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   Stmt& operator=(Stmt&&) = delete;
@@ -72,6 +84,7 @@ class Stmt {
  private:
   Db* m_db;
   sqlite3_stmt* m_stmt;
+  PgStatement* m_pg = nullptr;  // instead of m_stmt, on a PostgreSQL Db
 };
 
 class Db {
@@ -80,6 +93,8 @@ class Db {
   // one). Sets extended result codes and the busy timeout. Fails with io or corrupt.
   static Result<std::unique_ptr<Db>> open(const std::filesystem::path& path, bool read_only = false,
                                           bool create = true);
+  // Connects to the PostgreSQL database at `url` (postgresql://user@host[:port]/db). Fails with io.
+  static Result<std::unique_ptr<Db>> open_postgres(const std::string& url);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -91,9 +106,29 @@ class Db {
   // A single integer from a query returning one row (nullopt when no row or NULL).
   Result<std::optional<int64_t>> query_int(std::string_view sql);
 
+  // The id of the row the last INSERT added (PostgreSQL: lastval(), one more round trip).
   int64_t last_insert_rowid() const;
   int changes() const;
   bool in_transaction() const;
+
+  Dialect dialect() const { return m_pg ? Dialect::postgres : Dialect::sqlite; }
+  bool postgres() const { return m_pg != nullptr; }
+  // Opens a write transaction that serialises with every other writer of the database: SQLite's
+  // BEGIN IMMEDIATE; on PostgreSQL, BEGIN and a transaction-level advisory lock keyed by the
+  // schema, so writers on any machine take turns as SQLite's do.
+  Status begin_write();
+  // Opens a read transaction that sees one snapshot (SQLite: BEGIN; PostgreSQL: REPEATABLE READ,
+  // READ ONLY), for reads of many statements that must agree (exports).
+  Status begin_read();
+  // PostgreSQL only (false for SQLite): the connection was lost during a transaction, and
+  // whether that hid the outcome of its COMMIT. reconnect() clears both.
+  bool connection_lost() const;
+  bool commit_unconfirmed() const;
+  Status reconnect();
+  // The subquery listing the values of a JSON array bound to `param` ("?" or "?3"), as
+  // integers (json_ints) or text (json_texts), for `x IN (...)`.
+  std::string json_ints(std::string_view param) const;
+  std::string json_texts(std::string_view param) const;
 
   // Converts the connection's current error (after a failed call that returned `rc`).
   Error error(int rc, std::string_view what) const;
@@ -102,10 +137,12 @@ class Db {
   sqlite3* handle() const { return m_db; }
 
  private:
-  Db(sqlite3* db, std::filesystem::path path) : m_db(db), m_path(std::move(path)) {}
+  Db(sqlite3* db, std::filesystem::path path);
+  Db(std::unique_ptr<PgConnection> pg, std::filesystem::path path);
   sqlite3* m_db;
   std::filesystem::path m_path;
   std::unordered_map<std::string, sqlite3_stmt*> m_cache;
+  std::unique_ptr<PgConnection> m_pg;  // set instead of m_db for PostgreSQL
 };
 
 // BEGIN IMMEDIATE ... COMMIT, rolled back on scope exit unless commit() succeeded. Nested use

@@ -45,7 +45,10 @@ std::string export_text(Database& s, const ExportOptions& o = {}) {
   return out.str();
 }
 
-TEST(Exchange, ExportImportRoundTripIsIdempotentAndKeepsProvenance) {
+class ExchangeTest : public StoreKindTest {};
+KOPE_STORE_KINDS(ExchangeTest);
+
+TEST_P(ExchangeTest, ExportImportRoundTripIsIdempotentAndKeepsProvenance) {
   auto a = temp_store("a.db");
   populate(*a.store, "run-a");
   std::string dump = export_text(*a.store);
@@ -94,7 +97,7 @@ TEST(Exchange, ExportImportRoundTripIsIdempotentAndKeepsProvenance) {
   EXPECT_TRUE(b.store->check()->ok());
 }
 
-TEST(Exchange, ForeignImportsAreFeasibilityNotSpeed) {
+TEST_P(ExchangeTest, ForeignImportsAreFeasibilityNotSpeed) {
   auto a = temp_store("a.db");
   ASSERT_TRUE(a.store->record_case(make_case("x/0", "softmax", 9.0)));  // same target string
   auto b = temp_store("b.db");
@@ -126,7 +129,7 @@ TEST(Exchange, ForeignImportsAreFeasibilityNotSpeed) {
   EXPECT_EQ(b.store->stats()->foreign_cases, 1);
 }
 
-TEST(Exchange, CollidingKeysFromAnotherDatabaseAreKeptUnderANewKey) {
+TEST_P(ExchangeTest, CollidingKeysFromAnotherDatabaseAreKeptUnderANewKey) {
   auto a = temp_store("a.db");
   auto b = temp_store("b.db");
   ASSERT_TRUE(a.store->record_case(make_case("run-1/softmax/0", "softmax", 1.1)));
@@ -142,7 +145,7 @@ TEST(Exchange, CollidingKeysFromAnotherDatabaseAreKeptUnderANewKey) {
   EXPECT_EQ(b.store->stats()->cases, 2);
 }
 
-TEST(Exchange, MergeReadsAnotherDatabaseWithoutChangingIt) {
+TEST(ExchangeFile, MergeReadsAnotherDatabaseWithoutChangingIt) {
   auto a = temp_store("a.db");
   auto b = temp_store("b.db");
   populate(*a.store, "run-a");
@@ -174,9 +177,56 @@ TEST(Exchange, MergeReadsAnotherDatabaseWithoutChangingIt) {
   EXPECT_EQ(b.store->merge_from(b.dir.path() / "missing.db", {}).error().kind, ErrorKind::not_found);
 }
 
+// Between the two kinds, both ways: an SQLite file merged into a PostgreSQL store and that store
+// merged back into a fresh SQLite file, export/import too; every step idempotent.
+TEST(ExchangeKinds, MergeAndImportBetweenSqliteAndPostgresBothWays) {
+  std::string why;
+  if (!test_postgres_url(&why)) GTEST_SKIP() << why;
+  auto file = temp_store("a.db");
+  populate(*file.store, "run-a");
+  current_store_kind() = StoreKind::postgres;
+  auto server = temp_store();
+  current_store_kind() = StoreKind::sqlite;
+  ASSERT_TRUE(server.store);
+  populate(*server.store, "run-b");
+  auto in = server.store->merge_from(file.path, {});
+  ASSERT_TRUE(in) << in.error().message;
+  EXPECT_EQ(in->cases_added, 4);
+  auto in_again = server.store->merge_from(file.path, {});
+  ASSERT_TRUE(in_again);
+  EXPECT_EQ(in_again->cases_added, 0);
+  EXPECT_EQ(server.store->stats()->cases, 8);
+
+  auto back = temp_store("back.db");
+  auto out = back.store->merge_from(server.path, {});
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(out->cases_added, 8);
+  EXPECT_EQ(back.store->merge_from(server.path, {})->cases_added, 0);
+  auto imported = back.store->import_json(export_text(*server.store), {});
+  ASSERT_TRUE(imported);
+  EXPECT_EQ(imported->cases_added, 0);
+  EXPECT_EQ(back.store->stats()->cases, 8);
+  EXPECT_EQ(back.store->stats()->lessons, server.store->stats()->lessons);
+  auto best_here = back.store->best_cases("softmax", k_native, 10);
+  auto best_there = server.store->best_cases("softmax", k_native, 10);
+  ASSERT_TRUE(best_here && best_there);
+  ASSERT_EQ(best_here->size(), best_there->size());
+  for (size_t i = 0; i < best_here->size(); ++i) {
+    EXPECT_EQ((*best_here)[i].natural_key, (*best_there)[i].natural_key);
+    EXPECT_EQ((*best_here)[i].code, (*best_there)[i].code);
+    EXPECT_NEAR((*best_here)[i].downstream, (*best_there)[i].downstream, 1e-12);
+  }
+  for (Database* s : {server.store.get(), back.store.get()}) {
+    auto check = s->check();
+    ASSERT_TRUE(check);
+    EXPECT_TRUE(check->ok()) << check->problems.front();
+  }
+  EXPECT_EQ(server.store->merge_from(server.path, {}).error().kind, ErrorKind::usage);
+}
+
 // The ablation's copies: the same cases, ids and lessons, while the original stays open and
 // unchanged, and writes to the copy never reach it.
-TEST(Exchange, CopyDatabaseIsASnapshotIndependentOfTheOriginal) {
+TEST(ExchangeFile, CopyDatabaseIsASnapshotIndependentOfTheOriginal) {
   auto a = temp_store("a.db");
   populate(*a.store, "run-a");
   std::filesystem::path copy = a.dir.path() / "copy.db";
@@ -197,7 +247,7 @@ TEST(Exchange, CopyDatabaseIsASnapshotIndependentOfTheOriginal) {
   EXPECT_EQ(copy_database(a.dir.path() / "missing.db", copy).error().kind, ErrorKind::not_found);
 }
 
-TEST(Exchange, RejectsDocumentsThatAreNotExports) {
+TEST_P(ExchangeTest, RejectsDocumentsThatAreNotExports) {
   auto t = temp_store();
   EXPECT_EQ(t.store->import_json("{not json", {}).error().kind, ErrorKind::config);
   EXPECT_EQ(t.store->import_json(R"({"format": "something-else"})", {}).error().kind, ErrorKind::config);
@@ -222,7 +272,7 @@ TEST(Exchange, RejectsDocumentsThatAreNotExports) {
   EXPECT_EQ(t.store->stats()->cases, 0);
 }
 
-TEST(Exchange, DotExportRendersWithGraphviz) {
+TEST_P(ExchangeTest, DotExportRendersWithGraphviz) {
   auto t = temp_store();
   populate(*t.store, "run-a");
   ASSERT_TRUE(t.store->verify_case(1, true, "").error().kind == ErrorKind::usage);  // not quarantined
@@ -253,7 +303,7 @@ namespace {
 
 using namespace testing;
 
-TEST(Exchange, ProvenanceTravelsWithTheExportAndIsListedWithTheImport) {
+TEST_P(ExchangeTest, ProvenanceTravelsWithTheExportAndIsListedWithTheImport) {
   auto a = temp_store("prov-a.db");
   populate(*a.store, "run-p");
   ExportOptions o;
@@ -289,7 +339,7 @@ TEST(Exchange, ProvenanceTravelsWithTheExportAndIsListedWithTheImport) {
   EXPECT_TRUE(check->ok()) << (check->problems.empty() ? "" : check->problems.front());
 }
 
-TEST(Exchange, MetaValuesAreKeptAndTheStoresOwnKeysAreRefused) {
+TEST_P(ExchangeTest, MetaValuesAreKeptAndTheStoresOwnKeysAreRefused) {
   auto a = temp_store("meta.db");
   ASSERT_TRUE(a.store->set_meta("starter:abc", "{\"origin\": \"x\"}"));
   ASSERT_TRUE(a.store->set_meta("starter:abd", "two"));

@@ -155,30 +155,27 @@ Result<std::vector<Lesson>> SqliteStore::find_lessons(const LessonFilter& f) {
     where += fmt::format(" AND l.status = ?{}", params.size());
   }
   if (f.text.empty()) {
-    return select_lessons_locked(where, params, fmt::format("ORDER BY l.seq LIMIT {}", f.limit > 0 ? f.limit : -1));
+    return select_lessons_locked(where, params,
+                                 f.limit > 0 ? fmt::format("ORDER BY l.seq LIMIT {}", f.limit) : "ORDER BY l.seq");
   }
-  // A text search: the FTS5 ranking (BM25) decides the order.
-  std::string q = fts_or_query(f.text);
-  if (q.empty()) return std::vector<Lesson>{};
+  // A text search: the BM25 ranking decides the order.
   std::unordered_map<int64_t, size_t> rank_of;
   std::string ids = "[";
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT rowid FROM lesson_fts WHERE lesson_fts MATCH ? ORDER BY rank LIMIT 1000"));
-    st.bind(1, q);
-    for (;;) {
-      KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
-      ids += (rank_of.empty() ? "" : ",") + std::to_string(st.int64(0));
-      rank_of[st.int64(0)] = rank_of.size();
+    KOPE_ASSIGN(std::vector<int64_t> ranked, ranked_lessons_locked(f.text));
+    if (ranked.empty()) return std::vector<Lesson>{};
+    for (int64_t seq : ranked) {
+      ids += (rank_of.empty() ? "" : ",") + std::to_string(seq);
+      rank_of[seq] = rank_of.size();
     }
   }
   ids += "]";
   params.emplace_back(ids);
-  where += fmt::format(" AND l.seq IN (SELECT value FROM json_each(?{}))", params.size());
+  where += fmt::format(" AND l.seq IN ({})", m_db->json_ints(fmt::format("?{}", params.size())));
   KOPE_ASSIGN(auto found, select_lessons_locked(where, params, "ORDER BY l.seq"));
   std::unordered_map<std::string, size_t> order;
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, seq FROM lessons WHERE seq IN (SELECT value FROM json_each(?))"));
+    KOPE_ASSIGN(Stmt st, m_db->prepare(fmt::format("SELECT id, seq FROM lessons WHERE seq IN ({})", m_db->json_ints("?"))));
     st.bind(1, ids);
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
@@ -247,12 +244,10 @@ Status SqliteStore::log_delta_locked(const std::string& lesson_id, std::string_v
 
 Status SqliteStore::index_lesson_locked(int64_t seq, bool remove, const Lesson& l) {
   note_terms_locked(1, lesson_body(l), remove ? -1 : +1);
-  KOPE_ASSIGN(Stmt st, m_db->prepare(remove ? "INSERT INTO lesson_fts(lesson_fts, rowid, body, tags) "
-                                              "VALUES ('delete', ?, ?, ?)"
-                                            : "INSERT INTO lesson_fts(rowid, body, tags) VALUES (?, ?, ?)"));
-  st.bind(1, seq).bind(2, lesson_body(l));
-  st.bind(3, lesson_search_tags(static_cast<int>(l.kind), l.scope.category, l.scope.backend, l.scope.target));
-  return st.run();
+  return index_search_locked(1, seq, lesson_body(l),
+                             lesson_search_tags(static_cast<int>(l.kind), l.scope.category, l.scope.backend,
+                                                l.scope.target),
+                             remove);
 }
 
 Status SqliteStore::add_lesson_sources_locked(const std::string& lesson_id, const std::vector<int64_t>& case_ids) {
@@ -332,7 +327,8 @@ Result<std::string> SqliteStore::insert_lesson_locked(const Lesson& in, const st
   for (const auto& [stage_text, v] : l.value) {
     auto stage = parse_stage(stage_text);
     if (!stage || !std::isfinite(v)) continue;
-    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR REPLACE INTO item_value(item_id, stage, value, n) VALUES (?, ?, ?, 0)"));
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO item_value(item_id, stage, value, n) VALUES (?, ?, ?, 0) "
+                                       "ON CONFLICT(item_id, stage) DO UPDATE SET value = excluded.value, n = excluded.n"));
     KOPE_TRY(st.bind(1, "lesson:" + id).bind(2, static_cast<int>(*stage)).bind(3, v).run());
   }
   KOPE_TRY(index_lesson_locked(seq, false, l));
@@ -513,24 +509,28 @@ Result<std::string> SqliteStore::apply_locked(const LessonDelta& delta) {
 
 Result<std::string> SqliteStore::apply(const LessonDelta& delta) {
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, begin_locked());
-  auto id = apply_locked(delta);
-  if (!id) return id;
-  KOPE_TRY(commit_locked(tx));
-  return id;
+  return resending_locked(Resend::only_unsent, [&]() -> Result<std::string> {
+    KOPE_ASSIGN(Transaction tx, begin_locked());
+    auto id = apply_locked(delta);
+    if (!id) return id;
+    KOPE_TRY(commit_locked(tx));
+    return id;
+  });
 }
 
 Result<std::vector<std::string>> SqliteStore::apply_all(const std::vector<LessonDelta>& deltas) {
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, begin_locked());
-  std::vector<std::string> ids;
-  ids.reserve(deltas.size());
-  for (const auto& d : deltas) {
-    KOPE_ASSIGN(std::string id, apply_locked(d));
-    ids.push_back(std::move(id));
-  }
-  KOPE_TRY(commit_locked(tx));
-  return ids;
+  return resending_locked(Resend::only_unsent, [&]() -> Result<std::vector<std::string>> {
+    KOPE_ASSIGN(Transaction tx, begin_locked());
+    std::vector<std::string> ids;
+    ids.reserve(deltas.size());
+    for (const auto& d : deltas) {
+      KOPE_ASSIGN(std::string id, apply_locked(d));
+      ids.push_back(std::move(id));
+    }
+    KOPE_TRY(commit_locked(tx));
+    return ids;
+  });
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -539,26 +539,28 @@ Result<std::vector<std::string>> SqliteStore::apply_all(const std::vector<Lesson
 Status SqliteStore::log_retrieval(const RetrievalLogEntry& e) {
   if (e.prompt_id.empty()) return fail(ErrorKind::usage, "retrieval log entry has no prompt id");
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, begin_locked());
-  json tiers = json::object();
-  for (const auto& [tier, tokens] : e.tier_tokens) tiers[tier] = tokens;
-  {
-    KOPE_ASSIGN(Stmt st, m_db->prepare(
-                             "INSERT INTO prompt(id, case_id, stage, tier_tokens, created_at) VALUES (?, ?, ?, ?, ?) "
-                             "ON CONFLICT(id) DO UPDATE SET case_id = coalesce(prompt.case_id, excluded.case_id)"));
-    st.bind(1, e.prompt_id);
-    if (e.case_id > 0) {
-      st.bind(2, e.case_id);
-    } else {
-      st.bind_null(2);
+  return resending_locked(Resend::idempotent, [&]() -> Status {
+    KOPE_ASSIGN(Transaction tx, begin_locked());
+    json tiers = json::object();
+    for (const auto& [tier, tokens] : e.tier_tokens) tiers[tier] = tokens;
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare(
+                               "INSERT INTO prompt(id, case_id, stage, tier_tokens, created_at) VALUES (?, ?, ?, ?, ?) "
+                               "ON CONFLICT(id) DO UPDATE SET case_id = coalesce(prompt.case_id, excluded.case_id)"));
+      st.bind(1, e.prompt_id);
+      if (e.case_id > 0) {
+        st.bind(2, e.case_id);
+      } else {
+        st.bind_null(2);
+      }
+      KOPE_TRY(st.bind(3, static_cast<int>(e.stage)).bind(4, tiers.dump()).bind(5, util::now_iso8601()).run());
     }
-    KOPE_TRY(st.bind(3, static_cast<int>(e.stage)).bind(4, tiers.dump()).bind(5, util::now_iso8601()).run());
-  }
-  for (const auto& [item, score] : e.items) {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO prompt_item(prompt_id, item_id, score) VALUES (?, ?, ?)"));
-    KOPE_TRY(st.bind(1, e.prompt_id).bind(2, item).bind(3, std::isfinite(score) ? score : 0.0).run());
-  }
-  return commit_locked(tx);
+    for (const auto& [item, score] : e.items) {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO prompt_item(prompt_id, item_id, score) VALUES (?, ?, ?)"));
+      KOPE_TRY(st.bind(1, e.prompt_id).bind(2, item).bind(3, std::isfinite(score) ? score : 0.0).run());
+    }
+    return commit_locked(tx);
+  });
 }
 
 Result<std::optional<RetrievalLogEntry>> SqliteStore::retrieval_entry(const std::string& prompt_id) {
@@ -602,7 +604,8 @@ Result<std::pair<double, double>> SqliteStore::update_value_locked(const std::st
     }
   }
   double after = before + k_value_rate * (reward - before);
-  KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR REPLACE INTO item_value(item_id, stage, value, n) VALUES (?, ?, ?, ?)"));
+  KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO item_value(item_id, stage, value, n) VALUES (?, ?, ?, ?) "
+                                     "ON CONFLICT(item_id, stage) DO UPDATE SET value = excluded.value, n = excluded.n"));
   KOPE_TRY(st.bind(1, item_id).bind(2, static_cast<int>(stage)).bind(3, after).bind(4, n + 1).run());
   return std::pair{before, after};
 }
@@ -610,54 +613,58 @@ Result<std::pair<double, double>> SqliteStore::update_value_locked(const std::st
 Status SqliteStore::credit(const std::string& prompt_id, double reward) {
   if (!std::isfinite(reward)) return fail(ErrorKind::usage, "credit for prompt {}: reward is not finite", prompt_id);
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, begin_locked());
-  Stage stage = Stage::draft;
-  {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT stage, credited_at FROM prompt WHERE id = ?"));
-    st.bind(1, prompt_id);
-    KOPE_ASSIGN(bool row, st.step());
-    if (!row) return fail(ErrorKind::not_found, "credit: prompt '{}' was never logged", prompt_id);
-    if (!st.is_null(1)) return {};  // already credited: a retry changes nothing
-    stage = static_cast<Stage>(std::clamp<int64_t>(st.int64(0), 0, 2));
-  }
-  std::vector<std::string> items;
-  {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT item_id FROM prompt_item WHERE prompt_id = ? ORDER BY item_id"));
-    st.bind(1, prompt_id);
-    for (;;) {
+  // A prompt is credited once, so a credit sent again after a lost connection changes nothing.
+  return resending_locked(Resend::idempotent, [&]() -> Status {
+    KOPE_ASSIGN(Transaction tx, begin_locked());
+    Stage stage = Stage::draft;
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT stage, credited_at FROM prompt WHERE id = ?"));
+      st.bind(1, prompt_id);
       KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
-      items.push_back(st.text(0));
+      if (!row) return fail(ErrorKind::not_found, "credit: prompt '{}' was never logged", prompt_id);
+      if (!st.is_null(1)) return {};  // already credited: a retry changes nothing
+      stage = static_cast<Stage>(std::clamp<int64_t>(st.int64(0), 0, 2));
     }
-  }
-  const bool helpful = helpful_reward(stage, reward);
-  for (const auto& item : items) {
-    if (item.starts_with("lesson:")) {
-      KOPE_ASSIGN(auto lid, resolve_lesson_locked(item.substr(7)));
-      if (!lid) continue;  // an item id that never named a lesson here: nothing to credit
-      KOPE_ASSIGN(auto values, update_value_locked("lesson:" + *lid, stage, reward));
-      KOPE_ASSIGN(Stmt st, m_db->prepare(helpful ? "UPDATE lessons SET helpful = helpful + 1 WHERE id = ?"
-                                                 : "UPDATE lessons SET harmful = harmful + 1 WHERE id = ?"));
-      KOPE_TRY(st.bind(1, *lid).run());
-      json payload{{"prompt", prompt_id}, {"stage", stage_name(stage)}, {"reward", reward},
-                   {"value_before", values.first}, {"value_after", values.second}};
-      KOPE_TRY(log_delta_locked(*lid, helpful ? "upvote" : "downvote",
-                                fmt::format("credit from prompt {} ({} reward {:.3g})", prompt_id, stage_name(stage), reward),
-                                std::nullopt, payload.dump()));
-      if (!helpful) KOPE_TRY(maybe_deprecate_locked(*lid));
-    } else {
-      KOPE_TRY(update_value_locked(item, stage, reward));
-      KOPE_ASSIGN(Stmt st, m_db->prepare(
-                               "INSERT INTO item_stats(item_id, helpful, harmful) VALUES (?1, ?2, ?3) "
-                               "ON CONFLICT(item_id) DO UPDATE SET helpful = helpful + ?2, harmful = harmful + ?3"));
-      KOPE_TRY(st.bind(1, item).bind(2, int64_t{helpful ? 1 : 0}).bind(3, int64_t{helpful ? 0 : 1}).run());
+    std::vector<std::string> items;
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT item_id FROM prompt_item WHERE prompt_id = ? ORDER BY item_id"));
+      st.bind(1, prompt_id);
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        items.push_back(st.text(0));
+      }
     }
-  }
-  {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE prompt SET credited_at = ?, reward = ? WHERE id = ?"));
-    KOPE_TRY(st.bind(1, util::now_iso8601()).bind(2, reward).bind(3, prompt_id).run());
-  }
-  return commit_locked(tx);
+    const bool helpful = helpful_reward(stage, reward);
+    for (const auto& item : items) {
+      if (item.starts_with("lesson:")) {
+        KOPE_ASSIGN(auto lid, resolve_lesson_locked(item.substr(7)));
+        if (!lid) continue;  // an item id that never named a lesson here: nothing to credit
+        KOPE_ASSIGN(auto values, update_value_locked("lesson:" + *lid, stage, reward));
+        KOPE_ASSIGN(Stmt st, m_db->prepare(helpful ? "UPDATE lessons SET helpful = helpful + 1 WHERE id = ?"
+                                                   : "UPDATE lessons SET harmful = harmful + 1 WHERE id = ?"));
+        KOPE_TRY(st.bind(1, *lid).run());
+        json payload{{"prompt", prompt_id}, {"stage", stage_name(stage)}, {"reward", reward},
+                     {"value_before", values.first}, {"value_after", values.second}};
+        KOPE_TRY(log_delta_locked(*lid, helpful ? "upvote" : "downvote",
+                                  fmt::format("credit from prompt {} ({} reward {:.3g})", prompt_id, stage_name(stage), reward),
+                                  std::nullopt, payload.dump()));
+        if (!helpful) KOPE_TRY(maybe_deprecate_locked(*lid));
+      } else {
+        KOPE_TRY(update_value_locked(item, stage, reward));
+        KOPE_ASSIGN(Stmt st, m_db->prepare(
+                                 "INSERT INTO item_stats(item_id, helpful, harmful) VALUES (?1, ?2, ?3) "
+                                 "ON CONFLICT(item_id) DO UPDATE SET helpful = item_stats.helpful + ?2, "
+                                 "harmful = item_stats.harmful + ?3"));
+        KOPE_TRY(st.bind(1, item).bind(2, int64_t{helpful ? 1 : 0}).bind(3, int64_t{helpful ? 0 : 1}).run());
+      }
+    }
+    {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE prompt SET credited_at = ?, reward = ? WHERE id = ?"));
+      KOPE_TRY(st.bind(1, util::now_iso8601()).bind(2, reward).bind(3, prompt_id).run());
+    }
+    return commit_locked(tx);
+  });
 }
 
 }  // namespace kope::memory

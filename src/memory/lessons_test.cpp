@@ -41,7 +41,10 @@ Lesson lesson(Database& s, const std::string& id) {
   return l && *l ? **l : Lesson{};
 }
 
-TEST(Lessons, ExactAndNearDuplicatesAreMergedNotAdded) {
+class LessonsTest : public StoreKindTest {};
+KOPE_STORE_KINDS(LessonsTest);
+
+TEST_P(LessonsTest, ExactAndNearDuplicatesAreMergedNotAdded) {
   auto t = temp_store();
   int64_t src = *t.store->record_case(make_case("c1", "softmax", 1.5));
   std::string a = add_lesson(*t.store, "Vectorise the row max", "Use AVX2 max over 8 floats at a time before the exp pass");
@@ -76,7 +79,7 @@ TEST(Lessons, ExactAndNearDuplicatesAreMergedNotAdded) {
   EXPECT_EQ(a[0], 'L');
 }
 
-TEST(Lessons, EditsAreLoggedAndReindexed) {
+TEST_P(LessonsTest, EditsAreLoggedAndReindexed) {
   auto t = temp_store();
   std::string id = add_lesson(*t.store, "Prefetch rows", "Software prefetch two rows ahead");
   LessonDelta e;
@@ -101,7 +104,7 @@ TEST(Lessons, EditsAreLoggedAndReindexed) {
   EXPECT_TRUE(t.store->check()->ok());
 }
 
-TEST(Lessons, VotesDeprecationAndMergeKeepEverything) {
+TEST_P(LessonsTest, VotesDeprecationAndMergeKeepEverything) {
   auto t = temp_store();
   std::string a = add_lesson(*t.store, "Use exp2 with a scaled input", "exp2f is cheaper than expf on this toolchain");
   std::string b = add_lesson(*t.store, "Fuse max and sum passes", "An online softmax does one pass for max and sum");
@@ -158,7 +161,7 @@ TEST(Lessons, VotesDeprecationAndMergeKeepEverything) {
   EXPECT_EQ(check->lessons_checked, 3);
 }
 
-TEST(Lessons, ScopeFilters) {
+TEST_P(LessonsTest, ScopeFilters) {
   auto t = temp_store();
   add_lesson(*t.store, "General advice", "Check the kernel signature first", LessonKind::pitfall, "");
   add_lesson(*t.store, "Normalization advice", "Keep the row in cache between passes");
@@ -187,7 +190,10 @@ TEST(Lessons, ScopeFilters) {
   EXPECT_EQ((*found)[1].id, weak);
 }
 
-TEST(Values, CreditMovesValuesByTheStatedRateAndIsIdempotent) {
+class ValuesTest : public StoreKindTest {};
+KOPE_STORE_KINDS(ValuesTest);
+
+TEST_P(ValuesTest, CreditMovesValuesByTheStatedRateAndIsIdempotent) {
   auto t = temp_store();
   int64_t c1 = *t.store->record_case(make_case("c1", "softmax", 1.5));
   std::string l = add_lesson(*t.store, "Online softmax", "Single sweep for max and sum");
@@ -234,7 +240,7 @@ TEST(Values, CreditMovesValuesByTheStatedRateAndIsIdempotent) {
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
-TEST(Values, LessonsThatKeepHurtingAreDeprecatedThroughCredit) {
+TEST_P(ValuesTest, LessonsThatKeepHurtingAreDeprecatedThroughCredit) {
   auto t = temp_store();
   std::string l = add_lesson(*t.store, "Unroll by 64", "Unroll the inner loop 64 times");
   for (int i = 0; i < 6; ++i) {

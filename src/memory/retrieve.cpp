@@ -207,6 +207,41 @@ bool task_structurally_close(const TaskInfo& a, const SignatureShape& sa, const 
   return std::abs(std::log2(a.arithmetic_intensity) - std::log2(b.arithmetic_intensity)) <= 1.0;
 }
 
+static Result<std::vector<LexicalHit>> postgres_bm25(Db& db, int corpus,
+                                                     const std::vector<std::pair<std::string, double>>& terms,
+                                                     int rows);
+
+Result<std::vector<int64_t>> SqliteStore::ranked_lessons_locked(const std::string& text) {
+  constexpr int k_ranked_lessons = 1000;
+  std::vector<int64_t> out;
+  if (!m_db->postgres()) {
+    std::string q = fts_or_query(text);
+    if (q.empty()) return out;
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT rowid FROM lesson_fts WHERE lesson_fts MATCH ? ORDER BY rank LIMIT 1000"));
+    st.bind(1, q);
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) return out;
+      out.push_back(st.int64(0));
+    }
+  }
+  // The terms fts_or_query would OR, with their document frequencies; every match is scored.
+  std::vector<std::pair<std::string, double>> terms;
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT df FROM term_df WHERE corpus = 1 AND term = ?"));
+  std::set<std::string> seen;
+  for (const auto& t : text_tokens(text)) {
+    if (seen.size() >= 12) break;
+    if (!seen.insert(t).second) continue;
+    st.reset().bind(1, t);
+    KOPE_ASSIGN(bool row, st.step());
+    terms.emplace_back(t, row ? st.real(0) : 0.0);
+  }
+  KOPE_ASSIGN(auto hits, postgres_bm25(*m_db, 1, terms, 0));
+  std::stable_sort(hits.begin(), hits.end(), [](const LexicalHit& a, const LexicalHit& b) { return a.bm25 > b.bm25; });
+  for (size_t i = 0; i < hits.size() && i < static_cast<size_t>(k_ranked_lessons); ++i) out.push_back(hits[i].rowid);
+  return out;
+}
+
 Status SqliteStore::refresh_tasks_locked() {
   KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, op, spec_hash, category, level, signature, timed_dims, "
                                      "arithmetic_intensity, log2_flops, log2_bytes FROM task WHERE id > ? ORDER BY id"));
@@ -230,6 +265,52 @@ Status SqliteStore::refresh_tasks_locked() {
     m_tasks.push_back(std::move(t));
   }
   return {};
+}
+
+// The PostgreSQL side of lexical search: the documents of a corpus (0: journals, 1: lessons)
+// whose tokens include any of `terms` (term, document frequency), newest first, at most `rows`
+// (0: all), each with the BM25 that kope_bm25 computes in SQLite: the same formula
+// (okapi_bm25), term frequencies and length counted over the body's fts_tokens, and the corpus
+// size and total length from the counters the store keeps beside the index. The tsvector only
+// selects; the score never comes from ts_rank, so both stores rank alike.
+static Result<std::vector<LexicalHit>> postgres_bm25(Db& db, int corpus,
+                                                     const std::vector<std::pair<std::string, double>>& terms,
+                                                     int rows) {
+  std::vector<LexicalHit> hits;
+  if (terms.empty()) return hits;
+  std::string query;
+  for (const auto& [term, df] : terms) query += (query.empty() ? "'" : " | '") + term + "'";
+  double docs = 0, total = 0;
+  {
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT name, value FROM counters WHERE name = ? OR name = ?"));
+    st.bind(1, fmt::format("fts_docs:{}", corpus)).bind(2, fmt::format("fts_tokens:{}", corpus));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      (st.text(0).starts_with("fts_docs") ? docs : total) = st.real(1);
+    }
+  }
+  std::string limit = rows > 0 ? fmt::format(" LIMIT {}", rows) : "";
+  std::string sql = corpus == 0 ? "SELECT f.rowid, f.body, d.task_id FROM journal_fts f JOIN case_derived d "
+                                  "ON d.case_id = f.rowid WHERE f.terms @@ CAST(? AS tsquery) ORDER BY f.rowid DESC" + limit
+                                : "SELECT rowid, body, 0 FROM lesson_fts WHERE terms @@ CAST(? AS tsquery) "
+                                  "ORDER BY rowid DESC" + limit;
+  KOPE_ASSIGN(Stmt st, db.prepare(sql));
+  st.bind(1, query);
+  std::vector<double> df;
+  for (const auto& t : terms) df.push_back(t.second);
+  double average = docs > 0 ? total / docs : 1.0;
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) break;
+    std::vector<std::string> tokens = fts_tokens(st.text(1));
+    std::vector<int> tf(terms.size(), 0);
+    for (const auto& tok : tokens) {
+      for (size_t i = 0; i < terms.size(); ++i) tf[i] += tok == terms[i].first;
+    }
+    hits.push_back({st.int64(0), okapi_bm25(tf, df, docs, static_cast<double>(tokens.size()), average), st.int64(2)});
+  }
+  return hits;
 }
 
 // BM25 matches of `text` in a corpus (0: journals, 1: lessons) over the query's rarer terms
@@ -259,23 +340,31 @@ static Result<std::vector<LexicalHit>> lexical_search(Db& db, int corpus, std::s
   }
   std::vector<LexicalHit> hits;
   if (match.empty()) return hits;
-  params[0] = match;
-  std::string args;
-  for (size_t i = 1; i < params.size(); ++i) args += fmt::format(", ?{}", i + 1);
-  std::string sql =
-      corpus == 0 ? fmt::format("SELECT journal_fts.rowid, kope_bm25(journal_fts{}), d.task_id FROM journal_fts "
-                                "CROSS JOIN case_derived d ON d.case_id = journal_fts.rowid WHERE journal_fts MATCH ?1 "
-                                "ORDER BY journal_fts.rowid DESC LIMIT {}",
-                                args, k_lexical_journal_rows)
-                  : fmt::format("SELECT rowid, kope_bm25(lesson_fts{}), 0 FROM lesson_fts WHERE lesson_fts MATCH ?1 "
-                                "ORDER BY rowid DESC LIMIT {}",
-                                args, k_lexical_lesson_rows);
-  KOPE_ASSIGN(Stmt st, db.prepare(sql));
-  st.bind_all(params);
-  for (;;) {
-    KOPE_ASSIGN(bool row, st.step());
-    if (!row) break;
-    hits.push_back({st.int64(0), st.real(1), st.int64(2)});
+  if (db.postgres()) {
+    std::vector<std::pair<std::string, double>> scored;
+    for (size_t i = 0; i < terms.size() && i + 1 < params.size(); ++i) {
+      scored.emplace_back(terms[i].second, static_cast<double>(terms[i].first));
+    }
+    KOPE_ASSIGN(hits, postgres_bm25(db, corpus, scored, corpus == 0 ? k_lexical_journal_rows : k_lexical_lesson_rows));
+  } else {
+    params[0] = match;
+    std::string args;
+    for (size_t i = 1; i < params.size(); ++i) args += fmt::format(", ?{}", i + 1);
+    std::string sql =
+        corpus == 0 ? fmt::format("SELECT journal_fts.rowid, kope_bm25(journal_fts{}), d.task_id FROM journal_fts "
+                                  "CROSS JOIN case_derived d ON d.case_id = journal_fts.rowid WHERE journal_fts MATCH ?1 "
+                                  "ORDER BY journal_fts.rowid DESC LIMIT {}",
+                                  args, k_lexical_journal_rows)
+                    : fmt::format("SELECT rowid, kope_bm25(lesson_fts{}), 0 FROM lesson_fts WHERE lesson_fts MATCH ?1 "
+                                  "ORDER BY rowid DESC LIMIT {}",
+                                  args, k_lexical_lesson_rows);
+    KOPE_ASSIGN(Stmt st, db.prepare(sql));
+    st.bind_all(params);
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      hits.push_back({st.int64(0), st.real(1), st.int64(2)});
+    }
   }
   std::sort(hits.begin(), hits.end(), [](const LexicalHit& a, const LexicalHit& b) {
     return a.bm25 != b.bm25 ? a.bm25 > b.bm25 : a.rowid > b.rowid;
@@ -469,7 +558,7 @@ class RetrievalEngine {
                              "SELECT s.best_case, s.first_correct, h.target = ?2 AS native FROM task_summary s "
                              "JOIN hardware h ON h.id = s.hardware_id JOIN toolchain tc ON tc.id = s.toolchain_id "
                              "WHERE s.task_id = ?1 AND s.foreign_origin = 0 "
-                             "ORDER BY native DESC, tc.name = ?3 DESC, s.best_speedup DESC LIMIT 6"));
+                             "ORDER BY native DESC, tc.name = ?3 DESC, s.best_speedup IS NULL, s.best_speedup DESC LIMIT 6"));
     for (const auto& [tid, sim] : tasks) {
       if (task_held_out(tid)) {
         KOPE_TRY(current_run_best(tid, sim));
@@ -506,7 +595,7 @@ class RetrievalEngine {
     KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT c.id FROM cases c JOIN case_derived d ON d.case_id = c.id "
                                       "JOIN hardware h ON h.id = c.hardware_id WHERE c.task_id = ? AND c.run_id = ? "
                                       "AND c.verdict = 'correct' AND d.quarantine IN (0, 2) AND c.foreign_origin = 0 "
-                                      "AND h.target = ? ORDER BY c.speedup_ref DESC, c.id DESC LIMIT 1"));
+                                      "AND h.target = ? ORDER BY c.speedup_ref IS NULL, c.speedup_ref DESC, c.id DESC LIMIT 1"));
     st.bind(1, tid).bind(2, m_q.holdout.run_id).bind(3, m_q.target);
     KOPE_ASSIGN(bool row, st.step());
     if (!row) return {};
@@ -594,7 +683,7 @@ class RetrievalEngine {
                              "c.run_id, t.spec_hash "
                              "FROM cases c JOIN task t ON t.id = c.task_id JOIN hardware h ON h.id = c.hardware_id "
                              "JOIN toolchain tc ON tc.id = c.toolchain_id JOIN case_derived d ON d.case_id = c.id "
-                             "WHERE c.id IN (SELECT value FROM json_each(?))"));
+                             "WHERE c.id IN (" + m_db.json_ints("?") + ")"));
     st.bind(1, json_ids(case_ids));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
@@ -629,7 +718,7 @@ class RetrievalEngine {
   Status load_lesson_facts(const std::vector<int64_t>& lesson_seqs) {
     KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT seq, id, kind, title, text, error_signature, category, backend, target, "
                                       "toolchain, status, helpful, harmful, foreign_origin FROM lessons "
-                                      "WHERE seq IN (SELECT value FROM json_each(?))"));
+                                      "WHERE seq IN (" + m_db.json_ints("?") + ")"));
     st.bind(1, json_ids(lesson_seqs));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
@@ -665,7 +754,7 @@ class RetrievalEngine {
     if (ids.empty()) return {};
     std::string arr = json_strings(ids);
     KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT item_id, value, n FROM item_value WHERE stage = ? AND item_id IN "
-                                      "(SELECT value FROM json_each(?))"));
+                                      "(" + m_db.json_texts("?") + ")"));
     st.bind(1, static_cast<int>(m_q.stage)).bind(2, arr);
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
@@ -673,7 +762,7 @@ class RetrievalEngine {
       m_values[st.text(0)] = {st.real(1), st.int64(2)};
     }
     KOPE_ASSIGN(Stmt s2, m_db.prepare("SELECT item_id, helpful, harmful FROM item_stats WHERE item_id IN "
-                                      "(SELECT value FROM json_each(?))"));
+                                      "(" + m_db.json_texts("?") + ")"));
     s2.bind(1, arr);
     for (;;) {
       KOPE_ASSIGN(bool row, s2.step());
@@ -692,7 +781,7 @@ class RetrievalEngine {
     if (ids.empty()) return {};
     KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT ls.lesson_id, t.op, t.spec_hash, c.run_id FROM lesson_source ls "
                                       "JOIN cases c ON c.id = ls.case_id JOIN task t ON t.id = c.task_id "
-                                      "WHERE ls.lesson_id IN (SELECT value FROM json_each(?))"));
+                                      "WHERE ls.lesson_id IN (" + m_db.json_texts("?") + ")"));
     st.bind(1, json_strings(ids));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
@@ -889,7 +978,7 @@ class RetrievalEngine {
       if (auto j = m_journal_of.find(i); j != m_journal_of.end()) ids.push_back(j->second);
     }
     if (ids.empty()) return journals;
-    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT case_id, text FROM journal WHERE case_id IN (SELECT value FROM json_each(?))"));
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT case_id, text FROM journal WHERE case_id IN (" + m_db.json_ints("?") + ")"));
     st.bind(1, json_ids(ids));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());

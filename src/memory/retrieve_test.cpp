@@ -36,7 +36,10 @@ RetrievalQuery query(Stage stage, const std::string& op = "softmax") {
   return q;
 }
 
-TEST(Retrieve, NativeSpeedEvidenceBeatsForeignAndForeignFixesStillAppear) {
+class RetrieveTest : public StoreKindTest {};
+KOPE_STORE_KINDS(RetrieveTest);
+
+TEST_P(RetrieveTest, NativeSpeedEvidenceBeatsForeignAndForeignFixesStillAppear) {
   auto t = temp_store();
   Database& s = *t.store;
   int64_t native_fast = *s.record_case(make_case("n/fast", "softmax", 3.0));
@@ -94,7 +97,7 @@ TEST(Retrieve, NativeSpeedEvidenceBeatsForeignAndForeignFixesStillAppear) {
 
 // A kernel's source is fenced in its own backend's language, as the query's registry table says;
 // a backend the table does not name falls back to "cpp".
-TEST(Retrieve, KernelSourcesAreFencedInTheirBackendsLanguage) {
+TEST_P(RetrieveTest, KernelSourcesAreFencedInTheirBackendsLanguage) {
   auto t = temp_store();
   Database& s = *t.store;
   CaseRecord c = make_case("ocl/fast", "softmax", 3.0);
@@ -115,7 +118,7 @@ TEST(Retrieve, KernelSourcesAreFencedInTheirBackendsLanguage) {
   EXPECT_NE(kernel->text.find("```cpp\n// kernel ocl/fast\n"), std::string::npos) << kernel->text;
 }
 
-TEST(Retrieve, AFixForThisOpHereOutranksManyNewerFixesElsewhere) {
+TEST_P(RetrieveTest, AFixForThisOpHereOutranksManyNewerFixesElsewhere) {
   auto t = temp_store();
   int64_t failed = *t.store->record_case(make_case("n/failed", "softmax", 0));
   CaseRecord fix = make_case("n/fix", "softmax", 1.3, k_native, failed);
@@ -143,7 +146,7 @@ TEST(Retrieve, AFixForThisOpHereOutranksManyNewerFixesElsewhere) {
   EXPECT_GT(foreign_fixes, 0u);  // fixes transfer across hardware
 }
 
-TEST(Retrieve, QuarantinedWinsAreNotOfferedAsKernels) {
+TEST_P(RetrieveTest, QuarantinedWinsAreNotOfferedAsKernels) {
   auto t = temp_store();
   int64_t root = *t.store->record_case(make_case("root", "softmax", 2.0));
   int64_t jump = *t.store->record_case(make_case("jump", "softmax", 60.0, k_native, root));
@@ -161,7 +164,7 @@ TEST(Retrieve, QuarantinedWinsAreNotOfferedAsKernels) {
   }
 }
 
-TEST(Retrieve, LexicalSearchOverJournalsAndLessons) {
+TEST_P(RetrieveTest, LexicalSearchOverJournalsAndLessons) {
   auto t = temp_store();
   CaseRecord a = make_case("a", "softmax", 1.3);
   a.journal = "strategy: software prefetch of the next row; reading: bandwidth bound, prefetch hid latency";
@@ -196,7 +199,7 @@ TEST(Retrieve, LexicalSearchOverJournalsAndLessons) {
   EXPECT_NE(l->text.find("two rows ahead"), std::string::npos);
 }
 
-TEST(Retrieve, BestKernelsOfSimilarOps) {
+TEST_P(RetrieveTest, BestKernelsOfSimilarOps) {
   auto t = temp_store();
   CaseRecord ln = make_case("ln", "layernorm", 2.5);
   int64_t id = *t.store->record_case(ln);
@@ -218,7 +221,7 @@ TEST(Retrieve, BestKernelsOfSimilarOps) {
   EXPECT_GT(task_similarity(task("softmax"), task("layernorm")), task_similarity(task("softmax"), mm.task));
 }
 
-TEST(Retrieve, StructuralClosenessComesFromTheSpecsNotTheNames) {
+TEST_P(RetrieveTest, StructuralClosenessComesFromTheSpecsNotTheNames) {
   TaskInfo softmax = task("softmax");
   TaskInfo layernorm = task("layernorm");  // the same category
   TaskInfo scale = task("scale_rows", "elementwise");
@@ -256,7 +259,7 @@ TEST(Retrieve, StructuralClosenessComesFromTheSpecsNotTheNames) {
   EXPECT_EQ(kr->category, "elementwise");
 }
 
-TEST(Retrieve, HoldoutLeavesOutTheOpsEarlierExperienceButNotTheCurrentRuns) {
+TEST_P(RetrieveTest, HoldoutLeavesOutTheOpsEarlierExperienceButNotTheCurrentRuns) {
   auto t = temp_store();
   CaseRecord old_case = make_case("run-1/softmax/1", "softmax", 2.0);
   old_case.run_id = "run-1";
@@ -300,7 +303,7 @@ TEST(Retrieve, HoldoutLeavesOutTheOpsEarlierExperienceButNotTheCurrentRuns) {
   EXPECT_NE(find_item(*held, "kernel:" + std::to_string(other_id)), nullptr) << "another op's";
 }
 
-TEST(Retrieve, LearnedValuesChangeTheRanking) {
+TEST_P(RetrieveTest, LearnedValuesChangeTheRanking) {
   auto t = temp_store();
   std::vector<std::string> ids;
   for (const char* title : {"Keep rows in L1", "Avoid denormals in exp"}) {
@@ -336,7 +339,7 @@ TEST(Retrieve, LearnedValuesChangeTheRanking) {
   EXPECT_LT((*after)[1].score_parts.at("value"), 0);
 }
 
-TEST(Retrieve, LineageAroundTheIncumbent) {
+TEST_P(RetrieveTest, LineageAroundTheIncumbent) {
   auto t = temp_store();
   int64_t root = *t.store->record_case(make_case("root", "softmax", 2.0));
   int64_t inc = *t.store->record_case(make_case("inc", "softmax", 3.0, k_native, root));
@@ -358,7 +361,7 @@ TEST(Retrieve, LineageAroundTheIncumbent) {
   EXPECT_GT(sib->score_parts.at("lineage"), 0);
 }
 
-TEST(Retrieve, RespectsTheLimitAndOrdersByScore) {
+TEST_P(RetrieveTest, RespectsTheLimitAndOrdersByScore) {
   auto t = temp_store();
   for (int i = 0; i < 30; ++i) {
     ASSERT_TRUE(t.store->record_case(make_case("c" + std::to_string(i), "softmax", 1.0 + 0.1 * i)));

@@ -1,7 +1,8 @@
 // memory/schema.h — the memory database's schema, its versions and migrations, and the checks
 // that tell a kope database from a damaged or foreign file.
 //
-// Versions (PRAGMA user_version; PRAGMA application_id is k_application_id):
+// Versions (SQLite: PRAGMA user_version, PRAGMA application_id is k_application_id; PostgreSQL:
+// the kope_schema table, whose databases are created at version 2 with the same tables):
 //   1  facts: origins, hardware, toolchains, tasks, code blobs, cases, journals, lessons with
 //      their sources, aliases and delta log, learned values, the retrieval log, the import log;
 //      derived per-case state (d(v), quarantine)
@@ -35,7 +36,10 @@ Status register_functions(Db& db);
 // in-memory databases).
 Status configure_connection(Db& db, bool in_memory);
 
-// Brings the database to `target_version`, creating it when empty. Fails with corrupt when the
+// The schema version the database holds (0 for an empty one).
+Result<int> stored_schema_version(Db& db);
+
+// Brings the database to `target_version`, creating it when empty (SQLite or PostgreSQL). Fails with corrupt when the
 // file is not a kope database or was written by a newer schema, naming the file. Safe against
 // several processes opening the same new file at once (runs under BEGIN IMMEDIATE).
 Status migrate(Db& db, int target_version = k_schema_version);

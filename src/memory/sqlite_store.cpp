@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memory/codec.h"
+#include "memory/pg.h"
 #include "memory/schema.h"
 #include "memory/text.h"
 #include "util/fs.h"
@@ -86,6 +87,23 @@ std::vector<CaseTimingRecord> timings_from_json(const std::string& text) {
     }
     if (row.size() >= 8 && row[7].is_number()) t.floor_us = row[7].get<double>();
     out.push_back(t);
+  }
+  return out;
+}
+
+// The tsvector literal of a search entry: each distinct token of body and tags, quoted.
+std::string tsvector_literal(const std::string& body, const std::string& tags) {
+  std::vector<std::string> tokens = fts_tokens(body + " " + tags);
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  std::string out;
+  for (const auto& t : tokens) {
+    out += out.empty() ? "'" : " '";
+    for (char ch : t) {
+      if (ch == '\'' || ch == '\\') out += ch;
+      out += ch;
+    }
+    out += '\'';
   }
   return out;
 }
@@ -176,9 +194,15 @@ Result<CaseRecord> case_from_row(const Stmt& st, bool with_code) {
 // Opening
 
 Result<std::unique_ptr<Database>> open_store(const std::filesystem::path& path) {
+  if (is_store_url(path.string())) {
+    KOPE_ASSIGN(auto store, SqliteStore::open_postgres(path.string()));
+    return std::unique_ptr<Database>(std::move(store));
+  }
   KOPE_ASSIGN(auto store, SqliteStore::open(path));
   return std::unique_ptr<Database>(std::move(store));
 }
+
+bool is_store_url(std::string_view location) { return is_postgres_url(location); }
 
 std::filesystem::path default_store_path() {
   if (auto v = util::get_env("KOPE_MEMORY")) return std::filesystem::path(*v);
@@ -204,17 +228,31 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::pa
   KOPE_TRY(configure_connection(*db, in_memory));
   KOPE_TRY(migrate(*db));
   std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db), path));
-  {
-    KOPE_ASSIGN(Stmt st, store->m_db->prepare("SELECT value FROM meta WHERE key = 'instance'"));
-    KOPE_ASSIGN(bool row, st.step());
-    if (!row) return fail(ErrorKind::corrupt, "memory database {}: no instance id in meta", path.string());
-    store->m_instance = st.text(0);
-  }
-  KOPE_ASSIGN(auto origin, store->m_db->query_int(
-                               fmt::format("SELECT id FROM origin WHERE instance = '{}'", store->m_instance)));
-  if (!origin) return fail(ErrorKind::corrupt, "memory database {}: its own origin row is missing", path.string());
-  store->m_origin_id = *origin;
+  KOPE_TRY(store->load_identity());
   return store;
+}
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::open_postgres(const std::string& url) {
+  KOPE_ASSIGN(auto db, Db::open_postgres(url));
+  KOPE_TRY(migrate(*db));
+  std::filesystem::path where = db->path();
+  std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db), where));
+  KOPE_TRY(store->load_identity());
+  return store;
+}
+
+Status SqliteStore::load_identity() {
+  const std::string where = m_db->path().string();
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT value FROM meta WHERE key = 'instance'"));
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) return fail(ErrorKind::corrupt, "memory database {}: no instance id in meta", where);
+    m_instance = st.text(0);
+  }
+  KOPE_ASSIGN(auto origin, m_db->query_int(fmt::format("SELECT id FROM origin WHERE instance = '{}'", m_instance)));
+  if (!origin) return fail(ErrorKind::corrupt, "memory database {}: its own origin row is missing", where);
+  m_origin_id = *origin;
+  return {};
 }
 
 Result<Transaction> SqliteStore::begin_locked() {
@@ -243,7 +281,7 @@ void SqliteStore::note_terms_locked(int corpus, const std::vector<std::string>& 
 Status SqliteStore::flush_terms_locked() {
   if (!m_pending_counters.empty()) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO counters(name, value) VALUES (?1, ?2) "
-                                       "ON CONFLICT DO UPDATE SET value = value + ?2"));
+                                       "ON CONFLICT(name) DO UPDATE SET value = counters.value + ?2"));
     for (const auto& [name, delta] : m_pending_counters) KOPE_TRY(st.reset().bind(1, name).bind(2, delta).run());
     m_pending_counters.clear();
   }
@@ -253,8 +291,11 @@ Status SqliteStore::flush_terms_locked() {
     // In key order, so the upserts walk the index once.
     std::vector<std::pair<std::string, int64_t>> rows(pending.begin(), pending.end());
     std::sort(rows.begin(), rows.end());
-    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, max(?3, 0)) "
-                                       "ON CONFLICT DO UPDATE SET df = max(df + ?3, 0)"));
+    KOPE_ASSIGN(Stmt st, m_db->prepare(m_db->postgres()
+                                           ? "INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, greatest(?3, 0)) "
+                                             "ON CONFLICT(corpus, term) DO UPDATE SET df = greatest(term_df.df + ?3, 0)"
+                                           : "INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, max(?3, 0)) "
+                                             "ON CONFLICT DO UPDATE SET df = max(df + ?3, 0)"));
     for (const auto& [term, delta] : rows) {
       if (delta == 0) continue;
       KOPE_TRY(st.reset().bind(1, corpus).bind(2, term).bind(3, delta).run());
@@ -262,6 +303,27 @@ Status SqliteStore::flush_terms_locked() {
     pending.clear();
   }
   return {};
+}
+
+Status SqliteStore::index_search_locked(int corpus, int64_t rowid, const std::string& body, const std::string& tags,
+                                        bool remove) {
+  const char* table = corpus == 0 ? "journal_fts" : "lesson_fts";
+  if (!m_db->postgres()) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare(remove ? fmt::format("INSERT INTO {0}({0}, rowid, body, tags) VALUES "
+                                                            "('delete', ?, ?, ?)", table)
+                                              : fmt::format("INSERT INTO {}(rowid, body, tags) VALUES (?, ?, ?)", table)));
+    return st.bind(1, rowid).bind(2, body).bind(3, tags).run();
+  }
+  int sign = remove ? -1 : +1;
+  m_pending_counters[fmt::format("fts_docs:{}", corpus)] += sign;
+  m_pending_counters[fmt::format("fts_tokens:{}", corpus)] += sign * static_cast<int64_t>(fts_tokens(body).size());
+  if (remove) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare(fmt::format("DELETE FROM {} WHERE rowid = ?", table)));
+    return st.bind(1, rowid).run();
+  }
+  KOPE_ASSIGN(Stmt st, m_db->prepare(fmt::format("INSERT INTO {}(rowid, body, tags, terms) VALUES "
+                                                 "(?, ?, ?, CAST(? AS tsvector))", table)));
+  return st.bind(1, rowid).bind(2, body).bind(3, tags).bind(4, tsvector_literal(body, tags)).run();
 }
 
 void SqliteStore::reset_caches() {
@@ -485,17 +547,11 @@ Status insert_case_row(Db& db, const CaseRecord& c, NewCaseRow& row) {
   return {};
 }
 
-// The journal row (when there is a journal) and the full-text search entry with its tags.
-Status insert_case_search(Db& db, const CaseRecord& c, const NewCaseRow& row) {
-  if (!row.journal.empty()) {
-    KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO journal(case_id, text) VALUES (?, ?)"));
-    KOPE_TRY(st.bind(1, row.id).bind(2, row.journal).run());
-  }
-  KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO journal_fts(rowid, body, tags) VALUES (?, ?, ?)"));
-  st.bind(1, row.id).bind(2, row.body);
-  st.bind(3, case_search_tags(c.task.op, c.task.category, c.hardware.target, static_cast<int>(c.stage),
-                              eval::verdict_name(c.verdict), static_cast<int>(row.outcome)));
-  return st.run();
+// The journal row (when there is a journal).
+Status insert_case_journal(Db& db, const NewCaseRow& row) {
+  if (row.journal.empty()) return {};
+  KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO journal(case_id, text) VALUES (?, ?)"));
+  return st.bind(1, row.id).bind(2, row.journal).run();
 }
 
 // The run's case count, and the per-task summary: counts always; best and first correct only
@@ -503,18 +559,19 @@ Status insert_case_search(Db& db, const CaseRecord& c, const NewCaseRow& row) {
 Status update_run_and_task_summary(Db& db, const CaseRecord& c, const NewCaseRow& row) {
   {
     KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO runs(run_id, cases, first_case, last_case) VALUES (?1, 1, ?2, ?2) "
-                                    "ON CONFLICT DO UPDATE SET cases = cases + 1, last_case = ?2"));
+                                    "ON CONFLICT(run_id) DO UPDATE SET cases = runs.cases + 1, last_case = ?2"));
     KOPE_TRY(st.bind(1, c.run_id).bind(2, row.id).run());
   }
   KOPE_ASSIGN(Stmt st, db.prepare(
                            "INSERT INTO task_summary(task_id, hardware_id, toolchain_id, foreign_origin, n_cases, "
                            "n_correct, best_case, best_speedup, first_correct) VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8) "
-                           "ON CONFLICT DO UPDATE SET n_cases = n_cases + 1, n_correct = n_correct + ?5, "
-                           "best_case = CASE WHEN ?7 IS NOT NULL AND (best_speedup IS NULL OR ?7 > best_speedup) "
-                           "THEN ?6 ELSE best_case END, "
-                           "best_speedup = CASE WHEN ?7 IS NOT NULL AND (best_speedup IS NULL OR ?7 > best_speedup) "
-                           "THEN ?7 ELSE best_speedup END, "
-                           "first_correct = coalesce(first_correct, ?8)"));
+                           "ON CONFLICT(task_id, hardware_id, toolchain_id, foreign_origin) DO UPDATE SET "
+                           "n_cases = task_summary.n_cases + 1, n_correct = task_summary.n_correct + ?5, "
+                           "best_case = CASE WHEN ?7 IS NOT NULL AND (task_summary.best_speedup IS NULL OR "
+                           "?7 > task_summary.best_speedup) THEN ?6 ELSE task_summary.best_case END, "
+                           "best_speedup = CASE WHEN ?7 IS NOT NULL AND (task_summary.best_speedup IS NULL OR "
+                           "?7 > task_summary.best_speedup) THEN ?7 ELSE task_summary.best_speedup END, "
+                           "first_correct = coalesce(task_summary.first_correct, ?8)"));
   bool evidence = row.correct && counts_as_evidence(row.quarantine) && finite_positive(c.speedup_vs_reference);
   st.bind(1, row.task_id).bind(2, row.hw_id).bind(3, row.tc_id).bind(4, static_cast<int64_t>(row.foreign));
   st.bind(5, static_cast<int64_t>(row.correct));
@@ -587,7 +644,12 @@ Result<RecordedCase> SqliteStore::insert_case_locked(const CaseRecord& c, const 
   if (m_parent_of.size() > 1'000'000) m_parent_of.clear();
   m_parent_of.emplace(row.id, row.parent_id);
   note_terms_locked(0, p.terms, +1);
-  KOPE_TRY(insert_case_search(*m_db, c, row));
+  KOPE_TRY(insert_case_journal(*m_db, row));
+  KOPE_TRY(index_search_locked(0, row.id, std::string(row.body),
+                               case_search_tags(c.task.op, c.task.category, c.hardware.target,
+                                                static_cast<int>(c.stage), eval::verdict_name(c.verdict),
+                                                static_cast<int>(row.outcome)),
+                               false));
   double d = k_downstream_self * (counts_as_evidence(row.quarantine) ? row.r : 0.0);
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO case_derived(case_id, task_id, downstream, quarantine, "
@@ -633,13 +695,17 @@ Status SqliteStore::propagate_downstream_locked(std::optional<int64_t> start, do
 Result<RecordedCase> SqliteStore::record_attempt(const CaseRecord& c) {
   PreparedCase prepared = prepare_case(c);  // pure work, outside the lock
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));  // a retry needs no write
-  if (existing) return recorded_case_locked(*existing);
-  KOPE_ASSIGN(Transaction tx, begin_locked());  // a rollback resets the caches
-  KOPE_ASSIGN(RecordedCase recorded,
-              insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared));
-  KOPE_TRY(commit_locked(tx));
-  return recorded;
+  // Sent again after a lost connection: the natural key makes a write that did commit return
+  // the recorded case, never a second one.
+  return resending_locked(Resend::idempotent, [&]() -> Result<RecordedCase> {
+    KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));  // a retry needs no write
+    if (existing) return recorded_case_locked(*existing);
+    KOPE_ASSIGN(Transaction tx, begin_locked());  // a rollback resets the caches
+    KOPE_ASSIGN(RecordedCase recorded,
+                insert_case_locked(c, InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared));
+    KOPE_TRY(commit_locked(tx));
+    return recorded;
+  });
 }
 
 Result<RecordedCase> SqliteStore::recorded_case_locked(int64_t id) {
@@ -666,16 +732,18 @@ Result<CaseAssessment> SqliteStore::assess_attempt(const CaseRecord& c) {
 Result<std::vector<int64_t>> SqliteStore::record_cases(const std::vector<CaseRecord>& cs) {
   std::vector<PreparedCase> prepared = prepare_cases(cs);  // pure work, outside the lock
   std::lock_guard lock(m_mutex);
-  std::vector<int64_t> ids;
-  ids.reserve(cs.size());
-  KOPE_ASSIGN(Transaction tx, begin_locked());
-  for (size_t i = 0; i < cs.size(); ++i) {
-    KOPE_ASSIGN(RecordedCase recorded,
-                insert_case_locked(cs[i], InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared[i]));
-    ids.push_back(recorded.id);
-  }
-  KOPE_TRY(commit_locked(tx));
-  return ids;
+  return resending_locked(Resend::idempotent, [&]() -> Result<std::vector<int64_t>> {
+    std::vector<int64_t> ids;
+    ids.reserve(cs.size());
+    KOPE_ASSIGN(Transaction tx, begin_locked());
+    for (size_t i = 0; i < cs.size(); ++i) {
+      KOPE_ASSIGN(RecordedCase recorded,
+                  insert_case_locked(cs[i], InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared[i]));
+      ids.push_back(recorded.id);
+    }
+    KOPE_TRY(commit_locked(tx));
+    return ids;
+  });
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -749,7 +817,7 @@ Result<std::vector<CaseRecord>> SqliteStore::cases(const CaseFilter& f) {
   std::string w;
   for (const auto& clause : where) w += (w.empty() ? "WHERE " : " AND ") + clause;
   return select_cases_locked(w, params, f.with_code,
-                             fmt::format("ORDER BY c.id DESC LIMIT {}", f.limit > 0 ? f.limit : -1));
+                             f.limit > 0 ? fmt::format("ORDER BY c.id DESC LIMIT {}", f.limit) : "ORDER BY c.id DESC");
 }
 
 Result<std::vector<LineageNode>> SqliteStore::lineage(const std::string& op, const std::string& target) {
@@ -812,6 +880,10 @@ Result<std::vector<LineageNode>> SqliteStore::lineage(const std::string& op, con
 
 Status SqliteStore::verify_case(int64_t id, bool confirmed, const std::string& note) {
   std::lock_guard lock(m_mutex);
+  return resending_locked(Resend::only_unsent, [&] { return verify_case_locked(id, confirmed, note); });
+}
+
+Status SqliteStore::verify_case_locked(int64_t id, bool confirmed, const std::string& note) {
   KOPE_ASSIGN(Transaction tx, begin_locked());
   int64_t q = 0, task_id = 0, hw_id = 0, tc_id = 0, foreign = 0;
   double ratio = 0;
@@ -911,8 +983,7 @@ Result<Stats> SqliteStore::stats() {
   KOPE_ASSIGN(s.code_blobs, count("SELECT coalesce(max(value), 0) FROM counters WHERE name = 'blobs'"));
   KOPE_ASSIGN(s.code_bytes_raw, count("SELECT coalesce(max(value), 0) FROM counters WHERE name = 'code_bytes_raw'"));
   KOPE_ASSIGN(s.code_bytes_stored, count("SELECT coalesce(max(value), 0) FROM counters WHERE name = 'code_bytes_stored'"));
-  KOPE_ASSIGN(auto ver, m_db->query_int("PRAGMA user_version"));
-  s.schema_version = static_cast<int>(ver.value_or(0));
+  KOPE_ASSIGN(s.schema_version, stored_schema_version(*m_db));
   s.instance = m_instance;
   auto group = [&](const char* sql, std::map<std::string, int64_t>& into, auto name_of) -> Status {
     KOPE_ASSIGN(Stmt st, m_db->prepare(sql));
@@ -945,7 +1016,10 @@ Result<Stats> SqliteStore::stats() {
                            st.is_null(7) ? std::string() : st.text(7)});
     }
   }
-  if (m_path != ":memory:") {
+  if (m_db->postgres()) {
+    KOPE_ASSIGN(auto size, m_db->query_int("SELECT pg_database_size(current_database())"));
+    s.bytes = size.value_or(0);
+  } else if (m_path != ":memory:") {
     std::error_code ec;
     for (const char* suffix : {"", "-wal"}) {
       auto size = std::filesystem::file_size(m_path.string() + suffix, ec);
@@ -979,16 +1053,19 @@ Status SqliteStore::set_meta(const std::string& key, const std::string& value) {
     return fail(ErrorKind::usage, "memory meta key '{}' is reserved (or empty)", key);
   }
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Transaction tx, begin_locked());
-  KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO meta(key, value) VALUES (?, ?) "
-                                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
-  KOPE_TRY(st.bind(1, key).bind(2, value).run());
-  return commit_locked(tx);
+  return resending_locked(Resend::idempotent, [&]() -> Status {
+    KOPE_ASSIGN(Transaction tx, begin_locked());
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO meta(key, value) VALUES (?, ?) "
+                                       "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+    KOPE_TRY(st.bind(1, key).bind(2, value).run());
+    return commit_locked(tx);
+  });
 }
 
 Result<std::map<std::string, std::string>> SqliteStore::meta_with_prefix(const std::string& prefix) {
   std::lock_guard lock(m_mutex);
-  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT key, value FROM meta WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key"));
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT key, value FROM meta WHERE substr(key, 1, length(CAST(?1 AS TEXT))) = CAST(?1 AS TEXT) "
+                                     "ORDER BY key"));
   st.bind(1, prefix);
   std::map<std::string, std::string> out;
   for (;;) {

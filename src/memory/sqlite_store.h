@@ -1,8 +1,12 @@
-// memory/sqlite_store.h — the SQLite implementation of kope::memory::Database (internal): the
-// agent's Store and the StoreAdmin interface.
+// memory/sqlite_store.h — the SQL implementation of kope::memory::Database (internal): the
+// agent's Store and the StoreAdmin interface, over an SQLite file or, through the same code and a
+// PostgreSQL Db (memory/db.h, memory/pg.h), a PostgreSQL database.
 //
 // One connection per store, guarded by a mutex (the Store is thread-safe); every write runs in
-// one BEGIN IMMEDIATE transaction, so a crash leaves either all of a write or none of it.
+// one write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: BEGIN plus the advisory write lock,
+// Db::begin_write), so a crash leaves either all of a write or none of it, and writers in other
+// processes or on other machines take turns. A PostgreSQL write whose connection is lost is run
+// again after reconnecting (resending_locked).
 // The implementation is split by concern: sqlite_store.cpp (open, cases, lineage, stats),
 // lessons.cpp (lesson deltas, values, retrieval log, credit), retrieve.cpp, exchange.cpp
 // (export/import/merge, dot), check.cpp.
@@ -34,6 +38,8 @@ SignatureShape signature_shape(std::string_view signature);
 class SqliteStore final : public Database {
  public:
   static Result<std::unique_ptr<SqliteStore>> open(const std::filesystem::path& path);
+  // The store in the PostgreSQL database at `url` (created and migrated as needed).
+  static Result<std::unique_ptr<SqliteStore>> open_postgres(const std::string& url);
 
   // Store
   Result<RecordedCase> record_attempt(const CaseRecord& c) override;
@@ -80,6 +86,31 @@ class SqliteStore final : public Database {
 
  private:
   SqliteStore(std::unique_ptr<Db> db, std::filesystem::path path) : m_db(std::move(db)), m_path(std::move(path)) {}
+  // Reads the instance id and the store's own origin row after opening.
+  Status load_identity();
+
+  // Whether a write may be sent again when a lost connection hid whether its COMMIT happened:
+  // idempotent writes (cases on natural keys, meta values, a prompt's log and credit, imports)
+  // may; lesson deltas and re-verifications may not (an upvote sent twice counts twice).
+  enum class Resend { idempotent, only_unsent };
+  // Runs the locked write `op`; after a lost PostgreSQL connection it reconnects (with backoff)
+  // and runs it again, unless the COMMIT may have happened and `resend` forbids it (an io error
+  // saying so). For SQLite it runs `op` once.
+  template <class Op>
+  auto resending_locked(Resend resend, Op&& op) -> decltype(op()) {
+    constexpr int k_attempts = 4;
+    for (int attempt = 1;; ++attempt) {
+      auto result = op();
+      if (result || !m_db->connection_lost() || attempt >= k_attempts) return result;
+      if (m_db->commit_unconfirmed() && resend == Resend::only_unsent) {
+        return fail(ErrorKind::io, "{}: the connection was lost while committing, so this write may or may not "
+                    "have been applied; it is not sent again (not idempotent): check with `kope memory`",
+                    result.error().message);
+      }
+      reset_caches();
+      if (auto s = m_db->reconnect(); !s) return std::unexpected(std::move(s).error());
+    }
+  }
 
   // The pure, CPU-heavy part of recording a case (hashing and compressing the code, the error
   // signature, the search text and its terms), computed before the write transaction, in
@@ -129,6 +160,7 @@ class SqliteStore final : public Database {
   Result<int64_t> ensure_origin_locked(const std::string& instance);
   Result<std::optional<int64_t>> ensure_blob_locked(const PreparedCase& p, size_t raw_size);
   Status propagate_downstream_locked(std::optional<int64_t> start, double delta);
+  Status verify_case_locked(int64_t id, bool confirmed, const std::string& note);
   Status update_summary_locked(int64_t task_id, int64_t hardware_id, int64_t toolchain_id, bool foreign);
   Result<std::vector<CaseRecord>> select_cases_locked(const std::string& where_sql,
                                                       const std::vector<SqlValue>& params, bool with_code,
@@ -144,6 +176,11 @@ class SqliteStore final : public Database {
   void note_terms_locked(int corpus, std::string_view text, int delta);
   void note_terms_locked(int corpus, const std::vector<std::string>& distinct_terms, int delta);
   Status flush_terms_locked();
+  // Adds (or with `remove` deletes) the search entry `rowid` of a corpus (0: a case's journal,
+  // keyed by case id; 1: a lesson, keyed by seq): FTS5 in SQLite; in PostgreSQL a row with the
+  // tsvector of its tokens, counted into the corpus totals (counters fts_docs:N, fts_tokens:N)
+  // that BM25 needs.
+  Status index_search_locked(int corpus, int64_t rowid, const std::string& body, const std::string& tags, bool remove);
 
   // --- lessons (lessons.cpp)
   Result<std::string> apply_locked(const LessonDelta& delta);
@@ -168,8 +205,15 @@ class SqliteStore final : public Database {
                                            std::optional<int64_t> source_case, const std::string& payload);
   Status maybe_deprecate_locked(const std::string& id);
 
+  // --- exchange (exchange.cpp)
+  Result<ImportReport> merge_from_server(const std::string& url, const ImportOptions& options);
+  // Imports everything `other` exports, as from `source`.
+  Result<ImportReport> import_export_of(SqliteStore& other, const std::string& source, const ImportOptions& options);
+
   // --- retrieval helpers (retrieve.cpp)
   Status refresh_tasks_locked();
+  // Lesson seqs whose text matches any token of `text`, best BM25 first (at most 1000).
+  Result<std::vector<int64_t>> ranked_lessons_locked(const std::string& text);
 
   std::unique_ptr<Db> m_db;
   std::filesystem::path m_path;

@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "memory/schema.h"
@@ -25,7 +27,10 @@ CaseRecord get(Database& s, int64_t id) {
   return c && *c ? **c : CaseRecord{};
 }
 
-TEST(Store, RecordsAndReadsBackEveryField) {
+class StoreTest : public StoreKindTest {};
+KOPE_STORE_KINDS(StoreTest);
+
+TEST_P(StoreTest, RecordsAndReadsBackEveryField) {
   auto t = temp_store();
   CaseRecord c = make_case("run-1/softmax/0", "softmax", 2.5);
   c.speedup_vs_library = 0.8;
@@ -75,7 +80,7 @@ TEST(Store, RecordsAndReadsBackEveryField) {
   EXPECT_FALSE(*missing);
 }
 
-TEST(Store, ComputesTheErrorSignatureWhenEmpty) {
+TEST_P(StoreTest, ComputesTheErrorSignatureWhenEmpty) {
   auto t = temp_store();
   int64_t a = record(*t.store, make_case("a", "softmax", 0));
   CaseRecord b = make_case("b", "softmax", 0);
@@ -85,7 +90,7 @@ TEST(Store, ComputesTheErrorSignatureWhenEmpty) {
   EXPECT_EQ(get(*t.store, a).error_signature, get(*t.store, bid).error_signature);
 }
 
-TEST(Store, RetriedWritesAreIdempotent) {
+TEST_P(StoreTest, RetriedWritesAreIdempotent) {
   auto t = temp_store();
   CaseRecord c = make_case("run-1/softmax/7", "softmax", 1.5);
   int64_t id = record(*t.store, c);
@@ -102,7 +107,7 @@ TEST(Store, RetriedWritesAreIdempotent) {
   EXPECT_EQ(get(*t.store, id).speedup_vs_reference, 1.5);
 }
 
-TEST(Store, CodeIsContentAddressedAndCompressed) {
+TEST_P(StoreTest, CodeIsContentAddressedAndCompressed) {
   auto t = temp_store();
   CaseRecord a = make_case("a", "softmax", 1.5);
   a.code = std::string(20000, ' ') + "extern \"C\" void kope_kernel() {}";
@@ -117,7 +122,7 @@ TEST(Store, CodeIsContentAddressedAndCompressed) {
   EXPECT_LT(stats->code_bytes_stored, 1000);
 }
 
-TEST(Store, DownstreamScoresMatchAHandComputedTree) {
+TEST_P(StoreTest, DownstreamScoresMatchAHandComputedTree) {
   auto t = temp_store();
   // A (2.0x) -> B (3.0x, r=1.5) -> D (3.3x, r=1.1); A -> C (failed, r=0).
   int64_t a = record(*t.store, make_case("A", "softmax", 2.0));
@@ -135,7 +140,7 @@ TEST(Store, DownstreamScoresMatchAHandComputedTree) {
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
-TEST(Store, OutcomeLabelsFromTheRatioToTheParent) {
+TEST_P(StoreTest, OutcomeLabelsFromTheRatioToTheParent) {
   auto t = temp_store();
   int64_t root = record(*t.store, make_case("root", "softmax", 2.0));  // r = 2 vs the reference
   EXPECT_EQ(get(*t.store, root).outcome, Outcome::effective);
@@ -164,7 +169,7 @@ TEST(Store, OutcomeLabelsFromTheRatioToTheParent) {
 // With the evaluator's per-case floors, a kernel beyond 100% of the working-set roofline is not
 // quarantined (the model's bug, reported by the evaluator); one below the conservative floor
 // (faster than the fastest cache level and the peak allow) is.
-TEST(Store, BeyondTheRooflineIsNotQuarantinedBelowTheFloorIs) {
+TEST_P(StoreTest, BeyondTheRooflineIsNotQuarantinedBelowTheFloorIs) {
   auto t = temp_store();
   int64_t root = record(*t.store, make_case("root", "softmax", 2.0));
   CaseRecord honest = make_case("honest-beyond-roofline", "softmax", 2.2, k_native, root);
@@ -190,7 +195,7 @@ TEST(Store, BeyondTheRooflineIsNotQuarantinedBelowTheFloorIs) {
   EXPECT_EQ((*best)[0].id, h);  // the honest win is speed evidence
 }
 
-TEST(Store, ImplausibleWinsAreQuarantinedUntilVerified) {
+TEST_P(StoreTest, ImplausibleWinsAreQuarantinedUntilVerified) {
   auto t = temp_store();
   int64_t root = record(*t.store, make_case("root", "softmax", 2.0));
   CaseRecord beyond = make_case("beyond-roofline", "softmax", 2.2, k_native, root);
@@ -244,7 +249,7 @@ TEST(Store, ImplausibleWinsAreQuarantinedUntilVerified) {
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
-TEST(Store, BestCasesFilterByTargetAndSkipFailures) {
+TEST_P(StoreTest, BestCasesFilterByTargetAndSkipFailures) {
   auto t = temp_store();
   record(*t.store, make_case("n1", "softmax", 2.0));
   record(*t.store, make_case("n2", "softmax", 0));
@@ -260,7 +265,7 @@ TEST(Store, BestCasesFilterByTargetAndSkipFailures) {
   EXPECT_EQ((*any)[0].natural_key, "f1");
 }
 
-TEST(Store, BatchesLinkByParentKeyAndAreAllOrNothing) {
+TEST_P(StoreTest, BatchesLinkByParentKeyAndAreAllOrNothing) {
   auto t = temp_store();
   CaseRecord root = make_case("b/root", "softmax", 1.5);
   CaseRecord child = make_case("b/child", "softmax", 3.0);
@@ -282,7 +287,7 @@ TEST(Store, BatchesLinkByParentKeyAndAreAllOrNothing) {
   EXPECT_GT(record(*t.store, again), 0);
 }
 
-TEST(Store, RejectsBadCases) {
+TEST_P(StoreTest, RejectsBadCases) {
   auto t = temp_store();
   CaseRecord orphan = make_case("orphan", "softmax", 1.5, k_native, 999);
   auto r = t.store->record_case(orphan);
@@ -296,7 +301,7 @@ TEST(Store, RejectsBadCases) {
   EXPECT_EQ(t.store->stats()->cases, 0);
 }
 
-TEST(Store, ListsCasesWithFiltersAndLineageInDepthFirstOrder) {
+TEST_P(StoreTest, ListsCasesWithFiltersAndLineageInDepthFirstOrder) {
   auto t = temp_store();
   int64_t a = record(*t.store, make_case("A", "softmax", 2.0));
   int64_t b = record(*t.store, make_case("B", "softmax", 3.0, k_native, a));
@@ -350,7 +355,7 @@ TEST(Store, ListsCasesWithFiltersAndLineageInDepthFirstOrder) {
   EXPECT_GT(s->bytes, 0);
 }
 
-TEST(Store, InMemoryStoreWorksForTests) {
+TEST(StoreOpen, InMemoryStoreWorksForTests) {
   auto s = open_store(":memory:");
   ASSERT_TRUE(s) << s.error().message;
   auto id = (*s)->record_case(make_case("m", "softmax", 1.2));
@@ -358,14 +363,14 @@ TEST(Store, InMemoryStoreWorksForTests) {
   EXPECT_EQ((*(*s)->get_case(*id))->natural_key, "m");
 }
 
-TEST(Store, DefaultPathHonoursKopeMemory) {
+TEST(StoreOpen, DefaultPathHonoursKopeMemory) {
   ::setenv("KOPE_MEMORY", "/tmp/somewhere/mem.db", 1);
   EXPECT_EQ(default_store_path(), std::filesystem::path("/tmp/somewhere/mem.db"));
   ::unsetenv("KOPE_MEMORY");
   EXPECT_EQ(default_store_path().filename(), "memory.db");
 }
 
-TEST(Store, TwoStoresOnOneFileSeeEachOthersWrites) {
+TEST_P(StoreTest, TwoStoresOnOneFileSeeEachOthersWrites) {
   auto t = temp_store();
   auto second = open_store(t.path);
   ASSERT_TRUE(second);
@@ -376,7 +381,7 @@ TEST(Store, TwoStoresOnOneFileSeeEachOthersWrites) {
   EXPECT_EQ(record(**second, make_case("shared", "softmax", 1.3)), id);
 }
 
-TEST(Store, ConcurrentWritersThreadsAndConnections) {
+TEST_P(StoreTest, ConcurrentWritersThreadsAndConnections) {
   auto t = temp_store();
   auto second = open_store(t.path);
   ASSERT_TRUE(second);
@@ -406,6 +411,157 @@ TEST(Store, ConcurrentWritersThreadsAndConnections) {
   auto check = t.store->check();
   ASSERT_TRUE(check);
   EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
+// Four writers with their own connections, 500 cases each, every natural key written by two of
+// them, chains of ten linked by parent key, and near-duplicate lessons added and upvoted by all:
+// no case is lost or doubled, d(v) and the summaries agree with the cases (check), and the
+// lesson is one lesson whose log counts every vote once.
+TEST_P(StoreTest, ConcurrentWritersWithOverlappingKeysLoseAndDoubleNothing) {
+  constexpr int k_writers = 4, k_per_writer = 500, k_keys = 1000, k_votes = 10;
+  auto t = temp_store();
+  std::vector<std::unique_ptr<Database>> stores;
+  for (int w = 0; w < k_writers; ++w) {
+    auto s = open_store(t.path);
+    ASSERT_TRUE(s) << s.error().message;
+    stores.push_back(std::move(*s));
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::set<int64_t>> ids_of_key(k_keys);
+  std::mutex ids_mutex;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < k_writers; ++w) {
+    threads.emplace_back([&, w] {
+      Database& s = *stores[static_cast<size_t>(w)];
+      for (int i = 0; i < k_per_writer; ++i) {
+        int k = (w * (k_keys / k_writers) + i) % k_keys;  // each key in two writers' ranges
+        CaseRecord c = make_case(fmt::format("key/{}", k), "softmax", 1.0 + 0.001 * k);
+        if (k % 10 != 0) c.parent_key = fmt::format("key/{}", k - 1);
+        auto id = s.record_case(c);
+        if (!id) {
+          ADD_FAILURE() << id.error().message;
+          ++failures;
+          continue;
+        }
+        std::lock_guard lock(ids_mutex);
+        ids_of_key[static_cast<size_t>(k)].insert(*id);
+      }
+      for (int v = 0; v < k_votes; ++v) {
+        LessonDelta add;
+        add.lesson.kind = LessonKind::strategy;
+        add.lesson.title = "Vectorise the inner loop";
+        add.lesson.text = fmt::format("Use wide loads over the reduction axis{}", v % 2 ? "." : " ");
+        auto lid = s.apply(add);
+        if (!lid) {
+          ADD_FAILURE() << lid.error().message;
+          ++failures;
+          continue;
+        }
+        LessonDelta up;
+        up.op = LessonDelta::Op::upvote;
+        up.lesson_id = *lid;
+        if (!s.apply(up)) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(failures.load(), 0);
+  for (int k = 0; k < k_keys; ++k) EXPECT_EQ(ids_of_key[static_cast<size_t>(k)].size(), 1u) << "key/" << k;
+  auto stats = t.store->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->cases, k_keys);
+  // d(v) of a chain's root, from its ten cases (r = speedup ratio to the parent).
+  for (int root = 0; root < k_keys; root += 250) {
+    auto chain_root = t.store->find_case(fmt::format("key/{}", root));
+    ASSERT_TRUE(chain_root && *chain_root);
+    double d = 0;
+    for (int k = root + 9; k >= root; --k) {
+      double r = k == root ? 1.0 + 0.001 * k : (1.0 + 0.001 * k) / (1.0 + 0.001 * (k - 1));
+      d = k_downstream_self * r + k_downstream_self * k_downstream_decay * d;
+    }
+    EXPECT_NEAR((*chain_root)->downstream, d, 1e-9) << "key/" << root;
+  }
+  auto lessons = t.store->find_lessons({});
+  ASSERT_TRUE(lessons);
+  ASSERT_EQ(lessons->size(), 1u);
+  EXPECT_EQ((*lessons)[0].helpful, k_writers * k_votes);
+  auto history = t.store->lesson_history((*lessons)[0].id);
+  ASSERT_TRUE(history);
+  int upvotes = 0;
+  for (const auto& e : *history) {
+    if (e.op == "upvote") EXPECT_EQ(e.helpful_after, ++upvotes);
+  }
+  EXPECT_EQ(upvotes, k_writers * k_votes);
+  auto check = t.store->check();
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
+// PostgreSQL only: the server drops the store's connection inside a write transaction (a trigger
+// terminates its own backend once); the store reconnects and sends the write again, so the case
+// is recorded once, and reads after a dropped idle connection reconnect too.
+TEST(StorePostgres, LostConnectionsAreRetriedAndWritesResentOnce) {
+  std::string why;
+  if (!test_postgres_url(&why)) GTEST_SKIP() << why;
+  current_store_kind() = StoreKind::postgres;
+  auto t = temp_store();
+  current_store_kind() = StoreKind::sqlite;
+  ASSERT_TRUE(t.store);
+  Db& db = sqlite(*t.store).db();
+  ASSERT_TRUE(db.exec("CREATE SEQUENCE kill_once; "
+                      "CREATE FUNCTION kill_once() RETURNS trigger AS $$ BEGIN "
+                      "IF nextval('kill_once') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF; "
+                      "RETURN NEW; END $$ LANGUAGE plpgsql; "
+                      "CREATE TRIGGER kill_once AFTER INSERT ON cases FOR EACH ROW EXECUTE FUNCTION kill_once()"));
+  auto first = t.store->record_attempt(make_case("lost/1", "softmax", 1.2));
+  ASSERT_TRUE(first) << first.error().message;
+  auto again = t.store->record_attempt(make_case("lost/1", "softmax", 1.2));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->id, first->id);
+  EXPECT_EQ(t.store->stats()->cases, 1);
+  // An idle connection dropped by the server: the next read reconnects.
+  auto pid = db.query_int("SELECT pg_backend_pid()");
+  ASSERT_TRUE(pid && *pid);
+  auto admin = Db::open_postgres(t.pg->url);
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE((*admin)->exec(fmt::format("SELECT pg_terminate_backend({})", **pid)));
+  auto seen = t.store->find_case("lost/1");
+  ASSERT_TRUE(seen && *seen) << (seen ? "" : seen.error().message);
+  EXPECT_EQ((*seen)->id, first->id);
+  auto check = t.store->check();
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
+// PostgreSQL only: a schema that holds other tables, or a kope schema from a newer kope, is
+// refused with a message naming it.
+TEST(StorePostgres, ForeignAndNewerDatabasesAreRefused) {
+  std::string why;
+  if (!test_postgres_url(&why)) GTEST_SKIP() << why;
+  auto foreign = scratch_postgres();
+  ASSERT_TRUE(foreign);
+  {
+    auto db = Db::open_postgres(foreign->url);
+    ASSERT_TRUE(db);
+    ASSERT_TRUE((*db)->exec("CREATE TABLE invoices(id BIGINT)"));
+  }
+  auto refused = open_store(foreign->url);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::corrupt);
+  EXPECT_NE(refused.error().message.find("invoices"), std::string::npos) << refused.error().message;
+  auto newer = scratch_postgres();
+  ASSERT_TRUE(newer);
+  ASSERT_TRUE(open_store(newer->url));
+  {
+    auto db = Db::open_postgres(newer->url);
+    ASSERT_TRUE(db);
+    ASSERT_TRUE((*db)->exec(fmt::format("UPDATE kope_schema SET version = {}", store_schema_version() + 1)));
+  }
+  auto too_new = open_store(newer->url);
+  ASSERT_FALSE(too_new);
+  EXPECT_EQ(too_new.error().kind, ErrorKind::corrupt);
+  EXPECT_NE(too_new.error().message.find("newer kope"), std::string::npos) << too_new.error().message;
+  EXPECT_EQ(open_store(with_database(newer->url, "no_such_database")).error().kind, ErrorKind::io);
 }
 
 // An old database: schema version 1 only (no summaries, fix links or FTS indexes yet).

@@ -1,12 +1,17 @@
-// memory/test_util.h — helpers shared by the memory tests: stores in temp dirs, case builders.
+// memory/test_util.h — helpers shared by the memory tests: stores in temp dirs or fresh
+// PostgreSQL databases, case builders, and the fixture that runs a suite against both kinds.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unistd.h>
 
 #include "kope/memory.h"
+#include "memory/db.h"
 #include "memory/sqlite_store.h"
 #include "util/fs.h"
 
@@ -63,20 +68,103 @@ inline CaseRecord make_case(const std::string& key, const std::string& op, doubl
   return c;
 }
 
-struct TempStore {
-  util::TempDir dir;
-  std::unique_ptr<Database> store;
-  std::filesystem::path path;
+// The store kind temp_store() makes; set by StoreKindTest for each instantiation.
+enum class StoreKind { sqlite, postgres };
+inline StoreKind& current_store_kind() {
+  static StoreKind kind = StoreKind::sqlite;
+  return kind;
+}
+
+// The tests' PostgreSQL server ($KOPE_TEST_POSTGRES, a URL that scripts/services/postgres.sh
+// prints), or nullopt with why there is none.
+inline std::optional<std::string> test_postgres_url(std::string* why) {
+  if (auto url = util::get_env("KOPE_TEST_POSTGRES"); url && !url->empty()) return *url;
+  auto reason = util::get_env("KOPE_TEST_POSTGRES_SKIP");
+  *why = fmt::format("no PostgreSQL server for the store tests: KOPE_TEST_POSTGRES is not set ({}); "
+                     "run `scripts/services/postgres.sh start` or scripts/test.sh",
+                     reason ? *reason : "start one with scripts/services/postgres.sh");
+  return std::nullopt;
+}
+
+// `url` naming the database `name` instead of its own (the query string is dropped).
+inline std::string with_database(const std::string& url, const std::string& name) {
+  size_t scheme = url.find("://");
+  size_t slash = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  return (slash == std::string::npos ? url : url.substr(0, slash)) + "/" + name;
+}
+
+// A fresh, empty database on the test server, dropped (with any connection left) when the last
+// owner lets go.
+struct ScratchPostgres {
+  std::string server;  // the server's own URL
+  std::string name;
+  std::string url;     // of the scratch database
+  ~ScratchPostgres() {
+    auto admin = Db::open_postgres(server);
+    if (admin) (void)(*admin)->exec(fmt::format("DROP DATABASE IF EXISTS {} WITH (FORCE)", name));
+  }
 };
 
+inline std::shared_ptr<ScratchPostgres> scratch_postgres() {
+  std::string why;
+  auto server = test_postgres_url(&why);
+  EXPECT_TRUE(server.has_value()) << why;
+  if (!server) return nullptr;
+  static std::atomic<int> counter{0};
+  auto pg = std::make_shared<ScratchPostgres>();
+  pg->server = *server;
+  pg->name = fmt::format("kope_test_{}_{}", getpid(), counter++);
+  pg->url = with_database(*server, pg->name);
+  auto admin = Db::open_postgres(*server);
+  EXPECT_TRUE(admin.has_value()) << (admin ? "" : admin.error().message);
+  if (!admin) return nullptr;
+  auto made = (*admin)->exec(fmt::format("DROP DATABASE IF EXISTS {0} WITH (FORCE); CREATE DATABASE {0}", pg->name));
+  EXPECT_TRUE(made.has_value()) << (made ? "" : made.error().message);
+  return pg;
+}
+
+struct TempStore {
+  std::shared_ptr<ScratchPostgres> pg;  // first: dropped after the store closes
+  util::TempDir dir;
+  std::unique_ptr<Database> store;
+  std::filesystem::path path;           // the file, or the PostgreSQL URL
+};
+
+// A fresh store of the current kind: a file `name` in a temp dir, or a fresh PostgreSQL
+// database (one per call, so a test may hold several).
 inline TempStore temp_store(const std::string& name = "memory.db") {
   auto dir = util::TempDir::create("kope-memory-test");
   EXPECT_TRUE(dir.has_value());
+  std::shared_ptr<ScratchPostgres> pg;
   auto path = dir->path() / name;
+  if (current_store_kind() == StoreKind::postgres) {
+    pg = scratch_postgres();
+    if (pg) path = pg->url;
+  }
   auto store = open_store(path);
   EXPECT_TRUE(store.has_value()) << (store ? "" : store.error().message);
-  return TempStore{std::move(*dir), std::move(*store), path};
+  return TempStore{std::move(pg), std::move(*dir), std::move(*store), path};
 }
+
+// Runs a suite's TEST_P tests once per store kind (KOPE_STORE_KINDS(Suite) instantiates it);
+// the PostgreSQL instance skips, naming why, when the tests have no server.
+class StoreKindTest : public ::testing::TestWithParam<StoreKind> {
+ protected:
+  void SetUp() override {
+    current_store_kind() = GetParam();
+    std::string why;
+    if (GetParam() == StoreKind::postgres && !test_postgres_url(&why)) GTEST_SKIP() << why;
+  }
+  void TearDown() override { current_store_kind() = StoreKind::sqlite; }
+};
+
+inline std::string store_kind_name(const ::testing::TestParamInfo<StoreKind>& info) {
+  return info.param == StoreKind::sqlite ? "SQLite" : "PostgreSQL";
+}
+
+#define KOPE_STORE_KINDS(Suite)                                                                    \
+  INSTANTIATE_TEST_SUITE_P(Kinds, Suite, ::testing::Values(StoreKind::sqlite, StoreKind::postgres), \
+                           store_kind_name)
 
 inline SqliteStore& sqlite(Database& s) { return dynamic_cast<SqliteStore&>(s); }
 

@@ -443,6 +443,35 @@ std::string fts_or_query(std::string_view text, size_t max_terms) {
   return out;
 }
 
+std::vector<std::string> fts_tokens(std::string_view text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '_' || c >= 0x80) {
+      cur += static_cast<char>(std::tolower(c));
+    } else if (!cur.empty()) {
+      out.push_back(std::move(cur));
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) out.push_back(std::move(cur));
+  return out;
+}
+
+double okapi_bm25(const std::vector<int>& tf, const std::vector<double>& df, double docs, double length,
+                  double average_length) {
+  constexpr double k1 = 1.2, b = 0.75;
+  double n = std::max(docs, 1.0);
+  double score = 0;
+  for (size_t p = 0; p < tf.size() && p < df.size(); ++p) {
+    if (df[p] < 0 || tf[p] == 0) continue;
+    double idf = std::log((n - df[p] + 0.5) / (df[p] + 0.5) + 1.0);
+    score += idf * tf[p] * (k1 + 1) / (tf[p] + k1 * (1 - b + b * length / std::max(average_length, 1e-9)));
+  }
+  return score;
+}
+
 std::string search_tag(std::string_view prefix, std::string_view value) {
   std::string out(prefix);
   out += '_';

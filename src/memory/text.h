@@ -24,6 +24,15 @@ std::string normalised_text(std::string_view text);
 // An FTS5 MATCH expression ORing up to `max_terms` distinct quoted tokens of `text`; empty when
 // the text has no usable token.
 std::string fts_or_query(std::string_view text, size_t max_terms = 12);
+// The tokens FTS5's unicode61 tokenizer (with '_' a token character) makes of `text`: lower-case
+// runs of ASCII letters, digits, '_' and non-ASCII bytes, however short, stop words kept.
+std::vector<std::string> fts_tokens(std::string_view text);
+// Okapi BM25 (k1 = 1.2, b = 0.75) of a document of `length` tokens among `docs` documents of
+// `average_length`: over the query terms, idf(df)·tf·(k1 + 1) / (tf + k1·(1 − b + b·length/avg))
+// with idf = ln((docs − df + 0.5)/(df + 0.5) + 1); a term with df < 0 or tf = 0 adds nothing.
+// The one scoring rule of both stores' lexical search.
+double okapi_bm25(const std::vector<int>& tf, const std::vector<double>& df, double docs, double length,
+                  double average_length);
 // A search tag "prefix_value" with everything outside [a-z0-9_] mapped to '_'.
 std::string search_tag(std::string_view prefix, std::string_view value);
 // The verdict a database column names; corrupt naming it when kope does not know it.

@@ -45,7 +45,7 @@ std::filesystem::path store_path(const Common& c) {
 Result<std::unique_ptr<mem::Database>> open(const Common& c) { return mem::open_store(store_path(c)); }
 
 void add_common(CLI::App* sub, const std::shared_ptr<Common>& c, bool json_flag = true) {
-  sub->add_option("--memory", c->memory, "Memory database (default: $KOPE_MEMORY, else <data dir>/memory.db)");
+  sub->add_option("--memory", c->memory, "Memory database: a file or a postgresql://user@host[:port]/db URL (default: $KOPE_MEMORY, else <data dir>/memory.db)");
   if (json_flag) sub->add_flag("--json", c->json, "Print JSON");
 }
 

@@ -132,7 +132,9 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
   c.suite_root = o.suite.empty() ? spec::default_ops_dir().string() : fs::absolute(o.suite).string();
   c.jobs = std::max(1, o.jobs);
   c.seed = o.seed ? *o.seed : std::random_device{}();
-  c.memory_path = o.memory.empty() ? memory::default_store_path().string() : fs::absolute(o.memory).string();
+  c.memory_path = o.memory.empty()                 ? memory::default_store_path().string()
+                  : memory::is_store_url(o.memory) ? o.memory
+                                                   : fs::absolute(o.memory).string();
   c.holdout = o.holdout;
   run::LoopConfig& l = c.loop;
   l.policy = policy;
@@ -460,7 +462,7 @@ void register_run(CLI::App& app, Action& action) {
       ->default_val(4);
   cmd->add_option("--context", o->context, "Context management: active, passive (all relevant memory) or none (no memory)")
       ->default_val("active");
-  cmd->add_option("--memory", o->memory, "Experience database (default: $KOPE_MEMORY or the data directory's memory.db)");
+  cmd->add_option("--memory", o->memory, "Experience database: a file or a postgresql:// URL (default: $KOPE_MEMORY or the data directory's memory.db)");
   cmd->add_option("--jobs", o->jobs, "Operators in flight at once")->default_val(1)->check(CLI::Range(1, 256));
   cmd->add_option("--run-dir", o->run_dir, "Run directory (default: the data directory's runs/<run id>)");
   cmd->add_option("--seed", o->seed, "Seed for evaluation data and model sampling (default: random, recorded)");
