@@ -9,6 +9,7 @@ export KOPE_CACHE_DIR="${KOPE_TEST_CACHE_DIR:-$PWD/$build/test-cache}"
 export KOPE_DATA_DIR="$PWD/$build/test-data"
 mkdir -p "$KOPE_CACHE_DIR" "$KOPE_DATA_DIR"
 # A scratch PostgreSQL for the memory store's tests (they skip, naming why, without one).
+export KOPE_POSTGRES_DIR="${KOPE_POSTGRES_DIR:-$PWD/$build/postgres}"  # one per build tree
 if pg_env="$(scripts/services/postgres.sh start)"; then eval "$pg_env"; trap 'scripts/services/postgres.sh stop' EXIT
 else export KOPE_TEST_POSTGRES_SKIP="scripts/services/postgres.sh start failed"; fi
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900 -LE 'perf|gpu' "$@"
