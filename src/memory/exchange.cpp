@@ -599,6 +599,7 @@ Result<ImportReport> SqliteStore::import_export_of(SqliteStore& other, const std
   KOPE_TRY(other.export_json(dump, {}));
   ImportOptions o = options;
   if (o.source.empty()) o.source = source;
+  if (is_store_url(o.source)) o.source = redacted_url(o.source);  // the import log keeps no password
   return import_json(dump.str(), o);
 }
 
