@@ -13,6 +13,9 @@ packages=(
   libdnnl-dev libopenblas-dev
   # the sandbox
   bubblewrap
+  # PyTorch references (reference.py) and `kope ops import kernelbench`: Debian's torch, and
+  # libpython to embed it in the trusted runner
+  python3-torch libpython3-dev
   # OpenCL on the CPU
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo
   # tests and benchmarks
