@@ -139,27 +139,27 @@ spec::fs::path suite_root(const std::string& dir) { return dir.empty() ? spec::d
 
 // `kope ops import kernelbench FILE.py`: a KernelBench problem as an op folder (eval/kernelbench.h).
 void add_import(CLI::App* ops, Action& action) {
-  auto* import = ops->add_subcommand("import", "Import a problem of a peer benchmark as an op folder");
-  import->require_subcommand(1);
-  auto* kb = import->add_subcommand("kernelbench", "A KernelBench problem (class Model, get_inputs, get_init_inputs) with a PyTorch reference");
+  auto* imp = ops->add_subcommand("import", "Import a problem of a peer benchmark as an op folder");
+  imp->require_subcommand(1);
+  auto* kb = imp->add_subcommand("kernelbench", "A KernelBench problem (class Model, get_inputs, get_init_inputs) with a PyTorch reference");
   struct ImportOptions {
     std::string file;
     std::string out = "ops";
-    eval::KernelbenchImport import;
+    eval::KernelbenchImport request;
   };
   auto o = std::make_shared<ImportOptions>();
   kb->add_option("file", o->file, "The problem's .py file (e.g. KernelBench/level1/19_ReLU.py)")->required();
   kb->add_option("--out", o->out, "Suite root the op folder goes under, as <out>/<category>/<name>")->capture_default_str();
-  kb->add_option("--name", o->import.name, "The op's name (default: kb<level>_<number>_<title>)");
-  kb->add_option("--category", o->import.category, "Its category (default: guessed from the title; level 2 and up: fused)");
-  kb->add_option("--level", o->import.level, "Its level 1..4 (default: from a levelN folder, else 1)")->check(CLI::Range(1, 4));
-  kb->add_flag("--overwrite", o->import.overwrite, "Replace an existing op folder");
+  kb->add_option("--name", o->request.name, "The op's name (default: kb<level>_<number>_<title>)");
+  kb->add_option("--category", o->request.category, "Its category (default: guessed from the title; level 2 and up: fused)");
+  kb->add_option("--level", o->request.level, "Its level 1..4 (default: from a levelN folder, else 1)")->check(CLI::Range(1, 4));
+  kb->add_flag("--overwrite", o->request.overwrite, "Replace an existing op folder");
   kb->callback([&action, o] {
     action = [o]() -> Result<int> {
-      eval::KernelbenchImport import = o->import;
-      import.file = o->file;
-      import.out = o->out;
-      KOPE_ASSIGN(spec::OpSpec op, eval::import_kernelbench(import));
+      eval::KernelbenchImport request = o->request;
+      request.file = o->file;
+      request.out = o->out;
+      KOPE_ASSIGN(spec::OpSpec op, eval::import_kernelbench(request));
       print(fmt::format("imported {} as {} ({} cases, {} timed): {}\n", o->file, op.dir.string(), op.cases.size(),
                         op.timed_case_count(), spec::render_signature(op)));
       return 0;
