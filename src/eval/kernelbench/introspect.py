@@ -84,8 +84,8 @@ def shapes_of(run):
     return s
 
 
-def check_original(found, run):
-    init, model, inputs, outputs = run
+def check_inputs(found, run):
+    init, model, inputs, _ = run
     gi, gii = found["get_inputs"].lineno, found["get_init_inputs"].lineno
     for i, v in enumerate(init):
         if not isinstance(v, (int, float, bool, tuple, list, str)) or isinstance(v, torch.Tensor):
@@ -95,6 +95,10 @@ def check_original(found, run):
             raise Refused(gi, "get_inputs() returns a %s at position %d; kope passes only tensors" % (type(t).__name__, i))
         if t.dtype not in DTYPES:
             raise Refused(gi, "input %d has dtype %s, which kope has no dtype for" % (i, t.dtype))
+
+
+def check_original(found, run):
+    init, model, inputs, outputs = run
     if not isinstance(outputs, list) or not outputs or not all(isinstance(t, torch.Tensor) for t in outputs):
         raise Refused(found["Model"].lineno, "forward() must return a tensor or a tuple of tensors")
     for i, t in enumerate(outputs):
@@ -132,7 +136,10 @@ def main():
                    torch.uint8: "u8", torch.bool: "bool"})
     code = source
     try:
+        check_inputs(found, execute(code, {}, forward=False))  # what forward() is given, before it runs
         orig = execute(code, {})
+    except Refused:
+        raise
     except Exception as e:
         raise Refused(problem_line(e), "running the problem failed: %s: %s" % (type(e).__name__, e))
     check_original(found, orig)
