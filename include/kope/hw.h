@@ -50,8 +50,9 @@ struct Roof {
 };
 
 // The version of the probe's measurements (FP64 peak, small working sets): a cached hw.json
-// of an older probe is measured again (3: FMA chains that fit the vector registers).
-inline constexpr int k_hw_probe_version = 3;
+// of an older probe is measured again (3: FMA chains that fit the vector registers; 4: beyond
+// the last-level cache, the better of plain and streaming-store triads).
+inline constexpr int k_hw_probe_version = 4;
 
 struct HardwareProfile {
   Target target;
@@ -94,6 +95,12 @@ struct HardwareProfile {
   // physically possible here: the conservative bound the floor check and the memory's
   // quarantine rule use.
   double floor_seconds(double flops, double bytes, uint64_t working_set_bytes) const;
+  // What a case's floor check and the memory's quarantine use: floor_seconds over this. The
+  // profile's figures are measurements, not limits: a read-mostly stream runs faster than the
+  // triad's mix, a profile measured beside other load is low, and a kernel at 100% of such a
+  // roof must be reported as the model's error, never distrusted. What no honest kernel
+  // reaches lies beyond this margin.
+  static constexpr double k_floor_headroom = 1.5;
 
   std::string to_json() const;
   static Result<HardwareProfile> from_json(std::string_view text);
