@@ -61,6 +61,9 @@ struct CaseTiming {
   // (other load on the machine). When enough batches were undisturbed (< 2%), the median and
   // CI come from those alone; samples_us always holds every batch.
   double contention = 0;
+  // The share of the capacity of the kernel runner's CPUs that other work used during its
+  // batches (outside_load_seen): what tells waits caused by other load from the kernel's own.
+  double outside_load = 0;
   // Device backends (eval backend v2): median_us is device-event time; this is the parent's
   // wall time per host-synchronised call (kernels, output download, round trip subtracted).
   std::optional<double> wall_us;
@@ -117,6 +120,13 @@ bool contention_disturbed(double median_contention);
 // `used_clean_only`, and more than a quarter waited 2% or more), or most waited 10% or more (a
 // busy machine: the clean few shared caches, memory and clocks with the load too).
 bool waits_disturbed(const std::vector<double>& contention, bool used_clean_only);
+// Whether other work ran beside a timing: the share of the capacity of the CPUs its runner may
+// use that went to anything else (other processes, kope's own other threads, the hypervisor's
+// steal) during its batches reached k_outside_load. Below that, the runner's waits for a CPU are
+// its own doing (idle CPUs waking up, more threads than CPUs) and part of its cost: they neither
+// mark a timing disturbed nor drop its batches.
+constexpr double k_outside_load = 0.10;
+bool outside_load_seen(double outside_share);
 
 // --- Fast verdicts: the candidate against the incumbent --------------------------------------
 

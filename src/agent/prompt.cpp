@@ -685,10 +685,16 @@ std::string render_incumbent(const Attempt& inc, std::string_view code, std::str
   return out;
 }
 
+// Whether the incumbent decision came from timing the two kernels side by side (the
+// evaluator's interleaved comparison) rather than from the incumbent's recorded timings.
+bool compared_side_by_side(const Attempt& a) { return !a.decision.empty() && a.decision != "recorded_timings"; }
+
 std::string describe_outcome(const Attempt& a) {
   if (a.correct()) {
     std::string s = fmt::format("correct, {:.2f}x vs reference", a.speedup_vs_reference.value_or(0));
-    if (a.speedup_vs_incumbent) s += fmt::format(", {:.2f}x vs incumbent", *a.speedup_vs_incumbent);
+    if (a.speedup_vs_incumbent) {
+      s += fmt::format(", {:.2f}x vs incumbent{}", *a.speedup_vs_incumbent, compared_side_by_side(a) ? " timed beside it" : "");
+    }
     if (a.improved) s += " (new incumbent)";
     return s;
   }
@@ -696,6 +702,36 @@ std::string describe_outcome(const Attempt& a) {
   std::string msg = one_line(a.message);
   std::string verdict(eval::verdict_name(a.verdict));
   return msg.empty() ? verdict : verdict + ": " + msg;
+}
+
+// How the incumbent decision was reached, in the numbers it used. The table beside it shows the
+// incumbent's recorded timing, measured at another time and perhaps under other load; without
+// this a reader sees "1.08x vs incumbent" next to "+200%" and "not faster" and cannot tell which
+// figure decided, or why.
+std::string render_decision(const Attempt& a) {
+  if (!a.speedup_vs_incumbent) return "";
+  std::string out;
+  if (compared_side_by_side(a)) {
+    std::string interval = a.decision_lower && a.decision_upper && std::isfinite(*a.decision_upper)
+                               ? fmt::format(" (95% interval {:.2f}x to {:.2f}x)", *a.decision_lower, *a.decision_upper)
+                               : " (too few pairs for an interval)";
+    std::string verdict = "undecided within the comparison's time, and an undecided kernel does not replace the incumbent";
+    auto d = eval::parse_incumbent_decision(a.decision);
+    if (d == eval::IncumbentDecision::faster) verdict = "faster";
+    if (d == eval::IncumbentDecision::slower) verdict = "slower";
+    if (d == eval::IncumbentDecision::not_faster) verdict = "not faster by more than the required margin";
+    out += fmt::format("Timed in alternating batches beside the incumbent (the same load for both): {:.2f}x the incumbent's speed{}, "
+                       "geometric mean over the timed cases, {} pairs: {}.\n",
+                       *a.speedup_vs_incumbent, interval, a.decision_pairs, verdict);
+  } else {
+    out += fmt::format("Compared with the incumbent's recorded timings: {:.2f}x its speed (geometric mean over the timed cases).\n",
+                       *a.speedup_vs_incumbent);
+  }
+  if (a.margin_demanded) {
+    out += fmt::format("Its timing was disturbed by other load, so it had to exceed {:.2f}x to replace the incumbent{}.\n",
+                       *a.margin_demanded, a.improved ? "" : ", and did not");
+  }
+  return out;
 }
 
 std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_view lang) {
@@ -714,6 +750,7 @@ std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_vi
     out += "```\n";
   }
   if (a.correct() && !a.timings.empty()) {
+    bool other_incumbent = inc && inc->iteration != a.iteration;
     out += "| timed case | this attempt | incumbent | reference | fraction of roofline |\n|---|---|---|---|---|\n";
     for (const auto& t : a.timings) {
       std::string inc_time = "-";
@@ -727,7 +764,12 @@ std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_vi
       out += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", cell(t.label), fmt_us(t.median_us), inc_time, fmt_us(t.reference_us),
                          100 * t.fraction_of_roofline);
     }
-    if (!a.improved && inc && inc->iteration != a.iteration) {
+    if (other_incumbent && compared_side_by_side(a)) {
+      out += "The incumbent column is its recorded timing, measured at another time; the decision rests on the side-by-side "
+             "comparison.\n";
+    }
+    out += render_decision(a);
+    if (!a.improved && other_incumbent) {
       out += "It was not faster than the incumbent, so the incumbent stays.\n";
     }
   }

@@ -203,6 +203,28 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   std::string fb = render_feedback(a, &inc);
   EXPECT_NE(fb.find("+25%"), std::string::npos) << fb;
   EXPECT_NE(fb.find("incumbent stays"), std::string::npos);
+  EXPECT_NE(fb.find("Compared with the incumbent's recorded timings: 0.80x"), std::string::npos) << fb;
+  // Timed beside the incumbent under load: its ratio can say 1.08x while the recorded columns
+  // say +200%. The feedback names the figure that decided, its interval and why it stays.
+  Attempt side = a;
+  side.timings = {{9, "N=4096 D=1024", 600, 2, 1000, 800.0, 50, 0.2}};
+  side.decision = "undecided";
+  side.speedup_vs_incumbent = 1.08;
+  side.decision_lower = 0.95;
+  side.decision_upper = 1.2;
+  side.decision_pairs = 12;
+  std::string fb3 = render_feedback(side, &inc);
+  EXPECT_NE(fb3.find("1.08x vs incumbent timed beside it"), std::string::npos) << fb3;
+  EXPECT_NE(fb3.find("The incumbent column is its recorded timing"), std::string::npos) << fb3;
+  EXPECT_NE(fb3.find("beside the incumbent (the same load for both): 1.08x the incumbent's speed (95% interval 0.95x to 1.20x)"),
+            std::string::npos) << fb3;
+  EXPECT_NE(fb3.find("12 pairs: undecided"), std::string::npos) << fb3;
+  side.decision = "faster_than_incumbent";
+  side.margin_demanded = 1.9;
+  side.evidence_disturbed = true;
+  std::string fb4 = render_feedback(side, &inc);
+  EXPECT_NE(fb4.find("pairs: faster."), std::string::npos) << fb4;
+  EXPECT_NE(fb4.find("disturbed by other load, so it had to exceed 1.90x to replace the incumbent, and did not"), std::string::npos) << fb4;
   Attempt w;
   w.iteration = 4;
   w.verdict = eval::Verdict::wrong_result;

@@ -78,16 +78,22 @@ CaseRatio paired_ratio(const std::vector<PairSample>& pairs, double alpha, doubl
   CaseRatio r;
   r.pairs_total = pairs.size();
   std::vector<double> all, clean, contention;
+  double outside_share = 0;
   for (const PairSample& p : pairs) {
     contention.push_back(p.contention);
+    outside_share = std::max(outside_share, p.outside);
     if (!(p.candidate > 0) || !(p.incumbent > 0)) continue;
     double d = std::log(p.incumbent / p.candidate);
     all.push_back(d);
     if (p.contention < clean_contention) clean.push_back(d);
   }
+  // As for one timing (CaseTimer::sample): waits count against the figures only while other
+  // work ran beside the pairs; without it they are the kernels' own, and every pair counts.
+  bool outside = outside_load_seen(outside_share);
+  bool clean_only = outside && clean.size() >= min_clean;
   r.contention = median(contention);
-  r.disturbed = waits_disturbed(contention, clean.size() >= min_clean);
-  const std::vector<double>& used = clean.size() >= min_clean ? clean : all;
+  r.disturbed = outside && waits_disturbed(contention, clean_only);
+  const std::vector<double>& used = clean_only ? clean : all;
   r.pairs = used.size();
   if (used.empty()) return r;
   MedianCi ci = median_ci(used, alpha);

@@ -59,6 +59,7 @@ struct PairSample {
   double candidate = 0;   // seconds per call of the candidate's batch
   double incumbent = 0;   // ... and of the incumbent's batch that followed it
   double contention = 0;  // the larger of the two batches' contention
+  double outside = 0;     // the larger of the two timings' outside load so far (TimingOutcome::outside_load)
 };
 
 // The paired estimate of one case at a look.

@@ -227,20 +227,41 @@ TEST(Decision, CleanPairsAreUsedWhenThereAreEnough) {
   std::vector<PairSample> pairs;
   // Clean pairs: the candidate twice as fast; disturbed ones: the other way round.
   for (size_t i = 0; i < n0; ++i) pairs.push_back({50, 100, 0.0});
-  for (size_t i = 0; i < n0 / 2; ++i) pairs.push_back({100, 50, 0.5});
+  // ... while other work took half the CPUs.
+  for (size_t i = 0; i < n0 / 2; ++i) pairs.push_back({100, 50, 0.5, 0.5});
   CaseRatio r = paired_ratio(pairs, per_look_alpha(rule), rule.clean_contention, n0);
   EXPECT_EQ(r.pairs, n0);
   EXPECT_EQ(r.pairs_total, n0 + n0 / 2);
   EXPECT_NEAR(r.ratio, 2.0, 1e-9);
   // Too few clean pairs: all of them.
   pairs.resize(n0 - 1);
-  for (size_t i = 0; i < n0; ++i) pairs.push_back({100, 50, 0.5});
+  for (size_t i = 0; i < n0; ++i) pairs.push_back({100, 50, 0.5, 0.5});
   r = paired_ratio(pairs, per_look_alpha(rule), rule.clean_contention, n0);
   EXPECT_EQ(r.pairs, pairs.size());
   EXPECT_NEAR(r.contention, 0.5, 1e-9);
   EXPECT_TRUE(contention_disturbed(r.contention));
   EXPECT_FALSE(contention_disturbed(0.0));
   EXPECT_TRUE(r.disturbed);
+}
+
+// Waits on an otherwise idle machine (no other work on the CPUs) are the kernels' own: more
+// threads than CPUs, idle CPUs waking up. They neither drop pairs nor mark the ratio disturbed;
+// the same waits beside outside load do both.
+TEST(Decision, OwnWaitsAreNotOutsideLoad) {
+  DecisionRule rule;
+  size_t n0 = decision_looks(rule).front();
+  std::vector<PairSample> pairs;
+  for (size_t i = 0; i < n0; ++i) pairs.push_back({50, 100, 0.0, 0.01});
+  for (size_t i = 0; i < n0 + 2; ++i) pairs.push_back({100, 50, 0.4, 0.02});  // most pairs waited
+  CaseRatio quiet = paired_ratio(pairs, per_look_alpha(rule), rule.clean_contention, n0);
+  EXPECT_EQ(quiet.pairs, pairs.size());
+  EXPECT_FALSE(quiet.disturbed);
+  pairs.back().outside = 0.3;
+  CaseRatio loaded = paired_ratio(pairs, per_look_alpha(rule), rule.clean_contention, n0);
+  EXPECT_EQ(loaded.pairs, n0);
+  EXPECT_TRUE(loaded.disturbed);
+  EXPECT_TRUE(outside_load_seen(k_outside_load));
+  EXPECT_FALSE(outside_load_seen(0.05));
 }
 
 // Waiting disturbs figures when they had to use waiting batches, or when most batches waited

@@ -103,6 +103,8 @@ IncumbentComparison comparison_from(const json& j) {
 
 bool contention_disturbed(double median_contention) { return median_contention >= k_clean_contention; }
 
+bool outside_load_seen(double outside_share) { return outside_share >= k_outside_load; }
+
 bool waits_disturbed(const std::vector<double>& contention, bool used_clean_only) {
   size_t n = contention.size();
   if (n == 0) return false;
@@ -178,6 +180,7 @@ std::string EvalResult::to_json() const {
                   {"floor_us", number(t.floor_us)},
                   {"fresh_us", number(t.fresh_us)},
                   {"contention", number(t.contention)},
+                  {"outside_load", number(t.outside_load)},
                   {"wall_us", optional_number(t.wall_us)},
                   {"disturbed", t.disturbed},
                   {"roofline_bound", t.roofline_bound},
@@ -242,6 +245,7 @@ Result<EvalResult> EvalResult::from_json(std::string_view text) {
       ct.floor_us = get_number(t, "floor_us");
       ct.fresh_us = get_number(t, "fresh_us");
       ct.contention = get_number(t, "contention");
+      ct.outside_load = get_number(t, "outside_load");
       ct.wall_us = get_optional(t, "wall_us");
       ct.disturbed = t.value("disturbed", false);
       ct.roofline_bound = t.value("roofline_bound", "");

@@ -566,6 +566,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       p.candidate = oc.samples_s.back();
       p.incumbent = oi.samples_s.back();
       p.contention = std::max(oc.contention.empty() ? 0.0 : oc.contention.back(), oi.contention.empty() ? 0.0 : oi.contention.back());
+      p.outside = std::max(oc.outside_load, oi.outside_load);
       double elapsed = std::chrono::duration<double>(Clock::now() - case_start).count();
       if (elapsed >= eo.max_seconds_per_case) return PairStatus::time_up;
       return budget_share > 0 && elapsed >= budget_share ? PairStatus::budget_spent : PairStatus::ok;
@@ -843,12 +844,18 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       }
     }
     ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
+    ct.outside_load = t.outside_load;
     ct.disturbed = t.disturbed || g.baseline_disturbed;
     if (ct.disturbed) {
       notes += (notes.empty() ? "" : "\n") +
                fmt::format("case {}: timing disturbed by other load: the {} waited for a CPU in too many batches to trust "
-                           "the figures (the kernel's median wait {:.0f}% of its runnable time)",
-                           c->index, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention);
+                           "the figures (the kernel's median wait {:.0f}% of its runnable time; other work used {:.0f}% of its CPUs)",
+                           c->index, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention, 100 * ct.outside_load);
+    } else if (ct.contention > k_busy_contention && !outside_load_seen(ct.outside_load)) {
+      notes += (notes.empty() ? "" : "\n") +
+               fmt::format("case {}: the kernel waited for a CPU {:.0f}% of its runnable time while other work used only {:.0f}% of its "
+                           "CPUs: the waits are its own (more threads than CPUs, or idle CPUs waking up) and count in its time",
+                           c->index, 100 * ct.contention, 100 * ct.outside_load);
     } else if (ct.contention > k_busy_contention) {
       notes += (notes.empty() ? "" : "\n") +
                fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "

@@ -1,5 +1,6 @@
 #include "eval/measure.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -150,6 +151,40 @@ void wait_until_idle(const Session& s, Session::CpuTimes last) {
   }
 }
 
+// The CPU time the CPUs a runner may use have spent busy (user, system, interrupts, and the
+// hypervisor's steal), from /proc/stat in clock ticks. Less the runner's own CPU time over the
+// same span it is what everything else took from those CPUs: the outside load that explains a
+// wait, where a wait on an otherwise idle machine is the kernel's own (an idle CPU waking up,
+// more threads than CPUs).
+struct CpuBusy {
+  double busy_s = 0;
+  int cpus = 0;
+};
+
+CpuBusy cpu_busy(pid_t pid) {
+  CpuBusy b;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  bool have_set = pid > 0 && ::sched_getaffinity(pid, sizeof allowed, &allowed) == 0;
+  FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return b;
+  static const double tick = 1.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    int cpu = -1;
+    unsigned long long user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    if (std::sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &user, &nice, &sys, &idle, &iowait, &irq,
+                    &softirq, &steal) != 9) {
+      continue;  // the summary line ("cpu  ..."), or not a CPU line
+    }
+    if (have_set && (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed))) continue;
+    b.busy_s += static_cast<double>(user + nice + sys + irq + softirq + steal) * tick;
+    ++b.cpus;
+  }
+  std::fclose(f);
+  return b;
+}
+
 }  // namespace
 
 AlignedBytes::AlignedBytes(size_t bytes) : m_size(bytes) {
@@ -290,6 +325,7 @@ struct CaseTimer::Impl {
   double per_call_estimate = 0;
   uint64_t n0 = 1;
   bool first_sample = true;
+  double outside_s = 0, capacity_s = 0;  // other work's CPU time beside the batches, and the CPUs' capacity
   TimingOutcome out;
 
   void reload() {
@@ -413,10 +449,14 @@ Result<bool> CaseTimer::sample() {
   uint64_t nb = t.n0 + (t.n0 >= 4 ? t.rng() % (t.n0 / 4 + 1) : 0);
   double secs = 0;
   Session::CpuTimes before = t.s.cpu_times();
+  CpuBusy busy0 = cpu_busy(t.s.runner_pid());
+  auto span0 = Clock::now();
   const proto::StatusPage* page = t.s.arena().status();
   uint64_t device_ns0 = page->device_ns, device_calls0 = page->device_calls;
   KOPE_ASSIGN(bool ok, t.run_batch(nb, &secs));
   if (!ok) return false;
+  double span = std::chrono::duration<double>(Clock::now() - span0).count();
+  CpuBusy busy1 = cpu_busy(t.s.runner_pid());
   Session::CpuTimes after = t.s.cpu_times();
   double per = (secs - t.out.overhead_s) / static_cast<double>(nb);
   if (per <= 0) per = secs / static_cast<double>(nb);
@@ -441,18 +481,30 @@ Result<bool> CaseTimer::sample() {
     double run = static_cast<double>(after.run_ns - before.run_ns);
     double wait = static_cast<double>(after.wait_ns - before.wait_ns);
     t.out.contention.push_back(run + wait > 0 ? wait / (run + wait) : 0.0);
+    if (busy0.cpus > 0 && busy1.cpus == busy0.cpus) {
+      t.outside_s += std::max(0.0, busy1.busy_s - busy0.busy_s - run * 1e-9);
+      t.capacity_s += span * busy0.cpus;
+      t.out.outside_load = t.capacity_s > 0 ? std::min(1.0, t.outside_s / t.capacity_s) : 0.0;
+    }
+    if (trace_on()) {
+      std::fprintf(stderr, "[batch] runner %d: %llu calls in %.3f ms, ran %.3f ms, waited %.3f ms (contention %.3f); outside load so far %.3f\n",
+                   t.s.runner_pid(), static_cast<unsigned long long>(nb), secs * 1e3, run * 1e-6, wait * 1e-6,
+                   t.out.contention.back(), t.out.outside_load);
+    }
     wait_until_idle(t.s, after);
   }
-  // Batches that waited for a CPU measure the machine's other load, not the kernel: when there
-  // are enough clean ones, the statistics use only those.
+  // Batches that waited for a CPU while other work ran measure that load, not the kernel: when
+  // there are enough clean ones, the statistics use only those. Without outside load the waits
+  // are the kernel's own, and every batch counts.
+  bool outside = outside_load_seen(t.out.outside_load);
   std::vector<double> clean;
   for (size_t i = 0; i < t.out.samples_s.size() && i < t.out.contention.size(); ++i) {
     if (t.out.contention[i] < k_clean_contention) clean.push_back(t.out.samples_s[i]);
   }
-  const std::vector<double>& used = clean.size() >= static_cast<size_t>(std::max(t.plan.min_samples, 6)) ? clean : t.out.samples_s;
+  const std::vector<double>& used = outside && clean.size() >= static_cast<size_t>(std::max(t.plan.min_samples, 6)) ? clean : t.out.samples_s;
   MedianCi ci = median_ci(used);
   t.out.samples_used = used.size();
-  t.out.disturbed = waits_disturbed(t.out.contention, &used == &clean);
+  t.out.disturbed = outside && waits_disturbed(t.out.contention, &used == &clean);
   t.out.median_s = ci.median;
   t.out.ci95_s = ci.half_width;
   return true;

@@ -118,12 +118,17 @@ struct TimingOutcome {
   // Per batch: the share of the runner's runnable time spent waiting for a CPU (other load on
   // the machine), from the scheduler's statistics; empty when unavailable.
   std::vector<double> contention;
-  // The median and CI use the batches with contention below k_clean_contention when there
-  // are enough of them (samples_used of samples_s), all batches otherwise.
+  // The share of the capacity of the runner's CPUs that other work used during the batches
+  // (outside_load_seen), from the machine's CPU accounting less the runner's own CPU time.
+  double outside_load = 0;
+  // Under outside load, the median and CI use the batches with contention below
+  // k_clean_contention when there are enough of them (samples_used of samples_s); all batches
+  // otherwise, and always on an otherwise idle machine (the waits are then the kernel's own).
   size_t samples_used = 0;
   // With device_clock: the parent's wall time per call (round trip subtracted), one per batch.
   std::vector<double> wall_samples_s;
-  // Other load moved the figures, or may have: the median and CI had to include batches that
+  // Other load moved the figures, or may have: other work ran beside the batches
+  // (outside_load_seen) and the median and CI had to include batches that
   // waited for a CPU (fewer undisturbed batches than the minimum, and more than
   // k_disturbed_share of the batches used waited), or most batches waited k_busy_contention or
   // more, so even the clean few ran on a busy machine (caches, memory bandwidth, clocks shared).
