@@ -202,16 +202,19 @@ Result<RunReport> Run::collect_tasks(bool cancelled) {
     }
   }
   RunReport report;
+  KOPE_TRY(finish(report, complete, cancelled, {{"tasks", tasks.size()}}));
+  return report;
+}
+
+Status Run::finish(RunReport& report, bool complete, bool cancelled, nlohmann::json detail) {
   report.complete = complete;
   report.cancelled = !complete && cancelled;
   KOPE_TRY(write_results(complete));
   report.results = results(complete);
   report.results_path = m_dir / "results.json";
-  KOPE_TRY(m_events->append({{"type", complete ? "run_finished" : "run_stopped"},
-                             {"complete", complete},
-                             {"cancelled", report.cancelled},
-                             {"tasks", tasks.size()}}));
-  return report;
+  json event = {{"type", complete ? "run_finished" : "run_stopped"}, {"complete", complete}, {"cancelled", report.cancelled}};
+  event.update(detail);
+  return m_events->append(std::move(event));
 }
 
 Status Run::write_results(bool complete) {
@@ -327,15 +330,7 @@ Result<RunReport> Run::execute(RunServices& services) {
 
   bool complete = true;
   for (const auto& op : m_ops) complete = complete && m_states[op.name].done;
-  report.complete = complete;
-  report.cancelled = !complete && user_cancel->load();
-  KOPE_TRY(write_results(complete));
-  report.results = results(complete);
-  report.results_path = m_dir / "results.json";
-  KOPE_TRY(m_events->append({{"type", complete ? "run_finished" : "run_stopped"},
-                             {"complete", complete},
-                             {"cancelled", report.cancelled},
-                             {"errors", report.errors}}));
+  KOPE_TRY(finish(report, complete, user_cancel->load(), {{"errors", report.errors}}));
   return report;
 }
 

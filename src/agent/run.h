@@ -109,6 +109,9 @@ class Run {
  private:
   Run() = default;
   Status write_results(bool complete);
+  // The run's end: `report` filled (complete, cancelled, results), results.json written, and
+  // run_finished or run_stopped logged with `detail`'s fields.
+  Status finish(RunReport& report, bool complete, bool cancelled, nlohmann::json detail);
 
   RunConfig m_config;
   std::vector<spec::OpSpec> m_ops;

@@ -51,6 +51,21 @@ std::optional<int> task_index(std::string_view id, std::string_view job_id) {
   return std::stoi(std::string(digits));
 }
 
+// "JOB_INDEX|STATE[|REASON]" lines (squeue's and sacct's formats) of array `job_id`, by index. A
+// state is its first word (sacct says "CANCELLED by 0"); "JOB_INDEX.batch" (a job step) has no
+// index and is skipped, as are other jobs' lines and malformed ones.
+std::map<int, TaskState> parse_task_lines(std::string_view text, std::string_view job_id) {
+  std::map<int, TaskState> tasks;
+  for (const auto& line : util::split(text, '\n')) {
+    auto fields = util::split(util::trim(line), '|');
+    if (fields.size() < 2) continue;
+    auto index = task_index(fields[0], job_id);
+    if (!index) continue;
+    tasks[*index] = {fields[1].substr(0, fields[1].find(' ')), fields.size() > 2 ? fields[2] : ""};
+  }
+  return tasks;
+}
+
 }  // namespace
 
 bool is_final_state(std::string_view state) {
@@ -125,28 +140,11 @@ Result<std::string> submit_array(const ArrayJob& job) {
 }
 
 std::map<int, TaskState> parse_squeue(std::string_view text, std::string_view job_id) {
-  std::map<int, TaskState> tasks;
-  for (const auto& line : util::split(text, '\n')) {
-    auto fields = util::split(util::trim(line), '|');
-    if (fields.size() < 2) continue;
-    auto index = task_index(fields[0], job_id);
-    if (!index) continue;
-    tasks[*index] = {fields[1], fields.size() > 2 ? fields[2] : ""};
-  }
-  return tasks;
+  return parse_task_lines(text, job_id);
 }
 
 std::map<int, TaskState> parse_sacct(std::string_view text, std::string_view job_id) {
-  std::map<int, TaskState> tasks;
-  for (const auto& line : util::split(text, '\n')) {
-    auto fields = util::split(util::trim(line), '|');
-    if (fields.size() < 2) continue;
-    auto index = task_index(fields[0], job_id);  // "12_3.batch" is not a task: no index
-    if (!index) continue;
-    std::string state = fields[1].substr(0, fields[1].find(' '));  // "CANCELLED by 0"
-    tasks[*index] = {state, ""};
-  }
-  return tasks;
+  return parse_task_lines(text, job_id);
 }
 
 Result<std::map<int, TaskState>> query_array(const std::string& job_id) {

@@ -213,7 +213,7 @@ TEST_P(SlurmE2E, CtrlCOnTheCoordinatorCancelsTheArray) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, SlurmE2E, ::testing::Values(MemoryKind{"SQLite", sqlite_memory}),
-                         [](const ::testing::TestParamInfo<MemoryKind>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<MemoryKind>& p) { return p.param.name; });
 
 }  // namespace
 }  // namespace kope

@@ -268,6 +268,13 @@ Result<std::unique_ptr<agent::Run>> start_run(const RunOptions& o, std::optional
   return agent::Run::create(std::move(config), std::move(ops), dir);
 }
 
+// The run to drive: the one in --resume's directory, or a new one.
+Result<std::unique_ptr<agent::Run>> open_run(const RunOptions& o, const std::vector<std::string>& given,
+                                             std::optional<llm::Profile>& profile, const Say& say) {
+  if (!o.resume.empty()) return resume_run(o, given, profile, say);
+  return start_run(o, profile, say);
+}
+
 // Imports the starter experience into a new run's memory (once per content), saying what it
 // holds and how this run uses it. True when it was imported now; a failure is a warning.
 bool import_starter_for_run(const run::RunConfig& cfg, memory::Database& store, const std::string& here, const Say& say) {
@@ -424,13 +431,8 @@ Result<int> finish_run(const RunOptions& o, const agent::Run& run, const agent::
 // options as given that every task's `kope run` gets too.
 Result<int> slurm_command(const RunOptions& o, const std::vector<std::string>& given, const std::vector<std::string>& task_args,
                           const Say& say) {
-  std::unique_ptr<agent::Run> run;
   std::optional<llm::Profile> profile;
-  if (!o.resume.empty()) {
-    KOPE_ASSIGN(run, resume_run(o, given, profile, say));
-  } else {
-    KOPE_ASSIGN(run, start_run(o, profile, say));
-  }
+  KOPE_ASSIGN(std::unique_ptr<agent::Run> run, open_run(o, given, profile, say));
   const run::RunConfig& cfg = run->config();
   KOPE_ASSIGN(auto store, memory::open_store(cfg.memory_path));
   // The tasks share the memory: the starter experience goes in once, here, not in every task.
@@ -465,13 +467,8 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   };
   if (o.resume.empty() ? o.executor == "slurm" : is_slurm_run(o.resume)) return slurm_command(o, given, task_args, say);
 
-  std::unique_ptr<agent::Run> run;
   std::optional<llm::Profile> profile;
-  if (!o.resume.empty()) {
-    KOPE_ASSIGN(run, resume_run(o, given, profile, say));
-  } else {
-    KOPE_ASSIGN(run, start_run(o, profile, say));
-  }
+  KOPE_ASSIGN(std::unique_ptr<agent::Run> run, open_run(o, given, profile, say));
   const run::RunConfig& cfg = run->config();
 
   // Services: hardware, evaluator, memory, model, prompts.

@@ -107,9 +107,10 @@ Status write_plan(const fs::path& run_dir, const Plan& p) {
 std::string array_script(const agent::Run& run, const Plan& p) {
   std::string s = fmt::format(
       "#!/bin/sh\n"
-      "# kope run {} through Slurm, written by `kope run --executor slurm` (`kope run --resume {}` submits it\n"
-      "# again). Array task i runs its operators (slurm.json) in its own run directory tasks/<i>/, or\n"
-      "# resumes that run when an earlier submission started it.\n"
+      "# kope run {} through Slurm, written by `kope run --executor slurm`;\n"
+      "# `kope run --resume {}` submits it again.\n"
+      "# Array task i runs its operators (slurm.json) in its own run directory tasks/<i>/,\n"
+      "# or resumes that run when an earlier submission started it.\n"
       "kope={}\n"
       "case \"${{SLURM_ARRAY_TASK_ID:-}}\" in\n",
       run.config().run_id, util::shell_quote(run.dir().string()), util::shell_quote(p.kope));
