@@ -40,8 +40,9 @@ struct Roof {
   double gbps = 0;                // the bandwidth used (from the curve at working_set_bytes)
   uint64_t working_set_bytes = 0; // the bytes one call touches
   bool f64 = false;               // the FP64 peak was used
-  // An op without floating-point tensors: no integer-throughput peak is measured, so its
-  // roofline is the memory roof alone (gflops and compute_seconds stay 0).
+  bool integer = false;           // an op without floating-point tensors: the integer peak was used
+  // An op without floating-point tensors on a profile without an integer peak (an older
+  // probe): its roofline is the memory roof alone (gflops and compute_seconds stay 0).
   bool memory_only = false;
   // "memory" or "compute": the larger of the two roofs.
   std::string_view bound() const { return memory_seconds >= compute_seconds ? "memory" : "compute"; }
@@ -50,8 +51,9 @@ struct Roof {
 };
 
 // The version of the probe's measurements (FP64 peak, small working sets): a cached hw.json
-// of an older probe is measured again (3: FMA chains that fit the vector registers).
-inline constexpr int k_hw_probe_version = 3;
+// of an older probe is measured again (3: FMA chains that fit the vector registers; 4: beyond
+// the last-level cache, the better of plain and streaming-store triads, and the integer peak).
+inline constexpr int k_hw_probe_version = 4;
 
 struct HardwareProfile {
   Target target;
@@ -65,6 +67,12 @@ struct HardwareProfile {
   double peak_gflops_core = 0; // one core
   double peak_gflops_f64 = 0;  // FP64 FMA throughput, all cores (0: not measured; FP32 is used)
   double peak_gflops_f64_core = 0;
+  // Integer multiply-add throughput in GOP/s (a multiply and an add are 2 ops), all cores and
+  // one core: the int8 dot-product rate (AVX2 vpmaddubsw; the int16 multiply-add without it),
+  // the fastest integer arithmetic the ISA has, so it bounds every integer op from above.
+  // 0: not measured (an older probe).
+  double peak_giops = 0;
+  double peak_giops_core = 0;
   double peak_gbps = 0;        // DRAM triad bandwidth, all cores (largest working set)
   std::vector<BandwidthPoint> bandwidth;  // by working-set size, increasing
   std::string compiler;        // the probe's compiler and version
@@ -84,8 +92,12 @@ struct HardwareProfile {
   // The working-set roofline of a case (see the header comment): `bytes` is both the traffic
   // and the working set the bandwidth is read at.
   Roof roofline(double flops, double bytes, bool f64) const;
-  // The memory roof alone (Roof::memory_only), for ops without floating-point tensors.
+  // The memory roof alone (Roof::memory_only).
   Roof memory_roofline(double bytes) const;
+  // The roofline of an op without floating-point tensors: the integer peak (`ops` the op's
+  // flops expression, counted as integer ops) and the memory roof; the memory roof alone when
+  // the profile has no integer peak.
+  Roof integer_roofline(double ops, double bytes) const;
   // The DRAM roofline in seconds: max(flops / peak_gflops, bytes / peak_gbps). Not the model
   // figures use (roofline() is); kept for callers that want the DRAM-only bound.
   double roofline_seconds(double flops, double bytes) const;
@@ -94,6 +106,12 @@ struct HardwareProfile {
   // physically possible here: the conservative bound the floor check and the memory's
   // quarantine rule use.
   double floor_seconds(double flops, double bytes, uint64_t working_set_bytes) const;
+  // What a case's floor check and the memory's quarantine use: floor_seconds over this. The
+  // profile's figures are measurements, not limits: a read-mostly stream runs faster than the
+  // triad's mix, a profile measured beside other load is low, and a kernel at 100% of such a
+  // roof must be reported as the model's error, never distrusted. What no honest kernel
+  // reaches lies beyond this margin.
+  static constexpr double k_floor_headroom = 1.5;
 
   std::string to_json() const;
   static Result<HardwareProfile> from_json(std::string_view text);

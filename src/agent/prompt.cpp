@@ -591,8 +591,14 @@ std::string render_op_spec(const spec::OpSpec& op) {
     return s + "\n";
   };
   out += "- inputs (read-only):\n";
+  bool specials = false;
   for (const auto& t : op.inputs) {
     if (!t.inout) out += tensor(t, true);
+    specials = specials || (t.init && t.init->specials > 0);
+  }
+  if (specials) {
+    out += "  (`specials(p)`: a fraction p of the elements, at random positions, is NaN, +Inf, -Inf, -0.0 or a subnormal, in "
+           "equal shares)\n";
   }
   out += "- outputs (garbage on entry; write every element):\n";
   for (const auto& t : op.outputs) {

@@ -401,5 +401,17 @@ TEST(Prompt, EverySuiteOpRenders) {
   }
 }
 
+// An input filled with `| specials(p)` says which values that means; one without, nothing.
+TEST(Prompt, OpSpecExplainsSpecials) {
+  auto silu = spec::load_op(std::filesystem::path(KOPE_SOURCE_DIR) / "ops/elementwise/silu");
+  ASSERT_TRUE(silu) << silu.error().message;
+  std::string text = render_op_spec(*silu);
+  EXPECT_NE(text.find("specials(0.01)"), std::string::npos) << text;
+  EXPECT_NE(text.find("is NaN, +Inf, -Inf, -0.0 or a subnormal"), std::string::npos) << text;
+  auto sgemm = spec::load_op(std::filesystem::path(KOPE_SOURCE_DIR) / "ops/matmul/sgemm");
+  ASSERT_TRUE(sgemm) << sgemm.error().message;
+  EXPECT_EQ(render_op_spec(*sgemm).find("`specials(p)`"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kope::agent

@@ -1,7 +1,11 @@
 #include "agent/reflect.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include "agent/test_support.h"
 
 namespace kope::agent {
 namespace {
@@ -121,6 +125,27 @@ TEST(ReflectionPrompt, LessonsInScopeAreListedAndEditableOnesWhole) {
   EXPECT_EQ(p.deltas[1].op, Op::upvote);
   ASSERT_EQ(p.problems.size(), 1u);
   EXPECT_NE(p.problems[0].find("whole text was not shown"), std::string::npos);
+}
+
+// Mode none shows no lessons, so the prompt says votes and edits have nothing to act on.
+TEST(ReflectionPrompt, WithoutMemoryOnlyAddApplies) {
+  spec::OpSpec op = testing::load_softmax();
+  PromptLibrary lib = *PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", "cpu");
+  ReflectionInput in;
+  in.op = &op;
+  in.backend = "cpu";
+  in.target = "x86_64-avx2-fma";
+  in.trigger = "the task ended";
+  in.memory = false;
+  auto none = build_reflection_prompt(lib, in);
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_NE((*none)[1].content.find("only \"add\" applies"), std::string::npos) << (*none)[1].content;
+  EXPECT_EQ((*none)[1].content.find("## Lessons already in memory"), std::string::npos);
+  in.memory = true;
+  auto with = build_reflection_prompt(lib, in);
+  ASSERT_TRUE(with) << with.error().message;
+  EXPECT_EQ((*with)[1].content.find("only \"add\" applies"), std::string::npos);
+  EXPECT_NE((*with)[1].content.find("## Lessons already in memory"), std::string::npos);
 }
 
 }  // namespace

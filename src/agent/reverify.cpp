@@ -50,11 +50,11 @@ std::string still_implausible(const eval::EvalResult& fresh) {
 Reverification judge_reverification(const eval::EvalResult& fresh, const std::vector<memory::CaseTimingRecord>& recorded) {
   Reverification v;
   v.seed = fresh.seed;
-  v.verdict = std::string(eval::verdict_name(fresh.verdict));
+  v.verdict = fresh.verdict;
   v.speedup_vs_reference = fresh.speedup_vs_reference;
   const std::string where = fmt::format("re-verified on fresh inputs (seed {}) in a separate evaluation", fresh.seed);
   if (fresh.verdict != eval::Verdict::correct) {
-    v.reason = fmt::format("refuted: {}, it is {}{}{}", where, v.verdict, fresh.message.empty() ? "" : ": ",
+    v.reason = fmt::format("refuted: {}, it is {}{}{}", where, eval::verdict_name(v.verdict), fresh.message.empty() ? "" : ": ",
                            util::truncate_text(fresh.message, 300, 2));
     return v;
   }

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kope/verdict.h"
 #include "kope/eval.h"
 #include "kope/memory.h"
 #include "kope/spec.h"
@@ -37,7 +38,7 @@ struct Reverification {
   bool confirmed = false;
   std::string reason;  // why it was confirmed or refuted, for the event log and the memory's note
   uint64_t seed = 0;   // the fresh inputs' seed
-  std::string verdict;                          // on the fresh inputs
+  eval::Verdict verdict = eval::Verdict::correct;  // on the fresh inputs
   std::optional<double> speedup_vs_reference;   // re-timed
   std::optional<double> speed_kept;             // re-timed speed / recorded speed
 };

@@ -817,7 +817,8 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       notes += (notes.empty() ? "" : "\n") + fmt::format("case {}: {}", c->index, lb->problem);
     }
     double flops = op.flops_for(*c), bytes = op.bytes_for(*c);
-    ct.floor_us = m_hw.floor_seconds(compute_floor_applies(op) ? flops : 0, bytes, op.case_buffer_bytes(*c)) * 1e6;
+    ct.floor_us = m_hw.floor_seconds(compute_floor_applies(op) ? flops : 0, bytes, op.case_buffer_bytes(*c)) /
+                  HardwareProfile::k_floor_headroom * 1e6;
     // A trusted baseline that beats the floor means the profile underestimates this machine
     // (e.g. it was measured under load): the floor then drops to that baseline's time.
     for (double trusted : {ct.reference_us, ct.library_us.value_or(0.0)}) {

@@ -108,6 +108,24 @@ TEST(RooflineModel, EachDtypeHasItsRoof) {
   EXPECT_FALSE(compute_floor_applies(i8));
 }
 
+// With an integer peak in the profile (probe version 4), an op without float tensors gets a
+// compute roof from it.
+TEST(RooflineModel, IntegerOpsUseTheIntegerPeak) {
+  HardwareProfile p = profile();
+  p.bandwidth = {{1 << 10, 1e6}};  // memory never bounds
+  p.peak_gbps = 1e6;
+  p.peak_giops = 400;
+  spec::OpSpec i8 = scale_op("i8");
+  Roof r = case_roofline(p, i8, i8.cases[0]);
+  EXPECT_FALSE(r.memory_only);
+  EXPECT_TRUE(r.integer);
+  EXPECT_DOUBLE_EQ(r.gflops, 400);
+  EXPECT_DOUBLE_EQ(r.compute_seconds, i8.flops_for(i8.cases[0]) / 400e9);
+  EXPECT_EQ(r.bound(), "compute");
+  EXPECT_NE(r.describe().find("GOP/s integer"), std::string::npos) << r.describe();
+  EXPECT_FALSE(compute_floor_applies(i8));  // the floor stays the memory floor
+}
+
 TEST(LibraryConfig, ParsesTheRunnersReport) {
   LibraryEnv env = {{"OPENBLAS_CORETYPE", "SkylakeX"}, {"ONEDNN_MAX_CPU_ISA", std::nullopt}};
   std::string report = "openblas core=SkylakeX threads=2 version=0.3.21; onednn isa=0x27 threads=2;";

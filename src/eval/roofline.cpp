@@ -18,7 +18,7 @@ bool any_tensor(const spec::OpSpec& op, bool (*pred)(spec::DType)) {
 }  // namespace
 
 Roof case_roofline(const HardwareProfile& hw, const spec::OpSpec& op, const spec::Case& c) {
-  if (!any_tensor(op, spec::dtype_is_float)) return hw.memory_roofline(op.bytes_for(c));
+  if (!any_tensor(op, spec::dtype_is_float)) return hw.integer_roofline(op.flops_for(c), op.bytes_for(c));
   bool f64 = any_tensor(op, [](spec::DType t) { return t == spec::DType::f64; });
   return hw.roofline(op.flops_for(c), op.bytes_for(c), f64);
 }

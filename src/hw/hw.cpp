@@ -89,6 +89,8 @@ Result<HardwareProfile> measure() {
     p.peak_gflops_core = j.at("gflops_core").get<double>();
     p.peak_gflops_f64 = j.at("gflops_f64").get<double>();
     p.peak_gflops_f64_core = j.at("gflops_f64_core").get<double>();
+    p.peak_giops = j.value("giops", 0.0);
+    p.peak_giops_core = j.value("giops_core", 0.0);
     for (const auto& pt : j.at("bandwidth")) {
       p.bandwidth.push_back({pt.at(0).get<uint64_t>(), pt.at(1).get<double>()});
     }
@@ -189,11 +191,22 @@ Roof HardwareProfile::memory_roofline(double bytes) const {
   return r;
 }
 
+Roof HardwareProfile::integer_roofline(double ops, double bytes) const {
+  if (!(peak_giops > 0)) return memory_roofline(bytes);
+  Roof r = roofline(0, bytes, false);
+  r.integer = true;
+  r.gflops = peak_giops;
+  r.compute_seconds = ops / (peak_giops * 1e9);
+  r.seconds = std::max(r.compute_seconds, r.memory_seconds);
+  return r;
+}
+
 std::string Roof::describe() const {
   if (bound() == "memory") {
     return fmt::format("memory roof: {} at {:.1f} GB/s{}", util::human_bytes(static_cast<double>(working_set_bytes)), gbps,
                        memory_only ? " (integer op: no integer peak is measured, so no compute roof)" : "");
   }
+  if (integer) return fmt::format("compute roof: {:.1f} GOP/s integer (the int8 multiply-add peak)", gflops);
   return fmt::format("compute roof: {:.1f} GFLOP/s {}", gflops, f64 ? "FP64" : "FP32");
 }
 
@@ -225,6 +238,8 @@ std::string HardwareProfile::to_json() const {
   j["peak_gflops_core"] = peak_gflops_core;
   j["peak_gflops_f64"] = peak_gflops_f64;
   j["peak_gflops_f64_core"] = peak_gflops_f64_core;
+  j["peak_giops"] = peak_giops;
+  j["peak_giops_core"] = peak_giops_core;
   j["peak_gbps"] = peak_gbps;
   json bw = json::array();
   for (const auto& pt : bandwidth) bw.push_back({{"working_set_bytes", pt.working_set_bytes}, {"gbps", pt.gbps}});
@@ -250,6 +265,8 @@ Result<HardwareProfile> HardwareProfile::from_json(std::string_view text) {
     p.peak_gflops_core = j.value("peak_gflops_core", 0.0);
     p.peak_gflops_f64 = j.value("peak_gflops_f64", 0.0);
     p.peak_gflops_f64_core = j.value("peak_gflops_f64_core", 0.0);
+    p.peak_giops = j.value("peak_giops", 0.0);
+    p.peak_giops_core = j.value("peak_giops_core", 0.0);
     p.peak_gbps = j.at("peak_gbps").get<double>();
     for (const auto& pt : j.value("bandwidth", json::array())) {
       p.bandwidth.push_back({pt.at("working_set_bytes").get<uint64_t>(), pt.at("gbps").get<double>()});

@@ -5,7 +5,8 @@
 namespace kope::hw {
 
 // Prints one JSON object: {"gflops": F, "gflops_core": F1, "gflops_f64": D, "gflops_f64_core": D1,
-// "bandwidth": [[bytes, gbps], ...]} (FP32 and FP64 FMA peaks, triad bandwidth per working set).
+// "giops": I, "giops_core": I1, "bandwidth": [[bytes, gbps], ...]} (FP32 and FP64 FMA peaks, triad bandwidth per working set:
+// beyond the last-level cache the better of plain and streaming stores).
 // argv[1]: the largest working set in bytes for the triad; argv[2]: the last-level cache size.
 inline constexpr const char* k_probe_source = R"PROBE(
 #include <omp.h>
@@ -15,6 +16,12 @@ inline constexpr const char* k_probe_source = R"PROBE(
 #include <cstring>
 #include <vector>
 #include <algorithm>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #if defined(__AVX512F__)
 constexpr int kBytes = 64;
@@ -82,14 +89,76 @@ static double gflops(int threads) {
   return f;
 }
 
+// Integer multiply-add chains: with AVX2, vpmaddubsw (32 u8 x s8 products summed in pairs into
+// 16 i16 lanes: counted as 32 multiply-adds, 64 ops, the way int8 dot products are counted);
+// otherwise int16 multiply-add in vectors of the register width (2 ops a lane). Returns a sum
+// so nothing is optimised away.
+__attribute__((noinline)) static long int_loop(long iters, int seed, double* ops) {
+  long s = 0;
+#if defined(__AVX2__)
+  __m256i acc[kAcc];
+  const __m256i b = _mm256_set1_epi8((char)(1 + (seed & 3)));
+  for (int i = 0; i < kAcc; ++i) acc[i] = _mm256_set1_epi16((short)(i + seed));
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) acc[i] = _mm256_maddubs_epi16(acc[i], b);
+  }
+  for (int i = 0; i < kAcc; ++i) s += _mm256_extract_epi16(acc[i], 0);
+  *ops = 64.0 * kAcc * (double)iters;
+#else
+  constexpr int lanes = kBytes / 2;
+  typedef short vec __attribute__((vector_size(kBytes)));
+  vec acc[kAcc];
+  vec a, b;
+  for (int l = 0; l < lanes; ++l) { a[l] = 3; b[l] = (short)(seed + l); }
+  for (int i = 0; i < kAcc; ++i) for (int l = 0; l < lanes; ++l) acc[i][l] = (short)(seed + i + l);
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) acc[i] = acc[i] * a + b;
+  }
+  for (int i = 0; i < kAcc; ++i) for (int l = 0; l < lanes; ++l) s += acc[i][l];
+  *ops = 2.0 * lanes * kAcc * (double)iters;
+#endif
+  return s;
+}
+
+// Integer throughput of `threads` threads, as gflops(): the sum of each thread's best run.
+static double giops(int threads) {
+  const long iters = 200000;
+  std::vector<double> best(threads, 1e30);
+  double ops = 0;
+  volatile long sink = 0;
+  for (int rep = 0; rep < 60; ++rep) {
+#pragma omp parallel num_threads(threads)
+    {
+      int t = omp_get_thread_num();
+      double my_ops = 0;
+      double t0 = now();
+      long r = int_loop(iters, 1 + t, &my_ops);
+      double dt = now() - t0;
+      if (dt < best[t]) best[t] = dt;
+#pragma omp atomic
+      sink += r;
+#pragma omp critical
+      ops = my_ops;
+    }
+  }
+  double g = 0;
+  for (int t = 0; t < threads; ++t) g += ops / best[t] / 1e9;
+  return g;
+}
+
 // Triad a = b + 3c over a working set of 24n bytes, each thread on its own static share of
 // whole 64-byte lines. Small working sets repeat the triad `inner` times inside one parallel
 // region (no fork/join per pass). Cache-resident sets (`per_thread`) are timed per thread and
 // pass, and the bandwidth is the sum of each thread's best: what every core's own caches
 // deliver while it runs, whatever else the machine runs at the time. Larger sets share the
 // memory system and are timed around the whole region, best of `reps` (or the per-thread sum
-// when that is higher: the threads did not get to run together).
-static double triad(size_t n, int reps, bool per_thread) {
+// when that is higher: the threads did not get to run together). `streaming`: the stores bypass
+// the caches (x86 non-temporal stores), so the line written is not read first. STREAM counting
+// (24 bytes an element) leaves that read out, so a kernel with streaming stores moves more
+// counted bytes per second than the plain triad: the roof must be the better of the two.
+static double triad(size_t n, int reps, bool per_thread, bool streaming = false) {
   double* a = (double*)aligned_alloc(64, n * 8);
   double* b = (double*)aligned_alloc(64, n * 8);
   double* c = (double*)aligned_alloc(64, n * 8);
@@ -114,7 +183,15 @@ static double triad(size_t n, int reps, bool per_thread) {
         long g = std::min(group, inner - k);
         double p0 = now();
         for (long q = 0; q < g; ++q) {
-          for (size_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0 * c[i];
+          size_t i = lo;
+#if defined(__SSE2__)
+          if (streaming) {
+            const __m128d three = _mm_set1_pd(3.0);
+            for (; i + 2 <= hi; i += 2) _mm_stream_pd(a + i, _mm_add_pd(_mm_load_pd(b + i), _mm_mul_pd(three, _mm_load_pd(c + i))));
+            _mm_sfence();
+          }
+#endif
+          for (; i < hi; ++i) a[i] = b[i] + 3.0 * c[i];
           __asm__ __volatile__("" ::: "memory");
         }
         double dp = (now() - p0) / (double)g;
@@ -148,8 +225,11 @@ int main(int argc, char** argv) {
   double gall = threads > 1 ? gflops<float>(threads) : g1;
   double d1 = gflops<double>(1);
   double dall = threads > 1 ? gflops<double>(threads) : d1;
-  printf("{\"gflops\": %.3f, \"gflops_core\": %.3f, \"gflops_f64\": %.3f, \"gflops_f64_core\": %.3f, \"bandwidth\": [",
-         gall, g1, dall, d1);
+  double i1 = giops(1);
+  double iall = threads > 1 ? giops(threads) : i1;
+  printf("{\"gflops\": %.3f, \"gflops_core\": %.3f, \"gflops_f64\": %.3f, \"gflops_f64_core\": %.3f, \"giops\": %.3f, "
+         "\"giops_core\": %.3f, \"bandwidth\": [",
+         gall, g1, dall, d1, iall, i1);
   // From 16 KiB (at least 8 KiB per thread) up in steps of 4x: L1, L2, L3 and DRAM.
   std::vector<size_t> sizes;
   size_t first = std::max<size_t>((size_t)16 << 10, (size_t)threads * (8 << 10));
@@ -160,6 +240,10 @@ int main(int argc, char** argv) {
     size_t n = ws / 24;
     int reps = (int)std::min<size_t>(200, std::max<size_t>(10, ((size_t)2 << 30) / ws));
     double bw = triad(n, reps, ws < llc);
+#if defined(__SSE2__)
+    // Beyond the last-level cache, streaming stores save the write's line read.
+    if (ws >= llc) bw = std::max(bw, triad(n, reps, false, true));
+#endif
     printf("%s[%zu, %.3f]", k ? ", " : "", ws, bw);
   }
   printf("]}\n");

@@ -825,6 +825,12 @@ class RetrievalEngine {
                          f.category, c.similar_op ? ", a similar op" : "", f.target,
                          f.speedup_ref.value_or(0), f.id, short_line(f.optimisation, 1000));
       if (!c.lineage_note.empty()) text += "lineage: " + c.lineage_note + "\n";
+      if (m_q.incumbent_case && f.id != *m_q.incumbent_case && f.op == m_q.task.op) {
+        // The fastest by recorded timings, taken at other times and loads; the incumbent is
+        // decided side by side, so the two may differ and the reader must know which is which.
+        text += fmt::format("not the incumbent (case {}): it was not promoted (a candidate replaces the incumbent when timed "
+                            "beside it, and a quarantined win waits for re-verification)\n", *m_q.incumbent_case);
+      }
       m_kernels_to_load.emplace_back(index, f.code_id);
       m_case_of_item[index] = f.id;
     } else if (c.failed_case) {

@@ -358,6 +358,27 @@ TEST(Retrieve, LineageAroundTheIncumbent) {
   EXPECT_GT(sib->score_parts.at("lineage"), 0);
 }
 
+// The op's fastest recorded kernel need not be the incumbent (recorded timings are taken at
+// other times and loads; the incumbent is decided side by side): the item says which it is.
+TEST(Retrieve, ABestKernelThatIsNotTheIncumbentSaysSo) {
+  auto t = temp_store();
+  int64_t inc = *t.store->record_case(make_case("inc", "softmax", 3.0));
+  int64_t faster = *t.store->record_case(make_case("faster", "softmax", 5.0));
+  RetrievalQuery q = query(Stage::refine);
+  q.incumbent_case = inc;
+  auto items = t.store->retrieve(q);
+  ASSERT_TRUE(items) << items.error().message;
+  const RetrievedItem* best = find_item(*items, "kernel:" + std::to_string(faster));
+  ASSERT_NE(best, nullptr);
+  EXPECT_NE(best->text.find("not the incumbent (case " + std::to_string(inc) + ")"), std::string::npos) << best->text;
+  q.incumbent_case = faster;
+  auto same = t.store->retrieve(q);
+  ASSERT_TRUE(same);
+  best = find_item(*same, "kernel:" + std::to_string(faster));
+  ASSERT_NE(best, nullptr);
+  EXPECT_EQ(best->text.find("not the incumbent"), std::string::npos) << best->text;
+}
+
 TEST(Retrieve, RespectsTheLimitAndOrdersByScore) {
   auto t = temp_store();
   for (int i = 0; i < 30; ++i) {

@@ -127,7 +127,7 @@ json to_json(const ReverifiedEvent& e) {
               {"quarantine_reason", e.quarantine_reason},
               {"reason", e.reason},
               {"seed", e.seed},
-              {"verdict", e.verdict},
+              {"verdict", std::string(eval::verdict_name(e.verdict))},
               {"speedup_vs_reference", opt(e.speedup_vs_reference)},
               {"speed_kept", opt(e.speed_kept)},
               {"promoted", e.promoted}};
@@ -145,7 +145,10 @@ Result<ReverifiedEvent> reverified_from_json(const json& j) {
     e.quarantine_reason = j.value("quarantine_reason", "");
     e.reason = j.value("reason", "");
     e.seed = j.value("seed", uint64_t{0});
-    e.verdict = j.value("verdict", "");
+    std::string verdict = j.value("verdict", "correct");
+    auto v = eval::parse_verdict(verdict);
+    if (!v) return fail(ErrorKind::corrupt, "reverified event: unknown verdict '{}' (expected one of {})", verdict, eval::verdict_names());
+    e.verdict = *v;
     e.speedup_vs_reference = opt("speedup_vs_reference");
     e.speed_kept = opt("speed_kept");
     e.promoted = j.value("promoted", false);

@@ -20,6 +20,7 @@
 
 #include "kope/error.h"
 #include "kope/memory.h"
+#include "kope/verdict.h"
 #include "run/attempt.h"
 
 namespace kope::run {
@@ -83,7 +84,7 @@ struct ReverifiedEvent {
   std::string quarantine_reason;  // why the memory had quarantined it
   std::string reason;             // why the re-check confirmed or refuted it (the memory's note)
   uint64_t seed = 0;              // the fresh inputs' seed
-  std::string verdict;            // on the fresh inputs
+  eval::Verdict verdict = eval::Verdict::correct;  // on the fresh inputs
   std::optional<double> speedup_vs_reference;  // re-timed
   std::optional<double> speed_kept;  // re-timed speed over the recorded one (1 = it held exactly)
   bool promoted = false;          // confirmed and faster than the incumbent: the op's new best

@@ -43,4 +43,17 @@ Result<json> read_results(const fs::path& run_dir) {
   }
 }
 
+void add_child_run_options(CLI::App* cmd, ChildRunOptions& o, const ChildRunHelp& help) {
+  cmd->add_option("--iterations", o.iterations, "Iterations per op, every " + help.each)->default_val(4);
+  cmd->add_option("--dir", o.dir, help.dir);
+  cmd->add_option("--seed", o.seed, "Seed of every " + help.each)->default_val(1);
+  cmd->add_option("--llm", o.llm, "Model profile (default: the configured one)");
+  cmd->add_option("--policy", o.policy, "llm or replay (as for kope run)");
+  cmd->add_option("--suite", o.suite, "Operator suite (as for kope run)");
+  cmd->add_option("--run-arg", o.run_args, "An extra argument for every `kope run` (repeatable, e.g. --run-arg=--eval-ci --run-arg=0.2)")
+      ->allow_extra_args(false);
+  cmd->add_flag("!--no-holdout", o.holdout, help.no_holdout);
+  cmd->add_flag("--json", o.json_out, help.json);
+}
+
 }  // namespace kope::cli

@@ -6,11 +6,35 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "kope/error.h"
 
 namespace kope::cli {
+
+// What every `kope run` of an experiment shares, and the experiment's own directory and output.
+struct ChildRunOptions {
+  int iterations = 4;
+  std::string llm, policy, suite;
+  std::string dir;
+  uint64_t seed = 1;
+  std::vector<std::string> run_args;  // passed to every `kope run` (--eval-ci 0.2 ...)
+  bool holdout = true;                // every `kope run --holdout` (--no-holdout turns it off)
+  bool json_out = false;
+};
+
+// The help texts that differ between experiments; `each` names one of its runs ("phase").
+struct ChildRunHelp {
+  std::string each;
+  std::string dir;
+  std::string json;
+  std::string no_holdout;
+};
+
+// Registers --iterations, --llm, --policy, --dir, --seed, --suite, --run-arg, --no-holdout and
+// --json on an experiment's subcommand.
+void add_child_run_options(CLI::App* cmd, ChildRunOptions& o, const ChildRunHelp& help);
 
 // This executable (/proc/self/exe), else "kope" from $PATH.
 std::filesystem::path self_exe();

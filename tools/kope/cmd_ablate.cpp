@@ -45,32 +45,27 @@ namespace fs = std::filesystem;
 struct AblateOptions {
   std::vector<std::string> train, test;
   std::vector<std::string> modes = {"none", "passive", "active"};
-  int iterations = 4;
-  std::string dir;
-  uint64_t seed = 1;
   int64_t token_budget = 0;
   int64_t window = 0;
   int jobs = 1;
-  std::string llm, policy, backend = "cpu", suite;
-  std::vector<std::string> run_args;  // passed to every `kope run`
+  std::string backend = "cpu";
   int resamples = 10000;
-  bool json_out = false;
-  bool holdout = true;  // every `kope run --holdout`: earlier experience of an op never reaches its phase
+  ChildRunOptions run;  // holdout: earlier experience of an op never reaches its phase
 };
 
 // What defines the experiment; a rerun must ask for the same (--jobs, --json and --resamples
 // may change: they say how fast it runs or how it is shown, not what it computes).
 json plan_json(const AblateOptions& o) {
-  return {{"train", o.train},   {"test", o.test},       {"modes", o.modes},       {"iterations", o.iterations},
-          {"seed", o.seed},     {"token_budget", o.token_budget}, {"window", o.window}, {"llm", o.llm},
-          {"policy", o.policy}, {"backend", o.backend}, {"suite", o.suite},       {"run_args", o.run_args}};
+  return {{"train", o.train},   {"test", o.test},       {"modes", o.modes},       {"iterations", o.run.iterations},
+          {"seed", o.run.seed},     {"token_budget", o.token_budget}, {"window", o.window}, {"llm", o.run.llm},
+          {"policy", o.run.policy}, {"backend", o.backend}, {"suite", o.run.suite},       {"run_args", o.run.run_args}};
 }
 
 // The names of the operators `selectors` select, failing with usage for an empty selection.
 Result<std::set<std::string>> op_names(const std::vector<std::string>& selectors, const std::string& flag,
                                        const AblateOptions& o) {
   if (selectors.empty()) return fail(ErrorKind::usage, "{} needs at least one operator", flag);
-  KOPE_ASSIGN(auto ops, spec::select_ops(selectors, o.suite.empty() ? spec::default_ops_dir() : fs::path(o.suite)));
+  KOPE_ASSIGN(auto ops, spec::select_ops(selectors, o.run.suite.empty() ? spec::default_ops_dir() : fs::path(o.run.suite)));
   std::set<std::string> names;
   for (const auto& op : ops) names.insert(op.name);
   if (names.empty()) return fail(ErrorKind::usage, "{} {} selects no operator", flag, util::join(selectors, ","));
@@ -78,7 +73,7 @@ Result<std::set<std::string>> op_names(const std::vector<std::string>& selectors
 }
 
 Status check_options(const AblateOptions& o) {
-  if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
+  if (o.run.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
   if (!eval::find_backend_row(o.backend)) {
     return fail(ErrorKind::usage, "--backend must be {} (got '{}')", eval::backend_names(", ", " or "), o.backend);
   }
@@ -131,16 +126,16 @@ PhaseState phase_state(const fs::path& run_dir) {
 std::vector<std::string> run_args(const AblateOptions& o, const std::vector<std::string>& ops, const std::string& mode,
                                   const fs::path& memory, const fs::path& run_dir) {
   std::vector<std::string> a = {"run", "--ops", util::join(ops, ","), "--context", mode, "--iterations",
-                                std::to_string(o.iterations), "--token-budget", std::to_string(o.token_budget),
-                                "--seed", std::to_string(o.seed), "--memory", memory.string(), "--run-dir",
+                                std::to_string(o.run.iterations), "--token-budget", std::to_string(o.token_budget),
+                                "--seed", std::to_string(o.run.seed), "--memory", memory.string(), "--run-dir",
                                 run_dir.string(), "--backend", o.backend, "--jobs", std::to_string(o.jobs), "--quiet",
                                 "--no-starter"};  // each phase's memory is exactly what the experiment says
   if (o.window > 0) a.insert(a.end(), {"--window", std::to_string(o.window)});
-  if (!o.llm.empty()) a.insert(a.end(), {"--llm", o.llm});
-  if (!o.policy.empty()) a.insert(a.end(), {"--policy", o.policy});
-  if (!o.suite.empty()) a.insert(a.end(), {"--suite", o.suite});
-  if (o.holdout) a.emplace_back("--holdout");
-  a.insert(a.end(), o.run_args.begin(), o.run_args.end());
+  if (!o.run.llm.empty()) a.insert(a.end(), {"--llm", o.run.llm});
+  if (!o.run.policy.empty()) a.insert(a.end(), {"--policy", o.run.policy});
+  if (!o.run.suite.empty()) a.insert(a.end(), {"--suite", o.run.suite});
+  if (o.run.holdout) a.emplace_back("--holdout");
+  a.insert(a.end(), o.run.run_args.begin(), o.run.run_args.end());
   return a;
 }
 
@@ -156,7 +151,7 @@ struct Phase {
 // copy of the training memory for a test phase). Says what it does on stderr.
 Status run_phase(const AblateOptions& o, const Phase& p, const fs::path& log) {
   auto say = [&](const std::string& s) {
-    if (!o.json_out) std::fprintf(stderr, "kope ablate: %s\n", s.c_str());
+    if (!o.run.json_out) std::fprintf(stderr, "kope ablate: %s\n", s.c_str());
   };
   switch (phase_state(p.run_dir)) {
     case PhaseState::complete:
@@ -170,7 +165,7 @@ Status run_phase(const AblateOptions& o, const Phase& p, const fs::path& log) {
   }
   if (p.memory_from) KOPE_TRY(memory::copy_database(*p.memory_from, p.memory));
   say(fmt::format("phase {}: context {} on {} ({} iterations per op), memory {}", p.name, p.mode, util::join(*p.ops, ","),
-                  o.iterations, p.memory.string()));
+                  o.run.iterations, p.memory.string()));
   return run_kope_child(run_args(o, *p.ops, p.mode, p.memory, p.run_dir), log);
 }
 
@@ -205,9 +200,9 @@ Result<std::pair<report::Analysis, std::vector<report::Table>>> compare(const Ab
   report::ReportOptions ro;
   ro.labels = o.modes;
   ro.baseline = o.modes.front();
-  ro.suite_root = o.suite;
+  ro.suite_root = o.run.suite;
   ro.bootstrap.resamples = o.resamples;
-  ro.bootstrap.seed = o.seed;
+  ro.bootstrap.seed = o.run.seed;
   KOPE_ASSIGN(report::Analysis an, report::analyse(std::move(runs), ro));
   std::vector<report::Table> tables = report::build_tables(an);
   KOPE_TRY(util::write_file_atomic(html, report::render_html(an, tables)));
@@ -216,7 +211,7 @@ Result<std::pair<report::Analysis, std::vector<report::Table>>> compare(const Ab
 
 Result<int> ablate_command(const AblateOptions& o) {
   KOPE_TRY(check_options(o));
-  fs::path dir = o.dir.empty() ? util::data_dir() / "ablate" / fmt::format("seed-{}", o.seed) : fs::absolute(o.dir);
+  fs::path dir = o.run.dir.empty() ? util::data_dir() / "ablate" / fmt::format("seed-{}", o.run.seed) : fs::absolute(o.run.dir);
   KOPE_TRY(util::make_dirs(dir / "memory"));
   KOPE_TRY(check_plan(dir, plan_json(o)));
 
@@ -236,7 +231,7 @@ Result<int> ablate_command(const AblateOptions& o) {
   json out = {{"experiment", "ablate"}, {"dir", dir.string()}, {"plan", plan_json(o)}, {"phases", summary},
               {"report", html.string()}};
   KOPE_TRY(util::write_file_atomic(dir / "ablation.json", out.dump(2) + "\n"));
-  if (o.json_out) {
+  if (o.run.json_out) {
     out["comparison"] = report::report_json(compared.first, compared.second);
     print(out.dump(2) + "\n");
     return 0;
@@ -260,24 +255,17 @@ void register_ablate(CLI::App& app, Action& action) {
   cmd->add_option("--modes", o->modes, "Context modes to compare; the first is the baseline")
       ->delimiter(',')
       ->default_str("none,passive,active");
-  cmd->add_option("--iterations", o->iterations, "Iterations per op, every phase")->default_val(4);
-  cmd->add_option("--dir", o->dir, "Experiment directory (default: <data dir>/ablate/seed-<seed>); rerun to resume");
-  cmd->add_option("--seed", o->seed, "Seed of every phase")->default_val(1);
   cmd->add_option("--token-budget", o->token_budget, "Tokens (prompt + completion) per op, every phase; 0 = unlimited")
       ->default_val(0);
   cmd->add_option("--window", o->window, "Cap the model's context window (tokens), every phase");
   cmd->add_option("--jobs", o->jobs, "Operators in flight at once in each phase")->default_val(1)->check(CLI::Range(1, 256));
-  cmd->add_option("--llm", o->llm, "Model profile (default: the configured one)");
-  cmd->add_option("--policy", o->policy, "llm or replay (as for kope run)");
   cmd->add_option("--backend", o->backend, "Kernel backend")->default_val("cpu");
-  cmd->add_option("--suite", o->suite, "Operator suite (as for kope run)");
-  cmd->add_option("--run-arg", o->run_args, "An extra argument for every `kope run` (repeatable, e.g. --run-arg=--eval-ci --run-arg=0.2)")
-      ->allow_extra_args(false);
   cmd->add_option("--resamples", o->resamples, "Bootstrap resamples for the comparison's intervals")->default_val(10000);
-  cmd->add_flag("--json", o->json_out, "Print ablation.json with the comparison");
-  cmd->add_flag("!--no-holdout", o->holdout,
-                "Let a phase use earlier runs' experience of its own operators (default: every phase runs with --holdout, so the "
-                "comparison measures learning, not recall)");
+  add_child_run_options(cmd, o->run,
+                        {"phase", "Experiment directory (default: <data dir>/ablate/seed-<seed>); rerun to resume",
+                         "Print ablation.json with the comparison",
+                         "Let a phase use earlier runs' experience of its own operators (default: every phase runs with "
+                         "--holdout, so the comparison measures learning, not recall)"});
   cmd->callback([&action, o] { action = [o]() -> Result<int> { return ablate_command(*o); }; });
 }
 

@@ -43,6 +43,9 @@ void register_hw(CLI::App& app, Action& action) {
       out += fmt::format("memory       {}\n", util::human_bytes(static_cast<double>(p.memory_bytes)));
       out += fmt::format("peak fp32    {:.1f} GFLOP/s ({:.1f} per core)\n", p.peak_gflops, p.peak_gflops_core);
       out += fmt::format("peak fp64    {:.1f} GFLOP/s ({:.1f} per core)\n", p.peak_gflops_f64, p.peak_gflops_f64_core);
+      if (p.peak_giops > 0) {
+        out += fmt::format("peak integer {:.1f} GOP/s ({:.1f} per core; int8 multiply-add)\n", p.peak_giops, p.peak_giops_core);
+      }
       out += fmt::format("peak dram    {:.1f} GB/s (triad)\n", p.peak_gbps);
       for (const auto& pt : p.bandwidth) {
         out += fmt::format("  bandwidth  {:>10} working set: {:.1f} GB/s\n", util::human_bytes(static_cast<double>(pt.working_set_bytes)), pt.gbps);

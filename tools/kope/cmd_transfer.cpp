@@ -39,17 +39,9 @@ struct TransferOptions {
   std::string from = std::string(eval::default_backend_name());
   std::string to = "opencl";
   std::vector<std::string> ops;
-  int iterations = 4;
-  std::string llm;
-  std::string policy;
-  std::string dir;
-  uint64_t seed = 1;
   std::string foreign_memory;
   std::string native_memory;
-  std::string suite;
-  std::vector<std::string> run_args;  // passed to every `kope run` (--eval-ci 0.2 ...)
-  bool holdout = true;                // every `kope run --holdout` (--no-holdout: the paper's setting)
-  bool json_out = false;
+  ChildRunOptions run;  // --no-holdout: the paper's setting
 };
 
 const char* const k_settings[] = {"cold", "foreign", "native", "both"};
@@ -57,18 +49,18 @@ const char* const k_settings[] = {"cold", "foreign", "native", "both"};
 // One `kope run`; its output goes to DIR/<name>.log. Fails naming the log when it fails.
 Status run_agent(const TransferOptions& o, const std::string& backend, const fs::path& run_dir, const fs::path& memory,
                  const fs::path& log) {
-  std::vector<std::string> args = {"run", "--backend", backend, "--iterations", std::to_string(o.iterations), "--memory",
-                                   memory.string(), "--run-dir", run_dir.string(), "--seed", std::to_string(o.seed), "--quiet",
+  std::vector<std::string> args = {"run", "--backend", backend, "--iterations", std::to_string(o.run.iterations), "--memory",
+                                   memory.string(), "--run-dir", run_dir.string(), "--seed", std::to_string(o.run.seed), "--quiet",
                                    "--no-starter"};  // each setting's memory is exactly what the experiment says
   if (!o.ops.empty()) {
     args.emplace_back("--ops");
     args.push_back(util::join(o.ops, ","));
   }
-  if (!o.llm.empty()) args.insert(args.end(), {"--llm", o.llm});
-  if (!o.policy.empty()) args.insert(args.end(), {"--policy", o.policy});
-  if (!o.suite.empty()) args.insert(args.end(), {"--suite", o.suite});
-  if (o.holdout) args.emplace_back("--holdout");
-  for (const auto& a : o.run_args) args.push_back(a);
+  if (!o.run.llm.empty()) args.insert(args.end(), {"--llm", o.run.llm});
+  if (!o.run.policy.empty()) args.insert(args.end(), {"--policy", o.run.policy});
+  if (!o.run.suite.empty()) args.insert(args.end(), {"--suite", o.run.suite});
+  if (o.run.holdout) args.emplace_back("--holdout");
+  for (const auto& a : o.run.run_args) args.push_back(a);
   return run_kope_child(args, log);
 }
 
@@ -116,7 +108,7 @@ json setting_json(const std::string& s, const fs::path& dir, const fs::path& mem
 
 // The experiment as the console shows it: a row per setting and the `kope report` that compares them.
 std::string transfer_text(const TransferOptions& o, const fs::path& dir, const json& settings) {
-  std::string t = fmt::format("transfer {} -> {} ({} iterations per op, seed {}): {}\n", o.from, o.to, o.iterations, o.seed, dir.string());
+  std::string t = fmt::format("transfer {} -> {} ({} iterations per op, seed {}): {}\n", o.from, o.to, o.run.iterations, o.run.seed, dir.string());
   t += fmt::format("{:<9} {:>10} {:>14} {:>9} {:>20}\n", "setting", "pass rate", "cases", "solved", "geomean vs ref");
   for (const auto& s : settings) {
     t += fmt::format("{:<9} {:>10} {:>14} {:>9} {:>20}\n", s["setting"].get<std::string>(), pct(s["pass_rate"]),
@@ -129,7 +121,7 @@ std::string transfer_text(const TransferOptions& o, const fs::path& dir, const j
 
 Result<int> transfer_command(const TransferOptions& o) {
   if (o.from == o.to) return fail(ErrorKind::usage, "--from and --to name the same backend ({})", o.from);
-  if (o.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
+  if (o.run.iterations < 1) return fail(ErrorKind::usage, "--iterations must be at least 1");
   // Both backends must be able to run here before any run is spent.
   for (const auto& b : eval::list_backends(describe_host())) {
     bool needed = b.name == o.to || (b.name == o.from && o.foreign_memory.empty());
@@ -138,12 +130,12 @@ Result<int> transfer_command(const TransferOptions& o) {
   for (const auto& name : {o.from, o.to}) {
     if (!eval::find_backend_row(name)) return fail(ErrorKind::usage, "unknown backend '{}' (known: {})", name, eval::backend_names());
   }
-  fs::path dir = o.dir.empty() ? util::data_dir() / "transfer" / fmt::format("{}-{}-to-{}", util::now_compact_utc(), o.from, o.to) : fs::absolute(o.dir);
+  fs::path dir = o.run.dir.empty() ? util::data_dir() / "transfer" / fmt::format("{}-{}-to-{}", util::now_compact_utc(), o.from, o.to) : fs::absolute(o.run.dir);
   std::error_code ec;
   if (fs::exists(dir / "transfer.json", ec)) return fail(ErrorKind::usage, "{} already holds a transfer experiment", dir.string());
   KOPE_TRY(util::make_dirs(dir / "memory"));
   auto say = [&](const std::string& s) {
-    if (!o.json_out) std::fprintf(stderr, "kope transfer: %s\n", s.c_str());
+    if (!o.run.json_out) std::fprintf(stderr, "kope transfer: %s\n", s.c_str());
   };
 
   // The source backend's memory.
@@ -153,7 +145,7 @@ Result<int> transfer_command(const TransferOptions& o) {
     KOPE_TRY(merged_memory(foreign_db, {fs::absolute(o.foreign_memory)}));
     say(fmt::format("foreign memory: {} (copied)", o.foreign_memory));
   } else {
-    say(fmt::format("gathering foreign memory: the agent on {} ({} iterations per op)", o.from, o.iterations));
+    say(fmt::format("gathering foreign memory: the agent on {} ({} iterations per op)", o.from, o.run.iterations));
     KOPE_TRY(run_agent(o, o.from, dir / fmt::format("source-{}", o.from), foreign_db, dir / fmt::format("source-{}.log", o.from)));
   }
 
@@ -179,14 +171,14 @@ Result<int> transfer_command(const TransferOptions& o) {
               {"from", o.from},
               {"to", o.to},
               {"ops", o.ops},
-              {"iterations", o.iterations},
-              {"seed", o.seed},
+              {"iterations", o.run.iterations},
+              {"seed", o.run.seed},
               {"dir", dir.string()},
               {"foreign_memory", o.foreign_memory.empty() ? (dir / fmt::format("source-{}", o.from)).string() : o.foreign_memory},
               {"native_memory", o.native_memory.empty() ? "the cold run's memory" : o.native_memory},
               {"settings", settings}};
   KOPE_TRY(util::write_file_atomic(dir / "transfer.json", out.dump(2) + "\n"));
-  if (o.json_out) {
+  if (o.run.json_out) {
     print(out.dump(2) + "\n");
     return 0;
   }
@@ -204,20 +196,12 @@ void register_transfer(CLI::App& app, Action& action) {
   cmd->add_option("--from", o->from, "The backend experience comes from")->default_val(std::string(eval::default_backend_name()));
   cmd->add_option("--to", o->to, "The backend the four settings run on")->default_val("opencl");
   cmd->add_option("--ops", o->ops, "Operators (names, globs, category:x, level:n)")->delimiter(',');
-  cmd->add_option("--iterations", o->iterations, "Iterations per op, every setting (and the source run)")->default_val(4);
-  cmd->add_option("--llm", o->llm, "Model profile (default: the configured one)");
-  cmd->add_option("--policy", o->policy, "llm or replay (as for kope run)");
-  cmd->add_option("--dir", o->dir, "Experiment directory (default: <data dir>/transfer/<time>-<from>-to-<to>)");
-  cmd->add_option("--seed", o->seed, "Seed of every run")->default_val(1);
   cmd->add_option("--foreign-memory", o->foreign_memory, "Use this database as the source backend's memory instead of a source run");
   cmd->add_option("--native-memory", o->native_memory, "Use this database as the target's memory instead of the cold run's");
-  cmd->add_option("--suite", o->suite, "Operator suite (as for kope run)");
-  cmd->add_option("--run-arg", o->run_args, "An extra argument for every `kope run` (repeatable, e.g. --run-arg=--eval-ci --run-arg=0.2)")
-      ->allow_extra_args(false);
-  cmd->add_flag("!--no-holdout", o->holdout,
-                "Let each setting use memory's experience of the operators it runs (by default every run holds it out: "
-                "--holdout, so a setting measures what experience of other operators brings, uncontaminated)");
-  cmd->add_flag("--json", o->json_out, "Print transfer.json");
+  add_child_run_options(cmd, o->run,
+                        {"run", "Experiment directory (default: <data dir>/transfer/<time>-<from>-to-<to>)", "Print transfer.json",
+                         "Let each setting use memory's experience of the operators it runs (by default every run holds it out: "
+                         "--holdout, so a setting measures what experience of other operators brings, uncontaminated)"});
   cmd->callback([&action, o] { action = [o]() -> Result<int> { return transfer_command(*o); }; });
 }
 
