@@ -205,7 +205,7 @@ TEST_P(SlurmE2E, CtrlCOnTheCoordinatorCancelsTheArray) {
   std::string err = read_stderr(p);
   EXPECT_TRUE(st.exited && st.code == 130) << st.describe() << "\n" << err;
   std::string job = slurm_plan(dir)["submissions"][0]["job_id"];
-  EXPECT_NE(err.find(fmt::format("cancelled Slurm job array {} (scancel)", job)), std::string::npos) << err;
+  EXPECT_NE(err.find(fmt::format("Slurm job {}_0 CANCELLED", job)), std::string::npos) << err;
   EXPECT_NE(err.find("kope run --resume " + dir.string()), std::string::npos) << err;
   std::string queue = queue_of(job);
   EXPECT_NE(queue.find("CANCELLED"), std::string::npos) << queue;
