@@ -117,10 +117,12 @@ class SlurmE2E : public E2ETest, public ::testing::WithParamInterface<MemoryKind
 // and the merged results.json equal, figure for figure (scripts/compare_results.py: all but the
 // measured values), to the same run done locally.
 TEST_P(SlurmE2E, ThreeOperatorsMatchTheSameRunDoneLocally) {
+  // One attempt per operator: no incumbent is ever compared with a faster candidate, a decision
+  // timing noise on a loaded machine can flip between any two runs, local or not.
   fs::path local = project() / "local", slurm = project() / "slurm";
-  Output l = kope(three_ops(local, memory("local"), 2), 900);
+  Output l = kope(three_ops(local, memory("local"), 1), 900);
   ASSERT_EQ(l.code, 0) << l.err;
-  Output s = kope(three_ops(slurm, memory("slurm"), 2, {"--executor", "slurm"}), 900);
+  Output s = kope(three_ops(slurm, memory("slurm"), 1, {"--executor", "slurm"}), 900);
   ASSERT_EQ(s.code, 0) << s.err;
 
   json plan = slurm_plan(slurm);
