@@ -22,6 +22,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3
   # reports (graphviz renders memory graphs; chromium opens the HTML report in the browser test)
   graphviz chromium
+  # a single-node Slurm for the tests of `kope run --executor slurm` (scripts/services/slurm.sh)
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

@@ -8,4 +8,8 @@ build="${KOPE_BUILD_DIR:-build}"
 export KOPE_CACHE_DIR="${KOPE_TEST_CACHE_DIR:-$PWD/$build/test-cache}"
 export KOPE_DATA_DIR="$PWD/$build/test-data"
 mkdir -p "$KOPE_CACHE_DIR" "$KOPE_DATA_DIR"
+# A single-node Slurm for the `--executor slurm` tests, stopped on exit; they skip without it.
+if slurm_env=$(scripts/services/slurm.sh start "$PWD/$build/slurm" 2>"$PWD/$build/slurm-start.log"); then
+  eval "$slurm_env" && trap 'scripts/services/slurm.sh stop "$KOPE_SLURM_DIR"' EXIT
+else echo "test.sh: Slurm did not start (see $build/slurm-start.log); the Slurm tests will skip" >&2; fi
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900 -LE 'perf|gpu' "$@"
