@@ -23,10 +23,11 @@ import sys
 # the roofline fractions, the disturbed-timing counts), prompt sizes (prompts show the measured
 # numbers, so the tokens per tier, the prompt tokens and their sums vary with them), case ids
 # (two op threads write the memory in either order), and the run's stamps (ids, dates, ports,
-# temporary folders, the seed drawn when --seed is not given).
+# temporary folders, the seed drawn when --seed is not given) and where files lie in the run
+# directory (best_code_file: a run through Slurm keeps its tasks' candidates under tasks/<i>/).
 MEASURED = {
     "run_id", "created_at", "dir", "run_dir", "time", "base_url", "seed", "memory", "suite_root",
-    "results_path", "wall_seconds", "llm_seconds", "eval_seconds",
+    "results_path", "best_code_file", "wall_seconds", "llm_seconds", "eval_seconds",
     "best_speedup_vs_reference", "best_speedup_vs_library", "fraction_of_roofline",
     "geomean_speedup_vs_reference", "geomean_speedup_vs_library",
     "fraction_of_roofline_geomean", "fraction_of_roofline_median", "labels",

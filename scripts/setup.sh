@@ -14,12 +14,17 @@ packages=(
   libdnnl-dev libopenblas-dev
   # the sandbox
   bubblewrap
+  # PyTorch references (reference.py) and `kope ops import kernelbench`: Debian's torch, and
+  # libpython to embed it in the trusted runner
+  python3-torch libpython3-dev
   # OpenCL on the CPU
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3
   # reports (graphviz renders memory graphs; chromium opens the HTML report in the browser test)
   graphviz chromium
+  # a single-node Slurm for the tests of `kope run --executor slurm` (scripts/services/slurm.sh)
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

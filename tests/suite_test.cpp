@@ -58,6 +58,8 @@ constexpr size_t k_min_categories = 10;
 constexpr size_t k_min_cases = 10;
 constexpr int k_min_timed_cases = 3;
 constexpr size_t k_max_case_bytes = size_t{1} << 30;
+// Issue 16: a suite that is not mostly level 1 (fused, composite and small-network operators).
+const std::map<int, int> k_min_ops_per_level = {{2, 15}, {3, 10}, {4, 5}};
 const std::vector<std::string> k_required_categories = {
     "elementwise", "reduction", "normalization", "matmul", "conv", "pooling",
     "attention", "loss", "scan", "data-movement", "fused"};
@@ -90,6 +92,9 @@ TEST(Suite, CoversEveryCategoryAndLevel) {
   }
   for (int level = 1; level <= 4; ++level) {
     EXPECT_TRUE(per_level.contains(level)) << "no operator at level " << level;
+  }
+  for (const auto& [level, min_count] : k_min_ops_per_level) {
+    EXPECT_GE(per_level[level], min_count) << "operators at level " << level;
   }
 }
 

@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "run/results.h"
+#include "run/tasks.h"
 #include "util/fs.h"
 #include "util/time.h"
 
@@ -166,6 +168,55 @@ json Run::results(bool complete) const {
   return compute_results(header, m_ops, m_states);
 }
 
+namespace {
+
+// The distinct values of `key` in the tasks' config.json, joined by "," in task order.
+std::string tasks_config_value(const std::vector<fs::path>& tasks, const char* key) {
+  std::vector<std::string> seen;
+  for (const auto& dir : tasks) {
+    auto text = util::read_file(dir / "config.json");
+    if (!text) continue;
+    json j = json::parse(*text, nullptr, false);
+    std::string v = j.is_object() ? j.value(key, std::string()) : std::string();
+    if (!v.empty() && std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+  }
+  std::string joined;
+  for (const auto& v : seen) joined += (joined.empty() ? "" : ",") + v;
+  return joined;
+}
+
+}  // namespace
+
+Result<RunReport> Run::collect_tasks(bool cancelled) {
+  std::vector<fs::path> tasks = run::task_dirs(m_dir);
+  KOPE_ASSIGN(auto events, run::task_op_events(m_dir));
+  KOPE_ASSIGN(auto states, restore_states(events));
+  KOPE_TRY(set_machine(tasks_config_value(tasks, "target"), tasks_config_value(tasks, "toolchain")));
+  bool complete = true;
+  {
+    std::lock_guard lock(m_mutex);
+    m_states.clear();
+    for (const auto& op : m_ops) {
+      m_states[op.name] = states[op.name];
+      complete = complete && m_states[op.name].done;
+    }
+  }
+  RunReport report;
+  KOPE_TRY(finish(report, complete, cancelled, {{"tasks", tasks.size()}}));
+  return report;
+}
+
+Status Run::finish(RunReport& report, bool complete, bool cancelled, nlohmann::json detail) {
+  report.complete = complete;
+  report.cancelled = !complete && cancelled;
+  KOPE_TRY(write_results(complete));
+  report.results = results(complete);
+  report.results_path = m_dir / "results.json";
+  json event = {{"type", complete ? "run_finished" : "run_stopped"}, {"complete", complete}, {"cancelled", report.cancelled}};
+  event.update(detail);
+  return m_events->append(std::move(event));
+}
+
 Status Run::write_results(bool complete) {
   json r = results(complete);
   return util::write_file_atomic(m_dir / "results.json", r.dump(2) + "\n");
@@ -279,15 +330,7 @@ Result<RunReport> Run::execute(RunServices& services) {
 
   bool complete = true;
   for (const auto& op : m_ops) complete = complete && m_states[op.name].done;
-  report.complete = complete;
-  report.cancelled = !complete && user_cancel->load();
-  KOPE_TRY(write_results(complete));
-  report.results = results(complete);
-  report.results_path = m_dir / "results.json";
-  KOPE_TRY(m_events->append({{"type", complete ? "run_finished" : "run_stopped"},
-                             {"complete", complete},
-                             {"cancelled", report.cancelled},
-                             {"errors", report.errors}}));
+  KOPE_TRY(finish(report, complete, user_cancel->load(), {{"errors", report.errors}}));
   return report;
 }
 

@@ -93,12 +93,25 @@ class Run {
   // Fails only when the run directory cannot be written; op-level failures are in the report.
   Result<RunReport> execute(RunServices& services);
 
+  // For a run whose ops ran as task runs under dir()/tasks/ (run/tasks.h; `kope run --executor
+  // slurm`): every op's state rebuilt from the tasks' event logs, the target and toolchain taken
+  // from the tasks' config.json (distinct ones joined by ","), results.json written (complete
+  // when every op is done) and run_finished or run_stopped logged (`cancelled` as given). Fails
+  // when a task's event log is damaged or the run directory cannot be written.
+  Result<RunReport> collect_tasks(bool cancelled);
+
+  // Appends an event of the run itself (no "op": the operators' states ignore it) to its log.
+  Status log(nlohmann::json event) { return m_events->append(std::move(event)); }
+
   // results.json's content for the current states.
   nlohmann::json results(bool complete) const;
 
  private:
   Run() = default;
   Status write_results(bool complete);
+  // The run's end: `report` filled (complete, cancelled, results), results.json written, and
+  // run_finished or run_stopped logged with `detail`'s fields.
+  Status finish(RunReport& report, bool complete, bool cancelled, nlohmann::json detail);
 
   RunConfig m_config;
   std::vector<spec::OpSpec> m_ops;

@@ -326,6 +326,8 @@ struct CaseTimer::Impl {
   uint64_t n0 = 1;
   bool first_sample = true;
   double outside_s = 0, capacity_s = 0;  // other work's CPU time beside the batches, and the CPUs' capacity
+  CpuBusy busy_before, busy_after;        // around the last batch alone
+  double batch_span_s = 0;
   TimingOutcome out;
 
   void reload() {
@@ -339,7 +341,13 @@ struct CaseTimer::Impl {
     auto phase = static_cast<uint32_t>(rng() % cycle.size());
     double expect = per_call_estimate * static_cast<double>(n);
     auto timeout = std::max(plan.min_call_timeout, milliseconds(static_cast<int64_t>(expect * 10 * 1000) + 1000));
+    // The machine's busy time is read around the batch alone: the parent's own work before and
+    // after it (poisoning, the integrity check) runs while the runner waits, and is not load.
+    busy_before = cpu_busy(s.runner_pid());
+    auto span0 = Clock::now();
     KOPE_ASSIGN(bool ok, s.batch(n, phase, cycle, timeout, seconds));
+    batch_span_s = std::chrono::duration<double>(Clock::now() - span0).count();
+    busy_after = cpu_busy(s.runner_pid());
     if (!ok) {
       out.violation = from_failure(s);
       return false;
@@ -449,15 +457,14 @@ Result<bool> CaseTimer::sample() {
   uint64_t nb = t.n0 + (t.n0 >= 4 ? t.rng() % (t.n0 / 4 + 1) : 0);
   double secs = 0;
   Session::CpuTimes before = t.s.cpu_times();
-  CpuBusy busy0 = cpu_busy(t.s.runner_pid());
-  auto span0 = Clock::now();
   const proto::StatusPage* page = t.s.arena().status();
   uint64_t device_ns0 = page->device_ns, device_calls0 = page->device_calls;
   KOPE_ASSIGN(bool ok, t.run_batch(nb, &secs));
   if (!ok) return false;
-  double span = std::chrono::duration<double>(Clock::now() - span0).count();
-  CpuBusy busy1 = cpu_busy(t.s.runner_pid());
   Session::CpuTimes after = t.s.cpu_times();
+  const CpuBusy& busy0 = t.busy_before;
+  const CpuBusy& busy1 = t.busy_after;
+  double span = t.batch_span_s;
   double per = (secs - t.out.overhead_s) / static_cast<double>(nb);
   if (per <= 0) per = secs / static_cast<double>(nb);
   if (t.plan.device_clock) {
@@ -482,9 +489,11 @@ Result<bool> CaseTimer::sample() {
     double wait = static_cast<double>(after.wait_ns - before.wait_ns);
     t.out.contention.push_back(run + wait > 0 ? wait / (run + wait) : 0.0);
     if (busy0.cpus > 0 && busy1.cpus == busy0.cpus) {
-      t.outside_s += std::max(0.0, busy1.busy_s - busy0.busy_s - run * 1e-9);
+      // Not clipped per batch: /proc/stat counts clock ticks, so a short batch reads 0 or a whole
+      // tick of busy time; only the sum over batches is a fair estimate.
+      t.outside_s += busy1.busy_s - busy0.busy_s - run * 1e-9;
       t.capacity_s += span * busy0.cpus;
-      t.out.outside_load = t.capacity_s > 0 ? std::min(1.0, t.outside_s / t.capacity_s) : 0.0;
+      t.out.outside_load = t.capacity_s > 0 ? std::clamp(t.outside_s / t.capacity_s, 0.0, 1.0) : 0.0;
     }
     if (trace_on()) {
       std::fprintf(stderr, "[batch] runner %d: %llu calls in %.3f ms, ran %.3f ms, waited %.3f ms (contention %.3f); outside load so far %.3f\n",

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 
+#include "eval/pytorch_reference.h"
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/strings.h"
@@ -110,37 +111,49 @@ const std::vector<std::string>& library_link_flags() {
   return k;
 }
 
-Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, const Toolchain& tc,
-                               const std::vector<std::string>& extra_flags) {
-  KOPE_ASSIGN(std::string src, util::read_file(source));
-  std::string shim = spec::render_entry_shim(op);
-  std::string key = util::sha256_hex(src + std::string(1, '\0') + shim + std::string(1, '\0') + tc.id() + std::string(1, '\0') + util::join(extra_flags, " "));
+Result<fs::path> compile_trusted(std::string_view key_text, const std::vector<TrustedSource>& sources, const Toolchain& tc,
+                                 const std::vector<std::string>& extra_flags) {
+  std::string key = util::sha256_hex(std::string(key_text) + std::string(1, '\0') + tc.id() + std::string(1, '\0') + util::join(extra_flags, " "));
   fs::path dir = util::cache_dir() / "trusted";
   fs::path so = dir / (key.substr(0, 32) + ".so");
   std::error_code ec;
   if (fs::exists(so, ec)) return so;
   KOPE_TRY(util::make_dirs(dir));
   KOPE_ASSIGN(util::TempDir tmp, util::TempDir::create("kope-build-", dir));
-  fs::path shim_path = tmp.path() / "kope_entry.cpp";
-  KOPE_TRY(util::write_file_atomic(shim_path, shim));
   fs::path out = tmp.path() / "kernel.so";
   util::RunOptions ro;
   ro.spawn.argv = {tc.compiler};
   for (const auto& f : tc.flags) ro.spawn.argv.push_back(f);
   for (const auto& f : {"-std=c++17", "-fPIC", "-shared", "-o"}) ro.spawn.argv.push_back(f);
   ro.spawn.argv.push_back(out.string());
-  ro.spawn.argv.push_back(fs::absolute(source).string());
-  ro.spawn.argv.push_back(shim_path.string());
+  for (const auto& s : sources) {
+    fs::path path = s.path;
+    if (path.empty()) {  // generated text: written to the scratch directory
+      path = tmp.path() / s.name;
+      KOPE_TRY(util::write_file_atomic(path, s.text));
+    }
+    ro.spawn.argv.push_back(fs::absolute(path).string());
+  }
   for (const auto& f : extra_flags) ro.spawn.argv.push_back(f);
   ro.timeout = std::chrono::seconds(300);
   ro.stderr_cap = 64 << 10;
   KOPE_ASSIGN(util::RunResult r, util::run(ro));
   if (!r.status.success()) {
-    return fail(ErrorKind::config, "{}: does not compile ({}):\n{}", source.string(), r.status.describe(),
-                util::truncate_text(r.err, 4000, 40));
+    const TrustedSource& first = sources.front();
+    return fail(ErrorKind::config, "{}: does not compile ({}):\n{}", first.path.empty() ? first.name : first.path.string(),
+                r.status.describe(), util::truncate_text(r.err, 4000, 40));
   }
   if (::rename(out.c_str(), so.c_str()) != 0) return fail(ErrorKind::io, "cannot move {} into the cache", out.string());
   return so;
+}
+
+Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, const Toolchain& tc,
+                               const std::vector<std::string>& extra_flags) {
+  if (has_pytorch_reference(op) && source == op.reference_path) return build_pytorch_reference(op, tc);
+  KOPE_ASSIGN(std::string src, util::read_file(source));
+  std::string shim = spec::render_entry_shim(op);
+  std::vector<TrustedSource> sources = {{source, "", ""}, {fs::path(), "kope_entry.cpp", shim}};
+  return compile_trusted(src + std::string(1, '\0') + shim, sources, tc, extra_flags);
 }
 
 std::optional<std::string> openblas_coretype_for_host() {

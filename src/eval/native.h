@@ -49,8 +49,22 @@ const std::vector<std::string>& library_link_flags();
 
 // Builds `source` with the op's entry shim into a shared object (cached by content, flags and
 // compiler version). Returns the .so path, or a config error with the compiler's diagnostics.
+// The op's reference.py (a PyTorch reference) is built by build_pytorch_reference() instead.
 Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, const Toolchain& tc,
                                const std::vector<std::string>& extra_flags = {});
+
+// One source file of a trusted build: a file (`path`), or generated `text` written as `name`.
+struct TrustedSource {
+  fs::path path;
+  std::string name;
+  std::string text;
+};
+
+// Compiles `sources` into a shared object under cache_dir()/trusted/, cached by `key_text`
+// (everything the object depends on besides the toolchain and `extra_flags`, which are part of
+// the key too). Returns the .so path, or a config error with the compiler's diagnostics.
+Result<fs::path> compile_trusted(std::string_view key_text, const std::vector<TrustedSource>& sources, const Toolchain& tc,
+                                 const std::vector<std::string>& extra_flags);
 
 // The OpenBLAS core type (OPENBLAS_CORETYPE) matching this CPU's ISA: "SkylakeX" with
 // AVX-512, "Haswell" with AVX2 + FMA, nullopt otherwise. NativeKernel::load() sets it before

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "run/events.h"
+#include "run/tasks.h"
 #include "util/fs.h"
 
 namespace kope::report {
@@ -96,7 +97,8 @@ Status load_results(RunData& run) {
   return {};
 }
 
-// The event log: every op's state and the order the ops started in.
+// The event log: every op's state and the order the ops started in. A run whose ops ran as
+// task runs (run/tasks.h) is read with its tasks' operator events.
 Status load_events(RunData& run) {
   std::error_code ec;
   fs::path events_path = run.dir / "events.jsonl";
@@ -104,6 +106,8 @@ Status load_events(RunData& run) {
     return fail(ErrorKind::not_found, "{} has no events.jsonl (the run's event log)", run.dir.string());
   }
   KOPE_ASSIGN(auto events, run::read_events(events_path));
+  KOPE_ASSIGN(auto task_events, run::task_op_events(run.dir));
+  events.insert(events.end(), std::make_move_iterator(task_events.begin()), std::make_move_iterator(task_events.end()));
   auto states = run::restore_states(events);
   if (!states)
     return std::unexpected(std::move(states.error()).with_context(events_path.string() + ": "));

@@ -327,10 +327,26 @@ Result<Case> parse_case(const Context& ctx, const toml::node& n, int index, cons
   return c;
 }
 
+// `reference = "reference.py"` (docs/design.md §2, "PyTorch references"): which file of the op
+// folder is the trusted reference; its extension says its kind (eval/pytorch_reference.h).
+// Default reference.cpp.
+Result<std::string> parse_reference(const Context& ctx, const toml::table& root) {
+  KOPE_ASSIGN(std::string file, get_string(ctx, root, "reference", "op.toml", /*required=*/false));
+  if (file.empty()) return std::string("reference.cpp");
+  const toml::node* node = root.get("reference");
+  if (file.find('/') != std::string::npos || file.starts_with(".")) {
+    return ctx.at(node->source(), "'reference' is '{}'; expected a file name in the op folder (reference.cpp or reference.py)", file);
+  }
+  if (!file.ends_with(".py") && !file.ends_with(".cpp")) {
+    return ctx.at(node->source(), "'reference' is '{}'; expected a .cpp (C++ ABI) or a .py (PyTorch) file", file);
+  }
+  return file;
+}
+
 Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
   KOPE_TRY(check_keys(ctx, root,
                       {"name", "category", "level", "summary", "dims", "zero_dims", "inputs", "outputs", "inouts", "attrs",
-                       "flops", "bytes", "tolerance", "cases"},
+                       "flops", "bytes", "tolerance", "cases", "reference", "source"},
                       "op.toml"));
   OpSpec op;
   KOPE_ASSIGN(op.name, get_string(ctx, root, "name", "op.toml"));
@@ -351,6 +367,11 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
   op.level = static_cast<int>(level->as_integer()->get());
   if (op.level < 1 || op.level > 4) return ctx.at(level->source(), "'level' is {}; expected 1..4", op.level);
   KOPE_ASSIGN(op.summary, get_string(ctx, root, "summary", "op.toml", /*required=*/false));
+  // `source = "KernelBench level 1 problem 23: 23_Softmax.py"`: where the problem comes from, for
+  // readers (the file's text is part of the spec hash).
+  KOPE_TRY(get_string(ctx, root, "source", "op.toml", /*required=*/false));
+  KOPE_ASSIGN(std::string reference_file, parse_reference(ctx, root));
+  op.reference_path = reference_file;  // made absolute to the folder by parse_op
 
   const toml::node* dims = root.get("dims");
   if (dims == nullptr) return ctx.at(root.source(), "op.toml is missing the required key 'dims' (an array of dim names)");
@@ -600,10 +621,10 @@ Result<OpSpec> parse_op(std::string_view toml_text, const fs::path& path, bool c
   KOPE_ASSIGN(OpSpec op, parse_table(ctx, root));
   op.spec_path = path;
   op.dir = path.parent_path();
-  op.reference_path = op.dir / "reference.cpp";
+  op.reference_path = op.dir / op.reference_path;
   if (check_files) {
     auto ref = util::read_file(op.reference_path);
-    if (!ref) return ctx.whole("the op has no readable reference.cpp beside it ({})", ref.error().message);
+    if (!ref) return ctx.whole("the op has no readable {} beside it ({})", op.reference_path.filename().string(), ref.error().message);
     op.spec_hash = util::sha256_hex(std::string(toml_text) + '\0' + *ref);
     fs::path lib = op.dir / "library.cpp";
     std::error_code ec;

@@ -181,7 +181,25 @@ INSTANTIATE_TEST_SUITE_P(
         // Per-case attrs and zero dims.
         Bad{"zero dim not allowed", "{ N = 1, D = 1 }", "{ N = 0, D = 1 }", "list the dim in zero_dims to allow 0", 13},
         Bad{"zero_dims names an unknown dim", "dims = [\"N\", \"D\"]", "dims = [\"N\", \"D\"]\nzero_dims = [\"Q\"]",
-            "each entry of 'zero_dims' must name a declared dim", 6}));
+            "each entry of 'zero_dims' must name a declared dim", 6},
+        // The reference's kind (PyTorch references) and the problem's source.
+        Bad{"reference outside the folder", "level = 1", "level = 1\nreference = \"../gelu/reference.py\"",
+            "'reference' is '../gelu/reference.py'; expected a file name in the op folder", 4},
+        Bad{"reference of an unknown kind", "level = 1", "level = 1\nreference = \"reference.rs\"",
+            "expected a .cpp (C++ ABI) or a .py (PyTorch) file", 4},
+        Bad{"source not a string", "level = 1", "level = 1\nsource = 12", "'source' in op.toml must be a string", 4}));
+
+// `reference = "reference.py"` names the reference file (its kind: eval/pytorch_reference.h);
+// the default stays reference.cpp.
+TEST(OpSpec, ReferenceKeyNamesTheReferenceFile) {
+  auto cpp = parse_op(k_good, "ops/normalization/softmax/op.toml", false);
+  ASSERT_TRUE(cpp) << cpp.error().message;
+  EXPECT_EQ(cpp->reference_path, fs::path("ops/normalization/softmax/reference.cpp"));
+  std::string text = std::string(k_good) + "reference = \"reference.py\"\nsource = \"KernelBench level 1 problem 23: 23_Softmax.py\"\n";
+  auto py = parse_op(text, "ops/normalization/softmax/op.toml", false);
+  ASSERT_TRUE(py) << py.error().message;
+  EXPECT_EQ(py->reference_path, fs::path("ops/normalization/softmax/reference.py"));
+}
 
 // Cases that set attrs, and a dim that may be 0.
 TEST(OpSpec, CasesMaySetAttrsAndZeroDims) {

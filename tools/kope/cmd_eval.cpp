@@ -151,6 +151,7 @@ void register_eval_command(CLI::App& app, Action& action) {
     std::string incumbent;
     double margin = 0.01;
     double comparison_seconds = eval::EvalOptions{}.comparison_seconds;
+    std::string suite;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("kernel", o->kernel, "The kernel's source file (C++, OpenCL C or CUDA, per --backend)")->required();
@@ -166,6 +167,7 @@ void register_eval_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--backend", o->backend, backend_help())->check(CLI::IsMember(eval::backend_name_list()));
   cmd->add_option("--op", o->op, "Operator name (from the suite) or path to an op folder")->required();
+  cmd->add_option("--suite", o->suite, "Suite root --op's name is looked up in (default: the built-in ops/)");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_flag("--no-time", o->no_time, "Verify only; do not time");
   cmd->add_option("--seed", o->seed, "Data seed (default: fresh)");
@@ -181,7 +183,7 @@ void register_eval_command(CLI::App& app, Action& action) {
   cmd->callback([&action, o] {
     action = [o]() -> Result<int> {
       KOPE_ASSIGN(std::string source, util::read_file(o->kernel));
-      KOPE_ASSIGN(spec::OpSpec op, spec::resolve_op(o->op));
+      KOPE_ASSIGN(spec::OpSpec op, spec::resolve_op(o->op, o->suite.empty() ? spec::default_ops_dir() : spec::fs::path(o->suite)));
       KOPE_ASSIGN(HardwareProfile hw, profile());
       eval::EvaluatorOptions co;
       co.cpu.threads = o->threads;
@@ -219,6 +221,7 @@ struct BenchOptions {
   double max_seconds = 3;
   double target_ci = 0.02;
   std::string library_config = "environment";
+  std::string suite;
 };
 
 // What `kope bench` collects over the ops: the JSON rows, the table, the library configurations.
@@ -297,7 +300,7 @@ void add_baseline_case(const spec::OpSpec& op, const eval::CaseBaselines& cb, Be
 Result<int> run_bench(const BenchOptions& o) {
   if (o.selectors.empty() && !o.all) return fail(ErrorKind::usage, "name the ops to bench, or pass --all for the whole suite");
   std::vector<std::string> sel = o.all ? std::vector<std::string>{"all"} : o.selectors;
-  KOPE_ASSIGN(auto ops, spec::select_ops(sel));
+  KOPE_ASSIGN(auto ops, spec::select_ops(sel, o.suite.empty() ? spec::default_ops_dir() : spec::fs::path(o.suite)));
   KOPE_ASSIGN(HardwareProfile hw, profile());
   eval::EvaluatorOptions co;
   co.refresh_baselines = o.refresh;
@@ -341,6 +344,7 @@ void register_bench_command(CLI::App& app, Action& action) {
   auto o = std::make_shared<BenchOptions>();
   cmd->add_option("ops", o->selectors, "Op names, globs, categories (category:x), levels (level:n) or op folders");
   cmd->add_flag("--all", o->all, "The whole suite");
+  cmd->add_option("--suite", o->suite, "Suite root the selectors apply to (default: the built-in ops/)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--refresh", o->refresh, "Measure again instead of using cached times");
   cmd->add_option("--max-seconds", o->max_seconds, "Timing cap per case and kernel, seconds")->check(CLI::PositiveNumber);

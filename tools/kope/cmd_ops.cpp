@@ -2,6 +2,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "eval/kernelbench.h"
+#include "eval/pytorch_reference.h"
 #include "kope/spec.h"
 #include "spec/generate.h"
 #include "spec/scaffold.h"
@@ -40,6 +42,7 @@ json op_summary_json(const spec::OpSpec& op) {
   j["timed_cases"] = op.timed_case_count();
   j["library"] = op.library_path ? json(op.library_name) : json(nullptr);
   j["dir"] = op.dir.string();
+  j["reference"] = op.reference_path.filename().string();
   return j;
 }
 
@@ -94,6 +97,8 @@ std::string op_text(const spec::OpSpec& op) {
   out += fmt::format("{}  ({}, level {})\n", op.name, op.category, op.level);
   if (!op.summary.empty()) out += fmt::format("  {}\n", op.summary);
   out += fmt::format("  folder:    {}\n", op.dir.string());
+  out += fmt::format("  reference: {}{}\n", op.reference_path.filename().string(),
+                     eval::has_pytorch_reference(op) ? " (a PyTorch model, run by the trusted runner)" : "");
   out += fmt::format("  dims:      {}\n", util::join(op.dims, ", "));
   auto shape = [](const spec::Tensor& t) {
     std::vector<std::string> s;
@@ -128,6 +133,38 @@ std::string op_text(const spec::OpSpec& op) {
   }
   out += fmt::format("  signature:\n    {}\n", spec::render_signature(op));
   return out;
+}
+
+spec::fs::path suite_root(const std::string& dir) { return dir.empty() ? spec::default_ops_dir() : spec::fs::path(dir); }
+
+// `kope ops import kernelbench FILE.py`: a KernelBench problem as an op folder (eval/kernelbench.h).
+void add_import(CLI::App* ops, Action& action) {
+  auto* imp = ops->add_subcommand("import", "Import a problem of a peer benchmark as an op folder");
+  imp->require_subcommand(1);
+  auto* kb = imp->add_subcommand("kernelbench", "A KernelBench problem (class Model, get_inputs, get_init_inputs) with a PyTorch reference");
+  struct ImportOptions {
+    std::string file;
+    std::string out = "ops";
+    eval::KernelbenchImport request;
+  };
+  auto o = std::make_shared<ImportOptions>();
+  kb->add_option("file", o->file, "The problem's .py file (e.g. KernelBench/level1/19_ReLU.py)")->required();
+  kb->add_option("--out", o->out, "Suite root the op folder goes under, as <out>/<category>/<name>")->capture_default_str();
+  kb->add_option("--name", o->request.name, "The op's name (default: kb<level>_<number>_<title>)");
+  kb->add_option("--category", o->request.category, "Its category (default: guessed from the title; level 2 and up: fused)");
+  kb->add_option("--level", o->request.level, "Its level 1..4 (default: from a levelN folder, else 1)")->check(CLI::Range(1, 4));
+  kb->add_flag("--overwrite", o->request.overwrite, "Replace an existing op folder");
+  kb->callback([&action, o] {
+    action = [o]() -> Result<int> {
+      eval::KernelbenchImport request = o->request;
+      request.file = o->file;
+      request.out = o->out;
+      KOPE_ASSIGN(spec::OpSpec op, eval::import_kernelbench(request));
+      print(fmt::format("imported {} as {} ({} cases, {} timed): {}\n", o->file, op.dir.string(), op.cases.size(),
+                        op.timed_case_count(), spec::render_signature(op)));
+      return 0;
+    };
+  });
 }
 
 }  // namespace
@@ -171,14 +208,16 @@ void register_ops(CLI::App& app, Action& action) {
     std::string op;
     bool json = false;
     bool signature = false;
+    std::string suite_dir;
   };
   auto so = std::make_shared<ShowOptions>();
   show->add_option("op", so->op, "Suite op name or path to an op folder")->required();
   show->add_flag("--json", so->json, "Print JSON");
   show->add_flag("--signature", so->signature, "Print only the kernel signature (CPU C++ ABI v1)");
+  show->add_option("--suite", so->suite_dir, "Suite root the name is looked up in (default: the built-in ops/)");
   show->callback([&action, so] {
     action = [so]() -> Result<int> {
-      KOPE_ASSIGN(spec::OpSpec op, spec::resolve_op(so->op));
+      KOPE_ASSIGN(spec::OpSpec op, spec::resolve_op(so->op, suite_root(so->suite_dir)));
       if (so->json) {
         json j = op_json(op);
         print(j.dump(2) + "\n");
@@ -211,17 +250,24 @@ void register_ops(CLI::App& app, Action& action) {
   });
 
   auto* check = ops->add_subcommand("check", "Validate op specs (the whole suite, or the given ops/folders)");
-  auto selectors = std::make_shared<std::vector<std::string>>();
-  check->add_option("ops", *selectors, "Op names, globs, categories or folders");
-  check->callback([&action, selectors] {
-    action = [selectors]() -> Result<int> {
-      KOPE_ASSIGN(std::vector<spec::OpSpec> selected, spec::select_ops(*selectors));
+  struct CheckOptions {
+    std::vector<std::string> selectors;
+    std::string suite_dir;
+  };
+  auto co = std::make_shared<CheckOptions>();
+  check->add_option("ops", co->selectors, "Op names, globs, categories or folders");
+  check->add_option("--suite", co->suite_dir, "Suite root (default: the built-in ops/)");
+  check->callback([&action, co] {
+    action = [co]() -> Result<int> {
+      KOPE_ASSIGN(std::vector<spec::OpSpec> selected, spec::select_ops(co->selectors, suite_root(co->suite_dir)));
       size_t cases = 0;
       for (const auto& op : selected) cases += op.cases.size();
       print(fmt::format("{} operator specs valid, {} cases\n", selected.size(), cases));
       return 0;
     };
   });
+
+  add_import(ops, action);
 }
 
 }  // namespace kope::cli

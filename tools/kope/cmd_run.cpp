@@ -4,13 +4,16 @@
 //            [--token-budget N] [--context active|passive|none] [--memory PATH] [--jobs N]
 //            [--run-dir DIR] [--seed N] [--policy llm|replay] [--quiet] [--json]
 //            [--resume DIR] [--no-reflect] [--no-starter] ...
+//            [--executor local|slurm [--partition P] [--slurm-args "..."] [--chunk N]]
 //
 // Without a configured model the replay policy runs (zero tokens) and the command says how to
 // configure one. Before a new run the starter experience shipped with kope is imported into the
 // memory once (as foreign experience; memory/starter.h), unless --no-starter. After the run,
 // report.html is written into the run directory and a per-op summary says where each best kernel
 // came from. Ctrl-C stops after the current step of every op and prints the resume command;
-// a second Ctrl-C exits at once (the event log still allows resuming).
+// a second Ctrl-C exits at once (the event log still allows resuming). With --executor slurm
+// the operators run as a Slurm job array and this process coordinates it (run_slurm.h); Ctrl-C
+// then cancels the array.
 #include <unistd.h>
 
 #include <atomic>
@@ -26,6 +29,7 @@
 #include "agent/prompt_check.h"
 #include "agent/run.h"
 #include "run/results.h"
+#include "run/tasks.h"
 #include "cli.h"
 #include "eval/registry.h"
 #include "kope/eval.h"
@@ -35,6 +39,7 @@
 #include "kope/spec.h"
 #include "memory/starter.h"
 #include "run_end.h"
+#include "run_slurm.h"
 #include "run_services.h"
 #include "util/fs.h"
 #include "util/strings.h"
@@ -95,6 +100,8 @@ struct RunOptions {
   double eval_max_seconds = 0;
   std::string library_config = "environment";
   bool full_timing = false;
+  std::string executor = "local";
+  SlurmSettings slurm;
 };
 
 // Options that define a run; with --resume the run's own configuration is used instead.
@@ -102,7 +109,21 @@ const std::vector<std::string> k_defining = {"--ops", "--level", "--backend", "-
                                              "--time-limit", "--roofline-target", "--patience", "--context", "--memory",
                                              "--run-dir", "--seed", "--policy", "--no-reflect", "--suite",
                                              "--replay-limit", "--replay-all", "--window", "--generation", "--recency-reserve",
-                                             "--eval-ci", "--eval-max-seconds", "--library-config", "--full-timing", "--holdout"};
+                                             "--eval-ci", "--eval-max-seconds", "--library-config", "--full-timing", "--holdout",
+                                             "--executor", "--partition", "--slurm-args", "--chunk"};
+
+// Options a Slurm task's `kope run` does not get as given: the coordinator's own, the selection
+// (each task gets its operators' folders), and what it passes resolved (seed, memory, policy,
+// model profile), so that every task runs exactly the run the coordinator recorded.
+const std::set<std::string> k_not_for_tasks = {"--executor", "--partition", "--slurm-args", "--chunk", "--ops", "--level",
+                                               "--run-dir", "--resume", "--json", "--quiet", "--seed", "--memory", "--llm",
+                                               "--policy", "--no-starter", "--check-prompts"};
+
+// Where the memory is: a URL (postgresql://...) as given, a file path made absolute.
+std::string memory_location(const std::string& given) {
+  if (memory::is_store_url(given)) return given;
+  return fs::absolute(given).string();
+}
 
 // `s` as a shell word, quoted only when it has to be (for the commands kope prints).
 std::string shell_word(const std::string& s) {
@@ -132,9 +153,7 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
   c.suite_root = o.suite.empty() ? spec::default_ops_dir().string() : fs::absolute(o.suite).string();
   c.jobs = std::max(1, o.jobs);
   c.seed = o.seed ? *o.seed : std::random_device{}();
-  c.memory_path = o.memory.empty()                 ? memory::default_store_path().string()
-                  : memory::is_store_url(o.memory) ? o.memory
-                                                   : fs::absolute(o.memory).string();
+  c.memory_path = o.memory.empty() ? memory::default_store_path().string() : memory_location(o.memory);
   c.holdout = o.holdout;
   run::LoopConfig& l = c.loop;
   l.policy = policy;
@@ -249,10 +268,16 @@ Result<std::unique_ptr<agent::Run>> start_run(const RunOptions& o, std::optional
   return agent::Run::create(std::move(config), std::move(ops), dir);
 }
 
+// The run to drive: the one in --resume's directory, or a new one.
+Result<std::unique_ptr<agent::Run>> open_run(const RunOptions& o, const std::vector<std::string>& given,
+                                             std::optional<llm::Profile>& profile, const Say& say) {
+  if (!o.resume.empty()) return resume_run(o, given, profile, say);
+  return start_run(o, profile, say);
+}
+
 // Imports the starter experience into a new run's memory (once per content), saying what it
 // holds and how this run uses it. True when it was imported now; a failure is a warning.
-bool import_starter_for_run(const run::RunConfig& cfg, memory::Database& store, const eval::Evaluator& evaluator,
-                            const Say& say) {
+bool import_starter_for_run(const run::RunConfig& cfg, memory::Database& store, const std::string& here, const Say& say) {
   auto file = memory::starter_memory_file();
   if (!file) return false;
   auto st = memory::import_starter(store, *file);
@@ -276,7 +301,7 @@ bool import_starter_for_run(const run::RunConfig& cfg, memory::Database& store, 
   say(fmt::format("kope run: imported the starter experience shipped with kope into {}: {} verified kernels for {} "
                   "operators{}, from {}.", cfg.memory_path, sum.correct_cases, sum.solved_ops.size(), made,
                   file->string()));
-  say("  " + starter_origin(sum.targets, evaluator.target().str()) +
+  say("  " + starter_origin(sum.targets, here) +
       (cfg.loop.policy == run::Policy::replay
            ? " This run replays it: every kernel is re-verified on every case and re-timed on this machine; a "
              "kernel that fails here is recorded as failed and never counts. (--no-starter skips this.)"
@@ -364,7 +389,74 @@ void print_run_outcome(const RunOptions& o, const run::RunConfig& cfg, const age
   if (cfg.loop.policy == run::Policy::replay) print_replay_notes(cfg, report, starter_imported);
 }
 
-Result<int> run_command(const RunOptions& o, const std::vector<std::string>& given) {
+// What every run ends with: report.html beside results.json, the outcome on stdout, the errors
+// and (--check-prompts) the prompt check on stderr, and the exit code: 0, 1 when the run did not
+// finish (with the command that resumes it) or a prompt has a finding, 130 when cancelled.
+Result<int> finish_run(const RunOptions& o, const agent::Run& run, const agent::RunReport& report, memory::Database& store,
+                       const std::string& target, bool starter_imported) {
+  const run::RunConfig& cfg = run.config();
+  // The HTML report of this run, always beside results.json (a failure to write it is reported,
+  // not fatal: the run's figures are in results.json either way).
+  std::optional<fs::path> html;
+  if (auto h = write_run_report(run.dir(), cfg.memory_path)) {
+    html = *h;
+  } else {
+    std::fprintf(stderr, "kope: warning: report.html was not written: %s\n", h.error().message.c_str());
+  }
+  print_run_outcome(o, cfg, report, store, target, html, starter_imported);
+  for (const auto& e : report.errors) std::fprintf(stderr, "kope: %s\n", e.c_str());
+  bool prompts_ok = true;
+  if (o.check_prompts) {
+    // A run through Slurm keeps its prompts in its tasks' run directories.
+    std::vector<fs::path> dirs = run::task_dirs(run.dir());
+    if (dirs.empty()) dirs.push_back(run.dir());
+    for (const auto& dir : dirs) {
+      if (!fs::exists(dir / "events.jsonl")) continue;  // a task that never started sent nothing
+      KOPE_ASSIGN(agent::PromptCheckReport check, agent::check_run_prompts(dir));
+      prompts_ok = prompts_ok && check.ok();
+      std::string text = check.to_text();
+      std::fprintf(stderr, "kope: prompt check%s: %s", dirs.size() > 1 ? (" of " + dir.string()).c_str() : "", text.c_str());
+    }
+  }
+  if (!report.complete) {
+    std::fprintf(stderr, "kope: the run stopped before every operator finished. Resume it with:\n  kope run --resume %s\n",
+                 shell_word(run.dir().string()).c_str());
+    return report.cancelled ? 130 : 1;
+  }
+  return prompts_ok ? 0 : 1;
+}
+
+// A new run over Slurm, or the resumption of one: this process coordinates the job array
+// (run_slurm.h) and merges the tasks' results; it runs no operator itself. `task_args`: the
+// options as given that every task's `kope run` gets too.
+Result<int> slurm_command(const RunOptions& o, const std::vector<std::string>& given, const std::vector<std::string>& task_args,
+                          const Say& say) {
+  std::optional<llm::Profile> profile;
+  KOPE_ASSIGN(std::unique_ptr<agent::Run> run, open_run(o, given, profile, say));
+  const run::RunConfig& cfg = run->config();
+  KOPE_ASSIGN(auto store, memory::open_store(cfg.memory_path));
+  // The tasks share the memory: the starter experience goes in once, here, not in every task.
+  const bool starter_imported =
+      !run->resumed() && !o.no_starter && import_starter_for_run(cfg, *store, describe_host().target.str(), say);
+  SlurmConsole console;
+  console.say = say;
+  console.cancel = &g_cancel;
+  agent::RunReport report;
+  if (run->resumed()) {
+    KOPE_ASSIGN(report, resume_on_slurm(*run, console));
+  } else {
+    std::vector<std::string> args = task_args;
+    args.insert(args.end(), {"--seed", std::to_string(cfg.seed), "--memory", cfg.memory_path, "--policy",
+                             std::string(run::policy_name(cfg.loop.policy)), "--no-starter", "--quiet"});
+    if (!cfg.llm_profile.empty()) args.insert(args.end(), {"--llm", cfg.llm_profile});
+    say(fmt::format("kope run {}: {} ops through Slurm, {} per task, run directory {}", cfg.run_id, run->ops().size(),
+                    o.slurm.chunk, run->dir().string()));
+    KOPE_ASSIGN(report, dispatch_to_slurm(*run, o.slurm, args, console));
+  }
+  return finish_run(o, *run, report, *store, run->config().target, starter_imported);
+}
+
+Result<int> run_command(const RunOptions& o, const std::vector<std::string>& given, const std::vector<std::string>& task_args) {
   static auto llm_cancel = std::make_shared<llm::CancelToken>();
   g_llm_cancel = llm_cancel.get();
   std::signal(SIGINT, on_interrupt);
@@ -373,21 +465,17 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   Say say = [&](const std::string& line) {
     if (!o.quiet) std::fprintf(stderr, "%s\n", line.c_str());
   };
+  if (o.resume.empty() ? o.executor == "slurm" : is_slurm_run(o.resume)) return slurm_command(o, given, task_args, say);
 
-  std::unique_ptr<agent::Run> run;
   std::optional<llm::Profile> profile;
-  if (!o.resume.empty()) {
-    KOPE_ASSIGN(run, resume_run(o, given, profile, say));
-  } else {
-    KOPE_ASSIGN(run, start_run(o, profile, say));
-  }
+  KOPE_ASSIGN(std::unique_ptr<agent::Run> run, open_run(o, given, profile, say));
   const run::RunConfig& cfg = run->config();
 
   // Services: hardware, evaluator, memory, model, prompts.
   KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
   KOPE_ASSIGN(auto evaluator, make_run_evaluator(cfg.backend, hw, cfg.library_config));
   KOPE_ASSIGN(auto store, memory::open_store(cfg.memory_path));
-  const bool starter_imported = !run->resumed() && !o.no_starter && import_starter_for_run(cfg, *store, *evaluator, say);
+  const bool starter_imported = !run->resumed() && !o.no_starter && import_starter_for_run(cfg, *store, evaluator->target().str(), say);
   std::unique_ptr<llm::LlmClient> client;
   auto accounting = std::make_shared<llm::RunAccounting>();
   if (cfg.loop.policy == run::Policy::llm) {
@@ -417,29 +505,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   progress.finish();
   if (client) append_llm_usage(run->dir(), *accounting);
 
-  // The HTML report of this run, always beside results.json (a failure to write it is reported,
-  // not fatal: the run's figures are in results.json either way).
-  std::optional<fs::path> html;
-  if (auto h = write_run_report(run->dir(), cfg.memory_path)) {
-    html = *h;
-  } else {
-    std::fprintf(stderr, "kope: warning: report.html was not written: %s\n", h.error().message.c_str());
-  }
-  print_run_outcome(o, cfg, report, *store, evaluator->target().str(), html, starter_imported);
-  for (const auto& e : report.errors) std::fprintf(stderr, "kope: %s\n", e.c_str());
-  bool prompts_ok = true;
-  if (o.check_prompts) {
-    KOPE_ASSIGN(agent::PromptCheckReport check, agent::check_run_prompts(run->dir()));
-    prompts_ok = check.ok();
-    std::string text = check.to_text();
-    std::fprintf(stderr, "kope: prompt check: %s", text.c_str());
-  }
-  if (!report.complete) {
-    std::fprintf(stderr, "kope: the run stopped before every operator finished. Resume it with:\n  kope run --resume %s\n",
-                 shell_word(run->dir().string()).c_str());
-    return report.cancelled ? 130 : 1;
-  }
-  return prompts_ok ? 0 : 1;
+  return finish_run(o, *run, report, *store, evaluator->target().str(), starter_imported);
 }
 
 }  // namespace
@@ -496,12 +562,29 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_flag("--full-timing", o->full_timing,
                 "Time every correct candidate to the full CI and compare it with the incumbent's recorded timings (default: "
                 "time it against the incumbent and stop as soon as the decision is clear)");
+  cmd->add_option("--executor", o->executor,
+                  "Where the operators run: local (this process) or slurm (a Slurm job array, one task per --chunk "
+                  "operators, each an exclusive node; this process coordinates and merges)")
+      ->default_val("local")
+      ->check(CLI::IsMember({"local", "slurm"}));
+  cmd->add_option("--partition", o->slurm.partition, "Slurm: the partition the tasks run in (default: the cluster's)");
+  cmd->add_option("--slurm-args", o->slurm.slurm_args,
+                  "Slurm: more sbatch options for every task, as one string (e.g. \"--time=2:00:00 --constraint=avx512\")");
+  cmd->add_option("--chunk", o->slurm.chunk, "Slurm: operators per array task")->default_val(1)->check(CLI::PositiveNumber);
   cmd->callback([o, cmd, &action] {
-    std::vector<std::string> given;
+    std::vector<std::string> given, task_args;
     for (const CLI::Option* opt : cmd->get_options()) {
-      if (opt->count() > 0 && !opt->get_lnames().empty()) given.push_back("--" + opt->get_lnames().front());
+      if (opt->count() == 0 || opt->get_lnames().empty()) continue;
+      std::string name = "--" + opt->get_lnames().front();
+      given.push_back(name);
+      if (k_not_for_tasks.contains(name)) continue;
+      if (opt->get_type_size() == 0) {  // a flag
+        task_args.push_back(name);
+        continue;
+      }
+      for (const auto& value : opt->results()) task_args.insert(task_args.end(), {name, value});
     }
-    action = [o, given]() { return run_command(*o, given); };
+    action = [o, given, task_args]() { return run_command(*o, given, task_args); };
   });
 }
 
