@@ -259,7 +259,7 @@ Result<CheckReport> SqliteStore::check() {
   }
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT f.fix_case, f.failed_case FROM fix_link f JOIN cases c ON c.id = f.fix_case "
-                                       "WHERE c.parent_id IS NOT f.failed_case OR c.verdict <> 'correct'"));
+                                       "WHERE c.parent_id IS DISTINCT FROM f.failed_case OR c.verdict <> 'correct'"));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) break;

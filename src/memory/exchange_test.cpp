@@ -171,7 +171,7 @@ TEST(ExchangeFile, MergeReadsAnotherDatabaseWithoutChangingIt) {
   ASSERT_TRUE(after);
   EXPECT_EQ(util::sha256_hex(*before), util::sha256_hex(*after));
   auto check = b.store->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
   EXPECT_EQ(b.store->merge_from(b.path, {}).error().kind, ErrorKind::usage);
   EXPECT_EQ(b.store->merge_from(b.dir.path() / "missing.db", {}).error().kind, ErrorKind::not_found);
@@ -218,7 +218,7 @@ TEST(ExchangeKinds, MergeAndImportBetweenSqliteAndPostgresBothWays) {
   }
   for (Database* s : {server.store.get(), back.store.get()}) {
     auto check = s->check();
-    ASSERT_TRUE(check);
+    ASSERT_TRUE(check) << check.error().message;
     EXPECT_TRUE(check->ok()) << check->problems.front();
   }
   EXPECT_EQ(server.store->merge_from(server.path, {}).error().kind, ErrorKind::usage);
@@ -335,7 +335,7 @@ TEST_P(ExchangeTest, ProvenanceTravelsWithTheExportAndIsListedWithTheImport) {
   EXPECT_EQ(nlohmann::json::parse(stats->imports[0].provenance)["runs"][0], "r1");
   EXPECT_EQ(stats->imports[1].provenance, "");  // that export carried none
   auto check = b.store->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << (check->problems.empty() ? "" : check->problems.front());
 }
 

@@ -156,7 +156,7 @@ TEST_P(LessonsTest, VotesDeprecationAndMergeKeepEverything) {
   missing.lesson_id = "L0000000000";
   EXPECT_EQ(t.store->apply(missing).error().kind, ErrorKind::not_found);
   auto check = t.store->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
   EXPECT_EQ(check->lessons_checked, 3);
 }
@@ -236,7 +236,7 @@ TEST_P(ValuesTest, CreditMovesValuesByTheStatedRateAndIsIdempotent) {
   EXPECT_EQ(s->prompts, 3);
   EXPECT_EQ(s->prompts_credited, 3);
   auto check = t.store->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 

@@ -136,7 +136,7 @@ TEST_P(StoreTest, DownstreamScoresMatchAHandComputedTree) {
   EXPECT_NEAR(get(*t.store, a).downstream, 1.329875, 1e-12);
   EXPECT_NEAR(get(*t.store, b).speedup_vs_parent.value_or(0), 1.5, 1e-12);
   auto check = t.store->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
@@ -245,7 +245,7 @@ TEST_P(StoreTest, ImplausibleWinsAreQuarantinedUntilVerified) {
   EXPECT_EQ(again.error().kind, ErrorKind::usage);
   EXPECT_FALSE(t.store->verify_case(fine, true, ""));
   auto check = t.store->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
@@ -409,7 +409,7 @@ TEST_P(StoreTest, ConcurrentWritersThreadsAndConnections) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(t.store->stats()->cases, 100);
   auto check = t.store->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
@@ -493,7 +493,7 @@ TEST_P(StoreTest, ConcurrentWritersWithOverlappingKeysLoseAndDoubleNothing) {
   }
   EXPECT_EQ(upvotes, k_writers * k_votes);
   auto check = t.store->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
@@ -529,7 +529,7 @@ TEST(StorePostgres, LostConnectionsAreRetriedAndWritesResentOnce) {
   ASSERT_TRUE(seen && *seen) << (seen ? "" : seen.error().message);
   EXPECT_EQ((*seen)->id, first->id);
   auto check = t.store->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
@@ -597,7 +597,7 @@ TEST(Migration, FromVersionOneBackfillsTheRetrievalStructures) {
   EXPECT_EQ(s->schema_version, 2);
   EXPECT_EQ(s->cases, 3);
   auto check = (*store)->check();
-  ASSERT_TRUE(check);
+  ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
   RetrievalQuery q;
   q.task = task("softmax");

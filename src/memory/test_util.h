@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unistd.h>
 
@@ -118,7 +119,11 @@ inline std::shared_ptr<ScratchPostgres> scratch_postgres() {
   auto admin = Db::open_postgres(*server);
   EXPECT_TRUE(admin.has_value()) << (admin ? "" : admin.error().message);
   if (!admin) return nullptr;
-  auto made = (*admin)->exec(fmt::format("DROP DATABASE IF EXISTS {0} WITH (FORCE); CREATE DATABASE {0}", pg->name));
+  // Two statements: PostgreSQL runs a multi-statement string as one transaction, and neither may
+  // run inside one.
+  auto dropped = (*admin)->exec(fmt::format("DROP DATABASE IF EXISTS {} WITH (FORCE)", pg->name));
+  EXPECT_TRUE(dropped.has_value()) << (dropped ? "" : dropped.error().message);
+  auto made = (*admin)->exec(fmt::format("CREATE DATABASE {}", pg->name));
   EXPECT_TRUE(made.has_value()) << (made ? "" : made.error().message);
   return pg;
 }
@@ -142,7 +147,9 @@ inline TempStore temp_store(const std::string& name = "memory.db") {
     if (pg) path = pg->url;
   }
   auto store = open_store(path);
-  EXPECT_TRUE(store.has_value()) << (store ? "" : store.error().message);
+  // A store that did not open fails the test here (gtest reports the exception), not later
+  // through a null pointer.
+  if (!store) throw std::runtime_error("temp_store: " + store.error().message);
   return TempStore{std::move(pg), std::move(*dir), std::move(*store), path};
 }
 
