@@ -2,26 +2,53 @@
 // scripts/services/slurm.sh starts (scripts/test.sh does, and exports SLURM_CONF), against the
 // fake model server, every array task a `kope run` sharing one memory. Skips when no Slurm runs.
 //
-// The memory the tasks share is the suite's parameter: an SQLite file here (kope's SQLite store
-// is safe for several processes); a PostgreSQL variant instantiates the suite with a URL.
+// The memory the tasks share is the suite's parameter: an SQLite file (kope's SQLite store is
+// safe for several processes), or a fresh database on the scratch PostgreSQL server that
+// scripts/test.sh starts (KOPE_TEST_POSTGRES); that variant skips, naming why, without one.
 #include <functional>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "e2e_fixture.h"
 #include "kope/memory.h"
+#include "memory/test_util.h"
 
 namespace kope {
 namespace {
 
 const fs::path k_double = k_e2e / "ops/elementwise/e2e_double";
 
-// Where a test's memory lives: a fresh, empty memory for each (project directory, name).
+// Where a test's memory lives: a fresh, empty memory for each (project directory, name), and
+// why that kind cannot be used here ("" when it can).
 struct MemoryKind {
   std::string name;
   std::function<std::string(const fs::path& project, const std::string& name)> location;
+  std::function<std::string()> unavailable;
 };
 
+// gtest names a parameter by this (not by its bytes).
+void PrintTo(const MemoryKind& k, std::ostream* os) { *os << k.name; }
+
 std::string sqlite_memory(const fs::path& project, const std::string& name) { return (project / (name + ".db")).string(); }
+
+// Scratch PostgreSQL databases made for this process's tests, dropped when it exits.
+std::vector<std::shared_ptr<memory::testing::ScratchPostgres>>& postgres_databases() {
+  static std::vector<std::shared_ptr<memory::testing::ScratchPostgres>> dbs;
+  return dbs;
+}
+
+std::string postgres_memory(const fs::path&, const std::string&) {
+  auto pg = memory::testing::scratch_postgres();
+  if (!pg) return "postgresql://no-server-for-the-test/kope";  // scratch_postgres() failed the test already
+  postgres_databases().push_back(pg);
+  return pg->url;
+}
+
+std::string postgres_unavailable() {
+  std::string why;
+  return memory::testing::test_postgres_url(&why) ? "" : why;
+}
 
 // Runs a Slurm command; its output, or nullopt when it fails.
 std::optional<std::string> slurm(const std::vector<std::string>& argv) {
@@ -52,10 +79,18 @@ class SlurmE2E : public E2ETest, public ::testing::WithParamInterface<MemoryKind
     E2ETest::SetUp();
     std::string why = slurm_unavailable();
     if (!why.empty()) GTEST_SKIP() << "no Slurm here: " << why;
+    if (GetParam().unavailable) {
+      if (std::string no = GetParam().unavailable(); !no.empty()) GTEST_SKIP() << no;
+    }
     configure_model("fake-fixed-usage-model");  // token counts independent of the prompts' timings
   }
 
-  std::string memory(const std::string& name) const { return GetParam().location(project(), name); }
+  // The memory called `name` in this test, made on first use.
+  std::string memory(const std::string& name) {
+    auto [it, fresh] = m_memories.try_emplace(name);
+    if (fresh) it->second = GetParam().location(project(), name);
+    return it->second;
+  }
 
   // `kope run` of the three test operators, `iterations` each, in `dir` with memory `mem`.
   std::vector<std::string> three_ops(const fs::path& dir, const std::string& mem, int iterations,
@@ -104,6 +139,8 @@ class SlurmE2E : public E2ETest, public ::testing::WithParamInterface<MemoryKind
     }
     return false;
   }
+
+  std::map<std::string, std::string> m_memories;
 
   static std::string read_stderr(util::Process& p) {
     std::string err;
@@ -214,7 +251,9 @@ TEST_P(SlurmE2E, CtrlCOnTheCoordinatorCancelsTheArray) {
   for (const char* active : {"PENDING", "RUNNING", "COMPLETING"}) EXPECT_EQ(queue.find(active), std::string::npos) << queue;
 }
 
-INSTANTIATE_TEST_SUITE_P(Memory, SlurmE2E, ::testing::Values(MemoryKind{"SQLite", sqlite_memory}),
+INSTANTIATE_TEST_SUITE_P(Memory, SlurmE2E,
+                         ::testing::Values(MemoryKind{"SQLite", sqlite_memory, nullptr},
+                                           MemoryKind{"PostgreSQL", postgres_memory, postgres_unavailable}),
                          [](const ::testing::TestParamInfo<MemoryKind>& p) { return p.param.name; });
 
 }  // namespace
