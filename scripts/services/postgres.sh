@@ -14,6 +14,16 @@ set -euo pipefail
 
 dir="${KOPE_POSTGRES_DIR:-/tmp/kope-postgres-$(id -u)}"
 bin="${KOPE_POSTGRES_BIN:-/usr/lib/postgresql/15/bin}"
+# Started as root, the server runs as `postgres`, which must reach the directory: where a parent
+# is closed to it (a checkout under /root), the server lives under /tmp instead, named after the
+# directory asked for, so start and stop agree.
+if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1; then
+  parent="$(dirname "$dir")"
+  mkdir -p "$parent"
+  if ! runuser -u postgres -- test -x "$parent" 2>/dev/null || ! runuser -u postgres -- test -r "$parent" 2>/dev/null; then
+    dir="/tmp/kope-postgres-$(printf '%s' "$dir" | sha1sum | cut -c1-12)"
+  fi
+fi
 data="$dir/data"
 
 as_server() {
