@@ -184,9 +184,7 @@ TEST(ExchangeKinds, MergeAndImportBetweenSqliteAndPostgresBothWays) {
   if (!test_postgres_url(&why)) GTEST_SKIP() << why;
   auto file = temp_store("a.db");
   populate(*file.store, "run-a");
-  current_store_kind() = StoreKind::postgres;
-  auto server = temp_store();
-  current_store_kind() = StoreKind::sqlite;
+  auto server = temp_store("memory.db", StoreKind::postgres);
   ASSERT_TRUE(server.store);
   populate(*server.store, "run-b");
   auto in = server.store->merge_from(file.path, {});

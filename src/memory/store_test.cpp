@@ -503,9 +503,7 @@ TEST_P(StoreTest, ConcurrentWritersWithOverlappingKeysLoseAndDoubleNothing) {
 TEST(StorePostgres, LostConnectionsAreRetriedAndWritesResentOnce) {
   std::string why;
   if (!test_postgres_url(&why)) GTEST_SKIP() << why;
-  current_store_kind() = StoreKind::postgres;
-  auto t = temp_store();
-  current_store_kind() = StoreKind::sqlite;
+  auto t = temp_store("memory.db", StoreKind::postgres);
   ASSERT_TRUE(t.store);
   Db& db = sqlite(*t.store).db();
   ASSERT_TRUE(db.exec("CREATE SEQUENCE kill_once; "

@@ -137,12 +137,13 @@ struct TempStore {
 
 // A fresh store of the current kind: a file `name` in a temp dir, or a fresh PostgreSQL
 // database (one per call, so a test may hold several).
-inline TempStore temp_store(const std::string& name = "memory.db") {
+// `kind` overrides the current kind for this store alone.
+inline TempStore temp_store(const std::string& name = "memory.db", std::optional<StoreKind> kind = std::nullopt) {
   auto dir = util::TempDir::create("kope-memory-test");
   EXPECT_TRUE(dir.has_value());
   std::shared_ptr<ScratchPostgres> pg;
   auto path = dir->path() / name;
-  if (current_store_kind() == StoreKind::postgres) {
+  if (kind.value_or(current_store_kind()) == StoreKind::postgres) {
     pg = scratch_postgres();
     if (pg) path = pg->url;
   }
