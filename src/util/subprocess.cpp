@@ -221,8 +221,10 @@ void Process::close_fds() {
 
 void Process::kill_group(int sig) const {
   if (m_pid > 0 && !m_reaped) {
-    ::kill(-m_pid, sig);
-    ::kill(m_pid, sig);
+    // The group holds the child itself (it is the group's leader): one signal each, so a
+    // child that counts its signals (kope's second Ctrl-C exits at once) sees one. The child
+    // alone only where its group is not there to signal.
+    if (::kill(-m_pid, sig) != 0) ::kill(m_pid, sig);
   }
 }
 

@@ -76,7 +76,7 @@ class Process {
   int stderr_fd() const { return m_err; }
   int pidfd() const { return m_pidfd; }    // readable (POLLIN) once the child has exited
 
-  // Sends `sig` to the child's whole process group.
+  // Sends `sig` once to the child's whole process group (the child among them).
   void kill_group(int sig = SIGKILL) const;
   // Blocks until the child exits (retrying on EINTR) and returns how it ended.
   ExitStatus wait();
