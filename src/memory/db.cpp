@@ -94,6 +94,9 @@ Status Db::begin_read() {
   return exec(m_pg ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN");
 }
 
+uint64_t Db::round_trips() const { return m_pg ? m_pg->round_trips() : 0; }
+uint64_t Db::statements() const { return m_pg ? m_pg->statements() : 0; }
+
 bool Db::connection_lost() const { return m_pg && m_pg->connection_lost(); }
 bool Db::commit_unconfirmed() const { return m_pg && m_pg->commit_unconfirmed(); }
 
@@ -146,6 +149,11 @@ Result<Stmt> Db::prepare(std::string_view sql) {
   }
   m_cache.emplace(std::move(key), stmt);
   return Stmt(this, stmt);
+}
+
+Result<Stmt> Db::prepare_insert(std::string_view sql) {
+  if (!m_pg) return prepare(sql);
+  return prepare(std::string(sql) + " RETURNING id");
 }
 
 Result<std::optional<int64_t>> Db::query_int(std::string_view sql) {
@@ -255,6 +263,22 @@ Status Stmt::run() {
     KOPE_ASSIGN(bool row, step());
     if (!row) return {};
   }
+}
+
+Status Stmt::run_later() {
+  if (m_pg) return m_pg->defer();
+  return run();
+}
+
+Result<std::optional<int64_t>> Stmt::run_insert() {
+  if (m_pg) {
+    KOPE_ASSIGN(bool row, step());
+    if (!row) return std::optional<int64_t>{};
+    return std::optional<int64_t>{int64(0)};
+  }
+  KOPE_TRY(run());
+  if (m_db->changes() == 0) return std::optional<int64_t>{};
+  return std::optional<int64_t>{m_db->last_insert_rowid()};
 }
 
 bool Stmt::is_null(int col) const {

@@ -72,6 +72,14 @@ class Stmt {
   Result<bool> step();
   // Steps to completion, ignoring rows.
   Status run();
+  // Runs a write whose rows and change count are not needed. On PostgreSQL inside a transaction
+  // it is only queued, and goes out with the next statement that needs a result (or COMMIT), in
+  // one round trip for all (pg.h, "Pipelining"): a failure surfaces from that statement and the
+  // transaction fails as it would have. SQLite runs it at once.
+  Status run_later();
+  // Runs an INSERT prepared by Db::prepare_insert: the id of the row it added, or nullopt when
+  // it added none (ON CONFLICT DO NOTHING).
+  Result<std::optional<int64_t>> run_insert();
 
   bool is_null(int col) const;
   int64_t int64(int col) const;
@@ -103,15 +111,23 @@ class Db {
   Status exec(std::string_view sql);
   // A cached prepared statement for `sql` (the text is the cache key).
   Result<Stmt> prepare(std::string_view sql);
+  // An INSERT (not INSERT OR IGNORE) whose new row's id is wanted, for Stmt::run_insert(): on
+  // PostgreSQL it gains RETURNING id, one round trip where lastval() would take a second.
+  Result<Stmt> prepare_insert(std::string_view sql);
   // A single integer from a query returning one row (nullopt when no row or NULL).
   Result<std::optional<int64_t>> query_int(std::string_view sql);
 
-  // The id of the row the last INSERT added (PostgreSQL: lastval(), one more round trip).
+  // The id of the row the last INSERT added (PostgreSQL: lastval(), one more round trip; see
+  // prepare_insert).
   int64_t last_insert_rowid() const;
   int changes() const;
   bool in_transaction() const;
 
   Dialect dialect() const { return m_pg ? Dialect::postgres : Dialect::sqlite; }
+  // PostgreSQL: the round trips to the server so far (a pipeline of statements counts once)
+  // and the statements executed; 0 for SQLite, which has none.
+  uint64_t round_trips() const;
+  uint64_t statements() const;
   bool postgres() const { return m_pg != nullptr; }
   // Opens a write transaction that serialises with every other writer of the database: SQLite's
   // BEGIN IMMEDIATE; on PostgreSQL, BEGIN and a transaction-level advisory lock keyed by the

@@ -2,11 +2,13 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace kope::memory {
 
@@ -18,6 +20,10 @@ constexpr int k_reconnect_attempts = 8;
 constexpr auto k_first_backoff = std::chrono::milliseconds(50);
 // A statement outside a transaction is re-run at most this many times after a lost connection.
 constexpr int k_autocommit_retries = 3;
+// Deferred statements are sent once this many are queued, so a pipeline's results (a few dozen
+// bytes each) always fit the socket buffers: libpq sends in blocking mode, and a server that
+// could not write its results would stop reading ours.
+constexpr size_t k_max_deferred = 64;
 
 std::string head_of(std::string_view sql) {
   std::string head(sql.substr(0, 100));
@@ -50,6 +56,26 @@ bool connection_state(const char* state) {
 }
 
 }  // namespace
+
+std::string pg_text_array(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const auto& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : item) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+std::string pg_int_array(const std::vector<int64_t>& items) { return fmt::format("{{{}}}", fmt::join(items, ",")); }
+
+std::string pg_double_array(const std::vector<double>& items) {
+  return fmt::format("{{{:.17g}}}", fmt::join(items, ","));
+}
 
 bool is_postgres_url(std::string_view location) {
   return location.starts_with("postgresql://") || location.starts_with("postgres://");
@@ -163,6 +189,20 @@ Result<bool> PgStatement::step() {
   return false;
 }
 
+Status PgStatement::defer() {
+  if (!m_conn->m_in_transaction) {
+    KOPE_ASSIGN(bool row, step());
+    (void)row;
+    return {};
+  }
+  m_conn->m_deferred.push_back({this, m_params, m_formats});
+  if (m_conn->m_deferred.size() >= k_max_deferred) {
+    KOPE_ASSIGN(pg_result * none, m_conn->run_pipeline(nullptr, {}));
+    (void)none;
+  }
+  return {};
+}
+
 const char* PgStatement::value(int col) const {
   if (!m_result || m_row < 0 || m_row >= m_rows || col < 0 || col >= PQnfields(m_result)) return nullptr;
   if (PQgetisnull(m_result, m_row, col)) return nullptr;
@@ -241,6 +281,7 @@ Error PgConnection::failure(pg_result* res, std::string_view what) {
   if (bad() || connection_state(state)) {
     m_lost = true;
     m_in_transaction = false;
+    m_deferred.clear();
     return Error{ErrorKind::io, fmt::format("memory database {}: connection lost: {} (while running `{}`)", m_display,
                                             detail, head_of(what))};
   }
@@ -267,6 +308,7 @@ Status PgConnection::reconnect() {
       m_lost = false;
       m_commit_unconfirmed = false;
       m_in_transaction = false;
+      m_deferred.clear();
       PQsetNoticeProcessor(m_conn, [](void*, const char*) {}, nullptr);
       return exec("SET client_min_messages = warning; SET extra_float_digits = 3; SET TIME ZONE 'UTC'");
     }
@@ -282,10 +324,26 @@ Status PgConnection::exec(std::string_view sql) {
   const bool is_commit = starts_with_nocase(text, "COMMIT");
   const bool is_rollback = starts_with_nocase(text, "ROLLBACK");
   const bool is_begin = starts_with_nocase(text, "BEGIN");
+  if (!m_deferred.empty()) {
+    if (is_rollback) {
+      m_deferred.clear();  // never sent: nothing to undo
+    } else if (is_commit) {
+      // The queued writes and COMMIT in one round trip.
+      auto done = run_pipeline(nullptr, "COMMIT");
+      if (!done && m_lost) m_commit_unconfirmed = true;  // it may or may not have committed
+      if (!done) return std::unexpected(std::move(done).error());
+      return {};
+    } else {
+      KOPE_ASSIGN(pg_result * none, run_pipeline(nullptr, {}));
+      (void)none;
+    }
+  }
   for (int attempt = 0;; ++attempt) {
     if (bad() && !m_in_transaction && !is_commit && !is_rollback && attempt < k_autocommit_retries) {
       KOPE_TRY(reconnect());
     }
+    ++m_round_trips;
+    ++m_statements;
     pg_result* res = PQexec(m_conn, text.c_str());
     ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
@@ -322,9 +380,11 @@ Result<PgStatement*> PgConnection::prepare(std::string_view sql) {
 }
 
 Result<pg_result*> PgConnection::execute(PgStatement& st) {
+  if (!m_deferred.empty()) return run_pipeline(&st, {});
   for (int attempt = 0;; ++attempt) {
     if (bad() && !m_in_transaction && attempt < k_autocommit_retries) KOPE_TRY(reconnect());
     if (st.m_prepared_generation != m_generation) {
+      ++m_round_trips;
       pg_result* res = PQprepare(m_conn, st.m_name.c_str(), st.m_sql.c_str(), 0, nullptr);
       if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
         const bool was_in_transaction = m_in_transaction;
@@ -342,6 +402,8 @@ Result<pg_result*> PgConnection::execute(PgStatement& st) {
       values[i] = st.m_params[i] ? st.m_params[i]->data() : nullptr;
       lengths[i] = st.m_params[i] ? static_cast<int>(st.m_params[i]->size()) : 0;
     }
+    ++m_round_trips;
+    ++m_statements;
     pg_result* res = PQexecPrepared(m_conn, st.m_name.c_str(), static_cast<int>(values.size()), values.data(),
                                     lengths.data(), st.m_formats.data(), 0);
     ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
@@ -357,6 +419,106 @@ Result<pg_result*> PgConnection::execute(PgStatement& st) {
     if (m_lost && !was_in_transaction && attempt + 1 < k_autocommit_retries) continue;
     return std::unexpected(std::move(e));
   }
+}
+
+bool PgConnection::send_prepared(PgStatement& st, const std::vector<std::optional<std::string>>& params,
+                                 const std::vector<int>& formats, std::vector<PgStatement*>& prepared_here) {
+  if (st.m_prepared_generation != m_generation &&
+      std::find(prepared_here.begin(), prepared_here.end(), &st) == prepared_here.end()) {
+    if (!PQsendPrepare(m_conn, st.m_name.c_str(), st.m_sql.c_str(), 0, nullptr)) return false;
+    prepared_here.push_back(&st);
+  }
+  std::vector<const char*> values(params.size());
+  std::vector<int> lengths(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    values[i] = params[i] ? params[i]->data() : nullptr;
+    lengths[i] = params[i] ? static_cast<int>(params[i]->size()) : 0;
+  }
+  return PQsendQueryPrepared(m_conn, st.m_name.c_str(), static_cast<int>(values.size()), values.data(),
+                             lengths.data(), formats.data(), 0) == 1;
+}
+
+Result<pg_result*> PgConnection::run_pipeline(PgStatement* last, const std::string& last_sql) {
+  std::vector<Deferred> queued = std::move(m_deferred);
+  m_deferred.clear();
+  // What each result answers, in order: a statement's prepare (when sent), its execution; last.
+  struct Command {
+    PgStatement* st;  // nullptr: last_sql
+    bool prepare;
+  };
+  std::vector<Command> commands;
+  std::vector<PgStatement*> prepared_here;
+  auto send = [&](PgStatement& st, const std::vector<std::optional<std::string>>& params,
+                  const std::vector<int>& formats) {
+    size_t before = prepared_here.size();
+    if (!send_prepared(st, params, formats, prepared_here)) return false;
+    if (prepared_here.size() > before) commands.push_back({&st, true});
+    commands.push_back({&st, false});
+    return true;
+  };
+  bool sent = PQenterPipelineMode(m_conn) == 1;
+  for (size_t i = 0; sent && i < queued.size(); ++i) sent = send(*queued[i].st, queued[i].params, queued[i].formats);
+  if (sent && last) sent = send(*last, last->m_params, last->m_formats);
+  if (sent && !last && !last_sql.empty()) {
+    sent = PQsendQueryParams(m_conn, last_sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
+    commands.push_back({nullptr, false});
+  }
+  if (sent) sent = PQpipelineSync(m_conn) == 1;
+  ++m_round_trips;
+  m_statements += queued.size() + (last || !last_sql.empty() ? 1 : 0);
+  auto what = [&](const Command& c) -> std::string_view { return c.st ? std::string_view(c.st->m_sql) : last_sql; };
+  // A pipeline that cannot be sent or read to its end leaves the connection in an unknown
+  // state: it counts as lost (the server rolls back the transaction when we reconnect).
+  auto lose = [&](std::string_view during) {
+    std::string detail = PQerrorMessage(m_conn);
+    while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' ')) detail.pop_back();
+    m_lost = true;
+    m_in_transaction = false;
+    m_deferred.clear();
+    return std::unexpected(Error{ErrorKind::io, fmt::format("memory database {}: connection lost: {} (while running `{}`)",
+                                                            m_display, detail, head_of(during))});
+  };
+  if (!sent) return lose(commands.empty() ? std::string_view("a pipeline") : what(commands.back()));
+
+  pg_result* last_result = nullptr;
+  std::optional<Error> first_error;
+  for (const Command& c : commands) {
+    pg_result* res = PQgetResult(m_conn);
+    if (!res) {
+      if (last_result) PQclear(last_result);
+      return lose(what(c));
+    }
+    ExecStatusType status = PQresultStatus(res);
+    const bool ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+    if (ok && c.prepare) c.st->m_prepared_generation = m_generation;
+    if (!ok && status != PGRES_PIPELINE_ABORTED && !first_error) first_error = failure(res, what(c));
+    if (ok && last && &c == &commands.back()) {
+      last_result = res;
+      const char* n = PQcmdTuples(res);
+      m_changes = (n && *n) ? std::strtoll(n, nullptr, 10) : 0;
+    } else {
+      PQclear(res);
+    }
+    if (m_lost) {  // failure() saw the connection go
+      if (last_result) PQclear(last_result);
+      return first_error ? std::unexpected(std::move(*first_error)) : lose(what(c));
+    }
+    while ((res = PQgetResult(m_conn)) != nullptr) PQclear(res);  // each command's results end with a null
+  }
+  pg_result* sync = PQgetResult(m_conn);
+  const bool synced = sync && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+  if (sync) PQclear(sync);
+  if (!synced || PQexitPipelineMode(m_conn) != 1) {
+    if (last_result) PQclear(last_result);
+    return lose("the end of a pipeline");
+  }
+  // After a failure the transaction stays open (aborted) unless the failing statement ended it.
+  m_in_transaction = PQtransactionStatus(m_conn) != PQTRANS_IDLE;
+  if (first_error) {
+    if (last_result) PQclear(last_result);
+    return std::unexpected(std::move(*first_error));
+  }
+  return last_result;
 }
 
 }  // namespace kope::memory

@@ -12,6 +12,11 @@
 // connection_lost() tells the store, which re-runs its whole operation (see
 // SqliteStore::resending_locked); when the loss hid the outcome of COMMIT, commit_unconfirmed()
 // says so, and only operations that are idempotent on their natural keys are re-sent.
+//
+// Pipelining: inside a transaction, a write whose result the store does not read (defer()) is
+// only queued; the queue goes out with the next statement that returns a result, or with
+// COMMIT, in one libpq pipeline (one round trip for all). A queued statement's failure is
+// reported by the statement it went out with, and the transaction fails as it would have.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,12 @@ class PgConnection;
 // `params` receives the number of parameters. String literals and quoted names are kept as is.
 std::string postgres_sql(std::string_view sql, int* params = nullptr);
 
+// PostgreSQL array literals, for one statement over many rows (`unnest(CAST(? AS TEXT[]), ...)`):
+// each text quoted and escaped; numbers printed as a bound parameter is (doubles to round-trip).
+std::string pg_text_array(const std::vector<std::string>& items);
+std::string pg_int_array(const std::vector<int64_t>& items);
+std::string pg_double_array(const std::vector<double>& items);
+
 // True for a memory location that names a PostgreSQL database (postgresql://, postgres://).
 bool is_postgres_url(std::string_view location);
 // The URL without its password (for messages).
@@ -52,6 +63,9 @@ class PgStatement {
   void bind_binary(int i, std::string value);
   void bind_null(int i);
   Result<bool> step();
+  // Queues the statement with its current bindings (see "Pipelining" above). Only inside a
+  // transaction; outside one it runs at once.
+  Status defer();
 
   bool is_null(int col) const;
   int64_t int64(int col) const;
@@ -88,6 +102,11 @@ class PgConnection {
   Status exec(std::string_view sql);
   // A cached statement for `sql` (the store's dialect; rewritten by postgres_sql).
   Result<PgStatement*> prepare(std::string_view sql);
+  // Statements queued by PgStatement::defer() and not yet sent.
+  size_t deferred() const { return m_deferred.size(); }
+  // Round trips to the server so far (a pipeline counts once), and statements executed.
+  uint64_t round_trips() const { return m_round_trips; }
+  uint64_t statements() const { return m_statements; }
 
   int64_t changes() const { return m_changes; }
   bool in_transaction() const { return m_in_transaction; }
@@ -102,6 +121,19 @@ class PgConnection {
   friend class PgStatement;
   PgConnection(std::string url, pg_conn* conn);
   Result<pg_result*> execute(PgStatement& st);
+  // A statement queued by PgStatement::defer(), with a copy of its bindings.
+  struct Deferred {
+    PgStatement* st;
+    std::vector<std::optional<std::string>> params;
+    std::vector<int> formats;
+  };
+  // Sends the queued statements and then `last` (a prepared statement, or else the text
+  // `last_sql` when not empty) in one pipeline and reads their results: the first failure, or
+  // last's result (nullptr when there is no last). Marks the connection lost as execute() does.
+  Result<pg_result*> run_pipeline(PgStatement* last, const std::string& last_sql);
+  // Sends the prepare of `st` when this connection has not seen it, then its execution.
+  bool send_prepared(PgStatement& st, const std::vector<std::optional<std::string>>& params,
+                     const std::vector<int>& formats, std::vector<PgStatement*>& prepared_here);
   // The error of a failed call; marks the connection lost when it is.
   Error failure(pg_result* res, std::string_view what);
   bool bad() const;
@@ -111,6 +143,9 @@ class PgConnection {
   pg_conn* m_conn;
   uint64_t m_generation = 1;
   std::unordered_map<std::string, std::unique_ptr<PgStatement>> m_cache;
+  std::vector<Deferred> m_deferred;
+  uint64_t m_round_trips = 0;
+  uint64_t m_statements = 0;
   int64_t m_changes = 0;
   bool m_in_transaction = false;
   bool m_lost = false;

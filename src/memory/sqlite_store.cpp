@@ -108,6 +108,11 @@ std::string tsvector_literal(const std::string& body, const std::string& tags) {
   return out;
 }
 
+// A key that travels through JSON unchanged (other bytes may not be valid UTF-8).
+bool plain_ascii(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; });
+}
+
 bool finite_positive(std::optional<double> v) { return v && std::isfinite(*v) && *v > 0; }
 
 // The column list shared by every case query; indices below.
@@ -282,7 +287,7 @@ Status SqliteStore::flush_terms_locked() {
   if (!m_pending_counters.empty()) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO counters(name, value) VALUES (?1, ?2) "
                                        "ON CONFLICT(name) DO UPDATE SET value = counters.value + ?2"));
-    for (const auto& [name, delta] : m_pending_counters) KOPE_TRY(st.reset().bind(1, name).bind(2, delta).run());
+    for (const auto& [name, delta] : m_pending_counters) KOPE_TRY(st.reset().bind(1, name).bind(2, delta).run_later());
     m_pending_counters.clear();
   }
   for (int corpus = 0; corpus < 2; ++corpus) {
@@ -291,17 +296,46 @@ Status SqliteStore::flush_terms_locked() {
     // In key order, so the upserts walk the index once.
     std::vector<std::pair<std::string, int64_t>> rows(pending.begin(), pending.end());
     std::sort(rows.begin(), rows.end());
-    KOPE_ASSIGN(Stmt st, m_db->prepare(m_db->postgres()
-                                           ? "INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, greatest(?3, 0)) "
-                                             "ON CONFLICT(corpus, term) DO UPDATE SET df = greatest(term_df.df + ?3, 0)"
-                                           : "INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, max(?3, 0)) "
-                                             "ON CONFLICT DO UPDATE SET df = max(df + ?3, 0)"));
-    for (const auto& [term, delta] : rows) {
-      if (delta == 0) continue;
-      KOPE_TRY(st.reset().bind(1, corpus).bind(2, term).bind(3, delta).run());
+    if (m_db->postgres()) {
+      KOPE_TRY(add_term_counts_postgres_locked(corpus, rows));
+    } else {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, max(?3, 0)) "
+                                         "ON CONFLICT DO UPDATE SET df = max(df + ?3, 0)"));
+      for (const auto& [term, delta] : rows) {
+        if (delta == 0) continue;
+        KOPE_TRY(st.reset().bind(1, corpus).bind(2, term).bind(3, delta).run());
+      }
     }
     pending.clear();
   }
+  return {};
+}
+
+Status SqliteStore::add_term_counts_postgres_locked(int corpus, const std::vector<std::pair<std::string, int64_t>>& rows) {
+  // Additions (every new case: the bulk) in one statement over arrays of terms and deltas; a
+  // term seen for the first time starts at its delta. Removals (rare: a lesson replaced or
+  // deleted) one by one, since a count never goes below zero.
+  std::vector<std::string> added_terms;
+  std::vector<int64_t> added_deltas;
+  std::vector<std::pair<std::string, int64_t>> removals;
+  for (const auto& [term, delta] : rows) {
+    if (delta > 0) {
+      added_terms.push_back(term);
+      added_deltas.push_back(delta);
+    } else if (delta < 0) {
+      removals.emplace_back(term, delta);
+    }
+  }
+  if (!added_terms.empty()) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO term_df(corpus, term, df) SELECT ?1, u.term, u.delta "
+                                       "FROM unnest(CAST(?2 AS TEXT[]), CAST(?3 AS BIGINT[])) AS u(term, delta) "
+                                       "ON CONFLICT(corpus, term) DO UPDATE SET df = term_df.df + excluded.df"));
+    KOPE_TRY(st.bind(1, corpus).bind(2, pg_text_array(added_terms)).bind(3, pg_int_array(added_deltas)).run_later());
+  }
+  if (removals.empty()) return {};
+  KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO term_df(corpus, term, df) VALUES (?1, ?2, 0) "
+                                     "ON CONFLICT(corpus, term) DO UPDATE SET df = greatest(term_df.df + ?3, 0)"));
+  for (const auto& [term, delta] : removals) KOPE_TRY(st.reset().bind(1, corpus).bind(2, term).bind(3, delta).run_later());
   return {};
 }
 
@@ -323,13 +357,15 @@ Status SqliteStore::index_search_locked(int corpus, int64_t rowid, const std::st
   }
   KOPE_ASSIGN(Stmt st, m_db->prepare(fmt::format("INSERT INTO {}(rowid, body, tags, terms) VALUES "
                                                  "(?, ?, ?, CAST(? AS tsvector))", table)));
-  return st.bind(1, rowid).bind(2, body).bind(3, tags).bind(4, tsvector_literal(body, tags)).run();
+  return st.bind(1, rowid).bind(2, body).bind(3, tags).bind(4, tsvector_literal(body, tags)).run_later();
 }
 
 void SqliteStore::reset_caches() {
   for (auto& m : m_pending_terms) m.clear();
   m_pending_counters.clear();
   m_parent_of.clear();
+  m_recent_ids.clear();
+  m_recent_facts.clear();
   m_task_ids.clear();
   m_hardware_ids.clear();
   m_toolchain_ids.clear();
@@ -406,15 +442,15 @@ Result<std::optional<int64_t>> SqliteStore::ensure_blob_locked(const PreparedCas
   if (p.code_hash.empty()) return std::optional<int64_t>{};
   if (!p.error.empty()) return fail(ErrorKind::internal, "{}", p.error);
   {
-    KOPE_ASSIGN(Stmt ins, m_db->prepare("INSERT INTO blob(hash, raw_size, data) VALUES (?, ?, ?) "
-                                        "ON CONFLICT(hash) DO NOTHING"));
+    KOPE_ASSIGN(Stmt ins, m_db->prepare_insert("INSERT INTO blob(hash, raw_size, data) VALUES (?, ?, ?) "
+                                               "ON CONFLICT(hash) DO NOTHING"));
     ins.bind_blob(1, p.code_hash).bind(2, static_cast<int64_t>(raw_size)).bind_blob(3, p.code_frame);
-    KOPE_TRY(ins.run());
-    if (m_db->changes() > 0) {
+    KOPE_ASSIGN(std::optional<int64_t> added, ins.run_insert());
+    if (added) {
       m_pending_counters["blobs"] += 1;
       m_pending_counters["code_bytes_raw"] += static_cast<int64_t>(raw_size);
       m_pending_counters["code_bytes_stored"] += static_cast<int64_t>(p.code_frame.size());
-      return std::optional<int64_t>{m_db->last_insert_rowid()};
+      return added;
     }
   }
   KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM blob WHERE hash = ?"));
@@ -471,6 +507,21 @@ Result<std::optional<int64_t>> SqliteStore::case_id_by_key_locked(const std::str
   return std::optional<int64_t>{st.int64(0)};
 }
 
+Result<std::unordered_map<std::string, int64_t>> SqliteStore::case_ids_by_keys_locked(const std::vector<CaseRecord>& cs) {
+  json keys = json::array();
+  for (const auto& c : cs) {
+    if (plain_ascii(c.natural_key)) keys.push_back(c.natural_key);
+  }
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT natural_key, id FROM cases WHERE natural_key IN (" + m_db->json_texts("?") + ")"));
+  st.bind(1, keys.dump());
+  std::unordered_map<std::string, int64_t> out;
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) return out;
+    out.emplace(st.text(0), st.int64(1));
+  }
+}
+
 // ----------------------------------------------------------------------------------------------
 // Recording cases
 
@@ -490,11 +541,19 @@ Result<SqliteStore::ParentOfCase> SqliteStore::parent_locked(const CaseRecord& c
   ParentOfCase out;
   out.id = c.parent_id;
   if (!out.id && !c.parent_key.empty()) {
-    KOPE_ASSIGN(auto pid, case_id_by_key_locked(c.parent_key));
-    if (!pid) return fail(ErrorKind::not_found, "case {}: parent case '{}' does not exist", c.natural_key, c.parent_key);
-    out.id = pid;
+    if (auto it = m_recent_ids.find(c.parent_key); it != m_recent_ids.end()) {
+      out.id = it->second;
+    } else {
+      KOPE_ASSIGN(auto pid, case_id_by_key_locked(c.parent_key));
+      if (!pid) return fail(ErrorKind::not_found, "case {}: parent case '{}' does not exist", c.natural_key, c.parent_key);
+      out.id = pid;
+    }
   }
   if (!out.id) return out;
+  if (auto it = m_recent_facts.find(*out.id); it != m_recent_facts.end()) {
+    out.facts = it->second;
+    return out;
+  }
   KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.verdict, c.speedup_ref, c.error_signature, d.quarantine "
                                      "FROM cases c JOIN case_derived d ON d.case_id = c.id WHERE c.id = ?"));
   st.bind(1, *out.id);
@@ -503,6 +562,15 @@ Result<SqliteStore::ParentOfCase> SqliteStore::parent_locked(const CaseRecord& c
   KOPE_ASSIGN(eval::Verdict verdict, stored_verdict(st.text(0)));
   out.facts = ParentFacts{verdict, st.opt_real(1), st.text(2)};
   return out;
+}
+
+void SqliteStore::remember_case_locked(const std::string& natural_key, int64_t id, ParentFacts facts) {
+  if (m_recent_facts.size() >= k_max_recent_cases) {
+    m_recent_facts.clear();
+    m_recent_ids.clear();
+  }
+  m_recent_ids.emplace(natural_key, id);
+  m_recent_facts.emplace(id, std::move(facts));
 }
 
 namespace {
@@ -528,7 +596,7 @@ struct NewCaseRow {
 
 // The case row itself; sets row.id.
 Status insert_case_row(Db& db, const CaseRecord& c, NewCaseRow& row) {
-  KOPE_ASSIGN(Stmt ins, db.prepare(
+  KOPE_ASSIGN(Stmt ins, db.prepare_insert(
                             "INSERT INTO cases(natural_key, run_id, task_id, hardware_id, toolchain_id, "
                             "parent_id, origin_id, foreign_origin, stage, optimisation, code_id, verdict, message, "
                             "diagnostics, error_signature, timings, speedup_parent, speedup_ref, speedup_lib, "
@@ -542,8 +610,9 @@ Status insert_case_row(Db& db, const CaseRecord& c, NewCaseRow& row) {
   ins.bind(18, row.correct ? c.speedup_vs_reference : std::nullopt).bind(19, row.correct ? c.speedup_vs_library : std::nullopt);
   ins.bind(20, c.fraction_of_roofline).bind(21, row.r).bind(22, static_cast<int>(row.outcome)).bind(23, row.quarantine_reason);
   ins.bind(24, c.tokens_prompt).bind(25, c.tokens_completion).bind(26, c.wall_seconds).bind(27, row.created_at);
-  KOPE_TRY(ins.run());
-  row.id = db.last_insert_rowid();
+  KOPE_ASSIGN(std::optional<int64_t> id, ins.run_insert());
+  if (!id) return fail(ErrorKind::internal, "case {}: the insert added no row", c.natural_key);
+  row.id = *id;
   return {};
 }
 
@@ -551,7 +620,7 @@ Status insert_case_row(Db& db, const CaseRecord& c, NewCaseRow& row) {
 Status insert_case_journal(Db& db, const NewCaseRow& row) {
   if (row.journal.empty()) return {};
   KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO journal(case_id, text) VALUES (?, ?)"));
-  return st.bind(1, row.id).bind(2, row.journal).run();
+  return st.bind(1, row.id).bind(2, row.journal).run_later();
 }
 
 // The run's case count, and the per-task summary: counts always; best and first correct only
@@ -560,7 +629,7 @@ Status update_run_and_task_summary(Db& db, const CaseRecord& c, const NewCaseRow
   {
     KOPE_ASSIGN(Stmt st, db.prepare("INSERT INTO runs(run_id, cases, first_case, last_case) VALUES (?1, 1, ?2, ?2) "
                                     "ON CONFLICT(run_id) DO UPDATE SET cases = runs.cases + 1, last_case = ?2"));
-    KOPE_TRY(st.bind(1, c.run_id).bind(2, row.id).run());
+    KOPE_TRY(st.bind(1, c.run_id).bind(2, row.id).run_later());
   }
   KOPE_ASSIGN(Stmt st, db.prepare(
                            "INSERT INTO task_summary(task_id, hardware_id, toolchain_id, foreign_origin, n_cases, "
@@ -585,7 +654,7 @@ Status update_run_and_task_summary(Db& db, const CaseRecord& c, const NewCaseRow
   } else {
     st.bind_null(8);
   }
-  return st.run();
+  return st.run_later();
 }
 
 }  // namespace
@@ -598,6 +667,12 @@ Result<RecordedCase> SqliteStore::insert_case_locked(const CaseRecord& c, const 
   if (c.natural_key.empty()) return fail(ErrorKind::usage, "case has no natural key");
   KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
   if (existing) return recorded_case_locked(*existing);  // idempotent: a retried write changes nothing
+  return insert_new_case_locked(c, src, prepared);
+}
+
+Result<RecordedCase> SqliteStore::insert_new_case_locked(const CaseRecord& c, const InsertSource& src,
+                                                         const PreparedCase* prepared) {
+  if (c.natural_key.empty()) return fail(ErrorKind::usage, "case has no natural key");
   PreparedCase local;
   if (!prepared) {
     local = prepare_case(c);
@@ -643,6 +718,8 @@ Result<RecordedCase> SqliteStore::insert_case_locked(const CaseRecord& c, const 
   KOPE_TRY(insert_case_row(*m_db, c, row));
   if (m_parent_of.size() > 1'000'000) m_parent_of.clear();
   m_parent_of.emplace(row.id, row.parent_id);
+  remember_case_locked(c.natural_key, row.id,
+                       ParentFacts{c.verdict, row.correct ? c.speedup_vs_reference : std::nullopt, p.signature});
   note_terms_locked(0, p.terms, +1);
   KOPE_TRY(insert_case_journal(*m_db, row));
   KOPE_TRY(index_search_locked(0, row.id, std::string(row.body),
@@ -654,13 +731,13 @@ Result<RecordedCase> SqliteStore::insert_case_locked(const CaseRecord& c, const 
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO case_derived(case_id, task_id, downstream, quarantine, "
                                        "review_note) VALUES (?, ?, ?, ?, ?)"));
-    KOPE_TRY(st.bind(1, row.id).bind(2, row.task_id).bind(3, d).bind(4, row.quarantine).bind(5, src.review_note).run());
+    KOPE_TRY(st.bind(1, row.id).bind(2, row.task_id).bind(3, d).bind(4, row.quarantine).bind(5, src.review_note).run_later());
   }
   KOPE_TRY(propagate_downstream_locked(row.parent_id, k_downstream_self * k_downstream_decay * d));
   if (row.correct && row.parent_id && parent_failed && !parent_signature.empty()) {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO fix_link(error_signature, fix_case, failed_case, "
                                        "task_id, hardware_id) VALUES (?, ?, ?, ?, ?)"));
-    KOPE_TRY(st.bind(1, parent_signature).bind(2, row.id).bind(3, *row.parent_id).bind(4, row.task_id).bind(5, row.hw_id).run());
+    KOPE_TRY(st.bind(1, parent_signature).bind(2, row.id).bind(3, *row.parent_id).bind(4, row.task_id).bind(5, row.hw_id).run_later());
   }
   KOPE_TRY(update_run_and_task_summary(*m_db, c, row));
   recorded.id = row.id;
@@ -670,26 +747,41 @@ Result<RecordedCase> SqliteStore::insert_case_locked(const CaseRecord& c, const 
 Status SqliteStore::propagate_downstream_locked(std::optional<int64_t> start, double delta) {
   // d(v) = 0.5·r_v + 0.35·Σ d(children): a change Δ of d(u) changes d(parent(u)) by 0.35·Δ, and so
   // on up the chain, so only the ancestors are touched.
+  std::vector<std::pair<int64_t, double>> changes;  // (ancestor, change of its d), nearest first
   std::optional<int64_t> cur = start;
   while (cur && std::abs(delta) > k_downstream_epsilon) {
-    {
-      KOPE_ASSIGN(Stmt up, m_db->prepare("UPDATE case_derived SET downstream = downstream + ? WHERE case_id = ?"));
-      KOPE_TRY(up.bind(1, delta).bind(2, *cur).run());
-    }
-    if (auto it = m_parent_of.find(*cur); it != m_parent_of.end()) {
-      cur = it->second;
-    } else {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT parent_id FROM cases WHERE id = ?"));
-      st.bind(1, *cur);
-      KOPE_ASSIGN(bool row, st.step());
-      std::optional<int64_t> parent = row ? st.opt_int64(0) : std::nullopt;
-      if (m_parent_of.size() > 1'000'000) m_parent_of.clear();
-      m_parent_of.emplace(*cur, parent);
-      cur = parent;
-    }
+    changes.emplace_back(*cur, delta);
+    KOPE_ASSIGN(cur, parent_of_locked(*cur));
     delta *= k_downstream_self * k_downstream_decay;
   }
+  if (changes.empty()) return {};
+  if (m_db->postgres()) {
+    // The whole chain in one statement, over arrays of ids and changes.
+    std::vector<int64_t> ids;
+    std::vector<double> deltas;
+    for (const auto& [id, change] : changes) {
+      ids.push_back(id);
+      deltas.push_back(change);
+    }
+    KOPE_ASSIGN(Stmt up, m_db->prepare("UPDATE case_derived SET downstream = case_derived.downstream + u.delta "
+                                       "FROM unnest(CAST(? AS BIGINT[]), CAST(? AS DOUBLE PRECISION[])) AS u(id, delta) "
+                                       "WHERE case_derived.case_id = u.id"));
+    return up.bind(1, pg_int_array(ids)).bind(2, pg_double_array(deltas)).run_later();
+  }
+  KOPE_ASSIGN(Stmt up, m_db->prepare("UPDATE case_derived SET downstream = downstream + ? WHERE case_id = ?"));
+  for (const auto& [id, change] : changes) KOPE_TRY(up.reset().bind(1, change).bind(2, id).run());
   return {};
+}
+
+Result<std::optional<int64_t>> SqliteStore::parent_of_locked(int64_t id) {
+  if (auto it = m_parent_of.find(id); it != m_parent_of.end()) return it->second;
+  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT parent_id FROM cases WHERE id = ?"));
+  st.bind(1, id);
+  KOPE_ASSIGN(bool row, st.step());
+  std::optional<int64_t> parent = row ? st.opt_int64(0) : std::nullopt;
+  if (m_parent_of.size() > 1'000'000) m_parent_of.clear();
+  m_parent_of.emplace(id, parent);
+  return parent;
 }
 
 Result<RecordedCase> SqliteStore::record_attempt(const CaseRecord& c) {
@@ -736,9 +828,19 @@ Result<std::vector<int64_t>> SqliteStore::record_cases(const std::vector<CaseRec
     std::vector<int64_t> ids;
     ids.reserve(cs.size());
     KOPE_ASSIGN(Transaction tx, begin_locked());
+    // Which cases are already recorded, in one query (a key twice in the batch: its second
+    // occurrence finds the first).
+    KOPE_ASSIGN(auto recorded_ids, case_ids_by_keys_locked(cs));
     for (size_t i = 0; i < cs.size(); ++i) {
-      KOPE_ASSIGN(RecordedCase recorded,
-                  insert_case_locked(cs[i], InsertSource{m_origin_id, false, {}, std::nullopt, {}}, &prepared[i]));
+      if (auto it = recorded_ids.find(cs[i].natural_key); it != recorded_ids.end()) {
+        ids.push_back(it->second);
+        continue;
+      }
+      const InsertSource src{m_origin_id, false, {}, std::nullopt, {}};
+      KOPE_ASSIGN(RecordedCase recorded, plain_ascii(cs[i].natural_key)
+                                             ? insert_new_case_locked(cs[i], src, &prepared[i])
+                                             : insert_case_locked(cs[i], src, &prepared[i]));
+      recorded_ids.emplace(cs[i].natural_key, recorded.id);
       ids.push_back(recorded.id);
     }
     KOPE_TRY(commit_locked(tx));

@@ -141,6 +141,12 @@ class SqliteStore final : public Database {
   // open where they write.
   Result<RecordedCase> insert_case_locked(const CaseRecord& c, const InsertSource& src,
                                           const PreparedCase* prepared = nullptr);
+  // insert_case_locked for a case whose natural key is known not to be recorded yet.
+  Result<RecordedCase> insert_new_case_locked(const CaseRecord& c, const InsertSource& src,
+                                              const PreparedCase* prepared);
+  // The ids of those of `cs` already recorded, by natural key (only plain ASCII keys are looked
+  // up; the others are left to insert_case_locked's own check).
+  Result<std::unordered_map<std::string, int64_t>> case_ids_by_keys_locked(const std::vector<CaseRecord>& cs);
   // Fails with usage for a case the store cannot record (no op or target,
   // non-finite or negative speedups).
   static Status validate_case(const CaseRecord& c);
@@ -151,6 +157,9 @@ class SqliteStore final : public Database {
     std::optional<ParentFacts> facts;
   };
   Result<ParentOfCase> parent_locked(const CaseRecord& c);
+  // Keeps a case this store just recorded for parent_locked (a case's key, verdict, speedup and
+  // signature never change), so a batch's children need no query for their parents.
+  void remember_case_locked(const std::string& natural_key, int64_t id, ParentFacts facts);
   // A recorded case's id and the assessment it was recorded with.
   Result<RecordedCase> recorded_case_locked(int64_t id);
   Result<std::optional<int64_t>> case_id_by_key_locked(const std::string& key);
@@ -160,6 +169,8 @@ class SqliteStore final : public Database {
   Result<int64_t> ensure_origin_locked(const std::string& instance);
   Result<std::optional<int64_t>> ensure_blob_locked(const PreparedCase& p, size_t raw_size);
   Status propagate_downstream_locked(std::optional<int64_t> start, double delta);
+  // The parent of case `id` (lineage never changes, so it is cached).
+  Result<std::optional<int64_t>> parent_of_locked(int64_t id);
   Status verify_case_locked(int64_t id, bool confirmed, const std::string& note);
   Status update_summary_locked(int64_t task_id, int64_t hardware_id, int64_t toolchain_id, bool foreign);
   Result<std::vector<CaseRecord>> select_cases_locked(const std::string& where_sql,
@@ -176,6 +187,8 @@ class SqliteStore final : public Database {
   void note_terms_locked(int corpus, std::string_view text, int delta);
   void note_terms_locked(int corpus, const std::vector<std::string>& distinct_terms, int delta);
   Status flush_terms_locked();
+  // flush_terms_locked's upserts of one corpus on PostgreSQL: few statements for many terms.
+  Status add_term_counts_postgres_locked(int corpus, const std::vector<std::pair<std::string, int64_t>>& rows);
   // Adds (or with `remove` deletes) the search entry `rowid` of a corpus (0: a case's journal,
   // keyed by case id; 1: a lesson, keyed by seq): FTS5 in SQLite; in PostgreSQL a row with the
   // tsvector of its tokens, counted into the corpus totals (counters fts_docs:N, fts_tokens:N)
@@ -230,6 +243,9 @@ class SqliteStore final : public Database {
   std::unordered_map<int64_t, std::string> m_hardware_targets;
   std::array<std::unordered_map<std::string, int64_t>, 2> m_pending_terms;  // per corpus
   std::unordered_map<int64_t, std::optional<int64_t>> m_parent_of;          // lineage never changes
+  static constexpr size_t k_max_recent_cases = 100'000;
+  std::unordered_map<std::string, int64_t> m_recent_ids;                    // remember_case_locked
+  std::unordered_map<int64_t, ParentFacts> m_recent_facts;
   std::map<std::string, int64_t> m_pending_counters;                        // flushed with the terms
 
   friend class RetrievalEngine;

@@ -287,6 +287,70 @@ TEST_P(StoreTest, BatchesLinkByParentKeyAndAreAllOrNothing) {
   EXPECT_GT(record(*t.store, again), 0);
 }
 
+// A batch (one transaction: terms counted once per batch, in one statement on PostgreSQL) and
+// the same cases one at a time leave the same term counts and d(v): cases with hundreds of
+// distinct terms, non-ASCII ones, a case with no terms at all, a key twice in the batch and a
+// key recorded before it.
+TEST_P(StoreTest, BatchedWritesCountTermsAsSingleOnes) {
+  std::vector<CaseRecord> cs;
+  std::string many;
+  for (int i = 0; i < 600; ++i) many += fmt::format(" word{} größe{} naïve", i, i % 7);
+  CaseRecord wide = make_case("t/wide", "softmax", 1.5);
+  wide.journal = many;
+  CaseRecord overlap = make_case("t/overlap", "softmax", 2.0);
+  overlap.parent_key = "t/wide";
+  overlap.stage = Stage::refine;
+  overlap.journal = many.substr(0, many.size() / 2) + " fresh";
+  CaseRecord silent = make_case("t/silent", "softmax", 0);
+  silent.optimisation.clear();
+  silent.journal.clear();
+  silent.message.clear();
+  silent.diagnostics.clear();
+  silent.error_signature = " ";
+  CaseRecord grandchild = make_case("t/grandchild", "softmax", 2.5);
+  grandchild.parent_key = "t/overlap";
+  grandchild.stage = Stage::refine;
+  CaseRecord before = make_case("t/before", "softmax", 1.1);
+  cs = {wide, overlap, silent, overlap, grandchild, before};
+
+  auto one_by_one = temp_store("single.db");
+  for (const auto& c : cs) record(*one_by_one.store, c);
+  auto batched = temp_store("batched.db");
+  int64_t before_id = record(*batched.store, before);
+  auto ids = batched.store->record_cases(cs);
+  ASSERT_TRUE(ids) << ids.error().message;
+  ASSERT_EQ(ids->size(), cs.size());
+  EXPECT_EQ((*ids)[1], (*ids)[3]);
+  EXPECT_EQ((*ids)[5], before_id);
+  EXPECT_EQ(batched.store->stats()->cases, 5);
+
+  auto rows = [](Database& s, const std::string& sql) {
+    Db& db = sqlite(s).db();
+    std::vector<std::string> out;
+    auto st = db.prepare(sql);
+    EXPECT_TRUE(st) << (st ? "" : st.error().message);
+    if (!st) return out;
+    for (;;) {
+      auto row = st->step();
+      EXPECT_TRUE(row) << (row ? "" : row.error().message);
+      if (!row || !*row) return out;
+      out.push_back(fmt::format("{} {} {:.12g}", st->text(0), st->text(1), st->real(2)));
+    }
+  };
+  const std::string terms = "SELECT CAST(corpus AS TEXT), term, df FROM term_df ORDER BY corpus, term";
+  auto single_terms = rows(*one_by_one.store, terms);
+  EXPECT_GT(single_terms.size(), 600u);
+  EXPECT_EQ(rows(*batched.store, terms), single_terms);
+  const std::string downstream = "SELECT c.natural_key, c.natural_key, d.downstream FROM cases c "
+                                 "JOIN case_derived d ON d.case_id = c.id ORDER BY c.natural_key";
+  EXPECT_EQ(rows(*batched.store, downstream), rows(*one_by_one.store, downstream));
+  for (auto* t : {&one_by_one, &batched}) {
+    auto check = t->store->check();
+    ASSERT_TRUE(check) << check.error().message;
+    EXPECT_TRUE(check->ok()) << check->problems.front();
+  }
+}
+
 TEST_P(StoreTest, RejectsBadCases) {
   auto t = temp_store();
   CaseRecord orphan = make_case("orphan", "softmax", 1.5, k_native, 999);
@@ -526,6 +590,70 @@ TEST(StorePostgres, LostConnectionsAreRetriedAndWritesResentOnce) {
   auto seen = t.store->find_case("lost/1");
   ASSERT_TRUE(seen && *seen) << (seen ? "" : seen.error().message);
   EXPECT_EQ((*seen)->id, first->id);
+  auto check = t.store->check();
+  ASSERT_TRUE(check) << check.error().message;
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
+// PostgreSQL only: a write the store queues (pipelined, its failure reported by a later
+// statement) that fails rolls back its whole case or batch, and the store keeps working.
+TEST(StorePostgres, AFailingQueuedWriteRollsBackItsTransaction) {
+  std::string why;
+  if (!test_postgres_url(&why)) GTEST_SKIP() << why;
+  auto t = temp_store("memory.db", StoreKind::postgres);
+  ASSERT_TRUE(t.store);
+  Db& db = sqlite(*t.store).db();
+  ASSERT_TRUE(db.exec("CREATE FUNCTION refuse_poison() RETURNS trigger AS $$ BEGIN "
+                      "IF NEW.text LIKE '%poison%' THEN RAISE EXCEPTION 'poisoned journal'; END IF; "
+                      "RETURN NEW; END $$ LANGUAGE plpgsql; "
+                      "CREATE TRIGGER refuse_poison BEFORE INSERT ON journal FOR EACH ROW "
+                      "EXECUTE FUNCTION refuse_poison()"));
+  CaseRecord poisoned = make_case("q/poisoned", "softmax", 1.2);
+  poisoned.journal = "poison";
+  auto failed = t.store->record_attempt(poisoned);
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.error().message.find("poisoned journal"), std::string::npos) << failed.error().message;
+  EXPECT_NE(failed.error().message.find("INSERT INTO journal"), std::string::npos) << failed.error().message;
+  EXPECT_FALSE(*t.store->find_case("q/poisoned"));
+  auto batch = t.store->record_cases({make_case("q/a", "softmax", 1.1), poisoned, make_case("q/b", "softmax", 1.3)});
+  ASSERT_FALSE(batch);
+  EXPECT_FALSE(*t.store->find_case("q/a"));
+  EXPECT_EQ(t.store->stats()->cases, 0);
+  auto ok = t.store->record_cases({make_case("q/a", "softmax", 1.1), make_case("q/b", "softmax", 1.3)});
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(t.store->stats()->cases, 2);
+  auto check = t.store->check();
+  ASSERT_TRUE(check) << check.error().message;
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
+// PostgreSQL only: recording a case costs a few round trips, not one per statement (the writes
+// whose results are not read travel together, the term counts and d(v) in one statement each).
+TEST(StorePostgres, RecordingACaseTakesFewRoundTrips) {
+  std::string why;
+  if (!test_postgres_url(&why)) GTEST_SKIP() << why;
+  auto t = temp_store("memory.db", StoreKind::postgres);
+  ASSERT_TRUE(t.store);
+  Db& db = sqlite(*t.store).db();
+  auto chain = [](const std::string& prefix, int n) {
+    std::vector<CaseRecord> cs;
+    for (int i = 0; i < n; ++i) {
+      cs.push_back(make_case(fmt::format("{}/{}", prefix, i), "softmax", 1.0 + 0.01 * i));
+      if (i > 0) cs.back().parent_key = cs[cs.size() - 2].natural_key;
+    }
+    return cs;
+  };
+  ASSERT_TRUE(t.store->record_cases(chain("warm", 3)));  // statements prepared once
+  constexpr int k_cases = 100;
+  uint64_t trips = db.round_trips();
+  ASSERT_TRUE(t.store->record_cases(chain("batch", k_cases)));
+  double per_case = static_cast<double>(db.round_trips() - trips) / k_cases;
+  EXPECT_LE(per_case, 3.0);
+  trips = db.round_trips();
+  auto one = t.store->record_attempt(make_case("single/1", "softmax", 1.4, k_native, std::nullopt));
+  ASSERT_TRUE(one) << one.error().message;
+  EXPECT_LE(db.round_trips() - trips, 8u);
+  EXPECT_EQ(t.store->stats()->cases, 3 + k_cases + 1);
   auto check = t.store->check();
   ASSERT_TRUE(check) << check.error().message;
   EXPECT_TRUE(check->ok()) << check->problems.front();
