@@ -271,7 +271,9 @@ Result<std::unique_ptr<PgConnection>> PgConnection::connect(const std::string& u
   return out;
 }
 
-bool PgConnection::bad() const { return !m_conn || PQstatus(m_conn) != CONNECTION_OK; }
+// A connection marked lost counts as bad even while libpq still reports it fine (a pipeline that
+// could not be read to its end), so the next statement outside a transaction reconnects.
+bool PgConnection::bad() const { return m_lost || !m_conn || PQstatus(m_conn) != CONNECTION_OK; }
 
 Error PgConnection::failure(pg_result* res, std::string_view what) {
   const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
@@ -303,7 +305,7 @@ Status PgConnection::reconnect() {
       wait *= 2;
     }
     if (m_conn) PQreset(m_conn);
-    if (!bad()) {
+    if (m_conn && PQstatus(m_conn) == CONNECTION_OK) {
       ++m_generation;  // the server forgot our prepared statements
       m_lost = false;
       m_commit_unconfirmed = false;
