@@ -75,6 +75,20 @@ TEST(Poison, PatternDependsOnTheSeedAndIsChecked) {
     EXPECT_FALSE(matches_pattern_at(c.data(), i, 1, 1)) << i;
     EXPECT_TRUE(matches_pattern_at(c.data(), i == 0 ? 1 : 0, 1, 1)) << i;
   }
+  // A buffer of several pattern blocks (4 KiB each) and a ragged end: every block differs
+  // from the others, and each byte is checked where it lies.
+  std::vector<uint8_t> big(3 * 4096 + 13);
+  fill_pattern(big.data(), big.size(), 5);
+  EXPECT_NE(std::memcmp(big.data(), big.data() + 4096, 4096), 0);
+  EXPECT_NE(std::memcmp(big.data() + 4096, big.data() + 8192, 4096), 0);
+  EXPECT_TRUE(matches_pattern(big.data(), big.size(), 5));
+  for (size_t i : {size_t{4095}, size_t{4096}, size_t{8200}, big.size() - 1}) {
+    auto c = big;
+    c[i] ^= 0x80;
+    EXPECT_FALSE(matches_pattern(c.data(), c.size(), 5)) << i;
+    EXPECT_FALSE(matches_pattern_at(c.data(), i, 1, 5)) << i;
+    EXPECT_TRUE(matches_pattern_at(c.data(), i - 1, 1, 5)) << i;
+  }
   // A poisoned float buffer does not look like plausible results: few equal neighbours.
   std::vector<float> f(4096);
   fill_pattern(f.data(), f.size() * sizeof(float), 99);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -96,6 +97,58 @@ TEST(Compare, HalfFormatsAllowOneUnitInTheLastPlace) {
     g[3] = narrow(k_inf);
     EXPECT_FALSE(compare_tensor(t, g.data(), e.data(), 4, {1, 1}).ok) << spec::dtype_name(t);
   }
+}
+
+// Big tensors go through a branch-free pass per chunk; any special value, mismatch or error at
+// the edge of the tolerance, wherever it falls (chunk edges, the unrolled tail), gives the
+// same result as the rule applied element by element.
+template <class T>
+void expect_same_as_the_rule(spec::DType dtype) {
+  const double atol = 1e-5, rtol = 1e-4;
+  std::vector<T> e(3 * 4096 + 7), g(e.size());
+  for (size_t i = 0; i < e.size(); ++i) {
+    e[i] = static_cast<T>(std::sin(0.01 * static_cast<double>(i)) * 10);
+    g[i] = static_cast<T>(static_cast<double>(e[i]) + atol * 0.5);
+  }
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  for (size_t at : {size_t{0}, size_t{3}, size_t{4095}, size_t{4096}, size_t{8191}, e.size() - 1}) {
+    for (int kind = 0; kind < 7; ++kind) {
+      std::vector<T> gg = g, ee = e;
+      switch (kind) {
+        case 0: gg[at] = nan; break;                       // NaN where a number is expected
+        case 1: gg[at] = nan, ee[at] = nan; break;          // NaN on both sides: a match
+        case 2: ee[at] = inf; break;                       // a finite result where inf is expected
+        case 3: gg[at] = -inf, ee[at] = -inf; break;        // the same infinity: a match
+        case 4: gg[at] = inf; break;                       // inf where a number is expected
+        case 5: gg[at] = static_cast<T>(static_cast<double>(ee[at]) + 1); break;  // far off
+        case 6: gg[at] = static_cast<T>(static_cast<double>(ee[at]) * (1 + 3 * rtol)); break;  // just outside
+      }
+      size_t want = 0;
+      double want_max = 0;
+      std::optional<size_t> first;
+      for (size_t i = 0; i < e.size(); ++i) {
+        double x = static_cast<double>(gg[i]), y = static_cast<double>(ee[i]);
+        bool match = std::isnan(x) || std::isnan(y) ? std::isnan(x) && std::isnan(y)
+                     : std::isinf(x) || std::isinf(y) ? x == y
+                                                      : std::fabs(x - y) <= atol + rtol * std::fabs(y);
+        if (std::isfinite(x) && std::isfinite(y)) want_max = std::max(want_max, std::fabs(x - y));
+        if (!match && !first) first = i;
+        want += !match;
+      }
+      auto r = compare_tensor(dtype, gg.data(), ee.data(), e.size(), {atol, rtol});
+      SCOPED_TRACE(testing::Message() << "kind " << kind << " at " << at);
+      EXPECT_EQ(r.ok, want == 0);
+      EXPECT_EQ(r.mismatches, want);
+      EXPECT_EQ(r.max_abs_err, want_max);
+      ASSERT_EQ(r.first.has_value(), first.has_value());
+      if (first) EXPECT_EQ(r.first->index, *first);
+    }
+  }
+}
+
+TEST(Compare, BigTensorsGiveTheSameResultAsTheRule) {
+  expect_same_as_the_rule<float>(spec::DType::f32);
+  expect_same_as_the_rule<double>(spec::DType::f64);
 }
 
 TEST(Compare, FormatsMultiDimensionalIndex) {

@@ -203,7 +203,12 @@ class ReferencePipeline {
       const spec::Case& c = m_op.cases[i];
       auto case_work = util::lock_for_work();
       if (!case_work) return publish_error(case_work.error());
-      int sets = k_rotating_sets + (m_timed && c.timed ? k_unseen_sets : 0);
+      uint64_t set_bytes = 0;
+      for (const auto& t : m_op.inputs) set_bytes += m_op.byte_size(t, c);
+      for (const auto& t : m_op.outputs) set_bytes += m_op.byte_size(t, c);
+      // Big sets keep at most two never-seen ones (below): the others are not generated.
+      int unseen = !(m_timed && c.timed) ? 0 : set_bytes > k_cheap_set_bytes ? std::min(2, k_unseen_sets) : k_unseen_sets;
+      int sets = k_rotating_sets + unseen;
       CaseData d = generate_case_data(m_op, c, m_seed ^ (0x51ed27a1ULL * (static_cast<uint64_t>(i) + 1)), sets);
       // The reference may take a while on big cases: generous but finite.
       milliseconds timeout = std::max(milliseconds(600'000), m_options.min_call_timeout);
@@ -215,9 +220,6 @@ class ReferencePipeline {
         if (auto st = compute_expected(*m_session, m_op, c, first, timeout); !st) return publish_error(st.error());
         d.sets[0] = std::move(first.sets[0]);
         d.reference_call_seconds = first.reference_call_seconds;
-        uint64_t set_bytes = 0;
-        for (const auto& t : m_op.inputs) set_bytes += m_op.byte_size(t, c);
-        for (const auto& t : m_op.outputs) set_bytes += m_op.byte_size(t, c);
         size_t keep = first.reference_call_seconds > k_expensive_reference_seconds ? 1
                       : first.reference_call_seconds > k_cheap_reference_seconds || set_bytes > k_cheap_set_bytes ? 2
                                                                                                                : k_unseen_sets;
