@@ -443,12 +443,16 @@ bool PgConnection::send_prepared(PgStatement& st, const std::vector<std::optiona
 Result<pg_result*> PgConnection::run_pipeline(PgStatement* last, const std::string& last_sql) {
   std::vector<Deferred> queued = std::move(m_deferred);
   m_deferred.clear();
-  // What each result answers, in order: a statement's prepare (when sent), its execution; last.
-  struct Command {
-    PgStatement* st;  // nullptr: last_sql
-    bool prepare;
-  };
-  std::vector<Command> commands;
+  std::vector<PipelineCommand> commands;
+  const bool sent = send_pipeline(queued, last, last_sql, commands);
+  ++m_round_trips;
+  m_statements += queued.size() + (last || !last_sql.empty() ? 1 : 0);
+  if (!sent) return lose_pipeline(commands.empty() ? "a pipeline" : command_sql(commands.back(), last_sql));
+  return read_pipeline(commands, last != nullptr, last_sql);
+}
+
+bool PgConnection::send_pipeline(const std::vector<Deferred>& queued, PgStatement* last, const std::string& last_sql,
+                                 std::vector<PipelineCommand>& commands) {
   std::vector<PgStatement*> prepared_here;
   auto send = [&](PgStatement& st, const std::vector<std::optional<std::string>>& params,
                   const std::vector<int>& formats) {
@@ -458,43 +462,35 @@ Result<pg_result*> PgConnection::run_pipeline(PgStatement* last, const std::stri
     commands.push_back({&st, false});
     return true;
   };
-  bool sent = PQenterPipelineMode(m_conn) == 1;
-  for (size_t i = 0; sent && i < queued.size(); ++i) sent = send(*queued[i].st, queued[i].params, queued[i].formats);
-  if (sent && last) sent = send(*last, last->m_params, last->m_formats);
-  if (sent && !last && !last_sql.empty()) {
-    sent = PQsendQueryParams(m_conn, last_sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
-    commands.push_back({nullptr, false});
+  if (PQenterPipelineMode(m_conn) != 1) return false;
+  for (const Deferred& d : queued) {
+    if (!send(*d.st, d.params, d.formats)) return false;
   }
-  if (sent) sent = PQpipelineSync(m_conn) == 1;
-  ++m_round_trips;
-  m_statements += queued.size() + (last || !last_sql.empty() ? 1 : 0);
-  auto what = [&](const Command& c) -> std::string_view { return c.st ? std::string_view(c.st->m_sql) : last_sql; };
-  // A pipeline that cannot be sent or read to its end leaves the connection in an unknown
-  // state: it counts as lost (the server rolls back the transaction when we reconnect).
-  auto lose = [&](std::string_view during) {
-    std::string detail = PQerrorMessage(m_conn);
-    while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' ')) detail.pop_back();
-    m_lost = true;
-    m_in_transaction = false;
-    m_deferred.clear();
-    return std::unexpected(Error{ErrorKind::io, fmt::format("memory database {}: connection lost: {} (while running `{}`)",
-                                                            m_display, detail, head_of(during))});
-  };
-  if (!sent) return lose(commands.empty() ? std::string_view("a pipeline") : what(commands.back()));
+  if (last && !send(*last, last->m_params, last->m_formats)) return false;
+  if (!last && !last_sql.empty()) {
+    commands.push_back({nullptr, false});
+    if (PQsendQueryParams(m_conn, last_sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) != 1) return false;
+  }
+  return PQpipelineSync(m_conn) == 1;
+}
 
+Result<pg_result*> PgConnection::read_pipeline(const std::vector<PipelineCommand>& commands, bool keep_last,
+                                               const std::string& last_sql) {
   pg_result* last_result = nullptr;
   std::optional<Error> first_error;
-  for (const Command& c : commands) {
+  auto give_up = [&](auto error) {
+    if (last_result) PQclear(last_result);
+    return error;
+  };
+  for (const PipelineCommand& c : commands) {
     pg_result* res = PQgetResult(m_conn);
-    if (!res) {
-      if (last_result) PQclear(last_result);
-      return lose(what(c));
-    }
+    if (!res) return give_up(lose_pipeline(command_sql(c, last_sql)));
     ExecStatusType status = PQresultStatus(res);
     const bool ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
     if (ok && c.prepare) c.st->m_prepared_generation = m_generation;
-    if (!ok && status != PGRES_PIPELINE_ABORTED && !first_error) first_error = failure(res, what(c));
-    if (ok && last && &c == &commands.back()) {
+    // After a failure the server skips the rest (PIPELINE_ABORTED): the first failure is the one.
+    if (!ok && status != PGRES_PIPELINE_ABORTED && !first_error) first_error = failure(res, command_sql(c, last_sql));
+    if (ok && keep_last && &c == &commands.back()) {
       last_result = res;
       const char* n = PQcmdTuples(res);
       m_changes = (n && *n) ? std::strtoll(n, nullptr, 10) : 0;
@@ -502,25 +498,32 @@ Result<pg_result*> PgConnection::run_pipeline(PgStatement* last, const std::stri
       PQclear(res);
     }
     if (m_lost) {  // failure() saw the connection go
-      if (last_result) PQclear(last_result);
-      return first_error ? std::unexpected(std::move(*first_error)) : lose(what(c));
+      return give_up(first_error ? std::unexpected(std::move(*first_error)) : lose_pipeline(command_sql(c, last_sql)));
     }
     while ((res = PQgetResult(m_conn)) != nullptr) PQclear(res);  // each command's results end with a null
   }
   pg_result* sync = PQgetResult(m_conn);
   const bool synced = sync && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
   if (sync) PQclear(sync);
-  if (!synced || PQexitPipelineMode(m_conn) != 1) {
-    if (last_result) PQclear(last_result);
-    return lose("the end of a pipeline");
-  }
+  if (!synced || PQexitPipelineMode(m_conn) != 1) return give_up(lose_pipeline("the end of a pipeline"));
   // After a failure the transaction stays open (aborted) unless the failing statement ended it.
   m_in_transaction = PQtransactionStatus(m_conn) != PQTRANS_IDLE;
-  if (first_error) {
-    if (last_result) PQclear(last_result);
-    return std::unexpected(std::move(*first_error));
-  }
+  if (first_error) return give_up(std::unexpected(std::move(*first_error)));
   return last_result;
+}
+
+std::unexpected<Error> PgConnection::lose_pipeline(std::string_view during) {
+  std::string detail = PQerrorMessage(m_conn);
+  while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' ')) detail.pop_back();
+  m_lost = true;
+  m_in_transaction = false;
+  m_deferred.clear();
+  return std::unexpected(Error{ErrorKind::io, fmt::format("memory database {}: connection lost: {} (while running `{}`)",
+                                                          m_display, detail, head_of(during))});
+}
+
+std::string_view PgConnection::command_sql(const PipelineCommand& c, const std::string& last_sql) {
+  return c.st ? std::string_view(c.st->m_sql) : std::string_view(last_sql);
 }
 
 }  // namespace kope::memory

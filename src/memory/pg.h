@@ -131,6 +131,22 @@ class PgConnection {
   // `last_sql` when not empty) in one pipeline and reads their results: the first failure, or
   // last's result (nullptr when there is no last). Marks the connection lost as execute() does.
   Result<pg_result*> run_pipeline(PgStatement* last, const std::string& last_sql);
+  // What one result of a pipeline answers: a statement's prepare or its execution (st nullptr:
+  // the text `last_sql`).
+  struct PipelineCommand {
+    PgStatement* st;
+    bool prepare;
+  };
+  // run_pipeline's halves: sending everything (false: the connection failed), then reading
+  // each command's result and the final sync.
+  bool send_pipeline(const std::vector<Deferred>& queued, PgStatement* last, const std::string& last_sql,
+                     std::vector<PipelineCommand>& commands);
+  Result<pg_result*> read_pipeline(const std::vector<PipelineCommand>& commands, bool keep_last,
+                                   const std::string& last_sql);
+  // A pipeline not sent or read to its end leaves the connection in an unknown state: it counts
+  // as lost (the server rolls back the transaction when we reconnect).
+  std::unexpected<Error> lose_pipeline(std::string_view during);
+  static std::string_view command_sql(const PipelineCommand& c, const std::string& last_sql);
   // Sends the prepare of `st` when this connection has not seen it, then its execution.
   bool send_prepared(PgStatement& st, const std::vector<std::optional<std::string>>& params,
                      const std::vector<int>& formats, std::vector<PgStatement*>& prepared_here);

@@ -595,6 +595,47 @@ TEST(StorePostgres, LostConnectionsAreRetriedAndWritesResentOnce) {
   EXPECT_TRUE(check->ok()) << check->problems.front();
 }
 
+// PostgreSQL only: the connection drops while a pipeline of queued writes runs (a trigger on
+// the journal, whose insert is queued, terminates the backend once per sequence): mid-batch,
+// and in the COMMIT of a single case (its outcome unknown, so the idempotent write is re-sent).
+// Every case is recorded once.
+TEST(StorePostgres, ConnectionsLostInAPipelineAreRetried) {
+  std::string why;
+  if (!test_postgres_url(&why)) GTEST_SKIP() << why;
+  auto t = temp_store("memory.db", StoreKind::postgres);
+  ASSERT_TRUE(t.store);
+  Db& db = sqlite(*t.store).db();
+  ASSERT_TRUE(db.exec("CREATE SEQUENCE kill_batch; CREATE SEQUENCE kill_single; "
+                      "CREATE FUNCTION kill_in_pipeline() RETURNS trigger AS $$ BEGIN "
+                      "IF (NEW.text LIKE '%batch-victim%' AND nextval('kill_batch') = 1) OR "
+                      "(NEW.text LIKE '%single-victim%' AND nextval('kill_single') = 1) THEN "
+                      "PERFORM pg_terminate_backend(pg_backend_pid()); END IF; RETURN NEW; END $$ LANGUAGE plpgsql; "
+                      "CREATE TRIGGER kill_in_pipeline AFTER INSERT ON journal FOR EACH ROW "
+                      "EXECUTE FUNCTION kill_in_pipeline()"));
+  std::vector<CaseRecord> batch;
+  for (int i = 0; i < 5; ++i) {
+    batch.push_back(make_case(fmt::format("p/{}", i), "softmax", 1.0 + 0.1 * i));
+    if (i > 0) batch.back().parent_key = batch[batch.size() - 2].natural_key;
+  }
+  batch[2].journal = "batch-victim";
+  auto ids = t.store->record_cases(batch);
+  ASSERT_TRUE(ids) << ids.error().message;
+  CaseRecord single = make_case("p/single", "softmax", 1.7);
+  single.journal = "single-victim";
+  auto one = t.store->record_attempt(single);
+  ASSERT_TRUE(one) << one.error().message;
+  auto again = t.store->record_attempt(single);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->id, one->id);
+  EXPECT_EQ(t.store->stats()->cases, 6);
+  // Each victim's journal was inserted twice (killed, then re-sent), so both losses happened.
+  EXPECT_EQ(db.query_int("SELECT nextval('kill_batch')").value_or(std::nullopt), 3);
+  EXPECT_EQ(db.query_int("SELECT nextval('kill_single')").value_or(std::nullopt), 3);
+  auto check = t.store->check();
+  ASSERT_TRUE(check) << check.error().message;
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
 // PostgreSQL only: a write the store queues (pipelined, its failure reported by a later
 // statement) that fails rolls back its whole case or batch, and the store keeps working.
 TEST(StorePostgres, AFailingQueuedWriteRollsBackItsTransaction) {
