@@ -118,7 +118,8 @@ class Db {
   Result<std::optional<int64_t>> query_int(std::string_view sql);
 
   // The id of the row the last INSERT added (PostgreSQL: lastval(), one more round trip; see
-  // prepare_insert).
+  // prepare_insert). Only right after that INSERT's run(): on PostgreSQL a statement queued by
+  // run_later() in between could have drawn from another sequence.
   int64_t last_insert_rowid() const;
   int changes() const;
   bool in_transaction() const;
