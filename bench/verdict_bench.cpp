@@ -12,8 +12,10 @@
 //          sequential rule decides (EvalOptions::incumbent_source); only a faster one is timed
 //          to the full CI.
 // Each mode keeps its own incumbent. Before measuring, every kernel is compiled once and every
-// op's baselines are timed once (both then come from the caches in both modes), so the figures
-// are the time a verdict takes beyond compiling. Prints one line per evaluation, then the median
+// op's baselines are timed once (both then come from the caches in both modes), and, as in
+// `kope run`, every evaluation of an op uses one data seed, whose data the evaluator keeps
+// between evaluations (made once before measuring), so the figures are the time a verdict
+// takes in a run beyond compiling. Prints one line per evaluation, then the median
 // wall time per evaluation with min/max per mode (all evaluations, and those against an
 // incumbent), and whether the incumbent decisions agree. On a shared machine the numbers are
 // noisy: read the spread.
@@ -25,6 +27,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,6 +37,7 @@
 #include "kope/hw.h"
 #include "kope/spec.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/strings.h"
 
 using namespace kope;
@@ -81,6 +85,12 @@ std::optional<double> relative_speed(const std::vector<eval::CaseTiming>& before
   }
   if (n == 0) return std::nullopt;
   return std::exp(acc / n);
+}
+
+// One op's data seed for the whole replay (random per bench run, as the agent's per run).
+uint64_t data_seed(const std::string& op) {
+  static const uint64_t run = std::random_device{}() * 0x9e3779b97f4a7c15ULL ^ std::random_device{}();
+  return util::fnv1a64(fmt::format("{}/{}", run, op));
 }
 
 }  // namespace
@@ -141,8 +151,15 @@ int main(int argc, char** argv) {
       last = s.op;
       auto b = eval::measure_cpu_baselines(*hw, s.spec, {}, timing);
       if (!b) return die(b.error().message);
+      // Like `kope run`, every evaluation of an op's attempts uses one data seed, and the
+      // evaluator keeps that data between them: a short timed evaluation makes it.
+      eval::EvalOptions data = timing;
+      data.seed = data_seed(s.op);
+      data.max_seconds_per_case = 0.2;
+      auto r = (*ev)->evaluate(s.spec, s.source, data);
+      if (!r) return die(r.error().message);
     }
-    std::printf("caches warm (compiles, baselines)\n\n");
+    std::printf("caches warm (compiles, baselines, each op's data)\n\n");
   }
 
   std::printf("%-11s %-6s %-13s %9s %9s  %-27s %-22s %s\n", "op", "kernel", "verdict", "full s", "fast s", "fast decision",
@@ -155,6 +172,7 @@ int main(int argc, char** argv) {
     eval::EvalOptions full;
     full.max_seconds_per_case = max_seconds;
     full.target_ci = target_ci;
+    full.seed = data_seed(s.op);
     eval::EvalOptions fast = full;
     auto& fi = inc_full[s.op];
     auto& qi = inc_fast[s.op];

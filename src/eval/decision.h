@@ -93,7 +93,9 @@ enum class PairStatus {
   time_up,  // a pair was added and the case's time is up (stops at the next chance once the
             // second scheduled look's pairs exist)
   budget_spent,  // a pair was added and the case's share of the comparison budget is spent:
-                 // stops at the next scheduled look (the first at the earliest)
+                 // stops at the next scheduled look (the first at the earliest) unless the
+                 // estimate there clears the margin (a candidate that may replace the incumbent
+                 // is timed until the case settles or its time is up)
   failed,   // no pair: a kernel failed; the driver returns at once
 };
 

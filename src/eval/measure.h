@@ -40,8 +40,10 @@ class AlignedBytes {
   size_t size() const { return m_size; }
 
  private:
+  static size_t allocated(size_t bytes);
   struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
+    size_t bytes;  // as allocated
+    void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t, Free> m_ptr;
   size_t m_size = 0;
