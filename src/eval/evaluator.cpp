@@ -144,9 +144,15 @@ class CaseDataCache {
     for (auto it = m_entries.begin(); it != m_entries.end(); ++it) {
       if (it->key != key) continue;
       m_entries.splice(m_entries.begin(), m_entries, it);
+      ++m_hits;
       return m_entries.front().data;
     }
     return nullptr;
+  }
+
+  size_t hits() {
+    std::lock_guard lock(m_mu);
+    return m_hits;
   }
 
   void put(const std::string& key, std::shared_ptr<const CaseData> data) {
@@ -180,7 +186,14 @@ class CaseDataCache {
   std::list<Entry> m_entries;  // the most recently used first
   size_t m_bytes = 0;
   size_t m_cap = 0;
+  size_t m_hits = 0;
 };
+
+}  // namespace
+
+size_t reused_case_data() { return CaseDataCache::instance().hits(); }
+
+namespace {
 
 // --- reference pipeline ------------------------------------------------------------------------
 

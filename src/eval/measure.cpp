@@ -234,10 +234,10 @@ class BufferPool {
  private:
   static constexpr size_t k_min_bytes = 1u << 20;
   BufferPool() {
-    // Up to a quarter of the machine's memory, at most 4 GiB, stays idle here.
+    // Up to an eighth of the machine's memory, at most 2 GiB, stays idle here.
     long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
     size_t physical = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
-    m_cap = std::min<size_t>(physical / 4, size_t{4} << 30);
+    m_cap = std::min<size_t>(physical / 8, size_t{2} << 30);
   }
 
   std::mutex m_mu;

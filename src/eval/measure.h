@@ -66,6 +66,10 @@ struct CaseData {
 
 constexpr int k_rotating_sets = 2;
 
+// How many cases, over this process, an evaluation took the data of from an earlier evaluation
+// with the same data seed (eval/evaluator.cpp keeps it) instead of making it again.
+size_t reused_case_data();
+
 // The (input slot, output slot) cycle every verification and timing batch follows: consecutive
 // calls on one output slot always read different input slots.
 const std::vector<std::pair<int, int>>& call_cycle();
