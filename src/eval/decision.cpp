@@ -173,10 +173,10 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
     if (scheduled) ++li;
     est = paired_ratio(pairs, s.alpha, rule.clean_contention, n0);
     est.looks = ++looks;
-    // The budget cuts short a case whose estimate does not clear the margin, or whose interval
-    // already does; one whose estimate clears it but not yet its interval may make the candidate
-    // the new incumbent, and goes on until it settles or its time is up.
-    bool may_win = est.ratio > 1 + rule.margin && !(est.lower > 1 + rule.margin);
+    // The budget cuts short a case whose estimate is a tie or a loss, or whose interval already
+    // clears the margin; one whose estimate clears it by rule.promising but not yet its interval
+    // may make the candidate the new incumbent, and goes on until it settles or its time is up.
+    bool may_win = est.ratio > (1 + rule.margin) * (1 + rule.promising) && !(est.lower > 1 + rule.margin);
     bool budget_stops = budget_spent && scheduled && !may_win;
     if (case_settled(est, rule) || out_of_time || budget_stops || n >= last_look) return est;
   }

@@ -181,6 +181,16 @@ TEST(Decision, ASpentBudgetDoesNotCutShortACandidateThatMayWin) {
   EXPECT_EQ(r.pairs_total, time_up_after);
   EXPECT_NEAR(r.ratio, 1.06, 1e-9);
   EXPECT_LT(r.lower, 1 + rule.margin);
+  // A median 3% faster, within DecisionRule::promising of the margin: a near tie, cut short.
+  const double near_tie[3] = {0.8, 1.03, 1.4};
+  n = 0;
+  CaseRatio t = run_case(rule, [&](PairSample& p) {
+    p.candidate = 100e-6;
+    p.incumbent = 100e-6 * near_tie[n % 3];
+    ++n;
+    return n >= time_up_after ? PairStatus::time_up : PairStatus::budget_spent;
+  });
+  EXPECT_EQ(t.pairs_total, looks[0]);
 }
 
 TEST(Decision, ImprovementWithinTheMarginIsNotAReplacement) {
