@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <new>
@@ -412,9 +413,22 @@ struct CaseTimer::Impl {
       b();
       return;
     }
-    std::thread t(std::forward<A>(a));
-    b();
+    std::exception_ptr thrown;  // rethrown here, as if a had run on this thread
+    std::thread t([&] {
+      try {
+        a();
+      } catch (...) {
+        thrown = std::current_exception();
+      }
+    });
+    try {
+      b();
+    } catch (...) {
+      t.join();
+      throw;
+    }
     t.join();
+    if (thrown) std::rethrow_exception(thrown);
   }
 
   // Checks output slot b after a batch of n calls that began at `phase` of the call cycle.
