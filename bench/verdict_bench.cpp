@@ -12,10 +12,14 @@
 //          sequential rule decides (EvalOptions::incumbent_source); only a faster one is timed
 //          to the full CI.
 // Each mode keeps its own incumbent. Before measuring, every kernel is compiled once and every
-// op's baselines are timed once (both then come from the caches in both modes), so the figures
-// are the time a verdict takes beyond compiling. Prints one line per evaluation, then the median
+// op's baselines are timed once (both then come from the caches in both modes), and, as in
+// `kope run`, every evaluation of an op uses one data seed, whose data the evaluator keeps
+// between evaluations (made once before measuring), so the figures are the time a verdict
+// takes in a run beyond compiling. Prints one line per evaluation, then the median
 // wall time per evaluation with min/max per mode (all evaluations, and those against an
-// incumbent), and whether the incumbent decisions agree. On a shared machine the numbers are
+// incumbent), and whether the incumbent decisions agree, also counted over the steps where
+// full timing's own confidence intervals separate the kernels by the margin (on a near tie
+// full timing's decision is the noise's). On a shared machine the numbers are
 // noisy: read the spread.
 #include <algorithm>
 #include <chrono>
@@ -25,6 +29,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,6 +39,7 @@
 #include "kope/hw.h"
 #include "kope/spec.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/strings.h"
 
 using namespace kope;
@@ -81,6 +87,32 @@ std::optional<double> relative_speed(const std::vector<eval::CaseTiming>& before
   }
   if (n == 0) return std::nullopt;
   return std::exp(acc / n);
+}
+
+// Whether full timing's own figures separate `after` from `before` by the margin: the interval of
+// the geometric mean of the per-case ratios, each case's log ratio widened by the sum of both
+// timings' relative 95% half-widths (conservative). A step whose interval contains 1 + margin
+// is a near tie that full timing itself cannot call: either decision is consistent with it.
+bool full_timing_is_clear(const std::vector<eval::CaseTiming>& before, const std::vector<eval::CaseTiming>& after, double margin) {
+  double acc = 0, width = 0;
+  int n = 0;
+  for (const auto& b : before) {
+    for (const auto& a : after) {
+      if (a.case_index != b.case_index || a.median_us <= 0 || b.median_us <= 0) continue;
+      acc += std::log(b.median_us / a.median_us);
+      width += b.ci95_us / b.median_us + a.ci95_us / a.median_us;
+      ++n;
+    }
+  }
+  if (n == 0) return false;
+  double lo = std::exp((acc - width) / n), hi = std::exp((acc + width) / n);
+  return lo > 1 + margin || hi < 1 + margin;
+}
+
+// One op's data seed for the whole replay (random per bench run, as the agent's per run).
+uint64_t data_seed(const std::string& op) {
+  static const uint64_t run = std::random_device{}() * 0x9e3779b97f4a7c15ULL ^ std::random_device{}();
+  return util::fnv1a64(fmt::format("{}/{}", run, op));
 }
 
 }  // namespace
@@ -141,20 +173,28 @@ int main(int argc, char** argv) {
       last = s.op;
       auto b = eval::measure_cpu_baselines(*hw, s.spec, {}, timing);
       if (!b) return die(b.error().message);
+      // Like `kope run`, every evaluation of an op's attempts uses one data seed, and the
+      // evaluator keeps that data between them: a short timed evaluation makes it.
+      eval::EvalOptions data = timing;
+      data.seed = data_seed(s.op);
+      data.max_seconds_per_case = 0.2;
+      auto r = (*ev)->evaluate(s.spec, s.source, data);
+      if (!r) return die(r.error().message);
     }
-    std::printf("caches warm (compiles, baselines)\n\n");
+    std::printf("caches warm (compiles, baselines, each op's data)\n\n");
   }
 
   std::printf("%-11s %-6s %-13s %9s %9s  %-27s %-22s %s\n", "op", "kernel", "verdict", "full s", "fast s", "fast decision",
               "ratio [interval]", "replace? full / fast");
   std::map<std::string, std::optional<Incumbent>> inc_full, inc_fast;
   std::vector<double> wall_full, wall_fast, wall_full_vs, wall_fast_vs;
-  int agree = 0, compared = 0, diverged = 0;
+  int agree = 0, compared = 0, diverged = 0, clear = 0, clear_agree = 0;
   std::vector<std::string> disagreements;
   for (const auto& s : steps) {
     eval::EvalOptions full;
     full.max_seconds_per_case = max_seconds;
     full.target_ci = target_ci;
+    full.seed = data_seed(s.op);
     eval::EvalOptions fast = full;
     auto& fi = inc_full[s.op];
     auto& qi = inc_fast[s.op];
@@ -198,11 +238,16 @@ int main(int argc, char** argv) {
     if (fi || qi) {
       if (same_incumbent) {
         ++compared;
+        bool is_clear = !full_ok || !fi || full_timing_is_clear(fi->timing, rf->timing, margin);
+        clear += is_clear;
         if (replace_full == replace_fast) {
           ++agree;
+          clear_agree += is_clear;
         } else {
-          disagreements.push_back(fmt::format("{} {}: full {} ({}), fast {} ({})", s.op, s.kernel, replace_full ? "replaces" : "keeps",
-                                              full_ratio ? fmt::format("{:.3f}x", *full_ratio) : "-", replace_fast ? "replaces" : "keeps", ratio));
+          disagreements.push_back(fmt::format("{} {}: full {} ({}{}), fast {} ({})", s.op, s.kernel, replace_full ? "replaces" : "keeps",
+                                              full_ratio ? fmt::format("{:.3f}x", *full_ratio) : "-",
+                                              is_clear ? "" : ", a near tie by full timing's own CIs", replace_fast ? "replaces" : "keeps",
+                                              ratio));
         }
       } else {
         ++diverged;
@@ -225,6 +270,9 @@ int main(int argc, char** argv) {
   line("against an incumbent", spread(wall_full_vs), spread(wall_fast_vs));
   std::printf("\nincumbent decisions: %d of %d agree (same incumbent in both modes)%s\n", agree, compared,
               diverged ? fmt::format("; {} steps had different incumbents", diverged).c_str() : "");
+  std::printf("  where full timing's own CIs separate the two kernels by the margin: %d of %d agree; the other %d are near ties "
+              "full timing cannot call\n",
+              clear_agree, clear, compared - clear);
   for (const auto& d : disagreements) std::printf("  differs: %s\n", d.c_str());
   std::printf("* = the comparison was disturbed by other load\n");
   return 0;

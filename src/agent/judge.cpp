@@ -38,7 +38,7 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
   KOPE_ASSIGN(a.code_file, m_ctx.write_run_file(fmt::format("candidates/{}/{}.cpp", m_ctx.op_dir, k), code));
   m_ctx.keep_code(k, code);
   eval::EvalOptions opts = m_ctx.cfg.eval_options;
-  if (m_ctx.cfg.seed) opts.seed = m_ctx.derived_seed(k, "eval");
+  opts.seed = m_ctx.data_seed();
   const Attempt* inc = m_ctx.state.incumbent();
   if (inc && m_ctx.cfg.fast_verdict && opts.time && inc->has_code) {
     // Fast verdict: the evaluator times the candidate against the incumbent itself.
@@ -72,7 +72,7 @@ Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, cons
                         {"reason", fmt::format("the timing that would replace the incumbent was disturbed by other load "
                                                "(waited for a CPU {:.0f}% of the time); evaluating once more",
                                                100 * c)}}));
-  if (m_ctx.cfg.seed) opts.seed = m_ctx.derived_seed(k, "eval-retime");
+  opts.seed = m_ctx.data_seed();
   m_ctx.phase(k, a.stage, "re-timing (disturbed)");
   KOPE_ASSIGN(eval::EvalResult again, m_ctx.env.evaluator->evaluate(m_ctx.op, code, opts));
   a.retimed = true;

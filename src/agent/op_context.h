@@ -36,6 +36,10 @@ class OpContext {
   std::string key(int k) const;
   // A seed derived from the run's seed for iteration k and a purpose (`salt`).
   uint64_t derived_seed(int k, std::string_view salt) const;
+  // The data seed of every evaluation of this op's attempts in this process: the attempts are
+  // judged on the same inputs (the evaluator then reuses them, eval/evaluator.cpp), derived
+  // from the run's seed, else random. Re-verification draws its own.
+  uint64_t data_seed() const { return m_data_seed; }
   void phase(int k, memory::Stage stage, std::string_view what) const;
   void note(std::string_view line) const;
   // Appends `e` to the event log with this op's name.
@@ -72,6 +76,7 @@ class OpContext {
   std::map<int, std::string> m_code;
   std::map<int, std::string> m_error_signatures;
   std::optional<std::string> m_reference;
+  uint64_t m_data_seed;
 };
 
 }  // namespace kope::agent

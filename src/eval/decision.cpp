@@ -168,12 +168,17 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
     budget_spent = budget_spent || st == PairStatus::budget_spent;
     size_t n = pairs.size();
     bool scheduled = li < s.looks.size() && n >= s.looks[li];
-    bool out_of_time = (time_up && n >= min_on_time) || (budget_spent && scheduled);
+    bool out_of_time = time_up && n >= min_on_time;
     if (!scheduled && !out_of_time) continue;
     if (scheduled) ++li;
     est = paired_ratio(pairs, s.alpha, rule.clean_contention, n0);
     est.looks = ++looks;
-    if (case_settled(est, rule) || out_of_time || n >= last_look) return est;
+    // The budget cuts short a case whose estimate is a tie or a loss, or whose interval already
+    // clears the margin; one whose estimate clears it by rule.promising but not yet its interval
+    // may make the candidate the new incumbent, and goes on until it settles or its time is up.
+    bool may_win = est.ratio > (1 + rule.margin) * (1 + rule.promising) && !(est.lower > 1 + rule.margin);
+    bool budget_stops = budget_spent && scheduled && !may_win;
+    if (case_settled(est, rule) || out_of_time || budget_stops || n >= last_look) return est;
   }
 }
 

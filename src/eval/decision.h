@@ -48,6 +48,7 @@ struct DecisionRule {
   double precision = 0.01;        // several cases: settled when the log interval is within ±this
   double decided_precision = 0.05;  // ... or within ±this when it lies wholly on one side of 1 + margin
   double clean_contention = 0.02; // a pair is clean when both batches waited less than this share
+  double promising = 0.03;        // an estimate above (1 + margin)(1 + this) is not cut short by the budget
 };
 
 // The looks (pair counts) of the schedule, increasing; the last is max_pairs.
@@ -93,7 +94,10 @@ enum class PairStatus {
   time_up,  // a pair was added and the case's time is up (stops at the next chance once the
             // second scheduled look's pairs exist)
   budget_spent,  // a pair was added and the case's share of the comparison budget is spent:
-                 // stops at the next scheduled look (the first at the earliest)
+                 // stops at the next scheduled look (the first at the earliest) unless the
+                 // estimate there clears the margin by DecisionRule::promising while its interval
+                 // does not yet (a candidate that may replace the incumbent is timed until the
+                 // case settles or its time is up)
   failed,   // no pair: a kernel failed; the driver returns at once
 };
 

@@ -149,15 +149,48 @@ TEST(Decision, ASpentBudgetStopsAtTheNextLook) {
   EXPECT_EQ(r.pairs_total, looks[0]);
   EXPECT_EQ(r.looks, 1);
   EXPECT_EQ(classify_ratio_interval(r.lower, r.upper, rule.margin), IncumbentDecision::undecided);
-  Synthetic tie2;
-  tie2.rng.seed(7);
-  EXPECT_EQ(run(tie2, looks[0] + 1).pairs_total, looks[1]);  // spent between looks: the next one
+  Synthetic slower;  // its estimate stays below the margin
+  slower.candidate_us = 110;
+  slower.rng.seed(7);
+  EXPECT_EQ(run(slower, looks[0] + 1).pairs_total, looks[1]);  // spent between looks: the next one
   Synthetic win;
   win.incumbent_us = 150;
   win.outlier_rate = 0;
   CaseRatio w = run(win, 1);
   EXPECT_EQ(w.pairs_total, looks[0]);
   EXPECT_GT(w.lower, 1 + rule.margin);
+}
+
+// ... but a case whose estimate clears the margin without settling goes on past the budget: the
+// candidate may become the incumbent. It stops when it settles or its time is up.
+TEST(Decision, ASpentBudgetDoesNotCutShortACandidateThatMayWin) {
+  DecisionRule rule;
+  rule.cases = 3;
+  const std::vector<size_t> looks = decision_looks(rule);
+  // Paired ratios 0.8, 1.06, 1.4 in turn: the median is 6% faster, and its interval includes
+  // 0.8 for a long time.
+  const double cycle[3] = {0.8, 1.06, 1.4};
+  size_t n = 0;
+  const size_t time_up_after = looks[0] + 40;
+  CaseRatio r = run_case(rule, [&](PairSample& p) {
+    p.candidate = 100e-6;
+    p.incumbent = 100e-6 * cycle[n % 3];
+    ++n;
+    return n >= time_up_after ? PairStatus::time_up : PairStatus::budget_spent;
+  });
+  EXPECT_EQ(r.pairs_total, time_up_after);
+  EXPECT_NEAR(r.ratio, 1.06, 1e-9);
+  EXPECT_LT(r.lower, 1 + rule.margin);
+  // A median 3% faster, within DecisionRule::promising of the margin: a near tie, cut short.
+  const double near_tie[3] = {0.8, 1.03, 1.4};
+  n = 0;
+  CaseRatio t = run_case(rule, [&](PairSample& p) {
+    p.candidate = 100e-6;
+    p.incumbent = 100e-6 * near_tie[n % 3];
+    ++n;
+    return n >= time_up_after ? PairStatus::time_up : PairStatus::budget_spent;
+  });
+  EXPECT_EQ(t.pairs_total, looks[0]);
 }
 
 TEST(Decision, ImprovementWithinTheMarginIsNotAReplacement) {

@@ -18,6 +18,8 @@
 #include <condition_variable>
 #include <ctime>
 #include <future>
+#include <list>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -119,6 +121,80 @@ TimingPlan make_plan(const EvaluatorOptions& o, const EvalOptions& e, bool candi
   return p;
 }
 
+// --- data across evaluations ------------------------------------------------------------------
+
+// A case's data sets (inputs and the reference's outputs for them) for one data seed, kept for
+// the next evaluation of the same op in this process. The agent evaluates every attempt of an
+// op on one data seed (agent/judge.cpp), and on big cases generating the sets and running the
+// reference on them is most of an evaluation's time before the timing. A kernel sees the data
+// only through its own runner's arena, a process that ends with its evaluation, so it cannot
+// tell reused sets from new ones, and the fresh-data check's sets are still never seen by the
+// kernel under test. The key holds everything the data depends on (spec and reference by their
+// hash, the backend's toolchain, the case, the seed, whether it is timed); at most an eighth of
+// the machine's memory is kept, the least recently used case dropped first.
+class CaseDataCache {
+ public:
+  static CaseDataCache& instance() {
+    static auto* cache = new CaseDataCache();  // never destroyed: evaluations may run at exit
+    return *cache;
+  }
+
+  std::shared_ptr<const CaseData> find(const std::string& key) {
+    std::lock_guard lock(m_mu);
+    for (auto it = m_entries.begin(); it != m_entries.end(); ++it) {
+      if (it->key != key) continue;
+      m_entries.splice(m_entries.begin(), m_entries, it);
+      ++m_hits;
+      return m_entries.front().data;
+    }
+    return nullptr;
+  }
+
+  size_t hits() {
+    std::lock_guard lock(m_mu);
+    return m_hits;
+  }
+
+  void put(const std::string& key, std::shared_ptr<const CaseData> data) {
+    size_t bytes = 0;
+    for (const auto& set : data->sets) {
+      for (const auto& b : set.inputs) bytes += b.size();
+      for (const auto& b : set.expected) bytes += b.size();
+    }
+    std::lock_guard lock(m_mu);
+    if (bytes > m_cap) return;
+    m_entries.push_front(Entry{key, std::move(data), bytes});
+    m_bytes += bytes;
+    while (m_bytes > m_cap) {
+      m_bytes -= m_entries.back().bytes;
+      m_entries.pop_back();
+    }
+  }
+
+ private:
+  CaseDataCache() {
+    long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    m_cap = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 8 : 0;
+  }
+
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const CaseData> data;
+    size_t bytes = 0;
+  };
+  std::mutex m_mu;
+  std::list<Entry> m_entries;  // the most recently used first
+  size_t m_bytes = 0;
+  size_t m_cap = 0;
+  size_t m_hits = 0;
+};
+
+}  // namespace
+
+size_t reused_case_data() { return CaseDataCache::instance().hits(); }
+
+namespace {
+
 // --- reference pipeline ------------------------------------------------------------------------
 
 // Builds and runs the reference in its own thread, publishing each case's data as it is ready.
@@ -147,10 +223,10 @@ class ReferencePipeline {
   }
 
   // Waits for case i; an Error when the reference failed.
-  Result<CaseData*> wait(size_t i) {
+  Result<const CaseData*> wait(size_t i) {
     std::unique_lock lock(m_mu);
     m_cv.wait(lock, [&] { return m_ready[i] || m_error.has_value(); });
-    if (m_ready[i]) return &m_data[i];
+    if (m_ready[i]) return m_data[i].get();
     return std::unexpected(*m_error);
   }
 
@@ -201,6 +277,11 @@ class ReferencePipeline {
     for (size_t i = 0; i < m_op.cases.size(); ++i) {
       if (m_cancel) return publish_error(Error{ErrorKind::internal, "cancelled"});
       const spec::Case& c = m_op.cases[i];
+      std::string key = cache_key(c);
+      if (auto cached = key.empty() ? nullptr : CaseDataCache::instance().find(key)) {
+        publish(i, std::move(cached));
+        continue;
+      }
       auto case_work = util::lock_for_work();
       if (!case_work) return publish_error(case_work.error());
       uint64_t set_bytes = 0;
@@ -233,11 +314,24 @@ class ReferencePipeline {
       } else if (auto st = compute_expected(*m_session, m_op, c, d, timeout); !st) {
         return publish_error(st.error());
       }
-      std::lock_guard lock(m_mu);
-      m_data[i] = std::move(d);
-      m_ready[i] = true;
-      m_cv.notify_all();
+      auto data = std::make_shared<const CaseData>(std::move(d));
+      if (!key.empty()) CaseDataCache::instance().put(key, data);
+      publish(i, std::move(data));
     }
+  }
+
+  void publish(size_t i, std::shared_ptr<const CaseData> data) {
+    std::lock_guard lock(m_mu);
+    m_data[i] = std::move(data);
+    m_ready[i] = true;
+    m_cv.notify_all();
+  }
+
+  // What case c's data depends on; "" for an op without a content hash (not cached).
+  std::string cache_key(const spec::Case& c) const {
+    if (m_op.spec_hash.empty()) return "";
+    return fmt::format("{}|{}|{}|{}|case {}|seed {}|{}", m_op.spec_hash, m_op.name, m_backend.name(), m_backend.toolchain_id(),
+                       c.index, m_seed, m_timed && c.timed ? "timed" : "untimed");
   }
 
   const Backend& m_backend;
@@ -245,7 +339,7 @@ class ReferencePipeline {
   uint64_t m_seed;
   bool m_timed;
   EvaluatorOptions m_options;
-  std::vector<CaseData> m_data;
+  std::vector<std::shared_ptr<const CaseData>> m_data;
   std::vector<bool> m_ready;
   std::optional<Error> m_error;
   std::unique_ptr<Session> m_session;
@@ -508,9 +602,9 @@ struct ComparisonRun {
 // then gets its fresh-data check on each case. An incumbent that fails makes the comparison
 // `unavailable` (problem says why), never the candidate's verdict. The caller holds the timing lock.
 Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::vector<const spec::Case*>& timed,
-                                             const std::function<Result<CaseData*>(size_t)>& case_data, Session& candidate,
+                                             const std::function<Result<const CaseData*>(size_t)>& case_data, Session& candidate,
                                              Session& incumbent, const TimingPlan& cand_plan, const EvalOptions& eo,
-                                             std::mt19937_64& rng) {
+                                             std::mt19937_64& rng, const Trace& trace) {
   ComparisonRun run;
   IncumbentComparison& cmp = run.comparison;
   cmp.alpha = eo.decision_alpha;
@@ -528,7 +622,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
   const double budget_share = eo.comparison_seconds > 0 ? eo.comparison_seconds / static_cast<double>(timed.size()) : 0.0;
   std::vector<CaseRatio> estimates;
   for (const spec::Case* c : timed) {
-    KOPE_ASSIGN(CaseData * data, case_data(static_cast<size_t>(c->index)));
+    KOPE_ASSIGN(const CaseData * data, case_data(static_cast<size_t>(c->index)));
     CaseTimer ct(candidate, op, *c, *data, cand_plan, rng());
     CaseTimer it(incumbent, op, *c, *data, inc_plan, rng());
     KOPE_ASSIGN(bool ok, ct.prepare());
@@ -545,6 +639,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       return run;
     };
     if (!ok) return incumbent_failed(it.outcome());
+    trace(fmt::format("case {}: both kernels calibrated", c->index));
     auto case_start = Clock::now();
     std::optional<Error> error;
     bool cand_failed = false, inc_failed = false;
@@ -580,6 +675,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       return run;
     }
     if (inc_failed) return incumbent_failed(it.outcome());
+    trace(fmt::format("case {}: compared, {} pairs", c->index, est.pairs_total));
     if (cand_plan.fresh_check) {
       KOPE_ASSIGN(bool fresh_ok, ct.fresh_check());
       if (!fresh_ok) {
@@ -599,6 +695,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
     cc.contention = est.contention;
     cmp.disturbed = cmp.disturbed || est.disturbed;
     cc.seconds = std::chrono::duration<double>(Clock::now() - case_start).count();
+    trace(fmt::format("case {}: fresh-data check done", c->index));
     cmp.pairs += cc.pairs_total;
     cmp.contention = std::max(cmp.contention, cc.contention);
     cmp.cases.push_back(std::move(cc));
@@ -727,7 +824,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   res.cases.clear();
   for (size_t i = 0; i < op.cases.size(); ++i) {
     const spec::Case& c = op.cases[i];
-    KOPE_ASSIGN(CaseData * data, ref.wait(i));
+    KOPE_ASSIGN(const CaseData * data, ref.wait(i));
     trace(fmt::format("case {}: reference outputs ready", i));
     KOPE_ASSIGN(util::SharedLock verify_work, util::lock_for_work());
     KOPE_ASSIGN(VerifyOutcome v, verify_case(*session, op, c, *data, call_timeout(data->reference_call_seconds), rng()));
@@ -895,7 +992,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   if (incumbent_session) {
     TimingPlan cand_plan = make_plan(m_options, options, true, m_backend->device_clock());
     KOPE_ASSIGN(ComparisonRun run, compare_with_incumbent(op, timed, [&](size_t i) { return ref.wait(i); }, *session,
-                                                          *incumbent_session, cand_plan, options, rng));
+                                                          *incumbent_session, cand_plan, options, rng, trace));
     incumbent_session->close();
     incumbent_session.reset();
     trace(fmt::format("compared with the incumbent: {}", incumbent_decision_name(run.comparison.decision)));
@@ -912,7 +1009,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       full = false;
       for (size_t i = 0; i < timed.size(); ++i) {
         const spec::Case* c = timed[i];
-        KOPE_ASSIGN(CaseData * data, ref.wait(static_cast<size_t>(c->index)));
+        KOPE_ASSIGN(const CaseData * data, ref.wait(static_cast<size_t>(c->index)));
         KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, nullptr, ref_session, &library_session, m_options,
                                                    options, rng(), library_choice));
         if (auto bad = add_case(c, run.candidate[i], g)) {
@@ -926,7 +1023,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   if (full) {
     for (size_t i = 0; i < timed.size(); ++i) {
       const spec::Case* c = timed[i];
-      KOPE_ASSIGN(CaseData * data, ref.wait(static_cast<size_t>(c->index)));
+      KOPE_ASSIGN(const CaseData * data, ref.wait(static_cast<size_t>(c->index)));
       KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
                                                  options, rng(), library_choice, fresh_done[i]));
       const TimingOutcome& t = *g.candidate;

@@ -40,8 +40,10 @@ class AlignedBytes {
   size_t size() const { return m_size; }
 
  private:
+  static size_t allocated(size_t bytes);
   struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
+    size_t bytes;  // as allocated
+    void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t, Free> m_ptr;
   size_t m_size = 0;
@@ -63,6 +65,10 @@ struct CaseData {
 };
 
 constexpr int k_rotating_sets = 2;
+
+// How many cases, over this process, an evaluation took the data of from an earlier evaluation
+// with the same data seed (eval/evaluator.cpp keeps it) instead of making it again.
+size_t reused_case_data();
 
 // The (input slot, output slot) cycle every verification and timing batch follows: consecutive
 // calls on one output slot always read different input slots.

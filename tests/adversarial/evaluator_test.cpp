@@ -225,6 +225,58 @@ TEST(Evaluator, CompileCacheHitKeepsTheVerdict) {
   EXPECT_EQ(b->seed, 42u);
 }
 
+// Evaluations with one data seed (every attempt of an op in `kope run`) share the cases' data:
+// the second takes it from the first instead of making it again, and judges as if it were new:
+// the honest kernel correct, a wrong one wrong, a cheat that keeps results between calls caught.
+TEST(Evaluator, TheSameDataSeedReusesTheDataAndJudgesAlike) {
+  spec::OpSpec op = test_op("vadd");
+  auto eo = test_eval_options(false);
+  eo.seed = std::random_device{}();
+  std::string honest = unique_comment() + k_vadd;
+  auto first = evaluator().evaluate(op, honest, eo);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->verdict, eval::Verdict::correct) << first->message;
+  size_t reused = eval::reused_case_data();
+  auto again = evaluator().evaluate(op, unique_comment() + k_vadd, eo);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->verdict, eval::Verdict::correct) << again->message;
+  EXPECT_EQ(eval::reused_case_data() - reused, op.cases.size());
+  EXPECT_EQ(again->seed, first->seed);
+
+  std::string wrong = unique_comment() + R"(
+#include <cstdint>
+extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N) {
+  for (int64_t i = 0; i < N; ++i) z[i] = x[i] - y[i];
+}
+)";
+  auto w = evaluator().evaluate(op, wrong, eo);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(w->verdict, eval::Verdict::wrong_result) << w->message;
+  // Keeps the first call's results and returns them ever after.
+  std::string stale = unique_comment() + R"(
+#include <cstdint>
+#include <cstring>
+static float kept[1 << 22];
+static int64_t have = -1;
+extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N) {
+  if (have != N) {
+    for (int64_t i = 0; i < N; ++i) kept[i] = x[i] + y[i];
+    have = N;
+  }
+  std::memcpy(z, kept, sizeof(float) * N);
+}
+)";
+  auto c = evaluator().evaluate(op, stale, eo);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_NE(c->verdict, eval::Verdict::correct) << c->message;
+  // Another seed makes its own data.
+  reused = eval::reused_case_data();
+  eo.seed = *eo.seed + 1;
+  auto other = evaluator().evaluate(op, honest, eo);
+  ASSERT_TRUE(other) << other.error().message;
+  EXPECT_EQ(eval::reused_case_data(), reused);
+}
+
 // Several evaluations at once (the agent loop does this): each gets its own sandboxes; their
 // timings take turns on the machine-wide lock.
 TEST(Evaluator, ConcurrentEvaluations) {
