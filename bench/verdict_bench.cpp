@@ -74,26 +74,14 @@ struct Incumbent {
   std::vector<eval::CaseTiming> timing;
 };
 
-std::optional<double> relative_speed(const std::vector<eval::CaseTiming>& before, const std::vector<eval::CaseTiming>& after) {
-  double acc = 0;
-  int n = 0;
-  for (const auto& b : before) {
-    for (const auto& a : after) {
-      if (a.case_index == b.case_index && a.median_us > 0 && b.median_us > 0) {
-        acc += std::log(b.median_us / a.median_us);
-        ++n;
-      }
-    }
-  }
-  if (n == 0) return std::nullopt;
-  return std::exp(acc / n);
-}
+// Full timing's comparison of `after` with `before`: the geometric mean of the per-case ratios
+// before / after, and its interval, each case's log ratio widened by the sum of both timings'
+// relative 95% half-widths (conservative).
+struct Speed {
+  double ratio = 1, lower = 1, upper = 1;
+};
 
-// Whether full timing's own figures separate `after` from `before` by the margin: the interval of
-// the geometric mean of the per-case ratios, each case's log ratio widened by the sum of both
-// timings' relative 95% half-widths (conservative). A step whose interval contains 1 + margin
-// is a near tie that full timing itself cannot call: either decision is consistent with it.
-bool full_timing_is_clear(const std::vector<eval::CaseTiming>& before, const std::vector<eval::CaseTiming>& after, double margin) {
+std::optional<Speed> relative_speed_interval(const std::vector<eval::CaseTiming>& before, const std::vector<eval::CaseTiming>& after) {
   double acc = 0, width = 0;
   int n = 0;
   for (const auto& b : before) {
@@ -104,9 +92,21 @@ bool full_timing_is_clear(const std::vector<eval::CaseTiming>& before, const std
       ++n;
     }
   }
-  if (n == 0) return false;
-  double lo = std::exp((acc - width) / n), hi = std::exp((acc + width) / n);
-  return lo > 1 + margin || hi < 1 + margin;
+  if (n == 0) return std::nullopt;
+  return Speed{std::exp(acc / n), std::exp((acc - width) / n), std::exp((acc + width) / n)};
+}
+
+std::optional<double> relative_speed(const std::vector<eval::CaseTiming>& before, const std::vector<eval::CaseTiming>& after) {
+  auto s = relative_speed_interval(before, after);
+  return s ? std::optional<double>(s->ratio) : std::nullopt;
+}
+
+// Whether full timing's own interval separates the two kernels by the margin. A step whose
+// interval contains 1 + margin is a near tie that full timing itself cannot call: either
+// decision is consistent with it.
+bool full_timing_is_clear(const std::vector<eval::CaseTiming>& before, const std::vector<eval::CaseTiming>& after, double margin) {
+  auto s = relative_speed_interval(before, after);
+  return s && (s->lower > 1 + margin || s->upper < 1 + margin);
 }
 
 // One op's data seed for the whole replay (random per bench run, as the agent's per run).

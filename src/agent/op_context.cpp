@@ -1,9 +1,6 @@
 #include "agent/op_context.h"
 
-#include <sys/random.h>
-
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -12,22 +9,13 @@
 #include "agent/prompt.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/system.h"
 
 namespace kope::agent {
 
-namespace {
-
-uint64_t random_seed() {
-  uint64_t v = 0;
-  if (::getrandom(&v, sizeof v, 0) != sizeof v) v = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  return v;
-}
-
-}  // namespace
-
 OpContext::OpContext(const OpEnvironment& e, const spec::OpSpec& o, OpState& s)
     : env(e), cfg(*e.config), op(o), state(s), op_dir(op_dir_name(o.name)),
-      m_data_seed(cfg.seed ? derived_seed(0, "eval-data") : random_seed()) {}
+      m_data_seed(cfg.seed ? derived_seed(0, "eval-data") : util::random_seed()) {}
 
 bool OpContext::cancelled() const {
   return (env.cancel && env.cancel->load()) || (env.abort && env.abort->load());

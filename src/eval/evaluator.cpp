@@ -8,7 +8,6 @@
 // a runner that verifies each case as soon as its expected outputs exist). Timing starts only
 // after every case verified, holds the timing lock, and times the reference and library
 // baselines (or reads their cached times) through the same path as the candidate.
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +34,7 @@
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/strings.h"
+#include "util/system.h"
 #include "util/time.h"
 
 namespace kope::eval {
@@ -56,6 +56,15 @@ constexpr double k_cheap_reference_seconds = 0.05;
 constexpr uint64_t k_cheap_set_bytes = 32ull << 20;
 constexpr double k_expensive_reference_seconds = 0.5;
 
+// How many never-seen sets a timed case keeps: fewer where a reference call is slow or a set
+// is big (each costs a reference call and its memory). Before the reference ran (0 seconds) it
+// is the most the case can keep, so no more are generated.
+size_t unseen_sets_to_keep(double reference_call_seconds, uint64_t set_bytes) {
+  if (reference_call_seconds > k_expensive_reference_seconds) return 1;
+  if (reference_call_seconds > k_cheap_reference_seconds || set_bytes > k_cheap_set_bytes) return 2;
+  return k_unseen_sets;
+}
+
 // $KOPE_EVAL_TRACE=1 prints the evaluation's milestones with their times to stderr.
 class Trace {
  public:
@@ -69,12 +78,6 @@ class Trace {
   bool m_on;
   Clock::time_point m_t0;
 };
-
-uint64_t random_u64() {
-  uint64_t v = 0;
-  if (::getrandom(&v, sizeof v, 0) != sizeof v) v = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^ static_cast<uint64_t>(::getpid());
-  return v;
-}
 
 uint64_t max_extent(const spec::OpSpec& op, bool inputs) {
   uint64_t m = 0;
@@ -172,10 +175,7 @@ class CaseDataCache {
   }
 
  private:
-  CaseDataCache() {
-    long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    m_cap = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 8 : 0;
-  }
+  CaseDataCache() : m_cap(static_cast<size_t>(util::physical_memory_bytes() / 8)) {}
 
   struct Entry {
     std::string key;
@@ -287,9 +287,7 @@ class ReferencePipeline {
       uint64_t set_bytes = 0;
       for (const auto& t : m_op.inputs) set_bytes += m_op.byte_size(t, c);
       for (const auto& t : m_op.outputs) set_bytes += m_op.byte_size(t, c);
-      // Big sets keep at most two never-seen ones (below): the others are not generated.
-      int unseen = !(m_timed && c.timed) ? 0 : set_bytes > k_cheap_set_bytes ? std::min(2, k_unseen_sets) : k_unseen_sets;
-      int sets = k_rotating_sets + unseen;
+      int sets = k_rotating_sets + (m_timed && c.timed ? static_cast<int>(unseen_sets_to_keep(0, set_bytes)) : 0);
       CaseData d = generate_case_data(m_op, c, m_seed ^ (0x51ed27a1ULL * (static_cast<uint64_t>(i) + 1)), sets);
       // The reference may take a while on big cases: generous but finite.
       milliseconds timeout = std::max(milliseconds(600'000), m_options.min_call_timeout);
@@ -301,9 +299,7 @@ class ReferencePipeline {
         if (auto st = compute_expected(*m_session, m_op, c, first, timeout); !st) return publish_error(st.error());
         d.sets[0] = std::move(first.sets[0]);
         d.reference_call_seconds = first.reference_call_seconds;
-        size_t keep = first.reference_call_seconds > k_expensive_reference_seconds ? 1
-                      : first.reference_call_seconds > k_cheap_reference_seconds || set_bytes > k_cheap_set_bytes ? 2
-                                                                                                               : k_unseen_sets;
+        size_t keep = unseen_sets_to_keep(first.reference_call_seconds, set_bytes);
         d.sets.resize(std::min(d.sets.size(), static_cast<size_t>(k_rotating_sets) + keep));
         CaseData rest;
         rest.case_index = d.case_index;
@@ -765,7 +761,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   res.target = m_backend->target().str();
   res.toolchain = m_backend->toolchain_id();
   res.code_hash = util::sha256_hex(source);
-  res.seed = options.seed.value_or(random_u64());
+  res.seed = options.seed.value_or(util::random_seed());
   KOPE_TRY(check_op_fits(op, *m_backend));
   auto finish = [&](EvalResult& r) {
     r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -1090,7 +1086,7 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& 
   }
   std::unique_ptr<Session> ref_session;
   std::unique_ptr<Session> library_session;
-  uint64_t seed = timing.seed.value_or(random_u64());
+  uint64_t seed = timing.seed.value_or(util::random_seed());
   for (const spec::Case* c : timed) {
     CaseBaselines cb;
     cb.case_index = c->index;
@@ -1119,7 +1115,7 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& 
       progress(fmt::format("{} {}: timing the reference{}", op.name, cb.label, op.library_path ? " and the library baseline" : ""));
     }
     KOPE_ASSIGN(GroupResult g, time_case_group(*backend, op, *c, data, nullptr, ref_session.get(), &library_session, options, timing,
-                                               random_u64(), library_choice));
+                                               util::random_seed(), library_choice));
     if (!g.reference.timing) return fail(ErrorKind::config, "the reference of {} has no time for {}: {}", op.name, cb.label, g.reference.problem);
     cb.reference = *g.reference.timing;
     if (g.library) {

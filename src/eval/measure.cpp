@@ -20,6 +20,7 @@
 #include "eval/stats.h"
 #include "spec/generate.h"
 #include "util/strings.h"
+#include "util/system.h"
 
 namespace kope::eval {
 
@@ -234,12 +235,8 @@ class BufferPool {
 
  private:
   static constexpr size_t k_min_bytes = 1u << 20;
-  BufferPool() {
-    // Up to an eighth of the machine's memory, at most 2 GiB, stays idle here.
-    long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    size_t physical = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
-    m_cap = std::min<size_t>(physical / 8, size_t{2} << 30);
-  }
+  // Up to an eighth of the machine's memory, at most 2 GiB, stays idle here.
+  BufferPool() : m_cap(static_cast<size_t>(std::min<uint64_t>(util::physical_memory_bytes() / 8, uint64_t{2} << 30))) {}
 
   std::mutex m_mu;
   std::multimap<size_t, uint8_t*> m_free;
@@ -505,11 +502,17 @@ CaseTimer::~CaseTimer() = default;
 Result<bool> CaseTimer::prepare() {
   Impl& t = *m;
   if (t.data.sets.size() < static_cast<size_t>(k_rotating_sets)) return fail(ErrorKind::internal, "timing needs {} data sets", k_rotating_sets);
-  auto t0 = Clock::now();
-  auto since = [](Clock::time_point a) { return std::chrono::duration<double, std::milli>(Clock::now() - a).count(); };
+  // Milliseconds since the last lap (for the trace).
+  Clock::time_point mark = Clock::now();
+  auto lap = [&mark] {
+    Clock::time_point now = Clock::now();
+    double ms = std::chrono::duration<double, std::milli>(now - mark).count();
+    mark = now;
+    return ms;
+  };
   t.l = layout_case(t.op, t.c, k_rotating_sets, k_rotating_sets, page_size());
   KOPE_ASSIGN(bool mapped, t.s.map(t.op, t.l, t.op.call_args(t.c)));
-  double map_ms = since(t0);
+  double map_ms = lap();
   if (!mapped) {
     t.out.violation = from_failure(t.s);
     return false;
@@ -517,7 +520,7 @@ Result<bool> CaseTimer::prepare() {
   t.in_canary = t.rng();
   t.slot_data = {&t.data.sets[0], &t.data.sets[1]};
   t.reload();
-  double reload_ms = since(t0) - map_ms;
+  double reload_ms = lap();
   // The round trip of an empty command, subtracted from every batch.
   std::vector<double> pings;
   for (int i = 0; i < 15; ++i) {
@@ -530,7 +533,7 @@ Result<bool> CaseTimer::prepare() {
     pings.push_back(secs);
   }
   t.out.overhead_s = median(pings);
-  double ping_ms = since(t0) - map_ms - reload_ms;
+  double ping_ms = lap();
   int batches = 0;
   // Warm-up and calibration: grow the batch until it lasts at least min_batch_seconds, then run
   // one more batch of that size (unless a single call is already long).
@@ -555,7 +558,7 @@ Result<bool> CaseTimer::prepare() {
   t.out.calls_per_batch = static_cast<int64_t>(t.n0);
   if (trace_on()) {
     std::fprintf(stderr, "[prepare] runner %d: map %.1f ms, inputs %.1f ms, pings %.1f ms, %d calibration batches %.1f ms\n",
-                 t.s.runner_pid(), map_ms, reload_ms, ping_ms, batches, since(t0) - map_ms - reload_ms - ping_ms);
+                 t.s.runner_pid(), map_ms, reload_ms, ping_ms, batches, lap());
   }
   return true;
 }

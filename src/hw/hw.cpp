@@ -16,6 +16,7 @@
 #include "util/fs.h"
 #include "util/strings.h"
 #include "util/subprocess.h"
+#include "util/system.h"
 #include "util/time.h"
 
 namespace kope {
@@ -131,8 +132,7 @@ HardwareProfile describe_host() {
     if (level == "2") p.l2_bytes = size;
     if (level == "3") p.l3_bytes = size;
   }
-  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page > 0) p.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+  p.memory_bytes = util::physical_memory_bytes();
   return p;
 }
 

@@ -664,8 +664,7 @@ Status update_run_and_task_summary(Db& db, const CaseRecord& c, const NewCaseRow
 // run's and the task summary's counts, in that order.
 Result<RecordedCase> SqliteStore::insert_case_locked(const CaseRecord& c, const InsertSource& src,
                                                      const PreparedCase* prepared) {
-  if (c.natural_key.empty()) return fail(ErrorKind::usage, "case has no natural key");
-  KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
+  KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));  // "" finds none: insert_new_case_locked refuses it
   if (existing) return recorded_case_locked(*existing);  // idempotent: a retried write changes nothing
   return insert_new_case_locked(c, src, prepared);
 }
