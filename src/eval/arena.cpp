@@ -25,7 +25,8 @@ inline uint64_t pattern_word(uint64_t seed, uint64_t i) {
   return z ^ (z >> 33);
 }
 
-Result<int> make_memfd(const char* name, uint64_t bytes) {
+// A memfd of `bytes` bytes sealed against shrinking and growing; `final` also seals the seals.
+Result<int> make_memfd(const char* name, uint64_t bytes, bool final = true) {
   int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return fail(ErrorKind::io, "memfd_create: {}", std::strerror(errno));
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
@@ -33,7 +34,7 @@ Result<int> make_memfd(const char* name, uint64_t bytes) {
     ::close(fd);
     return fail(ErrorKind::io, "cannot size a {}-byte memfd: {}", bytes, std::strerror(e));
   }
-  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | (final ? F_SEAL_SEAL : 0)) != 0) {
     int e = errno;
     ::close(fd);
     return fail(ErrorKind::io, "cannot seal a memfd: {}", std::strerror(e));
@@ -142,7 +143,7 @@ Result<Arena> Arena::create(uint64_t in_capacity, uint64_t out_capacity) {
   Arena a;
   a.m_in_cap = round_up(in_capacity == 0 ? page : in_capacity, page);
   a.m_out_cap = round_up(out_capacity == 0 ? page : out_capacity, page);
-  KOPE_ASSIGN(a.m_in_fd, make_memfd("kope-inputs", a.m_in_cap));
+  KOPE_ASSIGN(a.m_in_fd, make_memfd("kope-inputs", a.m_in_cap, false));
   KOPE_ASSIGN(a.m_out_fd, make_memfd("kope-outputs", a.m_out_cap));
   KOPE_ASSIGN(a.m_status_fd, make_memfd("kope-status", page));
   // A second, read-only open file description of the inputs: a mapping made through it can
@@ -151,6 +152,13 @@ Result<Arena> Arena::create(uint64_t in_capacity, uint64_t out_capacity) {
   a.m_in_ro_fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
   if (a.m_in_ro_fd < 0) return fail(ErrorKind::io, "cannot reopen the input memfd read-only: {}", std::strerror(errno));
   KOPE_ASSIGN(a.m_in, map_rw(a.m_in_fd, a.m_in_cap));
+  // With the parent's mapping made, no new writable mapping of the inputs and no write(2) to
+  // them is possible any more, whoever holds or reopens the memfd (Linux 5.1+; older kernels
+  // refuse the seal, and the inputs are then only as read-only as the runner's descriptor).
+  a.m_inputs_sealed = ::fcntl(a.m_in_fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0;
+  if (!a.m_inputs_sealed && ::fcntl(a.m_in_fd, F_ADD_SEALS, F_SEAL_SEAL) != 0) {
+    return fail(ErrorKind::io, "cannot seal the input memfd: {}", std::strerror(errno));
+  }
   KOPE_ASSIGN(a.m_out, map_rw(a.m_out_fd, a.m_out_cap));
   KOPE_ASSIGN(uint8_t* st, map_rw(a.m_status_fd, page));
   a.m_status = new (st) proto::StatusPage();
@@ -170,6 +178,7 @@ Arena& Arena::operator=(Arena&& other) noexcept {
     m_out = other.m_out;
     m_in_cap = other.m_in_cap;
     m_out_cap = other.m_out_cap;
+    m_inputs_sealed = other.m_inputs_sealed;
     m_status = other.m_status;
     other.m_in_fd = other.m_in_ro_fd = other.m_out_fd = other.m_status_fd = -1;
     other.m_in = other.m_out = nullptr;
@@ -225,12 +234,6 @@ bool Arena::check_canary(bool output, const Placement& p, uint64_t seed, int64_t
     }
   }
   return true;
-}
-
-void Arena::discard() {
-  for (auto [fd, cap] : {std::pair{m_in_fd, m_in_cap}, std::pair{m_out_fd, m_out_cap}}) {
-    if (fd >= 0) ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(cap));
-  }
 }
 
 void Arena::reset_status() const {

@@ -2,7 +2,8 @@
 //
 // An Arena is two memfds, one for inputs and one for outputs, plus a one-page status memfd.
 // The parent maps all of them read-write; the runner receives the inputs through a read-only
-// descriptor (so it can never map them writable) and the outputs read-write. The memfds are
+// descriptor (so it can never map them writable), and once the parent's mapping exists the
+// input memfd is sealed against any new writer (F_SEAL_FUTURE_WRITE); the outputs read-write. The memfds are
 // sized once for the largest case and sealed against shrinking and growing, so a runner cannot
 // truncate them under the parent. Each tensor is placed so that its last byte ends at most 63
 // bytes before a page boundary (the runner puts a PROT_NONE guard page there and before the
@@ -66,6 +67,9 @@ class Arena {
   uint64_t in_capacity() const { return m_in_cap; }
   uint64_t out_capacity() const { return m_out_cap; }
   int in_fd_readonly() const { return m_in_ro_fd; }
+  // The input memfd carries F_SEAL_FUTURE_WRITE: only the parent's own mapping can write it, so
+  // no runner can change an input, whatever it does with its descriptor.
+  bool inputs_sealed() const { return m_inputs_sealed; }
   int out_fd() const { return m_out_fd; }
   int status_fd() const { return m_status_fd; }
   proto::StatusPage* status() const { return m_status; }
@@ -80,8 +84,6 @@ class Arena {
   // byte's position relative to the data's first byte (negative: before it).
   bool check_canary(bool output, const Placement& p, uint64_t seed, int64_t* offset) const;
 
-  // Gives the pages of both memfds back to the system (contents become zero).
-  void discard();
   // Clears the status page.
   void reset_status() const;
 
@@ -95,6 +97,7 @@ class Arena {
   uint8_t* m_out = nullptr;
   uint64_t m_in_cap = 0;
   uint64_t m_out_cap = 0;
+  bool m_inputs_sealed = false;
   proto::StatusPage* m_status = nullptr;
 };
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -148,6 +149,30 @@ TEST(Arena, MemfdsAreSealedAndInputsReadOnlyForTheRunner) {
   ::munmap(ro, 4096);
   int flags = ::fcntl(arena->in_fd_readonly(), F_GETFL);
   EXPECT_EQ(flags & O_ACCMODE, O_RDONLY);
+}
+
+TEST(Arena, NoReopenedDescriptorCanWriteTheInputs) {
+  auto arena = Arena::create(8192, 8192);
+  ASSERT_TRUE(arena);
+  ASSERT_TRUE(arena->inputs_sealed()) << "this kernel refuses F_SEAL_FUTURE_WRITE";
+  arena->in_base()[0] = 1;
+  // Reopened read-write through /proc (a runner with /proc could try it), the memfd still
+  // refuses a write and a writable shared mapping; the parent's own mapping still writes.
+  std::string self = "/proc/self/fd/" + std::to_string(arena->in_fd_readonly());
+  int rw = ::open(self.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(rw, 0);
+  uint8_t byte = 9;
+  EXPECT_EQ(::pwrite(rw, &byte, 1, 0), -1);
+  EXPECT_EQ(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0), MAP_FAILED);
+  EXPECT_NE(::fallocate(rw, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), 0);
+  ::close(rw);
+  EXPECT_EQ(arena->in_base()[0], 1);
+  arena->in_base()[0] = 2;
+  EXPECT_EQ(arena->in_base()[0], 2);
+  // The outputs stay writable for the runner.
+  void* out = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, arena->out_fd(), 0);
+  EXPECT_NE(out, MAP_FAILED);
+  if (out != MAP_FAILED) ::munmap(out, 4096);
 }
 
 }  // namespace

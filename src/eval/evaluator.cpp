@@ -461,11 +461,14 @@ struct GroupResult {
 // batch in alternation, so that their ratio is measured under the same machine conditions.
 // Baselines measured here are written to the cache. The caller holds the timing lock.
 // `fresh_done`: the candidate already passed its fresh-data check on this case (in the
-// comparison with the incumbent) with this median call; it is not run twice.
+// comparison with the incumbent) with this median call; it is not run twice. `resume`: the
+// candidate's timer of that comparison, whose samples the timing goes on from (the candidate's
+// batches there alternated with the incumbent's, under the same conditions as these).
 Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
                                     Session* candidate, Session* reference, std::unique_ptr<Session>* library_session,
                                     const EvaluatorOptions& options, const EvalOptions& eo, uint64_t seed,
-                                    const LibraryChoice& lib, std::optional<double> fresh_done = std::nullopt) {
+                                    const LibraryChoice& lib, std::optional<double> fresh_done = std::nullopt,
+                                    CaseTimer* resume = nullptr) {
   GroupResult g;
   std::mt19937_64 rng(seed);
   fs::path ref_path = baseline_path(b, op, c, false);
@@ -479,15 +482,21 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   TimingPlan cand_plan = make_plan(options, eo, true, b.device_clock());
   TimingPlan base_plan = make_plan(options, eo, false);
   std::vector<CaseTimer*> group;
-  std::optional<CaseTimer> cand_t, ref_t, lib_t;
+  std::optional<CaseTimer> own_cand_t, ref_t, lib_t;
+  CaseTimer* cand_t = nullptr;
   if (candidate != nullptr) {
-    cand_t.emplace(*candidate, op, c, data, cand_plan, rng());
-    KOPE_ASSIGN(bool ok, cand_t->prepare());
+    if (resume != nullptr) {
+      cand_t = resume;
+    } else {
+      own_cand_t.emplace(*candidate, op, c, data, cand_plan, rng());
+      cand_t = &*own_cand_t;
+    }
+    KOPE_ASSIGN(bool ok, resume != nullptr ? cand_t->resume() : cand_t->prepare());
     if (!ok) {
       g.candidate = cand_t->outcome();
       return g;
     }
-    group.push_back(&*cand_t);
+    group.push_back(cand_t);
   }
   auto reference_broke = [&](const TimingOutcome& t) {
     return fail(ErrorKind::config, "the reference of {} failed while being timed on {}: {}", op.name, op.case_label(c),
@@ -589,6 +598,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
 struct ComparisonRun {
   IncumbentComparison comparison;
   std::vector<TimingOutcome> candidate;  // per timed case, in order (every case when it ran through)
+  std::vector<std::unique_ptr<CaseTimer>> timers;  // ... and the candidate's timers, for a full timing to go on
   // The candidate failed while being timed: the timed case's index and what happened.
   std::optional<std::pair<int, Violation>> violation;
 };
@@ -619,7 +629,8 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
   std::vector<CaseRatio> estimates;
   for (const spec::Case* c : timed) {
     KOPE_ASSIGN(const CaseData * data, case_data(static_cast<size_t>(c->index)));
-    CaseTimer ct(candidate, op, *c, *data, cand_plan, rng());
+    auto cand_timer = std::make_unique<CaseTimer>(candidate, op, *c, *data, cand_plan, rng());
+    CaseTimer& ct = *cand_timer;
     CaseTimer it(incumbent, op, *c, *data, inc_plan, rng());
     KOPE_ASSIGN(bool ok, ct.prepare());
     if (!ok) {
@@ -632,7 +643,8 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       cmp.problem = fmt::format("the incumbent failed while being timed on case {} ({}): {}", c->index, op.case_label(*c),
                                 t.violation ? t.violation->message : std::string("?"));
       run.candidate.clear();
-      return run;
+      run.timers.clear();
+      return std::move(run);
     };
     if (!ok) return incumbent_failed(it.outcome());
     trace(fmt::format("case {}: both kernels calibrated", c->index));
@@ -697,6 +709,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
     cmp.cases.push_back(std::move(cc));
     estimates.push_back(est);
     run.candidate.push_back(ct.outcome());
+    run.timers.push_back(std::move(cand_timer));
   }
   CombinedRatio combined = combine_cases(estimates, rule);
   cmp.decision = combined.decision;
@@ -983,8 +996,10 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   };
 
   bool full = true;
-  // Per timed case, the fresh-data check's median call when the comparison already ran it.
+  // Per timed case, the fresh-data check's median call when the comparison already ran it, and
+  // the candidate's timer there (a full timing goes on from its samples).
   std::vector<std::optional<double>> fresh_done(timed.size());
+  std::vector<std::unique_ptr<CaseTimer>> comparison_timers;
   if (incumbent_session) {
     TimingPlan cand_plan = make_plan(m_options, options, true, m_backend->device_clock());
     KOPE_ASSIGN(ComparisonRun run, compare_with_incumbent(op, timed, [&](size_t i) { return ref.wait(i); }, *session,
@@ -1000,6 +1015,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     if (cand_plan.fresh_check && run.candidate.size() == timed.size()) {
       for (size_t i = 0; i < timed.size(); ++i) fresh_done[i] = run.candidate[i].fresh_s;
     }
+    if (run.timers.size() == timed.size()) comparison_timers = std::move(run.timers);
     if (comparison->decision != IncumbentDecision::faster && comparison->decision != IncumbentDecision::unavailable) {
       // Not a new incumbent: the comparison's figures stand, with the (cached) baselines.
       full = false;
@@ -1020,8 +1036,9 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     for (size_t i = 0; i < timed.size(); ++i) {
       const spec::Case* c = timed[i];
       KOPE_ASSIGN(const CaseData * data, ref.wait(static_cast<size_t>(c->index)));
+      CaseTimer* resume = comparison_timers.empty() ? nullptr : comparison_timers[i].get();
       KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
-                                                 options, rng(), library_choice, fresh_done[i]));
+                                                 options, rng(), library_choice, fresh_done[i], resume));
       const TimingOutcome& t = *g.candidate;
       trace(fmt::format("case {}: timed", c->index));
       if (t.violation) return timing_failed(c, *t.violation);

@@ -164,6 +164,10 @@ class CaseTimer {
   Result<bool> prepare();
   // Runs one batch and records one sample.
   Result<bool> sample();
+  // Takes up this timer's timing again after the session ran other cases: maps the case and
+  // writes its inputs again, keeping the batch size, the overhead and the samples (a prepared
+  // timer only). False when the kernel failed.
+  Result<bool> resume();
   // Enough samples, and the CI of the median within the target.
   bool converged() const;
   size_t sample_count() const;
