@@ -483,14 +483,9 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   TimingPlan base_plan = make_plan(options, eo, false);
   std::vector<CaseTimer*> group;
   std::optional<CaseTimer> own_cand_t, ref_t, lib_t;
-  CaseTimer* cand_t = nullptr;
+  CaseTimer* cand_t = resume;
   if (candidate != nullptr) {
-    if (resume != nullptr) {
-      cand_t = resume;
-    } else {
-      own_cand_t.emplace(*candidate, op, c, data, cand_plan, rng());
-      cand_t = &*own_cand_t;
-    }
+    if (cand_t == nullptr) cand_t = &own_cand_t.emplace(*candidate, op, c, data, cand_plan, rng());
     KOPE_ASSIGN(bool ok, resume != nullptr ? cand_t->resume() : cand_t->prepare());
     if (!ok) {
       g.candidate = cand_t->outcome();
@@ -597,8 +592,9 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
 
 struct ComparisonRun {
   IncumbentComparison comparison;
-  std::vector<TimingOutcome> candidate;  // per timed case, in order (every case when it ran through)
-  std::vector<std::unique_ptr<CaseTimer>> timers;  // ... and the candidate's timers, for a full timing to go on
+  // The candidate's timer per timed case, in order (every case when it ran through), its
+  // samples for the comparison's figures and for a full timing to go on from.
+  std::vector<std::unique_ptr<CaseTimer>> timers;
   // The candidate failed while being timed: the timed case's index and what happened.
   std::optional<std::pair<int, Violation>> violation;
 };
@@ -642,7 +638,6 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       cmp.decision = IncumbentDecision::unavailable;
       cmp.problem = fmt::format("the incumbent failed while being timed on case {} ({}): {}", c->index, op.case_label(*c),
                                 t.violation ? t.violation->message : std::string("?"));
-      run.candidate.clear();
       run.timers.clear();
       return std::move(run);
     };
@@ -708,7 +703,6 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
     cmp.contention = std::max(cmp.contention, cc.contention);
     cmp.cases.push_back(std::move(cc));
     estimates.push_back(est);
-    run.candidate.push_back(ct.outcome());
     run.timers.push_back(std::move(cand_timer));
   }
   CombinedRatio combined = combine_cases(estimates, rule);
@@ -1012,10 +1006,10 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       return timing_failed(c, run.violation->second);
     }
     comparison = run.comparison;
-    if (cand_plan.fresh_check && run.candidate.size() == timed.size()) {
-      for (size_t i = 0; i < timed.size(); ++i) fresh_done[i] = run.candidate[i].fresh_s;
-    }
     if (run.timers.size() == timed.size()) comparison_timers = std::move(run.timers);
+    if (cand_plan.fresh_check && !comparison_timers.empty()) {
+      for (size_t i = 0; i < timed.size(); ++i) fresh_done[i] = comparison_timers[i]->outcome().fresh_s;
+    }
     if (comparison->decision != IncumbentDecision::faster && comparison->decision != IncumbentDecision::unavailable) {
       // Not a new incumbent: the comparison's figures stand, with the (cached) baselines.
       full = false;
@@ -1024,7 +1018,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
         KOPE_ASSIGN(const CaseData * data, ref.wait(static_cast<size_t>(c->index)));
         KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, nullptr, ref_session, &library_session, m_options,
                                                    options, rng(), library_choice));
-        if (auto bad = add_case(c, run.candidate[i], g)) {
+        if (auto bad = add_case(c, comparison_timers[i]->outcome(), g)) {
           lock.release();
           return fail_verdict(bad->first, bad->second, op.cases.size(), "");
         }

@@ -401,6 +401,19 @@ struct CaseTimer::Impl {
     for (int sl = 0; sl < k_rotating_sets; ++sl) load_inputs(s.arena(), l, sl, *slot_data[static_cast<size_t>(sl)], in_canary);
   }
 
+  // The rotating sets back in their slots, in order (where the timing expects them).
+  void load_rotating_sets() {
+    slot_data = {&data.sets[0], &data.sets[1]};
+    reload();
+  }
+
+  // Maps the case's layout into the runner; false (with the violation) when the kernel failed.
+  Result<bool> map_case() {
+    KOPE_ASSIGN(bool mapped, s.map(op, l, op.call_args(c)));
+    if (!mapped) out.violation = from_failure(s);
+    return mapped;
+  }
+
   // Between batches the work on big buffers (poisoning the outputs before a batch, checking
   // inputs and outputs after it) runs on two threads: on a memory-bound operator it costs
   // several times the batch itself, and meanwhile both runners are idle and the timing lock
@@ -542,15 +555,11 @@ Result<bool> CaseTimer::prepare() {
     return ms;
   };
   t.l = layout_case(t.op, t.c, k_rotating_sets, k_rotating_sets, page_size());
-  KOPE_ASSIGN(bool mapped, t.s.map(t.op, t.l, t.op.call_args(t.c)));
+  KOPE_ASSIGN(bool mapped, t.map_case());
   double map_ms = lap();
-  if (!mapped) {
-    t.out.violation = from_failure(t.s);
-    return false;
-  }
+  if (!mapped) return false;
   t.in_canary = t.rng();
-  t.slot_data = {&t.data.sets[0], &t.data.sets[1]};
-  t.reload();
+  t.load_rotating_sets();
   double reload_ms = lap();
   // The round trip of an empty command, subtracted from every batch.
   std::vector<double> pings;
@@ -745,14 +754,10 @@ FreshRound judge_fresh_round(const std::vector<FreshPair>& pairs, double factor,
 Result<bool> CaseTimer::resume() {
   Impl& t = *m;
   if (t.out.violation) return false;
-  KOPE_ASSIGN(bool mapped, t.s.map(t.op, t.l, t.op.call_args(t.c)));
-  if (!mapped) {
-    t.out.violation = from_failure(t.s);
-    return false;
-  }
+  KOPE_ASSIGN(bool mapped, t.map_case());
+  if (!mapped) return false;
   std::fill(t.pattern_intact.begin(), t.pattern_intact.end(), false);
-  t.slot_data = {&t.data.sets[0], &t.data.sets[1]};
-  t.reload();
+  t.load_rotating_sets();
   return true;
 }
 
@@ -881,8 +886,7 @@ Result<bool> CaseTimer::fresh_check() {
     if (!done.back().flagged) break;  // the confirmation round runs only after a flagged one
   }
   // Leave the rotating sets where the timing expects them.
-  t.slot_data = {&t.data.sets[0], &t.data.sets[1]};
-  t.reload();
+  t.load_rotating_sets();
   t.out.fresh_s = median(fresh_cpu_all);
   bool rejected = done.size() == rounds && std::all_of(done.begin(), done.end(), [](const FreshRound& rd) { return rd.flagged; });
   if (rejected) {
