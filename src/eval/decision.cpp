@@ -105,13 +105,29 @@ CaseRatio paired_ratio(const std::vector<PairSample>& pairs, double alpha, doubl
   return r;
 }
 
-bool case_settled(const CaseRatio& c, const DecisionRule& rule) {
+namespace {
+
+// The side of 1 + margin a case's interval lies wholly on, or mixed when it straddles it.
+CaseSides side_of(const CaseRatio& c, const DecisionRule& rule) {
+  if (!(c.lower > 0) || !std::isfinite(c.upper)) return CaseSides::mixed;
+  if (c.lower > 1 + rule.margin) return CaseSides::faster;
+  if (c.upper <= 1 + rule.margin) return CaseSides::not_faster;
+  return CaseSides::mixed;
+}
+
+}  // namespace
+
+CaseSides add_case_side(CaseSides so_far, const CaseRatio& c, const DecisionRule& rule) {
+  CaseSides side = side_of(c, rule);
+  return so_far == CaseSides::none || so_far == side ? side : CaseSides::mixed;
+}
+
+bool case_settled(const CaseRatio& c, const DecisionRule& rule, CaseSides earlier) {
+  CaseSides side = side_of(c, rule);
   if (!(c.lower > 0) || !std::isfinite(c.upper)) return false;
-  double t = std::log1p(rule.margin);
-  double lo = std::log(c.lower), hi = std::log(c.upper);
-  bool one_side = lo > t || hi <= t;
-  if (rule.cases <= 1) return one_side;
-  double half = 0.5 * (hi - lo);
+  bool one_side = side != CaseSides::mixed;
+  if (rule.cases <= 1 || (one_side && (earlier == CaseSides::none || earlier == side))) return one_side;
+  double half = 0.5 * (std::log(c.upper) - std::log(c.lower));
   return half <= rule.precision || (one_side && half <= rule.decided_precision);
 }
 
@@ -141,7 +157,7 @@ CombinedRatio combine_cases(const std::vector<CaseRatio>& cases, const DecisionR
   return out;
 }
 
-CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(PairSample&)>& next, bool* failed) {
+CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(PairSample&)>& next, CaseSides earlier, bool* failed) {
   Schedule s = schedule(rule);
   const size_t n0 = s.looks.front();
   const size_t last_look = s.looks.back();
@@ -178,7 +194,7 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
     // may make the candidate the new incumbent, and goes on until it settles or its time is up.
     bool may_win = est.ratio > (1 + rule.margin) * (1 + rule.promising) && !(est.lower > 1 + rule.margin);
     bool budget_stops = budget_spent && scheduled && !may_win;
-    if (case_settled(est, rule) || out_of_time || budget_stops || n >= last_look) return est;
+    if (case_settled(est, rule, earlier) || out_of_time || budget_stops || n >= last_look) return est;
   }
 }
 

@@ -15,10 +15,13 @@
 //     K timed cases, L looks per case: Bonferroni over every look of every case, so all the
 //     intervals the rule ever computes hold at once with probability ≥ 1 − α, whatever the
 //     stopping times. n_0 is the smallest n for which that interval exists.
-//   - A case stops at the first look where it is settled: with one timed case, when its interval
-//     lies wholly above or wholly below log(1 + margin); with several, when its interval is
-//     narrower than ±precision (±decided_precision once it lies on one side), so the geometric
-//     mean can be formed tightly.
+//   - A case stops at the first look where it is settled: when its interval lies wholly above or
+//     wholly below log(1 + margin) and every case compared before it lay wholly on that same side
+//     (so with one timed case, and for the first of several); otherwise when its interval is
+//     narrower than ±precision (±decided_precision once it lies on one side), so that a geometric
+//     mean over cases that disagree can be formed tightly. Cases on one side all move the op's
+//     interval to that side, however wide they are: a wide one costs only where a later case
+//     lies on the other side, and then the op is undecided (the incumbent stays), never wrong.
 //   - The op's interval is [exp(mean_c log lower_c), exp(mean_c log upper_c)]. Decision:
 //     lower > 1 + margin: faster_than_incumbent; upper < 1: slower_than_incumbent;
 //     upper ≤ 1 + margin: not_faster_than_incumbent; otherwise undecided (a tie: the incumbent
@@ -78,8 +81,13 @@ struct CaseRatio {
 // The estimate from `pairs` at level `alpha` (clean pairs only when at least `min_clean` exist).
 CaseRatio paired_ratio(const std::vector<PairSample>& pairs, double alpha, double clean_contention, size_t min_clean);
 
-// Whether a case's estimate lets it stop (see the header comment).
-bool case_settled(const CaseRatio& c, const DecisionRule& rule);
+// Where the intervals of the cases compared so far lie: none compared yet, all wholly above
+// 1 + margin, all wholly at or below it, or some elsewhere (on both sides, or straddling it).
+enum class CaseSides { none, faster, not_faster, mixed };
+CaseSides add_case_side(CaseSides so_far, const CaseRatio& c, const DecisionRule& rule);
+
+// Whether a case's estimate lets it stop, after cases that lay on `earlier` (see the header comment).
+bool case_settled(const CaseRatio& c, const DecisionRule& rule, CaseSides earlier = CaseSides::none);
 
 // The op's decision from its cases' final estimates.
 struct CombinedRatio {
@@ -103,7 +111,9 @@ enum class PairStatus {
 
 // Runs the rule on one case: calls `next` for each pair, looks at the schedule, and returns the
 // estimate at the look where the case settled, its time ran out, or max_pairs was reached.
-// `failed` is set when `next` reported a failure (the estimate is then whatever was there).
-CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(PairSample&)>& next, bool* failed = nullptr);
+// `earlier`: where the cases compared before this one lay (add_case_side over them). `failed` is
+// set when `next` reported a failure (the estimate is then whatever was there).
+CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(PairSample&)>& next, CaseSides earlier = CaseSides::none,
+                   bool* failed = nullptr);
 
 }  // namespace kope::eval

@@ -48,12 +48,14 @@ struct Outcome {
 // The rule over `cases` timed cases with the same speeds; at most `max_pairs` pairs per case.
 Outcome decide(Synthetic& s, const DecisionRule& rule, size_t time_up_after = 1000000) {
   Outcome o;
+  CaseSides sides = CaseSides::none;
   for (int c = 0; c < rule.cases; ++c) {
     size_t n = 0;
     CaseRatio r = run_case(rule, [&](PairSample& p) {
       p = s.next();
       return ++n >= time_up_after ? PairStatus::time_up : PairStatus::ok;
-    });
+    }, sides);
+    sides = add_case_side(sides, r, rule);
     o.pairs += r.pairs_total;
     o.cases.push_back(r);
   }
@@ -105,6 +107,40 @@ TEST(Decision, ClearlySlowerDecidesEarly) {
   EXPECT_LT(o.combined.upper, 1.0);
   // Far fewer pairs than full timing's cap of max_pairs per case.
   EXPECT_LT(o.pairs, 3 * rule.max_pairs / 2);
+}
+
+// With several timed cases, a case whose interval lies on the side every earlier case lay on
+// stops at once, however wide: it can only move the op's interval further to that side. A case
+// that disagrees with the earlier ones is timed to the rule's precision, so that the geometric
+// mean over cases that disagree can still be decided.
+TEST(Decision, ACaseOnTheEarlierCasesSideStopsAtOnce) {
+  DecisionRule rule;
+  rule.cases = 3;
+  const size_t n0 = decision_looks(rule).front();
+  // Paired ratios spread over ±25% around 1.6: clearly faster, the interval wide for long.
+  const double spread[4] = {1.2, 1.5, 1.7, 2.0};
+  auto run = [&](CaseSides earlier, double scale) {
+    size_t n = 0;
+    return run_case(rule, [&](PairSample& p) {
+      p.candidate = 100e-6;
+      p.incumbent = 100e-6 * scale * spread[n++ % 4];
+      return PairStatus::ok;
+    }, earlier);
+  };
+  CaseRatio first = run(CaseSides::none, 1);
+  EXPECT_EQ(first.pairs_total, n0);
+  EXPECT_GT(first.lower, 1 + rule.margin);
+  EXPECT_EQ(add_case_side(CaseSides::none, first, rule), CaseSides::faster);
+  EXPECT_EQ(run(CaseSides::faster, 1).pairs_total, n0);
+  // After cases on the other side, or mixed ones, the same case goes on towards the precision.
+  EXPECT_GT(run(CaseSides::not_faster, 1).pairs_total, n0);
+  EXPECT_GT(run(CaseSides::mixed, 1).pairs_total, n0);
+  // A slower case after a faster one: the sides are mixed from then on.
+  CaseRatio slow = run(CaseSides::faster, 0.4);
+  EXPECT_GT(slow.pairs_total, n0);
+  EXPECT_LT(slow.upper, 1.0);
+  EXPECT_EQ(add_case_side(CaseSides::faster, slow, rule), CaseSides::mixed);
+  EXPECT_EQ(add_case_side(CaseSides::not_faster, slow, rule), CaseSides::not_faster);
 }
 
 TEST(Decision, TiesKeepTheIncumbent) {
@@ -318,7 +354,7 @@ TEST(Decision, AFailureStopsTheCase) {
     if (++n > 3) return PairStatus::failed;
     p = {1, 2, 0};
     return PairStatus::ok;
-  }, &failed);
+  }, CaseSides::none, &failed);
   EXPECT_TRUE(failed);
   EXPECT_EQ(r.pairs_total, 3u);
   EXPECT_EQ(r.lower, 0);  // too few pairs for an interval

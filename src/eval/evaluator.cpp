@@ -623,6 +623,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
   // Each case's share of the comparison budget (EvalOptions::comparison_seconds).
   const double budget_share = eo.comparison_seconds > 0 ? eo.comparison_seconds / static_cast<double>(timed.size()) : 0.0;
   std::vector<CaseRatio> estimates;
+  CaseSides sides = CaseSides::none;
   for (const spec::Case* c : timed) {
     KOPE_ASSIGN(const CaseData * data, case_data(static_cast<size_t>(c->index)));
     auto cand_timer = std::make_unique<CaseTimer>(candidate, op, *c, *data, cand_plan, rng());
@@ -671,7 +672,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       if (elapsed >= eo.max_seconds_per_case) return PairStatus::time_up;
       return budget_share > 0 && elapsed >= budget_share ? PairStatus::budget_spent : PairStatus::ok;
     };
-    CaseRatio est = run_case(rule, next);
+    CaseRatio est = run_case(rule, next, sides);
     if (error) return std::unexpected(*error);
     if (cand_failed) {
       run.violation = {c->index, *ct.outcome().violation};
@@ -702,6 +703,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
     cmp.pairs += cc.pairs_total;
     cmp.contention = std::max(cmp.contention, cc.contention);
     cmp.cases.push_back(std::move(cc));
+    sides = add_case_side(sides, est, rule);
     estimates.push_back(est);
     run.timers.push_back(std::move(cand_timer));
   }
