@@ -107,12 +107,15 @@ CaseRatio paired_ratio(const std::vector<PairSample>& pairs, double alpha, doubl
 
 namespace {
 
-// The side of 1 + margin a case's interval lies wholly on, or mixed when it straddles it.
+// The side of 1 + margin a case's interval lies wholly on, or mixed when it straddles it (or
+// there is no interval yet).
 CaseSides side_of(const CaseRatio& c, const DecisionRule& rule) {
-  if (!(c.lower > 0) || !std::isfinite(c.upper)) return CaseSides::mixed;
-  if (c.lower > 1 + rule.margin) return CaseSides::faster;
-  if (c.upper <= 1 + rule.margin) return CaseSides::not_faster;
-  return CaseSides::mixed;
+  switch (classify_ratio_interval(c.lower, c.upper, rule.margin)) {
+    case IncumbentDecision::faster: return CaseSides::faster;
+    case IncumbentDecision::slower:
+    case IncumbentDecision::not_faster: return CaseSides::not_faster;
+    default: return CaseSides::mixed;
+  }
 }
 
 }  // namespace
@@ -123,8 +126,8 @@ CaseSides add_case_side(CaseSides so_far, const CaseRatio& c, const DecisionRule
 }
 
 bool case_settled(const CaseRatio& c, const DecisionRule& rule, CaseSides earlier) {
-  CaseSides side = side_of(c, rule);
   if (!(c.lower > 0) || !std::isfinite(c.upper)) return false;
+  CaseSides side = side_of(c, rule);
   bool one_side = side != CaseSides::mixed;
   if (rule.cases <= 1 || (one_side && (earlier == CaseSides::none || earlier == side))) return one_side;
   double half = 0.5 * (std::log(c.upper) - std::log(c.lower));

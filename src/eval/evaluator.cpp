@@ -460,15 +460,14 @@ struct GroupResult {
 // Times one case: the candidate (when given) and whichever baselines are not cached, batch by
 // batch in alternation, so that their ratio is measured under the same machine conditions.
 // Baselines measured here are written to the cache. The caller holds the timing lock.
-// `fresh_done`: the candidate already passed its fresh-data check on this case (in the
-// comparison with the incumbent) with this median call; it is not run twice. `resume`: the
-// candidate's timer of that comparison, whose samples the timing goes on from (the candidate's
-// batches there alternated with the incumbent's, under the same conditions as these).
+// `resume`: the candidate's timer of the comparison with the incumbent on this case, whose
+// samples the timing goes on from (the candidate's batches there alternated with the
+// incumbent's, under the same conditions as these); its fresh-data check, passed there, is not
+// run twice.
 Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
                                     Session* candidate, Session* reference, std::unique_ptr<Session>* library_session,
                                     const EvaluatorOptions& options, const EvalOptions& eo, uint64_t seed,
-                                    const LibraryChoice& lib, std::optional<double> fresh_done = std::nullopt,
-                                    CaseTimer* resume = nullptr) {
+                                    const LibraryChoice& lib, CaseTimer* resume = nullptr) {
   GroupResult g;
   std::mt19937_64 rng(seed);
   fs::path ref_path = baseline_path(b, op, c, false);
@@ -550,11 +549,10 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   if (!group.empty()) KOPE_TRY(time_group(group, cand_plan));
   if (cand_t) {
     g.candidate = cand_t->outcome();
-    if (!g.candidate->violation && cand_plan.fresh_check && !fresh_done) {
+    if (!g.candidate->violation && cand_plan.fresh_check && resume == nullptr) {
       KOPE_TRY(cand_t->fresh_check());
       g.candidate = cand_t->outcome();
     }
-    if (fresh_done) g.candidate->fresh_s = *fresh_done;
     // A failed candidate ends the evaluation: no partial baseline is kept.
     if (g.candidate->violation) return g;
   }
@@ -992,9 +990,8 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
   };
 
   bool full = true;
-  // Per timed case, the fresh-data check's median call when the comparison already ran it, and
-  // the candidate's timer there (a full timing goes on from its samples).
-  std::vector<std::optional<double>> fresh_done(timed.size());
+  // Per timed case, the candidate's timer in the comparison (a full timing goes on from its
+  // samples and its fresh-data check).
   std::vector<std::unique_ptr<CaseTimer>> comparison_timers;
   if (incumbent_session) {
     TimingPlan cand_plan = make_plan(m_options, options, true, m_backend->device_clock());
@@ -1009,9 +1006,6 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
     }
     comparison = run.comparison;
     if (run.timers.size() == timed.size()) comparison_timers = std::move(run.timers);
-    if (cand_plan.fresh_check && !comparison_timers.empty()) {
-      for (size_t i = 0; i < timed.size(); ++i) fresh_done[i] = comparison_timers[i]->outcome().fresh_s;
-    }
     if (comparison->decision != IncumbentDecision::faster && comparison->decision != IncumbentDecision::unavailable) {
       // Not a new incumbent: the comparison's figures stand, with the (cached) baselines.
       full = false;
@@ -1034,7 +1028,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::str
       KOPE_ASSIGN(const CaseData * data, ref.wait(static_cast<size_t>(c->index)));
       CaseTimer* resume = comparison_timers.empty() ? nullptr : comparison_timers[i].get();
       KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
-                                                 options, rng(), library_choice, fresh_done[i], resume));
+                                                 options, rng(), library_choice, resume));
       const TimingOutcome& t = *g.candidate;
       trace(fmt::format("case {}: timed", c->index));
       if (t.violation) return timing_failed(c, *t.violation);
