@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <utility>
 
 namespace kope::eval {
 
@@ -110,22 +111,41 @@ struct PatternBlocks {
 
 }  // namespace
 
-void fill_pattern(void* dst, size_t bytes, uint64_t seed) {
+namespace {
+
+// The blocks [first, last) of part `part` of `parts` of a `bytes`-byte pattern.
+std::pair<uint64_t, uint64_t> part_blocks(size_t bytes, int part, int parts) {
+  uint64_t blocks = (bytes + k_block_bytes - 1) / k_block_bytes;
+  auto at = [&](int k) { return blocks * static_cast<uint64_t>(k) / static_cast<uint64_t>(parts); };
+  return {at(part), at(part + 1)};
+}
+
+}  // namespace
+
+void fill_pattern_part(void* dst, size_t bytes, uint64_t seed, int part, int parts) {
   auto* d = static_cast<uint8_t*>(dst);
   PatternBlocks blocks(seed);
-  for (size_t off = 0, b = 0; off < bytes; off += k_block_bytes, ++b) {
+  auto [first, last] = part_blocks(bytes, part, parts);
+  for (uint64_t b = first; b < last; ++b) {
+    size_t off = b * k_block_bytes;
     std::memcpy(d + off, blocks.block(b), std::min(k_block_bytes, bytes - off));
   }
 }
 
-bool matches_pattern(const void* src, size_t bytes, uint64_t seed) {
+bool matches_pattern_part(const void* src, size_t bytes, uint64_t seed, int part, int parts) {
   const auto* s = static_cast<const uint8_t*>(src);
   PatternBlocks blocks(seed);
-  for (size_t off = 0, b = 0; off < bytes; off += k_block_bytes, ++b) {
+  auto [first, last] = part_blocks(bytes, part, parts);
+  for (uint64_t b = first; b < last; ++b) {
+    size_t off = b * k_block_bytes;
     if (std::memcmp(s + off, blocks.block(b), std::min(k_block_bytes, bytes - off)) != 0) return false;
   }
   return true;
 }
+
+void fill_pattern(void* dst, size_t bytes, uint64_t seed) { fill_pattern_part(dst, bytes, seed, 0, 1); }
+
+bool matches_pattern(const void* src, size_t bytes, uint64_t seed) { return matches_pattern_part(src, bytes, seed, 0, 1); }
 
 bool matches_pattern_at(const void* src, size_t offset, size_t n, uint64_t seed) {
   const auto* s = static_cast<const uint8_t*>(src);

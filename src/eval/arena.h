@@ -47,6 +47,11 @@ CaseLayout layout_case(const spec::OpSpec& op, const spec::Case& c, int in_slots
 void fill_pattern(void* dst, size_t bytes, uint64_t seed);
 // True when `bytes` bytes equal fill_pattern(seed) of the same length.
 bool matches_pattern(const void* src, size_t bytes, uint64_t seed);
+// Part `part` of `parts` (0 <= part < parts) of the same fill or check, split at the pattern's
+// block boundaries: the parts of one buffer together write or check exactly what the whole call
+// does, so they can run on different threads.
+void fill_pattern_part(void* dst, size_t bytes, uint64_t seed, int part, int parts);
+bool matches_pattern_part(const void* src, size_t bytes, uint64_t seed, int part, int parts);
 // True when bytes [offset, offset + n) of a buffer filled by fill_pattern(seed) are unchanged;
 // `src` points at the buffer's first byte.
 bool matches_pattern_at(const void* src, size_t offset, size_t n, uint64_t seed);

@@ -98,6 +98,23 @@ TEST(Poison, PatternDependsOnTheSeedAndIsChecked) {
   EXPECT_LT(equal, 3);
 }
 
+// The parts of a fill or a check, split at the pattern's block boundaries, cover the buffer
+// exactly once: together they write what the whole fill writes, and each part sees a change in
+// its own bytes only.
+TEST(Poison, PartsFillAndCheckTheWholeBuffer) {
+  for (size_t bytes : {size_t{1}, size_t{4095}, size_t{4096}, size_t{3 * 4096 + 17}, size_t{100000}}) {
+    std::vector<uint8_t> whole(bytes), parts(bytes, 0xab);
+    fill_pattern(whole.data(), bytes, 42);
+    for (int k = 0; k < 3; ++k) fill_pattern_part(parts.data(), bytes, 42, k, 3);
+    EXPECT_EQ(whole, parts) << bytes;
+    for (int k = 0; k < 3; ++k) EXPECT_TRUE(matches_pattern_part(parts.data(), bytes, 42, k, 3)) << bytes;
+    parts[bytes - 1] ^= 1;
+    EXPECT_FALSE(matches_pattern_part(parts.data(), bytes, 42, 2, 3)) << bytes;
+    EXPECT_FALSE(matches_pattern(parts.data(), bytes, 42));
+    if (bytes > 3 * 4096) EXPECT_TRUE(matches_pattern_part(parts.data(), bytes, 42, 0, 3));
+  }
+}
+
 TEST(Arena, CanariesFindWritesBesideTheData) {
   auto o = op();
   auto arena = Arena::create(1 << 20, 1 << 20);

@@ -187,6 +187,24 @@ CompareResult compare_tensor(spec::DType dtype, const void* got, const void* exp
   return {};
 }
 
+CompareResult compare_tensor_part(spec::DType dtype, const void* got, const void* expected, size_t count,
+                                  const spec::Tolerance& tol, int part, int parts) {
+  auto at = [&](int k) { return count * static_cast<size_t>(k) / static_cast<size_t>(parts); };
+  size_t first = at(part), n = at(part + 1) - first;
+  size_t esize = spec::dtype_size(dtype);
+  CompareResult r = compare_tensor(dtype, static_cast<const uint8_t*>(got) + first * esize,
+                                   static_cast<const uint8_t*>(expected) + first * esize, n, tol);
+  if (r.first) r.first->index += first;
+  return r;
+}
+
+void merge_compare(CompareResult& into, const CompareResult& next) {
+  into.ok = into.ok && next.ok;
+  into.mismatches += next.mismatches;
+  into.max_abs_err = std::max(into.max_abs_err, next.max_abs_err);
+  if (!into.first && next.first) into.first = next.first;
+}
+
 std::string format_index(size_t flat, const std::vector<int64_t>& shape) {
   std::vector<std::string> parts(shape.size());
   for (size_t k = shape.size(); k-- > 0;) {

@@ -34,6 +34,14 @@ struct CompareResult {
 CompareResult compare_tensor(spec::DType dtype, const void* got, const void* expected, size_t count,
                              const spec::Tolerance& tol);
 
+// Part `part` of `parts` (0 <= part < parts) of compare_tensor: the elements
+// [count·part/parts, count·(part+1)/parts), the first mismatch's index counted from the tensor's
+// start. Folding the parts' results in order with merge_compare gives compare_tensor's result,
+// so the parts of one tensor can be compared on different threads.
+CompareResult compare_tensor_part(spec::DType dtype, const void* got, const void* expected, size_t count,
+                                  const spec::Tolerance& tol, int part, int parts);
+void merge_compare(CompareResult& into, const CompareResult& next);
+
 // "[2, 17]" for a flat index in a tensor of this shape.
 std::string format_index(size_t flat, const std::vector<int64_t>& shape);
 

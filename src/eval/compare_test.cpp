@@ -151,6 +151,34 @@ TEST(Compare, BigTensorsGiveTheSameResultAsTheRule) {
   expect_same_as_the_rule<double>(spec::DType::f64);
 }
 
+// The parts of a tensor, compared apart (on different threads) and merged in order, give the
+// whole comparison's result: mismatch count, first mismatch (index from the tensor's start) and
+// largest error.
+TEST(Compare, PartsMergeToTheWholeResult) {
+  std::vector<float> e(10007), g(10007);
+  for (size_t i = 0; i < e.size(); ++i) {
+    e[i] = static_cast<float>(i % 97) * 0.25f;
+    g[i] = e[i] + (i % 13 == 0 ? 1e-5f : 0.0f);
+  }
+  g[5003] = 7;
+  g[9000] = k_nan;
+  spec::Tolerance tol{1e-4, 0};
+  CompareResult whole = compare_tensor(spec::DType::f32, g.data(), e.data(), e.size(), tol);
+  for (int parts : {1, 2, 3, 7}) {
+    CompareResult merged = compare_tensor_part(spec::DType::f32, g.data(), e.data(), e.size(), tol, 0, parts);
+    for (int k = 1; k < parts; ++k) merge_compare(merged, compare_tensor_part(spec::DType::f32, g.data(), e.data(), e.size(), tol, k, parts));
+    EXPECT_EQ(merged.ok, whole.ok) << parts;
+    EXPECT_EQ(merged.mismatches, whole.mismatches) << parts;
+    EXPECT_EQ(merged.mismatches, 2u);
+    EXPECT_EQ(merged.max_abs_err, whole.max_abs_err) << parts;
+    ASSERT_TRUE(merged.first);
+    EXPECT_EQ(merged.first->index, 5003u) << parts;
+  }
+  // A tensor with fewer elements than parts: the empty parts match.
+  CompareResult tiny = compare_tensor_part(spec::DType::f32, g.data(), e.data(), 1, tol, 0, 4);
+  EXPECT_TRUE(tiny.ok);
+}
+
 TEST(Compare, FormatsMultiDimensionalIndex) {
   EXPECT_EQ(format_index(0, {3, 4}), "[0, 0]");
   EXPECT_EQ(format_index(7, {3, 4}), "[1, 3]");

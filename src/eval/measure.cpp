@@ -54,44 +54,72 @@ Violation from_failure(const Session& s) {
   return Violation{Verdict::runtime_error, "the runner failed"};
 }
 
-void load_inputs(Arena& a, const CaseLayout& l, int slot, const DataSet& set, uint64_t canary) {
+// The bytes [from, to) of part `part` of `parts` of a buffer of `bytes` bytes.
+std::pair<uint64_t, uint64_t> part_range(uint64_t bytes, int part, int parts) {
+  auto at = [&](int k) { return bytes * static_cast<uint64_t>(k) / static_cast<uint64_t>(parts); };
+  return {at(part), at(part + 1)};
+}
+
+// Part `part` of `parts` of copying `set` into the inputs of `slot` (the data only; see
+// finish_inputs). The parts together copy every byte once.
+void copy_inputs(Arena& a, const CaseLayout& l, int slot, const DataSet& set, int part, int parts) {
   for (size_t t = 0; t < set.inputs.size(); ++t) {
     const Placement& p = l.inputs[static_cast<size_t>(slot)][t];
-    if (p.data_bytes > 0) std::memcpy(a.input(p), set.inputs[t].data(), p.data_bytes);
-    a.write_canary(false, p, mix(canary, t));
+    auto [from, to] = part_range(p.data_bytes, part, parts);
+    if (to > from) std::memcpy(a.input(p) + from, set.inputs[t].data() + from, to - from);
   }
+}
+
+// After copy_inputs: the inputs' canaries of `slot`, and a new input generation.
+void finish_inputs(Arena& a, const CaseLayout& l, int slot, size_t tensors, uint64_t canary) {
+  for (size_t t = 0; t < tensors; ++t) a.write_canary(false, l.inputs[static_cast<size_t>(slot)][t], mix(canary, t));
   a.status()->input_generation = a.status()->input_generation + 1;
+}
+
+void load_inputs(Arena& a, const CaseLayout& l, int slot, const DataSet& set, uint64_t canary) {
+  copy_inputs(a, l, slot, set, 0, 1);
+  finish_inputs(a, l, slot, set.inputs.size(), canary);
+}
+
+// Part `part` of `parts` of poisoning every output of `slot` with the pattern of `seed`: the
+// parts together fill every output; part 0 also writes the canaries.
+void poison_outputs_part(Arena& a, const CaseLayout& l, int slot, uint64_t seed, int part, int parts) {
+  const auto& outs = l.outputs[static_cast<size_t>(slot)];
+  for (size_t t = 0; t < outs.size(); ++t) {
+    fill_pattern_part(a.output(outs[t]), outs[t].data_bytes, mix(seed, t), part, parts);
+    if (part == 0) a.write_canary(true, outs[t], mix(seed, t + 1000));
+  }
 }
 
 // Fills every output of `slot` with a fresh pattern; returns the seed it used.
 uint64_t poison_outputs(Arena& a, const CaseLayout& l, int slot, uint64_t seed) {
-  const auto& outs = l.outputs[static_cast<size_t>(slot)];
-  for (size_t t = 0; t < outs.size(); ++t) {
-    fill_pattern(a.output(outs[t]), outs[t].data_bytes, mix(seed, t));
-    a.write_canary(true, outs[t], mix(seed, t + 1000));
-  }
+  poison_outputs_part(a, l, slot, seed, 0, 1);
   return seed;
 }
 
 // Checks that the kernel left the inputs and every guard canary alone.
 // `input_contents` false: the inputs' canaries only, not their contents (see run_batch).
+// Part `part` of `parts`: that part of every input's contents; the canaries in part 0.
 std::optional<Violation> check_integrity(const Arena& a, const spec::OpSpec& op, const CaseLayout& l,
                                          const std::vector<const DataSet*>& slot_data, uint64_t in_canary,
-                                         const std::vector<uint64_t>& out_seeds, bool input_contents = true) {
+                                         const std::vector<uint64_t>& out_seeds, bool input_contents = true, int part = 0,
+                                         int parts = 1) {
   for (int s = 0; s < l.in_slots; ++s) {
     for (size_t t = 0; t < op.inputs.size(); ++t) {
       const Placement& p = l.inputs[static_cast<size_t>(s)][t];
       const DataSet* d = slot_data[static_cast<size_t>(s)];
-      if (input_contents && d != nullptr && p.data_bytes > 0 && std::memcmp(a.input(p), d->inputs[t].data(), p.data_bytes) != 0) {
+      auto [from, to] = part_range(p.data_bytes, part, parts);
+      if (input_contents && d != nullptr && to > from && std::memcmp(a.input(p) + from, d->inputs[t].data() + from, to - from) != 0) {
         return Violation{Verdict::rejected, fmt::format("modified input {} (inputs are read-only)", op.inputs[t].name)};
       }
+      if (part != 0) continue;
       int64_t off = 0;
       if (!a.check_canary(false, p, mix(in_canary, t), &off)) {
         return Violation{Verdict::rejected, fmt::format("wrote beside input {} (byte {})", op.inputs[t].name, off)};
       }
     }
   }
-  for (int s = 0; s < l.out_slots; ++s) {
+  for (int s = 0; s < l.out_slots && part == 0; ++s) {
     for (size_t t = 0; t < op.outputs.size(); ++t) {
       const Placement& p = l.outputs[static_cast<size_t>(s)][t];
       int64_t off = 0;
@@ -111,14 +139,28 @@ struct OutputCheck {
   std::string first_mismatch;
 };
 
-OutputCheck compare_outputs(const Arena& a, const spec::OpSpec& op, const spec::Case& c, const CaseLayout& l, int slot,
-                            const DataSet& expected, uint64_t poison_seed) {
+// Part `part` of `parts` of comparing every output of `slot` with `expected`: per output, the
+// result over that part of its elements (merge_compare joins the parts).
+std::vector<CompareResult> compare_outputs_part(const Arena& a, const spec::OpSpec& op, const spec::Case& c, const CaseLayout& l,
+                                                int slot, const DataSet& expected, int part, int parts) {
+  std::vector<CompareResult> results;
+  for (size_t o = 0; o < op.outputs.size(); ++o) {
+    const Placement& p = l.outputs[static_cast<size_t>(slot)][o];
+    const auto& out = op.outputs[o];
+    results.push_back(compare_tensor_part(out.dtype, a.output(p), expected.expected[o].data(), op.element_count(out, c),
+                                          op.tolerance_for(out, c), part, parts));
+  }
+  return results;
+}
+
+// The judgement of the outputs of `slot` from their whole comparison (compare_outputs_part).
+OutputCheck describe_outputs(const Arena& a, const spec::OpSpec& op, const spec::Case& c, const CaseLayout& l, int slot,
+                             const std::vector<CompareResult>& results, uint64_t poison_seed) {
   OutputCheck oc;
   for (size_t o = 0; o < op.outputs.size(); ++o) {
     const Placement& p = l.outputs[static_cast<size_t>(slot)][o];
     const auto& out = op.outputs[o];
-    size_t count = op.element_count(out, c);
-    CompareResult r = compare_tensor(out.dtype, a.output(p), expected.expected[o].data(), count, op.tolerance_for(out, c));
+    const CompareResult& r = results[o];
     if (std::isfinite(r.max_abs_err)) oc.max_abs_err = std::max(oc.max_abs_err, r.max_abs_err);
     if (!r.ok && oc.ok) {
       oc.ok = false;
@@ -130,6 +172,11 @@ OutputCheck compare_outputs(const Arena& a, const spec::OpSpec& op, const spec::
     }
   }
   return oc;
+}
+
+OutputCheck compare_outputs(const Arena& a, const spec::OpSpec& op, const spec::Case& c, const CaseLayout& l, int slot,
+                            const DataSet& expected, uint64_t poison_seed) {
+  return describe_outputs(a, op, c, l, slot, compare_outputs_part(a, op, c, l, slot, expected, 0, 1), poison_seed);
 }
 
 // After a batch the runner's threads may go on running: OpenMP runtimes and OpenBLAS spin for
@@ -395,10 +442,15 @@ struct CaseTimer::Impl {
   double outside_s = 0, capacity_s = 0;  // other work's CPU time beside the batches, and the CPUs' capacity
   CpuBusy busy_before, busy_after;        // around the last batch alone
   double batch_span_s = 0;
+  double poison_ms = 0, check_ms = 0;  // the last batch's work around it (KOPE_EVAL_TRACE)
+  Session::CpuTimes threads_before_batch, threads_after;  // the runner's threads around the last batch alone
   TimingOutcome out;
 
   void reload() {
-    for (int sl = 0; sl < k_rotating_sets; ++sl) load_inputs(s.arena(), l, sl, *slot_data[static_cast<size_t>(sl)], in_canary);
+    split([&](int part, int parts) {
+      for (int sl = 0; sl < k_rotating_sets; ++sl) copy_inputs(s.arena(), l, sl, *slot_data[static_cast<size_t>(sl)], part, parts);
+    });
+    for (int sl = 0; sl < k_rotating_sets; ++sl) finish_inputs(s.arena(), l, sl, op.inputs.size(), in_canary);
   }
 
   // The rotating sets back in their slots, in order (where the timing expects them).
@@ -457,19 +509,51 @@ struct CaseTimer::Impl {
     return -1;
   }
 
-  // Checks output slot b after a batch of n calls that began at `phase` of the call cycle.
-  std::optional<Violation> check_output_slot(int b, uint64_t n, uint32_t phase) const {
-    int last_in = last_input_of(b, n, phase);
-    if (last_in < 0) {
-      for (size_t o = 0; o < op.outputs.size(); ++o) {
-        const Placement& p = l.outputs[static_cast<size_t>(b)][o];
-        if (!matches_pattern(s.arena().output(p), p.data_bytes, mix(out_seeds[static_cast<size_t>(b)], o))) {
-          return Violation{Verdict::rejected, fmt::format("wrote to output {} of a buffer set it was not given in that call", op.outputs[o].name)};
-        }
-      }
-      return std::nullopt;
+  // Runs fn(part, parts) over the parts of the work between batches: two parts side by side
+  // when the buffers are big, else one.
+  template <class F>
+  void split(F&& fn) {
+    if (!side_by_side()) {
+      fn(0, 1);
+      return;
     }
-    OutputCheck oc = compare_outputs(s.arena(), op, c, l, b, *slot_data[static_cast<size_t>(last_in)], out_seeds[static_cast<size_t>(b)]);
+    both([&] { fn(0, 2); }, [&] { fn(1, 2); });
+  }
+
+  // What part `part` of `parts` of checking output slot b found after a batch whose last call
+  // on b read input slot `last_in` (-1: no call wrote b, which must still hold its pattern).
+  struct SlotPart {
+    std::vector<CompareResult> compared;  // per output, when written
+    std::optional<size_t> overwritten;    // when not written: the first output whose pattern changed
+  };
+  SlotPart check_slot_part(int b, int last_in, int part, int parts) const {
+    SlotPart r;
+    if (last_in < 0) {
+      for (size_t o = 0; o < op.outputs.size() && !r.overwritten; ++o) {
+        const Placement& p = l.outputs[static_cast<size_t>(b)][o];
+        if (!matches_pattern_part(s.arena().output(p), p.data_bytes, mix(out_seeds[static_cast<size_t>(b)], o), part, parts)) r.overwritten = o;
+      }
+      return r;
+    }
+    r.compared = compare_outputs_part(s.arena(), op, c, l, b, *slot_data[static_cast<size_t>(last_in)], part, parts);
+    return r;
+  }
+
+  // The verdict on output slot b after a batch of n calls from its parts' findings, in order.
+  std::optional<Violation> judge_output_slot(int b, int last_in, uint64_t n, const std::vector<SlotPart>& parts) const {
+    if (last_in < 0) {
+      std::optional<size_t> o;
+      for (const SlotPart& p : parts) {
+        if (p.overwritten && (!o || *p.overwritten < *o)) o = p.overwritten;
+      }
+      if (!o) return std::nullopt;
+      return Violation{Verdict::rejected, fmt::format("wrote to output {} of a buffer set it was not given in that call", op.outputs[*o].name)};
+    }
+    std::vector<CompareResult> whole = parts.front().compared;
+    for (size_t k = 1; k < parts.size(); ++k) {
+      for (size_t o = 0; o < whole.size(); ++o) merge_compare(whole[o], parts[k].compared[o]);
+    }
+    OutputCheck oc = describe_outputs(s.arena(), op, c, l, b, whole, out_seeds[static_cast<size_t>(b)]);
     if (oc.ok) return std::nullopt;
     return Violation{Verdict::rejected,
                      fmt::format("gave wrong results when called repeatedly with changing inputs (timed batch of {} calls): {}; "
@@ -492,12 +576,13 @@ struct CaseTimer::Impl {
     for (size_t b = 0; b < out_seeds.size(); ++b) {
       if (!pattern_intact[b]) out_seeds[b] = rng();
     }
-    auto poison = [&](int from, int to) {
-      for (int b = from; b < to; ++b) {
-        if (!pattern_intact[static_cast<size_t>(b)]) poison_outputs(s.arena(), l, b, out_seeds[static_cast<size_t>(b)]);
+    auto poison_start = Clock::now();
+    split([&](int part, int parts) {
+      for (int b = 0; b < k_rotating_sets; ++b) {
+        if (!pattern_intact[static_cast<size_t>(b)]) poison_outputs_part(s.arena(), l, b, out_seeds[static_cast<size_t>(b)], part, parts);
       }
-    };
-    both([&] { poison(0, k_rotating_sets / 2); }, [&] { poison(k_rotating_sets / 2, k_rotating_sets); });
+    });
+    poison_ms = std::chrono::duration<double, std::milli>(Clock::now() - poison_start).count();
     bool input_contents = !s.arena().inputs_sealed() || batches % k_input_check_every == 0;
     ++batches;
     auto phase = static_cast<uint32_t>(rng() % cycle.size());
@@ -506,27 +591,39 @@ struct CaseTimer::Impl {
     // The machine's busy time is read around the batch alone: the parent's own work before and
     // after it (poisoning, the integrity check) runs while the runner waits, and is not load.
     busy_before = cpu_busy(s.runner_pid());
+    Session::CpuTimes threads_before = s.cpu_times();
     auto span0 = Clock::now();
     KOPE_ASSIGN(bool ok, s.batch(n, phase, cycle, timeout, seconds));
     batch_span_s = std::chrono::duration<double>(Clock::now() - span0).count();
+    threads_after = s.cpu_times();
+    threads_before_batch = threads_before;
     busy_after = cpu_busy(s.runner_pid());
     if (!ok) {
       out.violation = from_failure(s);
       return false;
     }
     // Reported in this order: a kernel that wrote where it must not, before wrong results.
-    std::optional<Violation> integrity;
+    // Every check is split in parts over the threads (one output slot is often the whole work:
+    // a batch of one call writes one slot, and the other is only checked for its pattern).
+    std::vector<int> last_in(k_rotating_sets);
+    for (int b = 0; b < k_rotating_sets; ++b) last_in[static_cast<size_t>(b)] = last_input_of(b, n, phase);
+    std::vector<std::optional<Violation>> integrity_parts(2);
+    std::vector<std::vector<SlotPart>> slot_parts(k_rotating_sets, std::vector<SlotPart>(side_by_side() ? 2 : 1));
+    auto check_start = Clock::now();
+    split([&](int part, int parts) {
+      integrity_parts[static_cast<size_t>(part)] = check_integrity(s.arena(), op, l, slot_data, in_canary, out_seeds, input_contents, part, parts);
+      for (int b = 0; b < k_rotating_sets; ++b) {
+        slot_parts[static_cast<size_t>(b)][static_cast<size_t>(part)] = check_slot_part(b, last_in[static_cast<size_t>(b)], part, parts);
+      }
+    });
+    std::optional<Violation> integrity = integrity_parts[0] ? integrity_parts[0] : integrity_parts[1];
     std::vector<std::optional<Violation>> outputs(k_rotating_sets);
-    auto check_slots = [&](int from, int to) {
-      for (int b = from; b < to; ++b) outputs[static_cast<size_t>(b)] = check_output_slot(b, n, phase);
-    };
-    both([&] {
-           integrity = check_integrity(s.arena(), op, l, slot_data, in_canary, out_seeds, input_contents);
-           check_slots(0, k_rotating_sets / 2);
-         },
-         [&] { check_slots(k_rotating_sets / 2, k_rotating_sets); });
     for (int b = 0; b < k_rotating_sets; ++b) {
-      pattern_intact[static_cast<size_t>(b)] = last_input_of(b, n, phase) < 0 && !outputs[static_cast<size_t>(b)];
+      outputs[static_cast<size_t>(b)] = judge_output_slot(b, last_in[static_cast<size_t>(b)], n, slot_parts[static_cast<size_t>(b)]);
+    }
+    check_ms = std::chrono::duration<double, std::milli>(Clock::now() - check_start).count();
+    for (int b = 0; b < k_rotating_sets; ++b) {
+      pattern_intact[static_cast<size_t>(b)] = last_in[static_cast<size_t>(b)] < 0 && !outputs[static_cast<size_t>(b)];
     }
     auto wrong = std::find_if(outputs.begin(), outputs.end(), [](const auto& v) { return v.has_value(); });
     if (integrity || wrong != outputs.end()) {
@@ -610,19 +707,24 @@ Result<bool> CaseTimer::sample() {
   // buffer address goes stale.
   bool swap = t.first_sample || (t.rng() & 1) != 0;
   t.first_sample = false;
+  auto phase_start = Clock::now();
   if (swap) {
     std::swap(t.slot_data[0], t.slot_data[1]);
     t.reload();
   }
+  double swap_ms = std::chrono::duration<double, std::milli>(Clock::now() - phase_start).count();
   // A random length: a kernel cannot know which call of a batch is the last (the verified one).
   uint64_t nb = t.n0 + (t.n0 >= 4 ? t.rng() % (t.n0 / 4 + 1) : 0);
   double secs = 0;
-  Session::CpuTimes before = t.s.cpu_times();
   const proto::StatusPage* page = t.s.arena().status();
   uint64_t device_ns0 = page->device_ns, device_calls0 = page->device_calls;
   KOPE_ASSIGN(bool ok, t.run_batch(nb, &secs));
   if (!ok) return false;
-  Session::CpuTimes after = t.s.cpu_times();
+  // The runner's threads around the batch alone, like the machine's busy time: before and after
+  // it the parent poisons and checks on both CPUs, and a kernel's idle OpenMP threads spinning
+  // meanwhile wait for a CPU because of kope, not of anything the batch met.
+  const Session::CpuTimes& before = t.threads_before_batch;
+  Session::CpuTimes after = t.threads_after;
   const CpuBusy& busy0 = t.busy_before;
   const CpuBusy& busy1 = t.busy_after;
   double span = t.batch_span_s;
@@ -656,12 +758,15 @@ Result<bool> CaseTimer::sample() {
       t.capacity_s += span * busy0.cpus;
       t.out.outside_load = t.capacity_s > 0 ? std::clamp(t.outside_s / t.capacity_s, 0.0, 1.0) : 0.0;
     }
+    auto idle_start = Clock::now();
+    wait_until_idle(t.s, t.s.cpu_times());
     if (trace_on()) {
-      std::fprintf(stderr, "[batch] runner %d: %llu calls in %.3f ms, ran %.3f ms, waited %.3f ms (contention %.3f); outside load so far %.3f\n",
+      std::fprintf(stderr, "[batch] runner %d: %llu calls in %.3f ms, ran %.3f ms, waited %.3f ms (contention %.3f); outside load so far %.3f; "
+                   "around it: inputs %.1f ms, poison %.1f ms, checks %.1f ms, settle %.1f ms\n",
                    t.s.runner_pid(), static_cast<unsigned long long>(nb), secs * 1e3, run * 1e-6, wait * 1e-6,
-                   t.out.contention.back(), t.out.outside_load);
+                   t.out.contention.back(), t.out.outside_load, swap_ms, t.poison_ms, t.check_ms,
+                   std::chrono::duration<double, std::milli>(Clock::now() - idle_start).count());
     }
-    wait_until_idle(t.s, after);
   }
   // Batches that waited for a CPU while other work ran measure that load, not the kernel: when
   // there are enough clean ones, the statistics use only those. Without outside load the waits
