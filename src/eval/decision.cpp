@@ -11,7 +11,8 @@ namespace {
 
 struct Schedule {
   std::vector<size_t> looks;
-  double alpha = 0;  // per look
+  double first_alpha = 0;  // the first look's level
+  double alpha = 0;        // every later look's level (the look when the time is up included)
 };
 
 // The smallest n for which the order-statistic interval of the median exists at level `alpha`.
@@ -23,13 +24,20 @@ size_t first_look(double alpha) {
 
 Schedule schedule(const DecisionRule& rule) {
   const double k = std::max(1, rule.cases);
-  // L depends on n_0, which depends on L: iterate to the fixed point (L only grows).
-  size_t looks = 2;
+  const double share = std::clamp(rule.first_look_share, 0.0, 1.0);
+  // The first look spends `share` of a case's α/K, the later ones the rest in equal parts. n_0
+  // depends only on the first look's level; L on n_0 and max_pairs.
   Schedule s;
+  s.first_alpha = rule.alpha / k * share;
+  size_t looks = 2;
   for (int iter = 0; iter < 32; ++iter) {
-    s.alpha = rule.alpha / (k * static_cast<double>(looks));
+    s.alpha = rule.alpha / k * (1 - share) / static_cast<double>(looks - 1);
+    if (share <= 0 || share >= 1) {  // the equal split of α/K over the L looks
+      s.alpha = rule.alpha / (k * static_cast<double>(looks));
+      s.first_alpha = s.alpha;
+    }
     s.looks.clear();
-    size_t n0 = first_look(s.alpha);
+    size_t n0 = first_look(s.first_alpha);
     size_t last = std::max(rule.max_pairs, n0);
     for (size_t n = n0; n < last; n = std::max(n + 1, static_cast<size_t>(std::ceil(static_cast<double>(n) * 1.5)))) {
       s.looks.push_back(n);
@@ -74,14 +82,18 @@ std::vector<size_t> decision_looks(const DecisionRule& rule) { return schedule(r
 
 double per_look_alpha(const DecisionRule& rule) { return schedule(rule).alpha; }
 
+double first_look_alpha(const DecisionRule& rule) { return schedule(rule).first_alpha; }
+
 CaseRatio paired_ratio(const std::vector<PairSample>& pairs, double alpha, double clean_contention, size_t min_clean) {
   CaseRatio r;
   r.pairs_total = pairs.size();
   std::vector<double> all, clean, contention;
-  double outside_share = 0;
+  // The outside load is each timing's estimate over all its batches so far: the latest pair's
+  // is the one over the most batches. An early one rests on a batch or two read in whole clock
+  // ticks of /proc/stat, and is noise (a 10 ms batch reads 0 or 10 ms of someone's time).
+  double outside_share = pairs.empty() ? 0.0 : pairs.back().outside;
   for (const PairSample& p : pairs) {
     contention.push_back(p.contention);
-    outside_share = std::max(outside_share, p.outside);
     if (!(p.candidate > 0) || !(p.incumbent > 0)) continue;
     double d = std::log(p.incumbent / p.candidate);
     all.push_back(d);
@@ -178,7 +190,7 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
     PairStatus st = next(p);
     if (st == PairStatus::failed) {
       if (failed) *failed = true;
-      est = paired_ratio(pairs, s.alpha, rule.clean_contention, n0);
+      est = paired_ratio(pairs, looks == 0 ? s.first_alpha : s.alpha, rule.clean_contention, n0);
       est.looks = looks;
       return est;
     }
@@ -189,8 +201,8 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
     bool scheduled = li < s.looks.size() && n >= s.looks[li];
     bool out_of_time = time_up && n >= min_on_time;
     if (!scheduled && !out_of_time) continue;
+    est = paired_ratio(pairs, li == 0 && scheduled ? s.first_alpha : s.alpha, rule.clean_contention, n0);
     if (scheduled) ++li;
-    est = paired_ratio(pairs, s.alpha, rule.clean_contention, n0);
     est.looks = ++looks;
     // The budget cuts short a case whose estimate is a tie or a loss, or whose interval already
     // clears the margin; one whose estimate clears it by rule.promising but not yet its interval

@@ -11,10 +11,14 @@
 //     to max_pairs (the schedule is fixed in advance), plus once when its time is up (but not
 //     before the second scheduled look: the first interval is the pairs' range). At each look
 //     the case's interval for log θ_c is the distribution-free order-statistic interval of the
-//     median of the paired log ratios (stats.h, the sign-test interval) at level α' = α / (K·L),
-//     K timed cases, L looks per case: Bonferroni over every look of every case, so all the
-//     intervals the rule ever computes hold at once with probability ≥ 1 − α, whatever the
-//     stopping times. n_0 is the smallest n for which that interval exists.
+//     median of the paired log ratios (stats.h, the sign-test interval) at a level fixed in
+//     advance: the first look α_1 = s·α/K (s = first_look_share, ½), each of the L − 1 later
+//     looks α' = (1 − s)·α / (K·(L − 1)), K timed cases, L looks per case. The levels of all the
+//     looks of all the cases add up to α (a weighted Bonferroni), so all the intervals the rule
+//     ever computes hold at once with probability ≥ 1 − α, whatever the stopping times. n_0 is
+//     the smallest n for which the first look's interval exists: most comparisons are clear and
+//     settle there, so the first look gets the larger share (8 pairs per case with K = 3, where
+//     an equal split needs 11).
 //   - A case stops at the first look where it is settled: when its interval lies wholly above or
 //     wholly below log(1 + margin) and every case compared before it lay wholly on that same side
 //     (so with one timed case, and for the first of several); otherwise when its interval is
@@ -52,12 +56,15 @@ struct DecisionRule {
   double decided_precision = 0.05;  // ... or within ±this when it lies wholly on one side of 1 + margin
   double clean_contention = 0.02; // a pair is clean when both batches waited less than this share
   double promising = 0.03;        // an estimate above (1 + margin)(1 + this) is not cut short by the budget
+  double first_look_share = 0.5;  // the share of a case's α/K its first look spends (0 or 1: equal shares)
 };
 
 // The looks (pair counts) of the schedule, increasing; the last is max_pairs.
 std::vector<size_t> decision_looks(const DecisionRule& rule);
-// α' = α / (K · L), L = looks + 1 (the look when the time is up).
+// The level of every look after the first: α' = (1 − s)·α / (K · (L − 1)), L = looks + 1 (the
+// look when the time is up); and the first look's, s·α/K. With s = 0 or 1, both α / (K · L).
 double per_look_alpha(const DecisionRule& rule);
+double first_look_alpha(const DecisionRule& rule);
 
 struct PairSample {
   double candidate = 0;   // seconds per call of the candidate's batch
@@ -69,7 +76,7 @@ struct PairSample {
 // The paired estimate of one case at a look.
 struct CaseRatio {
   double ratio = 1;       // θ_c: median of incumbent / candidate
-  double lower = 0;       // its interval at per_look_alpha; 0 / inf when it does not exist yet
+  double lower = 0;       // its interval at the look's level; 0 / inf when it does not exist yet
   double upper = std::numeric_limits<double>::infinity();
   size_t pairs = 0;       // pairs the estimate used
   size_t pairs_total = 0; // pairs sampled

@@ -70,16 +70,28 @@ TEST(Decision, ScheduleIsBonferroniCorrected) {
   ASSERT_GE(looks.size(), 2u);
   EXPECT_EQ(looks.back(), rule.max_pairs);
   for (size_t i = 1; i < looks.size(); ++i) EXPECT_GT(looks[i], looks[i - 1]);
-  // alpha' <= alpha / (K * (looks + 1)) (the fixed point may count a look more: conservative);
-  // the first look is the smallest n with an interval.
-  double a = per_look_alpha(rule);
-  EXPECT_LE(a, rule.alpha / (3.0 * static_cast<double>(looks.size() + 1)));
-  EXPECT_GE(a, rule.alpha / (3.0 * static_cast<double>(looks.size() + 2)));
-  EXPECT_GE(median_ci_rank(looks.front(), a), 1u);
-  EXPECT_EQ(median_ci_rank(looks.front() - 1, a), 0u);
-  // More cases, smaller per-look level, later first look.
+  // The first look spends first_look_share of α/K, the L - 1 later looks (the look when the
+  // time is up included) the rest: all the looks of all K cases add up to at most α (the fixed
+  // point may count a look more: conservative).
+  double first = first_look_alpha(rule), later = per_look_alpha(rule);
+  EXPECT_DOUBLE_EQ(first, rule.alpha / 3 * rule.first_look_share);
+  double total = 3 * (first + later * static_cast<double>(looks.size()));
+  EXPECT_LE(total, rule.alpha * (1 + 1e-12));
+  EXPECT_GE(total, rule.alpha * 0.9);
+  // The first look is the smallest n with an interval at its level: 8 pairs for three cases,
+  // where an equal split of α/K over the looks needs 11.
+  EXPECT_GE(median_ci_rank(looks.front(), first), 1u);
+  EXPECT_EQ(median_ci_rank(looks.front() - 1, first), 0u);
+  EXPECT_EQ(looks.front(), 8u);
+  DecisionRule equal = rule;
+  equal.first_look_share = 0;
+  EXPECT_EQ(decision_looks(equal).front(), 11u);
+  EXPECT_DOUBLE_EQ(first_look_alpha(equal), per_look_alpha(equal));
+  EXPECT_LE(per_look_alpha(equal), rule.alpha / (3.0 * static_cast<double>(decision_looks(equal).size() + 1)));
+  // More cases, smaller levels, later first look.
   DecisionRule one;
-  EXPECT_GT(per_look_alpha(one), a);
+  EXPECT_GT(first_look_alpha(one), first);
+  EXPECT_GT(per_look_alpha(one), later);
   EXPECT_LE(decision_looks(one).front(), looks.front());
 }
 
@@ -310,6 +322,25 @@ TEST(Decision, CleanPairsAreUsedWhenThereAreEnough) {
   EXPECT_NEAR(r.contention, 0.5, 1e-9);
   EXPECT_TRUE(contention_disturbed(r.contention));
   EXPECT_FALSE(contention_disturbed(0.0));
+  EXPECT_TRUE(r.disturbed);
+}
+
+// The outside load of a pair is each timing's estimate over all its batches so far, read from
+// /proc/stat in whole clock ticks: after a batch or two it is noise. The case goes by the latest
+// estimate, so an early spike neither drops pairs nor marks the ratio disturbed.
+TEST(Decision, AnEarlyOutsideLoadEstimateIsNotLoad) {
+  DecisionRule rule;
+  size_t n0 = decision_looks(rule).front();
+  std::vector<PairSample> pairs;
+  pairs.push_back({50, 100, 0.1, 0.4});  // one batch pair: a tick of someone's time read as 40%
+  for (size_t i = 0; i < 2 * n0 + 2; ++i) pairs.push_back({50, 100, i % 2 ? 0.1 : 0.0, 0.02});
+  CaseRatio r = paired_ratio(pairs, per_look_alpha(rule), rule.clean_contention, n0);
+  EXPECT_EQ(r.pairs, pairs.size());
+  EXPECT_FALSE(r.disturbed);
+  // The same waits while the latest estimate shows other work: clean pairs only, disturbed.
+  pairs.back().outside = 0.3;
+  r = paired_ratio(pairs, per_look_alpha(rule), rule.clean_contention, n0);
+  EXPECT_LT(r.pairs, pairs.size());
   EXPECT_TRUE(r.disturbed);
 }
 
