@@ -17,6 +17,8 @@
 #   scripts/gpu_check.sh [--dry-run] [--build-dir DIR] [--arch sm_90] [--max-seconds S]
 #                        [--skip-corpus] [--skip-baselines] [--skip-run]
 #
+# --max-seconds caps the timing of each corpus evaluation's timed case (1 s); the baselines are
+# timed for at most 0.2 s per case. --skip-* leave a step out.
 # --dry-run checks the script's prerequisites that need no GPU and prints the plan (the corpus
 # kernels with their expected verdicts, the ops with GPU baselines and their libraries, the
 # commands) without building or running.
@@ -26,7 +28,7 @@ cd "$(dirname "$0")/.."
 dry_run=0
 build_dir="${KOPE_BUILD_DIR:-build}"
 arch="${KOPE_CUDA_ARCH:-}"
-max_seconds=2
+max_seconds=1
 skip_corpus=0
 skip_baselines=0
 skip_run=0
@@ -39,7 +41,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir="$2"; shift ;;
     --arch) arch="$2"; shift ;;
     --max-seconds) max_seconds="$2"; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -90,7 +92,7 @@ echo "${#baseline_ops[@]} ops have a GPU baseline; $without have none (their spe
 e2e_op=tests/e2e/ops/elementwise/e2e_scale
 run_args=(run --backend cuda --iterations 2 --llm fake --seed 7 --eval-ci 0.2 --eval-max-seconds 0.5
           --patience 0 --roofline-target 0 --no-starter)
-bench_args=(bench --backend cuda --json --max-seconds 0.3 --target-ci 0.1)
+bench_args=(bench --backend cuda --json --max-seconds 0.2 --target-ci 0.1)
 
 build_cmd=(cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKOPE_TESTS=OFF -DKOPE_BENCH=OFF)
 make_cmd=(cmake --build "$build_dir" -j "$(nproc)" --target kope kope-runner)
