@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "eval/backend.h"
 #include "eval/cuda/cuda.h"
 #include "eval/cuda/gpu_probe.h"
 #include "eval/library.h"
@@ -211,6 +212,46 @@ TEST(GpuBaselines, LibraryReportIsParsed) {
                                          "environment", {}, 8);
   EXPECT_EQ(n.describe(), "cuda-naive (kope) 13.0.0 config elementwise,grid_stride,fp32,device=NVIDIA_H200");
   EXPECT_TRUE(library_env_vars("cudnn").empty());  // nothing for --library-config best to choose
+}
+
+// The backends' side of the seam: the CUDA backend runs the op's GPU baseline in a trusted
+// host-shim runner on the device clock, FP32 kept; the CPU backend keeps the op's library.cpp.
+TEST(GpuBaselines, BackendsChooseTheirDevicesBaseline) {
+  HardwareProfile hw;
+  hw.target = *Target::parse("x86_64");
+  hw.cores = 2;
+  hw.memory_bytes = 8ull << 30;
+  auto sgemm = spec::resolve_op("sgemm", fs::path(KOPE_SOURCE_DIR) / "ops");
+  ASSERT_TRUE(sgemm) << sgemm.error().message;
+  auto cpu = make_backend("cpu", hw, {});
+  if (!cpu) GTEST_SKIP() << cpu.error().message;
+  spec::OpSpec as_cpu = (*cpu)->baseline_op(*sgemm);
+  EXPECT_EQ(as_cpu.library_name, "openblas");
+  EXPECT_EQ(as_cpu.library_path, sgemm->library_path);
+  EXPECT_FALSE((*cpu)->library_device_clock());
+  EXPECT_EQ((*cpu)->library_runner_options(1 << 20).mode, proto::Mode::trusted);
+  EXPECT_FALSE((*cpu)->library_runner_options(1 << 20).host_shim);
+  auto gpu = make_backend("cuda", hw, {});
+  if (!gpu) GTEST_SKIP() << gpu.error().message;
+  spec::OpSpec as_gpu = (*gpu)->baseline_op(*sgemm);
+  EXPECT_EQ(as_gpu.library_name, "cublas");
+  EXPECT_EQ(as_gpu.library_path, sgemm->gpu_library_path);
+  EXPECT_TRUE((*gpu)->library_device_clock());
+  RunnerOptions ro = (*gpu)->library_runner_options(1 << 20);
+  EXPECT_EQ(ro.mode, proto::Mode::trusted);
+  EXPECT_TRUE(ro.host_shim);
+  EXPECT_TRUE(ro.device_ioctl);
+  EXPECT_NE(std::find(ro.env.begin(), ro.env.end(), std::pair<std::string, std::string>{"NVIDIA_TF32_OVERRIDE", "0"}), ro.env.end());
+  // The reference stays the CPU's, in an ordinary trusted runner.
+  EXPECT_FALSE((*gpu)->runner_options(proto::Mode::trusted, 1 << 20).host_shim);
+  // The baseline's build: the candidates' nvcc flags, the same shim, the vendor libraries.
+  const Toolkit& tk = toolkit();
+  if (!tk.problem.empty()) GTEST_SKIP() << tk.problem;
+  std::string script = trusted_build_script(tk, nvcc_flags(tk.arch), "gpu_library.cu");
+  for (const auto& f : nvcc_flags(tk.arch)) EXPECT_NE(script.find(f), std::string::npos) << f << "\n" << script;
+  for (const char* want : {"kope_host.cu", "-Dkope_entry=kope_device_entry", "-lcublasLt", "-lcublas", "-lcudnn", "--as-needed", "wait $p1"}) {
+    EXPECT_NE(script.find(want), std::string::npos) << want << "\n" << script;
+  }
 }
 
 }  // namespace
