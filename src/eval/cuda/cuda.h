@@ -63,7 +63,7 @@ InspectionReport inspect_candidate(const SymbolPolicy& policy, const elf::File& 
 // Source of the trusted host shim compiled with every candidate (kope_entry, kope_host_*).
 std::string_view host_shim_source();
 
-// --- GPU vendor baselines (ABI.md, "Baselines") ---
+// --- GPU vendor baselines (ABI.md, "GPU vendor baselines") ---
 // The op with its GPU baseline as its library baseline: OpSpec::gpu_library_path/_name as
 // library_path/library_name, or none when the op has no gpu_library.cu (its CPU library is no
 // baseline for a GPU kernel). What CudaBackend::baseline_op returns.
