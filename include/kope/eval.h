@@ -89,10 +89,11 @@ struct CaseTiming {
 // The configuration a vendor-library baseline ran with, as the library reported it from inside
 // its runner, and whether the user's environment forced it.
 struct LibraryConfig {
-  std::string library;      // "openblas" or "onednn"
+  std::string library;      // "openblas", "onednn"; GPU baselines "cublas", "cublaslt", "cudnn", "cuda-naive"
   std::string setting;      // how it was chosen: "environment" (the default), or the name of the
                             // configuration --library-config best kept ("auto", "openblas:SkylakeX")
-  std::string core;         // OpenBLAS: openblas_get_corename(); oneDNN: the effective ISA ("avx2")
+  std::string core;         // OpenBLAS: openblas_get_corename(); oneDNN: the effective ISA ("avx2");
+                            // GPU baselines: their configuration ("fp32,tf32=off,device=NVIDIA_H200")
   int threads = 0;          // the library's thread count (the candidates' count)
   std::string version;      // the library's version when it reports one
   std::string env;          // the library variables its runner got ("OPENBLAS_CORETYPE=Haswell"; "" none)
@@ -343,6 +344,17 @@ Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw,
 Result<std::vector<CaseBaselines>> measure_cpu_baselines(
     const HardwareProfile& hw, const spec::OpSpec& op, const EvaluatorOptions& options,
     const EvalOptions& timing, const std::function<void(std::string_view)>& progress = {});
+
+// The same through the named backend ("cpu", "cuda"): its library baseline (the CUDA backend's
+// GPU vendor baseline, timed on the device; none for an op without one) and its device's
+// roofline.
+Result<std::vector<CaseBaselines>> measure_baselines(
+    std::string_view backend, const HardwareProfile& hw, const spec::OpSpec& op, const EvaluatorOptions& options,
+    const EvalOptions& timing, const std::function<void(std::string_view)>& progress = {});
+
+// The hardware profile whose roofline the named backend's figures use: its device's
+// (eval/cuda/gpu_probe.h for cuda), `hw` for the CPU.
+Result<HardwareProfile> backend_profile(std::string_view backend, const HardwareProfile& hw, const EvaluatorOptions& options);
 
 // The roofline of case `c` of `op` (HardwareProfile::roofline with the case's flops and bytes;
 // the FP64 peak when a floating-point input or output of the op is f64, the FP32 peak for the

@@ -184,6 +184,11 @@ struct OpSpec {
   fs::path reference_path;  // dir/reference.cpp
   std::optional<fs::path> library_path;  // dir/library.cpp when a vendor baseline exists
   std::string library_name;  // "onednn", "openblas" or "" (read from library.cpp's header)
+  // dir/gpu_library.cu when the op has a GPU vendor baseline (the CUDA backend's, see
+  // eval/cuda/ABI.md), and its library as that file's first line names it ("cublas", "cudnn",
+  // "cublaslt", "cuda-naive"); "" without one.
+  std::optional<fs::path> gpu_library_path;
+  std::string gpu_library_name;
   std::string spec_hash;     // SHA-256 over op.toml and reference.cpp
 
   DimValues dim_values(const Case& c) const;

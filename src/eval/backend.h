@@ -45,6 +45,16 @@ class Backend {
   // roofline/floor come from the device's profile instead of the host's.
   virtual bool device_clock() const { return false; }
   virtual std::optional<HardwareProfile> device_profile() const { return std::nullopt; }
+  // The op as this backend's evaluations see it: its library baseline (OpSpec::library_path and
+  // library_name) is the one that runs where the candidates run. The CPU's is the op's
+  // library.cpp; a device backend replaces it with the device's own baseline, or with none
+  // where the device has none (a CPU library is no baseline for a GPU kernel).
+  virtual spec::OpSpec baseline_op(const spec::OpSpec& op) const { return op; }
+  // How to run the library baseline of baseline_op(), and whether it is timed by the device
+  // clock like a candidate (a device baseline runs through the trusted host shim in trusted
+  // mode; the CPU's is an ordinary trusted runner, timed by the parent's clock).
+  virtual RunnerOptions library_runner_options(uint64_t buffer_bytes) const { return runner_options(proto::Mode::trusted, buffer_bytes); }
+  virtual bool library_device_clock() const { return false; }
   // Whether the backend runs ops with inout tensors (docs/design.md §2): the runner refills
   // them before every call, which only a kernel reading the runner's own buffers sees (not a
   // host shim's device copies).
@@ -65,6 +75,10 @@ Result<std::unique_ptr<Backend>> make_opencl_backend(const HardwareProfile& hw, 
 // The CUDA backend (eval/cuda/): .cu candidates built by nvcc in the compile sandbox. Building
 // works wherever nvcc is installed; running needs an NVIDIA GPU and its driver.
 Result<std::unique_ptr<Backend>> make_cuda_backend(const HardwareProfile& hw, const EvaluatorOptions& options);
+
+// The backend of the backend table's row `name` ("cpu", "opencl", "cuda"); usage error for a
+// name without a Backend (ascend is a definition only).
+Result<std::unique_ptr<Backend>> make_backend(std::string_view name, const HardwareProfile& hw, const EvaluatorOptions& options);
 
 // The generic sandboxed evaluator (eval/evaluator.cpp) over any backend.
 std::unique_ptr<Evaluator> make_sandboxed_evaluator(std::unique_ptr<Backend> backend, const HardwareProfile& hw,

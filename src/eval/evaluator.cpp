@@ -365,7 +365,7 @@ struct LibraryChoice {
 Result<LibraryChoice> choose_library(const HardwareProfile& hw, const spec::OpSpec& op, const EvaluatorOptions& options,
                                      const EvalOptions& timing) {
   LibraryChoice choice;
-  if (options.library_config != "best" || !op.library_path) return choice;
+  if (options.library_config != "best" || !op.library_path || library_env_vars(op.library_name).empty()) return choice;
   // The cached selection when there is one: --refresh-baselines re-times baselines, not the
   // choice (`kope bench --library-config best --refresh` makes it again, before this runs).
   EvaluatorOptions cached = options;
@@ -480,6 +480,8 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   }
   TimingPlan cand_plan = make_plan(options, eo, true, b.device_clock());
   TimingPlan base_plan = make_plan(options, eo, false);
+  TimingPlan lib_plan = base_plan;
+  lib_plan.device_clock = b.library_device_clock();  // a device baseline: timed like a candidate
   std::vector<CaseTimer*> group;
   std::optional<CaseTimer> own_cand_t, ref_t, lib_t;
   CaseTimer* cand_t = resume;
@@ -519,7 +521,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
         auto so = b.build_trusted(op, *op.library_path, true);
         if (so) {
           uint64_t in = max_extent(op, true), out = max_extent(op, false);
-          RunnerOptions ro = b.runner_options(proto::Mode::trusted, in + out);
+          RunnerOptions ro = b.library_runner_options(in + out);
           ro.library_env = lib.env;
           KOPE_ASSIGN(*library_session, Session::start(*so, ro, in, out));
         } else {
@@ -533,8 +535,17 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
       }
       if (*library_session && (*library_session)->failure()) {
         g.library->problem = "the library baseline cannot be loaded: " + (*library_session)->failure()->message;
-      } else if (*library_session) {
-        lib_t.emplace(**library_session, op, c, data, base_plan, rng());
+      } else if (*library_session && lib_plan.device_clock) {
+        // A device baseline is verified against the reference before it is timed (the CPU's are
+        // checked by the suite test).
+        KOPE_ASSIGN(VerifyOutcome v, verify_case(**library_session, op, c, data, std::max(milliseconds(60'000), options.min_call_timeout), rng()));
+        if (v.violation || !v.check.ok) {
+          g.library->problem = "the library baseline gives wrong results: " + (v.violation ? v.violation->message : v.check.first_mismatch);
+          write_baseline(lib_path, op, c, true, *g.library);
+        }
+      }
+      if (*library_session && !(*library_session)->failure() && g.library->problem.empty()) {
+        lib_t.emplace(**library_session, op, c, data, lib_plan, rng());
         KOPE_ASSIGN(bool ok, lib_t->prepare());
         if (ok) {
           group.push_back(&*lib_t);
@@ -572,7 +583,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   if (lib_t) {
     TimingOutcome t = lib_t->outcome();
     if (!t.violation && t.samples_s.size() < 3) {
-      KOPE_TRY(time_group({&*lib_t}, base_plan));
+      KOPE_TRY(time_group({&*lib_t}, lib_plan));
       t = lib_t->outcome();
     }
     if (t.violation) {
@@ -761,7 +772,8 @@ void mark_unchecked(EvalResult& r, const spec::OpSpec& op, size_t from, std::str
   }
 }
 
-Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op, std::string_view source, const EvalOptions& options) {
+Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::string_view source, const EvalOptions& options) {
+  const spec::OpSpec op = m_backend->baseline_op(op_in);  // with the library baseline of the backend's device
   auto t0 = Clock::now();
   EvalResult res;
   res.op = op.name;
@@ -1079,7 +1091,15 @@ Result<std::unique_ptr<Evaluator>> make_cpu_evaluator(const HardwareProfile& hw,
 Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& hw, const spec::OpSpec& op,
                                                          const EvaluatorOptions& options, const EvalOptions& timing,
                                                          const std::function<void(std::string_view)>& progress) {
-  KOPE_ASSIGN(auto backend, make_cpu_backend(hw, options));
+  return measure_baselines("cpu", hw, op, options, timing, progress);
+}
+
+Result<std::vector<CaseBaselines>> measure_baselines(std::string_view backend_name, const HardwareProfile& hw, const spec::OpSpec& op_in,
+                                                     const EvaluatorOptions& options, const EvalOptions& timing,
+                                                     const std::function<void(std::string_view)>& progress) {
+  KOPE_ASSIGN(auto backend, make_backend(backend_name, hw, options));
+  const spec::OpSpec op = backend->baseline_op(op_in);
+  const HardwareProfile roof_hw = backend->device_profile().value_or(hw);
   KOPE_TRY(check_op_fits(op, *backend));
   std::vector<CaseBaselines> out;
   auto timed = op.timed_cases();
@@ -1100,7 +1120,7 @@ Result<std::vector<CaseBaselines>> measure_cpu_baselines(const HardwareProfile& 
     cb.label = op.case_label(*c);
     cb.flops = op.flops_for(*c);
     cb.bytes = op.bytes_for(*c);
-    cb.roof = case_roofline(hw, op, *c);
+    cb.roof = case_roofline(roof_hw, op, *c);
     cb.roofline_us = cb.roof.seconds * 1e6;
     CaseData data;
     if (!all_cached) {

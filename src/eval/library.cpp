@@ -175,6 +175,8 @@ LibraryConfig parse_library_report(std::string_view report, std::string_view lib
     c.core = f.count("core") ? f["core"] : "";
   } else if (library == "onednn" && f.count("isa")) {
     c.core = onednn_isa_name(static_cast<unsigned>(std::strtoul(f["isa"].c_str(), nullptr, 0)));
+  } else if (f.count("config")) {
+    c.core = f["config"];  // GPU baselines: "fp32,tf32=off,device=NVIDIA_H200" (eval/cuda/ABI.md)
   }
   c.threads = f.count("threads") ? std::atoi(f["threads"].c_str()) : 0;
   if (f.count("version") && f["version"] != "?") c.version = f["version"];
@@ -202,11 +204,20 @@ void mark_library_forced(LibraryConfig& c, std::string_view setting, int candida
   c.forced_by = util::join(forced, ", ");
 }
 
+std::string library_display_name(std::string_view library) {
+  if (library == "openblas") return "OpenBLAS";
+  if (library == "onednn") return "oneDNN";
+  if (library == "cublas") return "cuBLAS";
+  if (library == "cublaslt") return "cuBLASLt";
+  if (library == "cudnn") return "cuDNN";
+  if (library == "cuda-naive") return "cuda-naive (kope)";
+  return std::string(library);
+}
+
 std::string LibraryConfig::describe() const {
-  std::string name = library == "openblas" ? "OpenBLAS" : library == "onednn" ? "oneDNN" : library;
-  std::string out = name;
+  std::string out = library_display_name(library);
   if (!version.empty()) out += " " + version;
-  if (!core.empty()) out += fmt::format(" {} {}", library == "onednn" ? "ISA" : "core", core);
+  if (!core.empty()) out += fmt::format(" {} {}", library == "onednn" ? "ISA" : library == "openblas" ? "core" : "config", core);
   if (threads > 0) out += fmt::format(", {} thread{}", threads, threads == 1 ? "" : "s");
   if (forced) out += " (forced by " + forced_by + ")";
   if (!setting.empty() && setting != "environment") out += " (the fastest correct configuration: " + setting + ")";

@@ -51,6 +51,11 @@ LibraryConfig parse_library_report(std::string_view report, std::string_view lib
 // than the candidates. Also for a configuration read back from a cache.
 void mark_library_forced(LibraryConfig& c, std::string_view setting, int candidate_threads);
 
+// A library's name as people write it: "OpenBLAS", "oneDNN", "cuBLAS", "cuBLASLt", "cuDNN",
+// "cuda-naive (kope)" (kope's own straightforward CUDA kernel, where no vendor library fits);
+// other names as they are.
+std::string library_display_name(std::string_view library);
+
 // oneDNN's dnnl_cpu_isa_t value as its ONEDNN_MAX_CPU_ISA name, lower case ("avx2",
 // "avx512_core"); "0x..." for a value this kope does not know.
 std::string onednn_isa_name(unsigned isa);

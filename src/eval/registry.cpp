@@ -3,6 +3,7 @@
 #include "eval/registry.h"
 
 #include "eval/ascend/ascend.h"
+#include "eval/backend.h"
 #include "eval/cpu/cpu.h"
 #include "eval/cuda/cuda.h"
 #include "eval/opencl/opencl.h"
@@ -48,8 +49,8 @@ const BackendRow k_rows[] = {
      .prompt_folder = "cuda",
      .target = [](const HardwareProfile&) { return cuda::target(); },
      .signature = cpp_signature,
-     .describe_device = describe_cpu_device,
-     .device_section = cpu_device_section,
+     .describe_device = cuda::describe_device,
+     .device_section = cuda::device_section,
      .probe = [](const HardwareProfile&) { return cuda_backend_info(); },
      .make_evaluator = make_cuda_evaluator},
     {.name = "ascend",
@@ -119,6 +120,19 @@ Result<std::unique_ptr<Evaluator>> make_evaluator(std::string_view backend, cons
   const BackendRow* r = find_backend_row(backend);
   if (!r) return fail(ErrorKind::usage, "unknown backend '{}' (known: {})", backend, backend_names());
   return r->make_evaluator(hw, options);
+}
+
+Result<std::unique_ptr<Backend>> make_backend(std::string_view name, const HardwareProfile& hw, const EvaluatorOptions& options) {
+  if (name == "cpu") return make_cpu_backend(hw, options);
+  if (name == "opencl") return make_opencl_backend(hw, options);
+  if (name == "cuda") return make_cuda_backend(hw, options);
+  if (find_backend_row(name)) return fail(ErrorKind::usage, "the {} backend runs no kernels in this kope (its ABI is a definition only)", name);
+  return fail(ErrorKind::usage, "unknown backend '{}' (known: {})", name, backend_names());
+}
+
+Result<HardwareProfile> backend_profile(std::string_view backend, const HardwareProfile& hw, const EvaluatorOptions& options) {
+  KOPE_ASSIGN(auto b, make_backend(backend, hw, options));
+  return b->device_profile().value_or(hw);
 }
 
 }  // namespace kope::eval

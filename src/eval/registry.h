@@ -39,6 +39,16 @@ struct HardwareGuide {
   int compute_units = 0;
   bool fp64 = false;
   std::string device_name;
+  // CUDA (device_name and compute_units = SMs above): the GPU's facts, measured by kope's GPU
+  // probe where it ran (eval/cuda/gpu_probe.h), kope's table otherwise (`peaks_source` says).
+  std::string compute_capability;  // "9.0"
+  std::string arch;                // what candidates are compiled for ("sm_90")
+  std::string toolkit;             // "nvcc release 13.0, V13.0.88"
+  uint64_t device_memory_bytes = 0, l2_bytes = 0, shared_per_block_bytes = 0, shared_per_sm_bytes = 0;
+  int clock_mhz = 0, max_threads_per_sm = 0, regs_per_sm = 0;
+  double fp32_gflops = 0, fp64_gflops = 0, tf32_gflops = 0, fp16_gflops = 0;
+  std::vector<BandwidthPoint> bandwidth;  // triad, by working set
+  std::string peaks_source;
 };
 
 struct BackendRow {

@@ -515,7 +515,7 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
   return op;
 }
 
-// The first line of library.cpp names the library: "// kope-library: onednn".
+// The first line of library.cpp (gpu_library.cu) names the library: "// kope-library: onednn".
 std::string library_name_of(std::string_view source) {
   auto first_line = source.substr(0, source.find('\n'));
   auto pos = first_line.find("kope-library:");
@@ -632,6 +632,12 @@ Result<OpSpec> parse_op(std::string_view toml_text, const fs::path& path, bool c
       KOPE_ASSIGN(std::string lib_src, util::read_file(lib));
       op.library_path = lib;
       op.library_name = library_name_of(lib_src);
+    }
+    fs::path gpu_lib = op.dir / "gpu_library.cu";
+    if (fs::exists(gpu_lib, ec)) {
+      KOPE_ASSIGN(std::string gpu_src, util::read_file(gpu_lib));
+      op.gpu_library_path = gpu_lib;
+      op.gpu_library_name = library_name_of(gpu_src);
     }
   } else {
     op.spec_hash = util::sha256_hex(toml_text);

@@ -90,6 +90,16 @@ TEST(GpuCheckScript, SyntaxAndDryRun) {
   // Every corpus kernel is planned, with the verdict it must get.
   for (const auto& e : corpus()) EXPECT_NE(d->out.find(e.path.filename().string()), std::string::npos) << d->out;
   EXPECT_NE(d->out.find("dry run"), std::string::npos) << d->out;
+  // So is every op with a GPU baseline, with its library, and the bench and run steps.
+  auto ops = spec::select_ops({"all"}, fs::path(KOPE_SOURCE_DIR) / "ops");
+  ASSERT_TRUE(ops) << ops.error().message;
+  for (const auto& op : *ops) {
+    if (!op.gpu_library_path) continue;
+    EXPECT_NE(d->out.find(op.dir.string().substr(std::string(KOPE_SOURCE_DIR).size() + 1)), std::string::npos) << op.name << "\n" << d->out;
+  }
+  for (const char* step : {"bench --backend cuda", "fake_llm_server.py", "run --backend cuda"}) {
+    EXPECT_NE(d->out.find(step), std::string::npos) << step << "\n" << d->out;
+  }
 }
 
 #else  // KOPE_CUDA_GPU_TESTS: evaluation on a GPU

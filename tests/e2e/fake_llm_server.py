@@ -6,7 +6,8 @@ answers POST /v1/chat/completions from fixture files, so runs are deterministic 
 
   kernel calls   the user message says "operator `NAME` — attempt K of N"; the answer is
                  FIXTURES/NAME/K.md, else FIXTURES/NAME/default.md, else a refusal without code
-                 (when the system message is the OpenCL one, FIXTURES/NAME/opencl/ first).
+                 (when the system message is the OpenCL one, FIXTURES/NAME/opencl/ first; the CUDA
+                 one, FIXTURES/NAME/cuda/ first).
   reflections    (the system message asks for lessons) FIXTURES/NAME/reflect.json, else
                  FIXTURES/reflect.json, else {"lessons": []}.
   --echo-reference  a kernel call without a fixture is answered with the reference source the
@@ -89,11 +90,14 @@ class Handler(BaseHTTPRequestHandler):
                 os.path.join(cfg.fixtures, "reflect.json")) or '{"lessons": []}'
         elif m:
             op, attempt = m.group(1), int(m.group(2))
-            # Per-backend answers (FIXTURES/NAME/opencl/K.md) when the system message is the
-            # OpenCL one; the backend-neutral files otherwise and as the fallback.
+            # Per-backend answers (FIXTURES/NAME/opencl/K.md, FIXTURES/NAME/cuda/K.md) when the
+            # system message is the OpenCL or the CUDA one; the backend-neutral files otherwise
+            # and as the fallback.
             dirs = [os.path.join(cfg.fixtures, op)]
             if "OpenCL C" in system:
                 dirs.insert(0, os.path.join(cfg.fixtures, op, "opencl"))
+            if "CUDA kernels" in system:
+                dirs.insert(0, os.path.join(cfg.fixtures, op, "cuda"))
             text = None
             for d in dirs:
                 text = text or read(os.path.join(d, "%d.md" % attempt)) or read(os.path.join(d, "default.md"))

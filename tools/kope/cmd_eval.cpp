@@ -222,6 +222,7 @@ struct BenchOptions {
   double target_ci = 0.02;
   std::string library_config = "environment";
   std::string suite;
+  std::string backend = "cpu";
 };
 
 // What `kope bench` collects over the ops: the JSON rows, the table, the library configurations.
@@ -264,7 +265,7 @@ void add_baseline_case(const spec::OpSpec& op, const eval::CaseBaselines& cb, Be
   double ref_frac = cb.reference.median_us > 0 ? cb.roofline_us / cb.reference.median_us : 0;
   double lib_frac = cb.library && cb.library->median_us > 0 ? cb.roofline_us / cb.library->median_us : 0;
   std::string lib = cb.library ? with_ci(cb.library->median_us, cb.library->ci95_us)
-                               : (op.library_path ? std::string("failed") : std::string("-"));
+                               : (cb.library_problem.empty() ? std::string("-") : std::string("failed"));
   std::string vs = cb.library ? fmt::format("{:.2f}x{}", cb.reference.median_us / cb.library->median_us,
                                             cb.library_config ? cb.library_config->forced_note() : std::string())
                               : "-";
@@ -299,6 +300,9 @@ void add_baseline_case(const spec::OpSpec& op, const eval::CaseBaselines& cb, Be
 
 Result<int> run_bench(const BenchOptions& o) {
   if (o.selectors.empty() && !o.all) return fail(ErrorKind::usage, "name the ops to bench, or pass --all for the whole suite");
+  if (o.backend != "cpu" && o.library_config == "best") {
+    return fail(ErrorKind::usage, "--library-config best chooses among CPU library configurations; the {} backend's baselines have none", o.backend);
+  }
   std::vector<std::string> sel = o.all ? std::vector<std::string>{"all"} : o.selectors;
   KOPE_ASSIGN(auto ops, spec::select_ops(sel, o.suite.empty() ? spec::default_ops_dir() : spec::fs::path(o.suite)));
   KOPE_ASSIGN(HardwareProfile hw, profile());
@@ -316,7 +320,7 @@ Result<int> run_bench(const BenchOptions& o) {
     ++op_index;
     auto report = [&](std::string_view line) { progress(fmt::format("[{}/{}] {}", op_index, ops.size(), line)); };
     if (o.library_config == "best" && op.library_path) bench_library_selection(hw, op, co, eo, report, out);
-    auto r = eval::measure_cpu_baselines(hw, op, co, eo, report);
+    auto r = eval::measure_baselines(o.backend, hw, op, co, eo, report);
     if (!r) {
       ++out.failures;
       progress(fmt::format("kope bench: {}: {}", op.name, r.error().message));
@@ -325,6 +329,20 @@ Result<int> run_bench(const BenchOptions& o) {
       continue;
     }
     for (const auto& cb : *r) add_baseline_case(op, cb, out);
+  }
+  if (o.backend != "cpu") {
+    // A device backend: its baselines ran on the device, against the device's roofline.
+    KOPE_ASSIGN(HardwareProfile device, eval::backend_profile(o.backend, hw, co));
+    if (o.json) {
+      print(json{{"backend", o.backend}, {"target", device.target.str()}, {"device", device.cpu_model}, {"rows", out.rows}}.dump(2) + "\n");
+    } else {
+      print(fmt::format("kope bench --backend {} on {} ({}; roofline: FP32 {:.0f} GFLOP/s, FP64 {:.0f} GFLOP/s, {:.0f} GB/s at the "
+                        "largest working set); the reference runs on the CPU, the library is the device's baseline; times per "
+                        "call, median ±95% CI (the library's by the device clock)\n\n",
+                        o.backend, device.target.str(), device.cpu_model, device.peak_gflops, device.peak_gflops_for(true), device.peak_gbps) +
+            out.table + (out.configs.empty() ? std::string() : "\n" + out.configs));
+    }
+    return out.failures == 0 ? 0 : 1;
   }
   if (o.json) {
     json doc{{"target", hw.target.str()}, {"cores", hw.cores}, {"rows", out.rows}};
@@ -345,6 +363,10 @@ void register_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("ops", o->selectors, "Op names, globs, categories (category:x), levels (level:n) or op folders");
   cmd->add_flag("--all", o->all, "The whole suite");
   cmd->add_option("--suite", o->suite, "Suite root the selectors apply to (default: the built-in ops/)");
+  cmd->add_option("--backend", o->backend,
+                  "Whose baselines: cpu (the op's library.cpp) or cuda (the op's GPU vendor baseline gpu_library.cu, run and "
+                  "timed on the GPU; the reference stays the CPU's)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--refresh", o->refresh, "Measure again instead of using cached times");
   cmd->add_option("--max-seconds", o->max_seconds, "Timing cap per case and kernel, seconds")->check(CLI::PositiveNumber);

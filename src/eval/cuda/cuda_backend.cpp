@@ -2,6 +2,7 @@
 // trusted host shim and run by kope-runner in host-shim mode with the GPU's device nodes bound
 // in. The ABI is in eval/cuda/ABI.md.
 #include "eval/cuda/cuda.h"
+#include "eval/cuda/gpu_probe.h"
 
 #include <elf.h>
 #include <sys/stat.h>
@@ -27,8 +28,12 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* k_recipe = "kope-cuda-build-1";
+constexpr const char* k_trusted_recipe = "kope-cuda-trusted-1";
 constexpr const char* k_shim =
 #include "eval/cuda/host_shim.inc"
+    ;
+constexpr const char* k_baseline_support =
+#include "eval/cuda/baseline_support.inc"
     ;
 
 std::optional<fs::path> find_nvcc() {
@@ -73,6 +78,80 @@ std::vector<std::string> nvidia_device_nodes() {
 }  // namespace
 
 std::string_view host_shim_source() { return k_shim; }
+std::string_view baseline_support_source() { return k_baseline_support; }
+
+spec::OpSpec with_gpu_baseline(const spec::OpSpec& op) {
+  spec::OpSpec out = op;
+  out.library_path = op.gpu_library_path;
+  out.library_name = op.gpu_library_path ? op.gpu_library_name : std::string();
+  return out;
+}
+
+std::vector<std::string> baseline_link_flags(const fs::path& cuda_home) {
+  fs::path lib = cuda_home / "lib64";
+  return {"-L" + lib.string(), "-Xlinker", "-rpath," + lib.string(), "-Xlinker", "--as-needed", "-lcublasLt", "-lcublas", "-lcudnn"};
+}
+
+std::string trusted_build_script(const Toolkit& tk, const std::vector<std::string>& flags, std::string_view source_name) {
+  std::string nvcc = util::shell_quote(tk.nvcc->string());
+  std::string fl;
+  for (const auto& f : flags) fl += " " + util::shell_quote(f);
+  std::string lf;
+  for (const auto& f : baseline_link_flags(tk.cuda_home)) lf += " " + util::shell_quote(f);
+  // The three translation units compile side by side (nvcc is slow; machines with a GPU have cores).
+  std::string s = "set -eu\n";
+  s += fmt::format("{}{} -I. -include kope_signature.h -c {} -o kernel.o &\np1=$!\n", nvcc, fl, util::shell_quote(std::string(source_name)));
+  s += fmt::format("{}{} -c kope_host.cu -o kope_host.o &\np2=$!\n", nvcc, fl);
+  s += fmt::format("{}{} -Dkope_entry=kope_device_entry -include kope_signature.h -c kope_entry.cu -o kope_entry.o &\np3=$!\n", nvcc, fl);
+  s += "wait $p1\nwait $p2\nwait $p3\n";
+  s += fmt::format("{} -shared -arch={} -o kernel.so kernel.o kope_host.o kope_entry.o{} -Xlinker -z,now,-z,noexecstack\n", nvcc, tk.arch, lf);
+  return s;
+}
+
+Result<fs::path> build_trusted_baseline(const spec::OpSpec& op, const fs::path& source) {
+  const Toolkit& tk = toolkit();
+  if (!tk.problem.empty()) return fail(ErrorKind::unavailable, "the GPU baseline of {} cannot be built: {}", op.name, tk.problem);
+  KOPE_ASSIGN(std::string src, util::read_file(source));
+  std::string signature = fmt::format("// The kernel ABI of op {} (kope, CUDA: pointers are device pointers).\n#pragma once\n#include "
+                                      "<stdint.h>\n{}\n",
+                                      op.name, spec::render_signature(op));
+  std::string entry = spec::render_entry_shim(op);
+  std::vector<std::string> flags = nvcc_flags(tk.arch);
+  std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", k_trusted_recipe, tk.toolchain_id(), util::sha256_hex(src),
+                                                 util::sha256_hex(signature), util::sha256_hex(entry), util::sha256_hex(k_shim),
+                                                 util::sha256_hex(k_baseline_support), util::join(baseline_link_flags(tk.cuda_home), " ")));
+  fs::path dir = util::cache_dir() / "eval" / "cuda-trusted" / key.substr(0, 40);
+  fs::path so = dir / "kernel.so";
+  std::error_code ec;
+  if (fs::exists(so, ec)) return so;
+  KOPE_TRY(util::make_dirs(dir.parent_path()));
+  fs::path scratch = dir.parent_path() / fmt::format(".{}.{}", key.substr(0, 16), ::getpid());
+  fs::remove_all(scratch, ec);
+  KOPE_TRY(util::make_dirs(scratch));
+  std::string name = source.filename().string();
+  KOPE_TRY(util::write_file_atomic(scratch / name, src));
+  KOPE_TRY(util::write_file_atomic(scratch / "kope_gpu_baseline.h", std::string(k_baseline_support)));
+  KOPE_TRY(util::write_file_atomic(scratch / "kope_signature.h", signature));
+  KOPE_TRY(util::write_file_atomic(scratch / "kope_entry.cu", entry));
+  KOPE_TRY(util::write_file_atomic(scratch / "kope_host.cu", std::string(k_shim)));
+  util::RunOptions ro;
+  ro.spawn.argv = {"/bin/sh", "-c", trusted_build_script(tk, flags, name)};
+  ro.spawn.cwd = scratch;
+  ro.timeout = std::chrono::seconds(600);
+  KOPE_ASSIGN(util::RunResult r, util::run(ro));
+  if (!r.status.success() || r.timed_out) {
+    fs::remove_all(scratch, ec);
+    return fail(ErrorKind::config, "{}: does not build ({}{}):\n{}", source.string(), r.status.describe(), r.timed_out ? ", timed out" : "",
+                util::truncate_text(r.err + r.out, 4000, 40));
+  }
+  fs::rename(scratch, dir, ec);
+  if (ec && !fs::exists(so)) {
+    fs::remove_all(scratch, ec);
+    return fail(ErrorKind::io, "cannot move the GPU baseline build of {} into {}", op.name, dir.string());
+  }
+  fs::remove_all(scratch, ec);  // another process stored the same build first
+  return so;
+}
 
 std::vector<std::string> nvcc_flags(const std::string& arch) {
   return {"-O3", "-std=c++17", fmt::format("-arch={}", arch), "-Xcompiler", "-fPIC", "-Xcompiler", "-fno-gnu-unique"};
@@ -132,37 +211,6 @@ const Toolkit& toolkit() {
     if (t.nvcc_version.empty()) t.nvcc_version = "unknown";
   });
   return t;
-}
-
-HardwareProfile gpu_profile(const Gpu& gpu, const std::string& arch) {
-  HardwareProfile p;
-  p.target = *Target::parse("cuda-" + util::replace_all(arch, "_", ""));
-  p.cpu_model = gpu.name;
-  p.cores = 1;
-  p.memory_bytes = gpu.memory_bytes;
-  // FP32 (non-tensor) peak and HBM bandwidth of the parts kope knows; others get a generous
-  // default so the floor never rejects an honest kernel.
-  struct Known {
-    const char* name;
-    double gflops, gbps;
-  };
-  static const Known k_known[] = {{"H200", 67000, 4800}, {"H100", 67000, 3350}, {"A100", 19500, 2039},
-                                  {"L40S", 91600, 864},  {"L4", 30300, 300},    {"RTX 4090", 82600, 1008}};
-  p.peak_gflops = 200000;
-  p.peak_gbps = 10000;
-  for (const auto& k : k_known) {
-    if (gpu.name.find(k.name) != std::string::npos) {
-      p.peak_gflops = k.gflops;
-      p.peak_gbps = k.gbps;
-      break;
-    }
-  }
-  p.peak_gflops_core = p.peak_gflops;
-  // On-chip caches are much faster than HBM: the floor assumes 4x the bandwidth for any
-  // working set (a deliberately low floor).
-  p.bandwidth = {{uint64_t{1} << 40, p.peak_gbps * 4}};
-  p.compiler = "nvcc " + toolkit().nvcc_version;
-  return p;
 }
 
 InspectionReport inspect_candidate(const SymbolPolicy& policy, const elf::File& object, std::string_view flagged) {
@@ -246,16 +294,28 @@ class CudaBackend final : public Backend {
   std::string toolchain_id() const override { return m_tk.toolchain_id(); }
   int threads() const override { return m_cpu->threads(); }
   bool device_clock() const override { return true; }
+  // The probe's measurement of the first GPU (cached), kope's table where it cannot run.
   std::optional<HardwareProfile> device_profile() const override {
-    return gpu_profile(m_tk.gpus.empty() ? Gpu{} : m_tk.gpus.front(), m_tk.arch);
+    return profile_from_measurement(m_tk.gpus.empty() ? Gpu{} : m_tk.gpus.front(), m_tk.arch,
+                                    m_tk.gpus.empty() ? std::nullopt : device_measurement());
   }
 
   Result<BuildOutcome> build_candidate(const spec::OpSpec& op, std::string_view source,
                                        const std::vector<std::string>& extra_flags) const override;
 
+  // References are the op's CPU ones; a library baseline is the GPU's (baseline_op).
   Result<fs::path> build_trusted(const spec::OpSpec& op, const fs::path& source, bool library) const override {
+    if (library && source.extension().string() == k_file_extension) return build_trusted_baseline(op, source);
     return m_cpu->build_trusted(op, source, library);
   }
+  spec::OpSpec baseline_op(const spec::OpSpec& op) const override { return with_gpu_baseline(op); }
+  RunnerOptions library_runner_options(uint64_t buffer_bytes) const override {
+    RunnerOptions r = runner_options(proto::Mode::candidate, buffer_bytes);
+    r.mode = proto::Mode::trusted;  // trusted code: no filter, and kope_host_describe reports the library
+    r.env.emplace_back("NVIDIA_TF32_OVERRIDE", "0");  // FP32 stays FP32 in cuBLAS and cuDNN
+    return r;
+  }
+  bool library_device_clock() const override { return true; }
 
   RunnerOptions runner_options(proto::Mode mode, uint64_t buffer_bytes) const override {
     RunnerOptions r = m_cpu->runner_options(mode, buffer_bytes);

@@ -18,7 +18,9 @@
 // mappings), but can never start a process or thread, write a file or reach the network.
 // `kope_host_map` (optional) learns each tensor's size after every map command;
 // `kope_host_counters` (optional) gets the status page's input generation and device-clock
-// counters. --ioctl 1 adds ioctl on open descriptors to the filter (GPU drivers).
+// counters. --ioctl 1 adds ioctl on open descriptors to the filter (GPU drivers). A trusted host
+// object (--mode trusted --host: a GPU vendor baseline) runs without a filter, and its
+// `kope_host_describe` (optional) fills the ready reply's text with its library's configuration.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <omp.h>
@@ -528,6 +530,12 @@ int main(int argc, char** argv) {
     r.pid = static_cast<int32_t>(::getpid());
     r.threads = got;
     if (!candidate && !host) describe_libraries(handle, r.text, sizeof r.text);
+    // A trusted device baseline (eval/cuda/ABI.md) describes its library itself, after
+    // kope_host_prepare made the device ready.
+    using HostDescribe = void (*)(char*, size_t);
+    if (!candidate && host) {
+      if (auto describe = reinterpret_cast<HostDescribe>(::dlsym(handle, "kope_host_describe"))) describe(r.text, sizeof r.text);
+    }
     if (::write(g_sock, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(4);
   }
 

@@ -1,0 +1,16 @@
+// kope-library: cuda-naive
+// The elementwise product on the GPU by kope's own straightforward CUDA kernel (no vendor library has this
+// op as a call of its own): one thread per element in a grid-stride loop, FP32, no fast math.
+#include "kope_gpu_baseline.h"
+
+__global__ void mul_kernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = a[i] * b[i];
+  }
+}
+
+extern "C" void kope_host_describe(char* out, size_t size) { kope_baseline::describe_naive(out, size, "elementwise,grid_stride,fp32"); }
+
+extern "C" void kope_kernel(const float* a, const float* b, float* y, int64_t N, int64_t D) {
+  mul_kernel<<<kope_baseline::blocks_for(N * D), 256>>>(a, b, y, N * D);
+}
