@@ -76,11 +76,6 @@ void finish_inputs(Arena& a, const CaseLayout& l, int slot, size_t tensors, uint
   a.status()->input_generation = a.status()->input_generation + 1;
 }
 
-void load_inputs(Arena& a, const CaseLayout& l, int slot, const DataSet& set, uint64_t canary) {
-  copy_inputs(a, l, slot, set, 0, 1);
-  finish_inputs(a, l, slot, set.inputs.size(), canary);
-}
-
 // Part `part` of `parts` of poisoning every output of `slot` with the pattern of `seed`: the
 // parts together fill every output; part 0 also writes the canaries.
 void poison_outputs_part(Arena& a, const CaseLayout& l, int slot, uint64_t seed, int part, int parts) {
@@ -89,12 +84,6 @@ void poison_outputs_part(Arena& a, const CaseLayout& l, int slot, uint64_t seed,
     fill_pattern_part(a.output(outs[t]), outs[t].data_bytes, mix(seed, t), part, parts);
     if (part == 0) a.write_canary(true, outs[t], mix(seed, t + 1000));
   }
-}
-
-// Fills every output of `slot` with a fresh pattern; returns the seed it used.
-uint64_t poison_outputs(Arena& a, const CaseLayout& l, int slot, uint64_t seed) {
-  poison_outputs_part(a, l, slot, seed, 0, 1);
-  return seed;
 }
 
 // Checks that the kernel left the inputs and every guard canary alone.
@@ -174,10 +163,6 @@ OutputCheck describe_outputs(const Arena& a, const spec::OpSpec& op, const spec:
   return oc;
 }
 
-OutputCheck compare_outputs(const Arena& a, const spec::OpSpec& op, const spec::Case& c, const CaseLayout& l, int slot,
-                            const DataSet& expected, uint64_t poison_seed) {
-  return describe_outputs(a, op, c, l, slot, compare_outputs_part(a, op, c, l, slot, expected, 0, 1), poison_seed);
-}
 
 // After a batch the runner's threads may go on running: OpenMP runtimes and OpenBLAS spin for
 // the next call before they sleep (libgomp a few ms, OpenBLAS's pthread build 2^28 cycles by
@@ -204,6 +189,75 @@ void wait_until_idle(const Session& s, Session::CpuTimes last) {
     last = cur;
     prev = now;
   }
+}
+
+// Whether the work around a case's calls (writing inputs, poisoning outputs, checking both)
+// runs on two threads: from k_side_by_side_bytes of buffers, on a machine with two CPUs or more.
+// The runner is idle meanwhile, and the timing lock keeps other kope work off the CPUs.
+bool side_by_side(const CaseLayout& l) {
+  return l.in_bytes + l.out_bytes >= k_side_by_side_bytes && std::thread::hardware_concurrency() > 1;
+}
+
+// Runs fn(part, parts) for every part: two parts side by side when `two`, else one. An
+// exception from the second thread is rethrown here, as if it had run on this one.
+template <class F>
+void run_parts(bool two, F&& fn) {
+  if (!two) {
+    fn(0, 1);
+    return;
+  }
+  std::exception_ptr thrown;
+  std::thread t([&] {
+    try {
+      fn(1, 2);
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+  });
+  try {
+    fn(0, 2);
+  } catch (...) {
+    t.join();
+    throw;
+  }
+  t.join();
+  if (thrown) std::rethrow_exception(thrown);
+}
+
+// The same steps on big buffers, in parts side by side (run_parts); the results are the whole
+// steps' (the parts' findings merged in order).
+void load_inputs_split(Arena& a, const CaseLayout& l, int slot, const DataSet& set, uint64_t canary) {
+  run_parts(side_by_side(l), [&](int part, int parts) { copy_inputs(a, l, slot, set, part, parts); });
+  finish_inputs(a, l, slot, set.inputs.size(), canary);
+}
+
+uint64_t poison_outputs_split(Arena& a, const CaseLayout& l, int slot, uint64_t seed) {
+  run_parts(side_by_side(l), [&](int part, int parts) { poison_outputs_part(a, l, slot, seed, part, parts); });
+  return seed;
+}
+
+// check_integrity, then compare_outputs of `slot` against `expected` (when the inputs and the
+// canaries are intact).
+struct CallCheck {
+  std::optional<Violation> integrity;
+  OutputCheck outputs;
+};
+CallCheck check_call_split(const Arena& a, const spec::OpSpec& op, const spec::Case& c, const CaseLayout& l,
+                           const std::vector<const DataSet*>& slot_data, uint64_t in_canary, const std::vector<uint64_t>& out_seeds,
+                           int slot, const DataSet& expected) {
+  std::optional<Violation> integrity[2];
+  std::vector<CompareResult> compared[2];
+  run_parts(side_by_side(l), [&](int part, int parts) {
+    integrity[part] = check_integrity(a, op, l, slot_data, in_canary, out_seeds, true, part, parts);
+    compared[part] = compare_outputs_part(a, op, c, l, slot, expected, part, parts);
+  });
+  CallCheck r;
+  r.integrity = integrity[0] ? integrity[0] : integrity[1];
+  if (!compared[1].empty()) {
+    for (size_t o = 0; o < compared[0].size(); ++o) merge_compare(compared[0][o], compared[1][o]);
+  }
+  r.outputs = describe_outputs(a, op, c, l, slot, compared[0], out_seeds[static_cast<size_t>(slot)]);
+  return r;
 }
 
 // The CPU time the CPUs a runner may use have spent busy (user, system, interrupts, and the
@@ -362,8 +416,8 @@ Status compute_expected(Session& ref, const spec::OpSpec& op, const spec::Case& 
   KOPE_ASSIGN(bool mapped, ref.map(op, l, op.call_args(c)));
   if (!mapped) return broken("cannot map buffers");
   for (size_t s = 0; s < data.sets.size(); ++s) {
-    load_inputs(ref.arena(), l, 0, data.sets[s], 0x1234);
-    poison_outputs(ref.arena(), l, 0, mix(data.sets[s].seed, 77));
+    load_inputs_split(ref.arena(), l, 0, data.sets[s], 0x1234);
+    poison_outputs_split(ref.arena(), l, 0, mix(data.sets[s].seed, 77));
     double secs = 0;
     KOPE_ASSIGN(bool ok, ref.call(0, 0, timeout, &secs));
     if (!ok) return broken("call failed");
@@ -389,24 +443,27 @@ Result<VerifyOutcome> verify_case(Session& s, const spec::OpSpec& op, const spec
   }
   uint64_t in_canary = mix(poison_seed, 999);
   std::vector<const DataSet*> slot_data = {&data.sets[0], &data.sets[1]};
-  load_inputs(s.arena(), l, 0, data.sets[0], in_canary);
-  load_inputs(s.arena(), l, 1, data.sets[1], in_canary);
+  load_inputs_split(s.arena(), l, 0, data.sets[0], in_canary);
+  load_inputs_split(s.arena(), l, 1, data.sets[1], in_canary);
   std::vector<uint64_t> out_seeds(k_rotating_sets, 0);
-  for (int b = 0; b < k_rotating_sets; ++b) out_seeds[static_cast<size_t>(b)] = poison_outputs(s.arena(), l, b, mix(poison_seed, 500 + static_cast<uint64_t>(b)));
+  for (int b = 0; b < k_rotating_sets; ++b) {
+    out_seeds[static_cast<size_t>(b)] = poison_outputs_split(s.arena(), l, b, mix(poison_seed, 500 + static_cast<uint64_t>(b)));
+  }
   const auto& cycle = call_cycle();
   for (size_t k = 0; k < cycle.size(); ++k) {
     auto [a, b] = cycle[k];
-    out_seeds[static_cast<size_t>(b)] = poison_outputs(s.arena(), l, b, mix(poison_seed, k));
+    out_seeds[static_cast<size_t>(b)] = poison_outputs_split(s.arena(), l, b, mix(poison_seed, k));
     KOPE_ASSIGN(bool ok, s.call(a, b, timeout));
     if (!ok) {
       v.violation = from_failure(s);
       return v;
     }
-    if (auto bad = check_integrity(s.arena(), op, l, slot_data, in_canary, out_seeds)) {
-      v.violation = bad;
+    CallCheck checked = check_call_split(s.arena(), op, c, l, slot_data, in_canary, out_seeds, b, data.sets[static_cast<size_t>(a)]);
+    if (checked.integrity) {
+      v.violation = checked.integrity;
       return v;
     }
-    OutputCheck oc = compare_outputs(s.arena(), op, c, l, b, data.sets[static_cast<size_t>(a)], out_seeds[static_cast<size_t>(b)]);
+    const OutputCheck& oc = checked.outputs;
     v.check.max_abs_err = std::max(v.check.max_abs_err, oc.max_abs_err);
     if (!oc.ok) {
       v.check.ok = false;
@@ -467,35 +524,12 @@ struct CaseTimer::Impl {
   }
 
   // Between batches the work on big buffers (poisoning the outputs before a batch, checking
-  // inputs and outputs after it) runs on two threads: on a memory-bound operator it costs
-  // several times the batch itself, and meanwhile both runners are idle and the timing lock
-  // keeps other kope work off the CPUs.
-  bool side_by_side() const { return l.in_bytes + l.out_bytes >= k_side_by_side_bytes && std::thread::hardware_concurrency() > 1; }
-
-  // Runs a and b, side by side when the buffers are big.
-  template <class A, class B>
-  void both(A&& a, B&& b) {
-    if (!side_by_side()) {
-      a();
-      b();
-      return;
-    }
-    std::exception_ptr thrown;  // rethrown here, as if a had run on this thread
-    std::thread t([&] {
-      try {
-        a();
-      } catch (...) {
-        thrown = std::current_exception();
-      }
-    });
-    try {
-      b();
-    } catch (...) {
-      t.join();
-      throw;
-    }
-    t.join();
-    if (thrown) std::rethrow_exception(thrown);
+  // inputs and outputs after it) runs in parts on two threads (run_parts): on a memory-bound
+  // operator it costs several times the batch itself.
+  bool side_by_side() const { return eval::side_by_side(l); }
+  template <class F>
+  void split(F&& fn) {
+    run_parts(side_by_side(), fn);
   }
 
   // The input slot the last call of a batch of n calls (from `phase` of the call cycle) that
@@ -507,17 +541,6 @@ struct CaseTimer::Impl {
       if (combo.second == b) return combo.first;
     }
     return -1;
-  }
-
-  // Runs fn(part, parts) over the parts of the work between batches: two parts side by side
-  // when the buffers are big, else one.
-  template <class F>
-  void split(F&& fn) {
-    if (!side_by_side()) {
-      fn(0, 1);
-      return;
-    }
-    both([&] { fn(0, 2); }, [&] { fn(1, 2); });
   }
 
   // What part `part` of `parts` of checking output slot b found after a batch whose last call
@@ -900,10 +923,10 @@ Result<bool> CaseTimer::fresh_check() {
   // Writes `set` into input slot `slot` (and records it for the integrity check).
   auto place = [&](int slot, const DataSet& set) {
     t.slot_data[static_cast<size_t>(slot)] = &set;
-    load_inputs(t.s.arena(), t.l, slot, set, t.in_canary);
+    load_inputs_split(t.s.arena(), t.l, slot, set, t.in_canary);
   };
   auto call = [&](int slot, FreshCallCost* cost) -> Result<bool> {
-    t.out_seeds[static_cast<size_t>(slot)] = poison_outputs(t.s.arena(), t.l, slot, t.rng());
+    t.out_seeds[static_cast<size_t>(slot)] = poison_outputs_split(t.s.arena(), t.l, slot, t.rng());
     Session::CpuTimes before = t.s.cpu_times();
     double wall = 0;
     KOPE_ASSIGN(bool ok, t.s.call(slot, slot, timeout, &wall));
@@ -913,12 +936,13 @@ Result<bool> CaseTimer::fresh_check() {
     }
     Session::CpuTimes after = t.s.cpu_times();
     if (cost != nullptr) *cost = fresh_call_cost(before, after, wall - t.out.overhead_s, cpu);
-    if (auto bad = check_integrity(t.s.arena(), t.op, t.l, t.slot_data, t.in_canary, t.out_seeds)) {
-      t.out.violation = bad;
+    const DataSet& expected = *t.slot_data[static_cast<size_t>(slot)];
+    CallCheck checked = check_call_split(t.s.arena(), t.op, t.c, t.l, t.slot_data, t.in_canary, t.out_seeds, slot, expected);
+    if (checked.integrity) {
+      t.out.violation = checked.integrity;
       return false;
     }
-    const DataSet& expected = *t.slot_data[static_cast<size_t>(slot)];
-    OutputCheck oc = compare_outputs(t.s.arena(), t.op, t.c, t.l, slot, expected, t.out_seeds[static_cast<size_t>(slot)]);
+    const OutputCheck& oc = checked.outputs;
     if (!oc.ok) {
       t.out.violation = Violation{Verdict::rejected, fmt::format("gave wrong results on fresh inputs after being timed: {}", oc.first_mismatch)};
       return false;
