@@ -500,7 +500,6 @@ struct CaseTimer::Impl {
   CpuBusy busy_before, busy_after;        // around the last batch alone
   double batch_span_s = 0;
   double poison_ms = 0, check_ms = 0;  // the last batch's work around it (KOPE_EVAL_TRACE)
-  Session::CpuTimes threads_before_batch, threads_after;  // the runner's threads around the last batch alone
   TimingOutcome out;
 
   void reload() {
@@ -614,12 +613,9 @@ struct CaseTimer::Impl {
     // The machine's busy time is read around the batch alone: the parent's own work before and
     // after it (poisoning, the integrity check) runs while the runner waits, and is not load.
     busy_before = cpu_busy(s.runner_pid());
-    Session::CpuTimes threads_before = s.cpu_times();
     auto span0 = Clock::now();
     KOPE_ASSIGN(bool ok, s.batch(n, phase, cycle, timeout, seconds));
     batch_span_s = std::chrono::duration<double>(Clock::now() - span0).count();
-    threads_after = s.cpu_times();
-    threads_before_batch = threads_before;
     busy_after = cpu_busy(s.runner_pid());
     if (!ok) {
       out.violation = from_failure(s);
@@ -739,15 +735,12 @@ Result<bool> CaseTimer::sample() {
   // A random length: a kernel cannot know which call of a batch is the last (the verified one).
   uint64_t nb = t.n0 + (t.n0 >= 4 ? t.rng() % (t.n0 / 4 + 1) : 0);
   double secs = 0;
+  Session::CpuTimes before = t.s.cpu_times();
   const proto::StatusPage* page = t.s.arena().status();
   uint64_t device_ns0 = page->device_ns, device_calls0 = page->device_calls;
   KOPE_ASSIGN(bool ok, t.run_batch(nb, &secs));
   if (!ok) return false;
-  // The runner's threads around the batch alone, like the machine's busy time: before and after
-  // it the parent poisons and checks on both CPUs, and a kernel's idle OpenMP threads spinning
-  // meanwhile wait for a CPU because of kope, not of anything the batch met.
-  const Session::CpuTimes& before = t.threads_before_batch;
-  Session::CpuTimes after = t.threads_after;
+  Session::CpuTimes after = t.s.cpu_times();
   const CpuBusy& busy0 = t.busy_before;
   const CpuBusy& busy1 = t.busy_after;
   double span = t.batch_span_s;
@@ -782,7 +775,7 @@ Result<bool> CaseTimer::sample() {
       t.out.outside_load = t.capacity_s > 0 ? std::clamp(t.outside_s / t.capacity_s, 0.0, 1.0) : 0.0;
     }
     auto idle_start = Clock::now();
-    wait_until_idle(t.s, t.s.cpu_times());
+    wait_until_idle(t.s, after);
     if (trace_on()) {
       std::fprintf(stderr, "[batch] runner %d: %llu calls in %.3f ms, ran %.3f ms, waited %.3f ms (contention %.3f); outside load so far %.3f; "
                    "around it: inputs %.1f ms, poison %.1f ms, checks %.1f ms, settle %.1f ms\n",
