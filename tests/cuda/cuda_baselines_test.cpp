@@ -5,6 +5,7 @@
 // nvcc. With a GPU (label gpu, kope_cuda_gpu_tests): every baseline is verified against the
 // op's reference and timed by the device clock through `measure_baselines("cuda", ...)`, and
 // the probe's measurement is plausible.
+#include <ostream>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -15,6 +16,11 @@
 #include "eval/cuda/gpu_probe.h"
 #include "eval/elf.h"
 #include "util/fs.h"
+
+namespace kope::spec {
+// Test parameters are printed by name, not as the bytes of an OpSpec.
+[[maybe_unused]] static void PrintTo(const OpSpec& op, std::ostream* os) { *os << op.name; }
+}  // namespace kope::spec
 
 namespace kope::testing {
 namespace {
