@@ -27,15 +27,13 @@ Schedule schedule(const DecisionRule& rule) {
   const double share = std::clamp(rule.first_look_share, 0.0, 1.0);
   // The first look spends `share` of a case's α/K, the later ones the rest in equal parts. n_0
   // depends only on the first look's level; L on n_0 and max_pairs.
+  // A share of 0 or 1 means the equal split of α/K over the L looks.
+  const bool equal = share <= 0 || share >= 1;
   Schedule s;
-  s.first_alpha = rule.alpha / k * share;
   size_t looks = 2;
   for (int iter = 0; iter < 32; ++iter) {
-    s.alpha = rule.alpha / k * (1 - share) / static_cast<double>(looks - 1);
-    if (share <= 0 || share >= 1) {  // the equal split of α/K over the L looks
-      s.alpha = rule.alpha / (k * static_cast<double>(looks));
-      s.first_alpha = s.alpha;
-    }
+    s.alpha = equal ? rule.alpha / (k * static_cast<double>(looks)) : rule.alpha / k * (1 - share) / static_cast<double>(looks - 1);
+    s.first_alpha = equal ? s.alpha : rule.alpha / k * share;
     s.looks.clear();
     size_t n0 = first_look(s.first_alpha);
     size_t last = std::max(rule.max_pairs, n0);

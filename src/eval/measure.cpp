@@ -163,6 +163,14 @@ OutputCheck describe_outputs(const Arena& a, const spec::OpSpec& op, const spec:
   return oc;
 }
 
+// The whole comparison of every output from its parts' results, in part order.
+std::vector<CompareResult> merge_parts(const std::vector<std::vector<CompareResult>>& parts) {
+  std::vector<CompareResult> whole = parts.front();
+  for (size_t k = 1; k < parts.size(); ++k) {
+    for (size_t o = 0; o < whole.size(); ++o) merge_compare(whole[o], parts[k][o]);
+  }
+  return whole;
+}
 
 // After a batch the runner's threads may go on running: OpenMP runtimes and OpenBLAS spin for
 // the next call before they sleep (libgomp a few ms, OpenBLAS's pthread build 2^28 cycles by
@@ -236,8 +244,8 @@ uint64_t poison_outputs_split(Arena& a, const CaseLayout& l, int slot, uint64_t 
   return seed;
 }
 
-// check_integrity, then compare_outputs of `slot` against `expected` (when the inputs and the
-// canaries are intact).
+// After one call: check_integrity, and the comparison of the outputs of `slot` with `expected`
+// (both always run; a caller reports the integrity violation first).
 struct CallCheck {
   std::optional<Violation> integrity;
   OutputCheck outputs;
@@ -245,18 +253,16 @@ struct CallCheck {
 CallCheck check_call_split(const Arena& a, const spec::OpSpec& op, const spec::Case& c, const CaseLayout& l,
                            const std::vector<const DataSet*>& slot_data, uint64_t in_canary, const std::vector<uint64_t>& out_seeds,
                            int slot, const DataSet& expected) {
+  const bool two = side_by_side(l);
   std::optional<Violation> integrity[2];
-  std::vector<CompareResult> compared[2];
-  run_parts(side_by_side(l), [&](int part, int parts) {
+  std::vector<std::vector<CompareResult>> compared(two ? 2 : 1);
+  run_parts(two, [&](int part, int parts) {
     integrity[part] = check_integrity(a, op, l, slot_data, in_canary, out_seeds, true, part, parts);
-    compared[part] = compare_outputs_part(a, op, c, l, slot, expected, part, parts);
+    compared[static_cast<size_t>(part)] = compare_outputs_part(a, op, c, l, slot, expected, part, parts);
   });
   CallCheck r;
   r.integrity = integrity[0] ? integrity[0] : integrity[1];
-  if (!compared[1].empty()) {
-    for (size_t o = 0; o < compared[0].size(); ++o) merge_compare(compared[0][o], compared[1][o]);
-  }
-  r.outputs = describe_outputs(a, op, c, l, slot, compared[0], out_seeds[static_cast<size_t>(slot)]);
+  r.outputs = describe_outputs(a, op, c, l, slot, merge_parts(compared), out_seeds[static_cast<size_t>(slot)]);
   return r;
 }
 
@@ -571,11 +577,9 @@ struct CaseTimer::Impl {
       if (!o) return std::nullopt;
       return Violation{Verdict::rejected, fmt::format("wrote to output {} of a buffer set it was not given in that call", op.outputs[*o].name)};
     }
-    std::vector<CompareResult> whole = parts.front().compared;
-    for (size_t k = 1; k < parts.size(); ++k) {
-      for (size_t o = 0; o < whole.size(); ++o) merge_compare(whole[o], parts[k].compared[o]);
-    }
-    OutputCheck oc = describe_outputs(s.arena(), op, c, l, b, whole, out_seeds[static_cast<size_t>(b)]);
+    std::vector<std::vector<CompareResult>> compared;
+    for (const SlotPart& p : parts) compared.push_back(p.compared);
+    OutputCheck oc = describe_outputs(s.arena(), op, c, l, b, merge_parts(compared), out_seeds[static_cast<size_t>(b)]);
     if (oc.ok) return std::nullopt;
     return Violation{Verdict::rejected,
                      fmt::format("gave wrong results when called repeatedly with changing inputs (timed batch of {} calls): {}; "

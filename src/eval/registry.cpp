@@ -28,7 +28,8 @@ const BackendRow k_rows[] = {
      .describe_device = describe_cpu_device,
      .device_section = cpu_device_section,
      .probe = cpu_backend_info,
-     .make_evaluator = [](const HardwareProfile& hw, const EvaluatorOptions& o) { return make_cpu_evaluator(hw, o); }},
+     .make_evaluator = [](const HardwareProfile& hw, const EvaluatorOptions& o) { return make_cpu_evaluator(hw, o); },
+     .make_backend = make_cpu_backend},
     {.name = "opencl",
      .language = "OpenCL C",
      .cli_help = "OpenCL C on PoCL",
@@ -40,7 +41,8 @@ const BackendRow k_rows[] = {
      .describe_device = opencl::describe_device,
      .device_section = opencl::device_section,
      .probe = [](const HardwareProfile&) { return opencl_backend_info(); },
-     .make_evaluator = make_opencl_evaluator},
+     .make_evaluator = make_opencl_evaluator,
+     .make_backend = make_opencl_backend},
     {.name = "cuda",
      .language = "CUDA C++",
      .cli_help = ".cu, needs a GPU",
@@ -52,7 +54,8 @@ const BackendRow k_rows[] = {
      .describe_device = cuda::describe_device,
      .device_section = cuda::device_section,
      .probe = [](const HardwareProfile&) { return cuda_backend_info(); },
-     .make_evaluator = make_cuda_evaluator},
+     .make_evaluator = make_cuda_evaluator,
+     .make_backend = make_cuda_backend},
     {.name = "ascend",
      .language = "Ascend C",
      .cli_help = "",
@@ -123,11 +126,10 @@ Result<std::unique_ptr<Evaluator>> make_evaluator(std::string_view backend, cons
 }
 
 Result<std::unique_ptr<Backend>> make_backend(std::string_view name, const HardwareProfile& hw, const EvaluatorOptions& options) {
-  if (name == "cpu") return make_cpu_backend(hw, options);
-  if (name == "opencl") return make_opencl_backend(hw, options);
-  if (name == "cuda") return make_cuda_backend(hw, options);
-  if (find_backend_row(name)) return fail(ErrorKind::usage, "the {} backend runs no kernels in this kope (its ABI is a definition only)", name);
-  return fail(ErrorKind::usage, "unknown backend '{}' (known: {})", name, backend_names());
+  const BackendRow* r = find_backend_row(name);
+  if (!r) return fail(ErrorKind::usage, "unknown backend '{}' (known: {})", name, backend_names());
+  if (!r->make_backend) return fail(ErrorKind::usage, "the {} backend runs no kernels in this kope (its ABI is a definition only)", name);
+  return r->make_backend(hw, options);
 }
 
 Result<HardwareProfile> backend_profile(std::string_view backend, const HardwareProfile& hw, const EvaluatorOptions& options) {

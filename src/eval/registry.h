@@ -51,6 +51,8 @@ struct HardwareGuide {
   std::string peaks_source;
 };
 
+class Backend;
+
 struct BackendRow {
   std::string_view name;            // "cpu": --backend, run configs, the memory's toolchain key
   std::string_view language;        // "C++ (CPU kernel ABI v1)", as `kope backends` shows it
@@ -70,6 +72,9 @@ struct BackendRow {
   BackendInfo (*probe)(const HardwareProfile& hw);
   // The backend's evaluator; unavailable, saying why, when it cannot run here.
   Result<std::unique_ptr<Evaluator>> (*make_evaluator)(const HardwareProfile& hw, const EvaluatorOptions& options);
+  // The backend itself (make_backend: baselines measured apart from an evaluation); null for a
+  // row whose ABI is a definition only.
+  Result<std::unique_ptr<Backend>> (*make_backend)(const HardwareProfile& hw, const EvaluatorOptions& options) = nullptr;
 };
 
 // Every row, in a fixed order (cpu first: the default backend).
