@@ -29,6 +29,9 @@ struct Message {
   enum class Role { system, user, assistant };
   Role role = Role::user;
   std::string content;
+  // Extension: the first `cache_prefix` bytes of `content` are a stable prefix that later calls
+  // repeat byte for byte (a provider cache breakpoint goes after them; 0: none).
+  size_t cache_prefix = 0;
 };
 
 std::string_view role_name(Message::Role role);  // "system", "user", "assistant"

@@ -139,6 +139,10 @@ struct AssembledPrompt {
   int dropped = 0;                // candidates left out
   bool hot_truncated = false;     // a hot block had to be cut to fit the window
   double token_scale = 0;         // the estimator's scale every estimate of this prompt used
+  // The cacheable prefix: the system message and the per-op part of the user message, identical
+  // in every call of this op (a provider caches it). Its estimated tokens and a hash of its text.
+  int64_t prefix_tokens = 0;
+  std::string prefix_hash;
 };
 
 // Renders the prompt for `input` with the items `mode` admits under `budget` (window and

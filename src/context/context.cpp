@@ -174,6 +174,7 @@ std::string_view mode_name(Mode m) {
     case Mode::active: return "active";
     case Mode::passive: return "passive";
     case Mode::none: return "none";
+    case Mode::random: return "random";
   }
   return "?";
 }
@@ -182,6 +183,7 @@ std::optional<Mode> parse_mode(std::string_view s) {
   if (s == "active") return Mode::active;
   if (s == "passive") return Mode::passive;
   if (s == "none") return Mode::none;
+  if (s == "random") return Mode::random;
   return std::nullopt;
 }
 

@@ -25,7 +25,9 @@
 
 namespace kope::context {
 
-enum class Mode { active, passive, none };
+// random: the ablation's control, random memory items at the token count active admits for
+// the same prompt (it separates which tokens from how many).
+enum class Mode { active, passive, none, random };
 std::string_view mode_name(Mode m);
 std::optional<Mode> parse_mode(std::string_view s);
 

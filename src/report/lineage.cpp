@@ -6,13 +6,17 @@
 #include <functional>
 #include <map>
 
-#include "report/diff.h"
+#include "util/diff.h"
 #include "report/svg.h"
 #include "util/strings.h"
 
 namespace kope::report {
 
 using nlohmann::json;
+using util::DiffLine;
+using util::DiffOptions;
+using util::line_diff;
+using util::Diff;
 
 namespace {
 

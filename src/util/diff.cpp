@@ -1,11 +1,11 @@
-#include "report/diff.h"
+#include "util/diff.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <unordered_map>
 
-namespace kope::report {
+namespace kope::util {
 
 namespace {
 
@@ -227,4 +227,4 @@ std::string unified_text(const Diff& diff) {
   return out;
 }
 
-}  // namespace kope::report
+}  // namespace kope::util

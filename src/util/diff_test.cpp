@@ -1,9 +1,9 @@
-#include "report/diff.h"
+#include "util/diff.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-namespace kope::report {
+namespace kope::util {
 namespace {
 
 // Applies a diff's hunks to `before` (a check that the hunks are exact).
@@ -100,4 +100,4 @@ TEST(Diff, EditLimitFallsBackToReplaceAllAndTruncates) {
 }
 
 }  // namespace
-}  // namespace kope::report
+}  // namespace kope::util

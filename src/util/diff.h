@@ -1,4 +1,5 @@
-// report/diff.h — line diffs between a candidate and the kernel it began from.
+// util/diff.h — line diffs: a candidate against the kernel it began from (the lineage view), a
+// fix against the failure it fixed and an attempt against the incumbent (the prompts).
 //
 // Myers' O((N+M)·D) algorithm over interned lines, rendered as unified-diff hunks. Pure and
 // thread-safe. Large, very different inputs degrade gracefully: beyond `max_edits` edits the
@@ -10,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kope::report {
+namespace kope::util {
 
 struct DiffLine {
   enum class Kind { context, added, removed, hunk };
@@ -39,4 +40,4 @@ Diff line_diff(std::string_view before, std::string_view after, const DiffOption
 // Diff::lines as unified-diff text ("+", "-", " " prefixes, hunk headers as they are).
 std::string unified_text(const Diff& diff);
 
-}  // namespace kope::report
+}  // namespace kope::util

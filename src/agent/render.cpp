@@ -1,0 +1,343 @@
+#include "agent/prompt.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "eval/registry.h"
+#include "hw/cpu_id.h"
+#include "util/strings.h"
+
+// The hot tier's text blocks (agent/prompt.h): the hardware guide, the op spec, the incumbent,
+// the latest feedback and the tried-table.
+
+namespace kope::agent {
+
+namespace {
+
+std::string fmt_us(double us) {
+  if (us >= 10000) return fmt::format("{:.1f} ms", us / 1000);
+  if (us >= 100) return fmt::format("{:.0f} us", us);
+  if (us >= 1) return fmt::format("{:.2f} us", us);
+  return fmt::format("{:.3f} us", us);
+}
+
+// One line of text: line breaks become spaces; longer than `max` bytes, it is cut at a word
+// boundary and marked with "...".
+std::string one_line(std::string_view s, size_t max = SIZE_MAX) {
+  std::string out;
+  for (char c : s) out += (c == '\n' || c == '\r') ? ' ' : c;
+  out = std::string(util::trim(out));
+  if (out.size() > max) {
+    size_t cut = out.rfind(' ', max - 3);
+    if (cut == std::string::npos || cut < max / 2) cut = max - 3;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+    out = std::string(util::trim(std::string_view(out).substr(0, cut))) + "...";
+  }
+  return out;
+}
+
+// A markdown table cell: one line, `|` escaped so it cannot end the cell.
+std::string cell(std::string_view s, size_t max = SIZE_MAX) { return util::replace_all(one_line(s, max), "|", "\\|"); }
+
+}  // namespace
+
+// --- hot-tier blocks -------------------------------------------------------------------------
+
+HardwareGuide describe_hardware_guide(std::string_view backend) {
+  HardwareGuide g;
+  g.backend = std::string(backend);
+  hw::CpuIdentity id = hw::cpu_identity();
+  g.microarchitecture = hw::microarchitecture(id);
+  g.cpu_family = id.family;
+  g.cpu_model = id.model;
+  eval::backend_row_or_default(backend).describe_device(g);
+  return g;
+}
+
+std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain, const HardwareGuide& guide) {
+  std::string out;
+  out += fmt::format("- target: {}\n", hw.target.str());
+  if (!hw.cpu_model.empty()) {
+    std::string cpu = hw.cpu_model;
+    std::vector<std::string> ident;
+    if (!guide.microarchitecture.empty()) ident.push_back(guide.microarchitecture + " microarchitecture");
+    if (guide.cpu_family > 0) ident.push_back(fmt::format("CPUID family {:#x} model {:#x}", guide.cpu_family, guide.cpu_model));
+    if (!ident.empty()) cpu += " (" + util::join(ident, ", ") + ")";
+    out += fmt::format("- CPU: {}\n", cpu);
+  }
+  out += eval::backend_row_or_default(guide.backend).device_section(hw, guide);
+  if (hw.l1d_bytes || hw.l2_bytes || hw.l3_bytes) {
+    out += fmt::format("- caches: L1d {} per core, L2 {} per core, L3 {} shared\n",
+                       util::human_bytes(static_cast<double>(hw.l1d_bytes)), util::human_bytes(static_cast<double>(hw.l2_bytes)),
+                       util::human_bytes(static_cast<double>(hw.l3_bytes)));
+  }
+  if (hw.peak_gflops > 0) {
+    bool measured_core = hw.peak_gflops_core > 0;
+    double core = measured_core ? hw.peak_gflops_core : hw.peak_gflops / std::max(1, hw.cores);
+    out += fmt::format("- FP32 FMA throughput: {:.0f} GFLOP/s per core ({}), {:.0f} GFLOP/s on all {} cores (measured; an "
+                       "FMA counts as 2 flops)\n",
+                       core, measured_core ? "measured on one core" : "all-core figure / cores", hw.peak_gflops, hw.cores);
+  }
+  if (hw.peak_gbps > 0) {
+    out += fmt::format("- DRAM bandwidth: {:.1f} GB/s, measured with the STREAM triad a[i] = b[i] + s*c[i] on all cores and "
+                       "counted as 24 bytes per element (reads of b and c, write of a): the write-allocate read of a is not "
+                       "counted, so the bytes the memory moves are up to 4/3 of this\n",
+                       hw.peak_gbps);
+  }
+  if (hw.peak_gflops_f64 > 0) {
+    out += fmt::format("- FP64 FMA throughput: {:.0f} GFLOP/s on all cores ({:.0f} per core; measured)\n", hw.peak_gflops_f64,
+                       hw.peak_gflops_f64_core);
+  }
+  if (!hw.bandwidth.empty()) {
+    std::vector<std::string> pts;
+    for (const auto& p : hw.bandwidth) pts.push_back(fmt::format("{} {:.0f} GB/s", util::human_bytes(static_cast<double>(p.working_set_bytes)), p.gbps));
+    out += "- triad bandwidth by working set (same counting): " + util::join(pts, ", ") + "\n";
+    out += "- roofline of a case: max(flops / the peak of its dtype, bytes / the bandwidth at a working set of `bytes`)\n";
+  }
+  out += fmt::format("- compiler: {}\n", toolchain);
+  return out;
+}
+
+namespace {
+
+// How the dtypes whose C type does not say what they hold are stored (docs/design.md §2).
+std::string dtype_storage_note(spec::DType t) {
+  switch (t) {
+    case spec::DType::f16: return " (uint16_t bits of IEEE binary16)";
+    case spec::DType::bf16: return " (uint16_t: the upper 16 bits of an f32, rounded to nearest even)";
+    case spec::DType::boolean: return " (uint8_t, 0 or 1)";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+std::string render_op_spec(const spec::OpSpec& op) {
+  std::string out;
+  out += fmt::format("- name: {} (category {}, level {})\n", op.name, op.category, op.level);
+  if (!op.summary.empty()) out += fmt::format("- what it computes: {}\n", op.summary);
+  out += fmt::format("- dims: {}\n", util::join(op.dims, ", "));
+  auto tensor = [&](const spec::Tensor& t, bool input) {
+    std::vector<std::string> shape;
+    for (const auto& e : t.shape) shape.push_back(e.text());
+    std::string s = fmt::format("  - {} {}[{}]", t.name, spec::dtype_name(t.dtype), util::join(shape, ", "));
+    if ((input || t.inout) && t.init) s += fmt::format(", filled with {}", t.init->text);
+    s += dtype_storage_note(t.dtype);
+    if (!input && t.tolerance) {
+      s += fmt::format(", its own tolerance: atol {}, rtol {}", t.tolerance->atol ? t.tolerance->atol->text() : "as the op's",
+                       t.tolerance->rtol ? t.tolerance->rtol->text() : "as the op's");
+    }
+    if (!input && !spec::dtype_is_float(t.dtype) && t.dtype != spec::DType::i32 && t.dtype != spec::DType::i64) {
+      s += ", compared exactly";
+    }
+    return s + "\n";
+  };
+  out += "- inputs (read-only):\n";
+  bool specials = false;
+  for (const auto& t : op.inputs) {
+    if (!t.inout) out += tensor(t, true);
+    specials = specials || (t.init && t.init->specials > 0);
+  }
+  if (specials) {
+    out += "  (`specials(p)`: a fraction p of the elements, at random positions, is NaN, +Inf, -Inf, -0.0 or a subnormal, in "
+           "equal shares)\n";
+  }
+  out += "- outputs (garbage on entry; write every element):\n";
+  for (const auto& t : op.outputs) {
+    if (!t.inout) out += tensor(t, false);
+  }
+  if (!op.inout_pairs().empty()) {
+    out += "- inouts (after the outputs; their initial contents on entry; updated in place and checked like outputs):\n";
+    for (const auto& t : op.outputs) {
+      if (t.inout) out += tensor(t, false);
+    }
+  }
+  if (!op.attrs.empty()) {
+    out += "- attributes (passed by value):\n";
+    for (const auto& a : op.attrs) {
+      if (a.per_case) {
+        out += fmt::format("  - {} {}{}, set by each case (see the cases)\n", a.name, spec::dtype_name(a.dtype), dtype_storage_note(a.dtype));
+        continue;
+      }
+      out += spec::dtype_is_float(a.dtype) ? fmt::format("  - {} {} = {}\n", a.name, spec::dtype_name(a.dtype), a.value)
+                                           : fmt::format("  - {} {} = {}\n", a.name, spec::dtype_name(a.dtype), a.ivalue);
+    }
+  }
+  out += fmt::format("- tolerance: |got − expected| <= {} + {}·|expected| (NaN/Inf positions must match)\n",
+                     op.tolerance.atol, op.tolerance.rtol);
+  out += fmt::format("- work: flops = {}, bytes = {}\n", op.flops.text(), op.bytes.text());
+  std::vector<std::string> checked, timed;
+  for (const auto& c : op.cases) (c.timed ? timed : checked).push_back(op.case_label(c));
+  out += fmt::format("- cases checked: {}\n", util::join(checked, "; "));
+  out += fmt::format("- cases checked and timed: {}\n", util::join(timed, "; "));
+  return out;
+}
+
+std::string code_language(std::string_view backend) { return std::string(eval::backend_row_or_default(backend).fence); }
+
+std::string fence_code(std::string_view code, std::string_view lang) {
+  std::string out = "```" + std::string(lang) + "\n";
+  out += code;
+  if (!code.empty() && code.back() != '\n') out += '\n';
+  return out + "```\n";
+}
+
+std::string cut_at_lines(std::string_view text, size_t max_bytes, size_t max_lines) {
+  size_t end = 0, lines_kept = 0;
+  while (end < text.size() && lines_kept < max_lines) {
+    size_t nl = text.find('\n', end);
+    size_t next = nl == std::string_view::npos ? text.size() : nl + 1;
+    if (next > max_bytes) break;
+    end = next;
+    ++lines_kept;
+  }
+  if (end >= text.size()) return std::string(text);
+  std::string_view rest = text.substr(end);
+  size_t lines = static_cast<size_t>(std::count(rest.begin(), rest.end(), '\n')) + (rest.ends_with('\n') ? 0 : 1);
+  return fmt::format("{}[... {} more line{} not shown ...]\n", text.substr(0, end), lines, lines == 1 ? "" : "s");
+}
+
+// "memory: 120 GB/s at 8.0 MiB" / "compute: 576 GFLOP/s" for a timed case; "-" when unknown.
+static std::string roof_text(const TimingSummary& t) {
+  if (t.roofline_bound == "memory") {
+    return fmt::format("memory: {:.0f} GB/s at {}", t.roofline_gbps, util::human_bytes(static_cast<double>(t.roofline_working_set_bytes)));
+  }
+  if (t.roofline_bound == "compute") return fmt::format("compute: {:.0f} GFLOP/s", t.roofline_gflops);
+  return "-";
+}
+
+std::string render_timings(const Attempt& inc) {
+  if (inc.timings.empty()) return "";
+  std::string out = "| timed case | kernel | reference | library | roofline | bound by | fraction of roofline |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& t : inc.timings) {
+    out += fmt::format("| {} | {} ± {:.1f}% | {} | {} | {} | {} | {:.0f}%{} |\n", cell(t.label), fmt_us(t.median_us),
+                       t.median_us > 0 ? 100 * t.ci95_us / t.median_us : 0.0, fmt_us(t.reference_us),
+                       t.library_us ? fmt_us(*t.library_us) : std::string("-"), fmt_us(t.roofline_us), cell(roof_text(t)),
+                       100 * t.fraction_of_roofline, t.beyond_roofline ? " (beyond the model: kope's roofline is wrong here)" : "");
+  }
+  return out;
+}
+
+std::string render_incumbent(const Attempt& inc, std::string_view code, std::string_view lang) {
+  std::string out;
+  out += fmt::format("From attempt {} ({}): {}\n", inc.iteration, memory::stage_name(inc.stage), inc.optimisation);
+  out += fmt::format("Speedup vs reference {:.2f}x", inc.speedup_vs_reference.value_or(0));
+  if (inc.speedup_vs_library) {
+    out += fmt::format(", vs library {:.2f}x{}", *inc.speedup_vs_library,
+                       inc.library_config ? inc.library_config->forced_note() : std::string());
+  }
+  if (inc.fraction_of_roofline) out += fmt::format(", {:.0f}% of the roofline", 100 * *inc.fraction_of_roofline);
+  out += ".\n";
+  out += render_timings(inc);
+  out += fence_code(code, lang);
+  return out;
+}
+
+// Whether the incumbent decision came from timing the two kernels side by side (the
+// evaluator's interleaved comparison) rather than from the incumbent's recorded timings.
+bool compared_side_by_side(const Attempt& a) { return !a.decision.empty() && a.decision != "recorded_timings"; }
+
+std::string describe_outcome(const Attempt& a) {
+  if (a.correct()) {
+    std::string s = fmt::format("correct, {:.2f}x vs reference", a.speedup_vs_reference.value_or(0));
+    if (a.speedup_vs_incumbent) {
+      s += fmt::format(", {:.2f}x vs incumbent{}", *a.speedup_vs_incumbent, compared_side_by_side(a) ? " timed beside it" : "");
+    }
+    if (a.improved) s += " (new incumbent)";
+    return s;
+  }
+  // The cause is never trimmed: it is what the next attempt needs.
+  std::string msg = one_line(a.message);
+  std::string verdict(eval::verdict_name(a.verdict));
+  return msg.empty() ? verdict : verdict + ": " + msg;
+}
+
+// How the incumbent decision was reached, in the numbers it used. The table beside it shows the
+// incumbent's recorded timing, measured at another time and perhaps under other load; without
+// this a reader sees "1.08x vs incumbent" next to "+200%" and "not faster" and cannot tell which
+// figure decided, or why.
+std::string render_decision(const Attempt& a) {
+  if (!a.speedup_vs_incumbent) return "";
+  std::string out;
+  if (compared_side_by_side(a)) {
+    std::string interval = a.decision_lower && a.decision_upper && std::isfinite(*a.decision_upper)
+                               ? fmt::format(" (95% interval {:.2f}x to {:.2f}x)", *a.decision_lower, *a.decision_upper)
+                               : " (too few pairs for an interval)";
+    std::string verdict = "undecided within the comparison's time, and an undecided kernel does not replace the incumbent";
+    auto d = eval::parse_incumbent_decision(a.decision);
+    if (d == eval::IncumbentDecision::faster) verdict = "faster";
+    if (d == eval::IncumbentDecision::slower) verdict = "slower";
+    if (d == eval::IncumbentDecision::not_faster) verdict = "not faster by more than the required margin";
+    out += fmt::format("Timed in alternating batches beside the incumbent (the same load for both): {:.2f}x the incumbent's speed{}, "
+                       "geometric mean over the timed cases, {} pairs: {}.\n",
+                       *a.speedup_vs_incumbent, interval, a.decision_pairs, verdict);
+  } else {
+    out += fmt::format("Compared with the incumbent's recorded timings: {:.2f}x its speed (geometric mean over the timed cases).\n",
+                       *a.speedup_vs_incumbent);
+  }
+  if (a.margin_demanded) {
+    out += fmt::format("Its timing was disturbed by other load, so it had to exceed {:.2f}x to replace the incumbent{}.\n",
+                       *a.margin_demanded, a.improved ? "" : ", and did not");
+  }
+  return out;
+}
+
+std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_view lang) {
+  std::string out;
+  out += fmt::format("Attempt {} ({}; \"{}\") ended: {}.\n", a.iteration, memory::stage_name(a.stage),
+                     one_line(a.optimisation, 120), describe_outcome(a));
+  if (!a.has_code) {
+    out += fmt::format("The answer held no usable code: reply with one ```{} block that defines kope_kernel.\n", lang);
+  }
+  if (!a.correct() && !a.message.empty()) out += "Evaluator: " + a.message + "\n";
+  if (!a.first_mismatch.empty()) out += "First mismatch: " + a.first_mismatch + "\n";
+  if (a.cases_total > 0 && !a.correct()) out += fmt::format("Cases passed: {} of {}.\n", a.cases_passed, a.cases_total);
+  if (!a.diagnostics.empty()) {
+    out += "Diagnostics (trimmed):\n```\n" + cut_at_lines(a.diagnostics, 2500, 40);
+    if (out.back() != '\n') out += '\n';
+    out += "```\n";
+  }
+  if (a.correct() && !a.timings.empty()) {
+    bool other_incumbent = inc && inc->iteration != a.iteration;
+    out += "| timed case | this attempt | incumbent | reference | fraction of roofline |\n|---|---|---|---|---|\n";
+    for (const auto& t : a.timings) {
+      std::string inc_time = "-";
+      if (inc && inc->iteration != a.iteration) {
+        for (const auto& it : inc->timings) {
+          if (it.case_index == t.case_index) {
+            inc_time = fmt::format("{} ({:+.0f}%)", fmt_us(it.median_us), 100 * (t.median_us / it.median_us - 1));
+          }
+        }
+      }
+      out += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", cell(t.label), fmt_us(t.median_us), inc_time, fmt_us(t.reference_us),
+                         100 * t.fraction_of_roofline);
+    }
+    if (other_incumbent && compared_side_by_side(a)) {
+      out += "The incumbent column is its recorded timing, measured at another time; the decision rests on the side-by-side "
+             "comparison.\n";
+    }
+    out += render_decision(a);
+    if (!a.improved && other_incumbent) {
+      out += "It was not faster than the incumbent, so the incumbent stays.\n";
+    }
+  }
+  return out;
+}
+
+std::string render_tried(const std::vector<Attempt>& attempts, size_t max_rows) {
+  if (attempts.empty()) return "";
+  std::string out = "| # | stage | optimisation | result |\n|---|---|---|---|\n";
+  size_t start = attempts.size() > max_rows ? attempts.size() - max_rows : 0;
+  if (start > 0) out += fmt::format("| ... | | {} earlier attempts omitted | |\n", start);
+  for (size_t i = start; i < attempts.size(); ++i) {
+    const Attempt& a = attempts[i];
+    // The description gives way, never the cause.
+    out += fmt::format("| {} | {} | {} | {} |\n", a.iteration, memory::stage_name(a.stage), cell(a.optimisation, 70),
+                       cell(describe_outcome(a)));
+  }
+  return out;
+}
+
+}  // namespace kope::agent
