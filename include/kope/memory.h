@@ -297,6 +297,13 @@ struct RetrievedItem {
   std::string category;
   bool structurally_close = false;
   double learned = 0;
+  // Structured facts beside the text, for prompts that show an item in another form (a recipe,
+  // a diff): the case's id (0 for a lesson), the failed case a fix item fixed, the lesson's kind
+  // ("" for a case), and the error signature it is about (a fix's, or a failed case's).
+  int64_t case_id = 0;
+  std::optional<int64_t> failed_case;
+  std::string lesson_kind;
+  std::string error_signature;
 };
 
 // One prompt's use of retrieved items, for crediting outcomes back.

@@ -1,6 +1,9 @@
 #include "agent/llm_policy.h"
 
+#include <fmt/format.h>
+
 #include "agent/answer.h"
+#include "agent/forms.h"
 #include "agent/retrieval.h"
 #include "util/fs.h"
 
@@ -48,6 +51,20 @@ Result<PromptInput> LlmPolicy::prompt_input(const Plan& plan, int k) {
       auto code = m_ctx.code_of(last);
       if (code) {
         in.feedback += "The failed attempt's code:\n" + fence_code(cut_at_lines(*code, k_max_code_shown), m_ctx.lang());
+      }
+    } else if (last.correct() && last.has_code && inc && inc->iteration != last.iteration) {
+      // A correct attempt that did not replace the incumbent: what it changed, so the next one
+      // can build on it or avoid it without rebuilding it from its description.
+      auto code = m_ctx.code_of(last);
+      auto inc_code = m_ctx.code_of(*inc);
+      if (code && inc_code && *code != *inc_code) {
+        std::string diff = diff_within(*inc_code, *code, k_max_diff_shown, 3);
+        in.feedback += diff.empty()
+                           ? fmt::format("Attempt {}'s code (it differs from the incumbent throughout):\n{}", last.iteration,
+                                         fence_code(cut_at_lines(*code, k_max_code_shown), m_ctx.lang()))
+                           : fmt::format("Attempt {}'s code, as a diff against the incumbent:\n```diff\n{}```\n", last.iteration, diff);
+      } else if (code && inc_code) {
+        in.feedback += fmt::format("Attempt {}'s code is the incumbent's, unchanged.\n", last.iteration);
       }
     }
     in.tried = render_tried(m_ctx.state.attempts);

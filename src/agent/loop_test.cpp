@@ -109,8 +109,8 @@ TEST(Loop, PromptsCarryFeedbackAndTheTriedTable) {
   EXPECT_NE(third.find("2.00x"), std::string::npos);
   EXPECT_NE(third.find("fraction of roofline"), std::string::npos);
   EXPECT_NE(third.find(spec::render_signature(h.op)), std::string::npos);
-  EXPECT_NE(third.find("Test CPU"), std::string::npos);
-  // The system message states the kernel rules.
+  // The system message states the kernel rules and the hardware.
+  EXPECT_NE(calls[0].messages[0].content.find("Test CPU"), std::string::npos);
   EXPECT_NE(calls[0].messages[0].content.find("OpenMP"), std::string::npos);
   EXPECT_NE(calls[0].messages[0].content.find("No BLAS"), std::string::npos);
 }

@@ -70,23 +70,47 @@ Result<AssembledPrompt> ModelTurn::assemble(int k, const Plan& plan, const Promp
   budget.warm_cap *= shrink;
   budget.cold_cap *= shrink;
   budget.cold_cap_learned *= shrink;
+  for (int64_t* cap : {&budget.memory_draft, &budget.memory_repair, &budget.memory_refine}) {
+    *cap = static_cast<int64_t>(static_cast<double>(*cap) * shrink);
+  }
   m_ctx.phase(k, plan.stage, "assembling");
-  KOPE_ASSIGN(AssembledPrompt prompt,
-              assemble_prompt(*m_ctx.env.prompts, input, knowledge, budget, m_ctx.cfg.mode, *m_ctx.env.estimator));
-  KOPE_TRY(m_ctx.event({{"type", "prompt"},
-                        {"iteration", k},
-                        {"purpose", std::string(memory::stage_name(plan.stage))},
-                        {"mode", std::string(context::mode_name(m_ctx.cfg.mode))},
-                        {"tier_tokens", prompt.tier_tokens},
-                        {"total_tokens", prompt.total_tokens},
-                        {"limit", prompt.limit},
-                        {"knowledge_budget", prompt.knowledge_budget},
-                        {"admitted", prompt.admitted},
-                        {"admission", run::admission_json(prompt.admission)},
-                        {"dropped", prompt.dropped},
-                        {"hot_truncated", prompt.hot_truncated},
-                        {"token_scale", prompt.token_scale},
-                        {"shrink", shrink}}));
+  // The last shrink leaves all memory out, the op pack included.
+  KnowledgeCandidates without_pack;
+  if (shrink == 0) {
+    without_pack = knowledge;
+    without_pack.op_pack.clear();
+    without_pack.op_pack_text.clear();
+  }
+  KOPE_ASSIGN(AssembledPrompt prompt, assemble_prompt(*m_ctx.env.prompts, input, shrink == 0 ? without_pack : knowledge, budget,
+                                                      m_ctx.cfg.mode, *m_ctx.env.estimator));
+  // The op pack is fixed by the op's first prompt: logged with it, then reused unchanged.
+  std::optional<run::OpPackRecord> new_pack;
+  if (!m_ctx.state.op_pack && m_ctx.cfg.mode != context::Mode::none) {
+    run::OpPackRecord pack;
+    pack.text = knowledge.op_pack_text;
+    for (const auto& a : prompt.admission) {
+      if (a.section == "op_pack") pack.items.push_back(a);
+    }
+    new_pack = std::move(pack);
+  }
+  json event{{"type", "prompt"},
+             {"iteration", k},
+             {"purpose", std::string(memory::stage_name(plan.stage))},
+             {"mode", std::string(context::mode_name(m_ctx.cfg.mode))},
+             {"tier_tokens", prompt.tier_tokens},
+             {"total_tokens", prompt.total_tokens},
+             {"limit", prompt.limit},
+             {"knowledge_budget", prompt.knowledge_budget},
+             {"admitted", prompt.admitted},
+             {"admission", run::admission_json(prompt.admission)},
+             {"dropped", prompt.dropped},
+             {"hot_truncated", prompt.hot_truncated},
+             {"token_scale", prompt.token_scale},
+             {"prefix_tokens", prompt.prefix_tokens},
+             {"shrink", shrink}};
+  if (new_pack) event["op_pack"] = run::op_pack_json(*new_pack);
+  KOPE_TRY(m_ctx.event(std::move(event)));
+  if (new_pack) m_ctx.state.op_pack = std::move(new_pack);
   for (const auto& id : prompt.admitted) {
     if (id.starts_with("note:")) m_ctx.state.notes_shown.insert(id);  // not offered again in this task
   }

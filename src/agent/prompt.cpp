@@ -11,6 +11,7 @@
 #include "eval/native.h"
 #include "eval/registry.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/strings.h"
 
 namespace kope::agent {
@@ -50,7 +51,8 @@ Result<std::string> load_template(const fs::path& dir, const std::string& file) 
 std::string item_text(const context::Item& it) { return "- " + it.text + "\n"; }
 
 // The template variables of the knowledge sections, in the order the templates show them.
-constexpr const char* k_knowledge_keys[] = {"exp_kernels", "exp_cases", "exp_lessons", "exp_feasibility", "exp_unverified", "notes"};
+constexpr const char* k_knowledge_keys[] = {"exp_exemplar", "exp_fix",         "exp_hunks",      "exp_kernels", "exp_cases",
+                                            "exp_lessons",  "exp_feasibility", "exp_unverified", "notes"};
 
 
 // "category=a, b; stage=draft" into `note`; fails naming `where` for an unknown key or stage.
@@ -118,6 +120,7 @@ Result<PromptLibrary> PromptLibrary::load(const fs::path& root, std::string_view
     return fail(ErrorKind::not_found, "no prompt templates for backend '{}' (expected folder {})", backend, lib.dir.string());
   }
   KOPE_ASSIGN(lib.system, load_template(lib.dir, "system.md"));
+  KOPE_ASSIGN(lib.op_part, load_template(lib.dir, "op.md"));
   KOPE_ASSIGN(lib.draft, load_template(lib.dir, "draft.md"));
   KOPE_ASSIGN(lib.repair, load_template(lib.dir, "repair.md"));
   KOPE_ASSIGN(lib.refine, load_template(lib.dir, "refine.md"));
@@ -334,18 +337,46 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
 
 // --- assembly --------------------------------------------------------------------------------
 
+namespace {
+
+// The stage's memory ceiling in active and random mode.
+int64_t stage_memory(const context::Budget& b, memory::Stage stage) {
+  switch (stage) {
+    case memory::Stage::draft: return b.memory_draft;
+    case memory::Stage::repair: return b.memory_repair;
+    case memory::Stage::refine: return b.memory_refine;
+  }
+  return b.memory_draft;
+}
+
+// The knowledge sections' template variables filled with `items` (each in its section; an
+// unknown section still reaches the prompt, under the notes).
+void fill_sections(TemplateVars& vars, const std::vector<context::Item>& items, bool warm_only = false) {
+  for (const char* key : k_knowledge_keys) vars[key] = "";
+  for (const auto& it : items) {
+    if (warm_only && it.tier != context::Tier::warm) continue;
+    std::string key = it.section == "notes" ? "notes" : "exp_" + it.section;
+    if (!vars.contains(key)) key = "notes";
+    vars[key] += item_text(it);
+  }
+}
+
+}  // namespace
+
 Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptInput& in, const KnowledgeCandidates& knowledge,
                                         const context::Budget& budget, context::Mode mode, const SharedEstimator& shared) {
   AssembledPrompt out;
   // One scale for the whole prompt, even while other ops calibrate the shared estimator.
   const context::TokenEstimator estimator = shared.snapshot();
   out.token_scale = estimator.scale();
-  KOPE_ASSIGN(std::string system,
-              render_template(lib.system, {{"toolchain", in.toolchain}, {"backend", lib.backend}}, "system.md"));
+  KOPE_ASSIGN(std::string system, render_template(lib.system, {{"toolchain", in.toolchain}, {"backend", lib.backend},
+                                                               {"hardware", in.hardware}},
+                                                  "system.md"));
   int64_t system_tokens = estimator.estimate(system);
   out.limit = budget.window - budget.generation;
   const std::string& tmpl = lib.stage_template(in.stage);
   std::string tmpl_name = std::string(memory::stage_name(in.stage)) + ".md";
+  const bool with_memory = mode != context::Mode::none;
 
   TemplateVars vars{{"op_name", in.op->name},
                     {"op_category", in.op->category},
@@ -356,31 +387,36 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                     {"op_spec", render_op_spec(*in.op)},
                     {"signature", eval::backend_row_or_default(lib.backend).signature(*in.op)},
                     {"reference", in.reference_source},
+                    {"op_pack", ""},
                     {"incumbent", in.incumbent},
                     {"feedback", in.feedback},
                     {"tried", in.tried},
                     {"toolchain", in.toolchain},
-                    {"backend", lib.backend},
-                    {"exp_kernels", ""},
-                    {"exp_cases", ""},
-                    {"exp_lessons", ""},
-                    {"exp_feasibility", ""},
-                    {"exp_unverified", ""},
-                    {"notes", ""}};
+                    {"backend", lib.backend}};
+  for (const char* key : k_knowledge_keys) vars[key] = "";
+  // The user message: the per-op part, a blank line, the tail.
+  auto render_user = [&](const TemplateVars& v, std::string* op_part) -> Result<std::string> {
+    KOPE_ASSIGN(std::string head, render_template(lib.op_part, v, "op.md"));
+    KOPE_ASSIGN(std::string tail, render_template(tmpl, v, tmpl_name));
+    if (!head.empty() && head.back() != '\n') head += '\n';
+    head += '\n';
+    if (op_part) *op_part = head;
+    return head + tail;
+  };
 
-  // The hot tier alone; cut its largest blocks while it does not fit.
-  KOPE_ASSIGN(std::string hot_user, render_template(tmpl, vars, tmpl_name));
+  // The hot tier alone (no op pack, no knowledge); cut its largest blocks while it does not fit.
+  KOPE_ASSIGN(std::string hot_user, render_user(vars, nullptr));
   int64_t hot_tokens = estimator.estimate(hot_user);
   for (int round = 0; system_tokens + hot_tokens > out.limit && round < 12; ++round) {
     std::string* largest = nullptr;
-    for (const char* key : {"reference", "incumbent", "feedback", "tried", "op_spec", "hardware"}) {
+    for (const char* key : {"reference", "incumbent", "feedback", "tried", "op_spec"}) {
       std::string& v = vars[key];
       if (v.size() > 400 && (!largest || v.size() > largest->size())) largest = &v;
     }
     if (!largest) break;
     *largest = cut_at_lines(*largest, largest->size() / 2);
     out.hot_truncated = true;
-    KOPE_ASSIGN(hot_user, render_template(tmpl, vars, tmpl_name));
+    KOPE_ASSIGN(hot_user, render_user(vars, nullptr));
     hot_tokens = estimator.estimate(hot_user);
   }
   if (system_tokens + hot_tokens > out.limit) {
@@ -390,22 +426,43 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                 in.op->name, system_tokens + hot_tokens, out.limit, budget.window, budget.generation);
   }
 
+  // The op pack, when it fits beside the hot tier (it is memory: none never has one).
+  std::vector<context::Item> op_pack;
+  if (with_memory && !knowledge.op_pack_text.empty()) {
+    TemplateVars with_pack = vars;
+    with_pack["op_pack"] = knowledge.op_pack_text;
+    KOPE_ASSIGN(std::string u, render_user(with_pack, nullptr));
+    if (system_tokens + estimator.estimate(u) <= out.limit) {
+      vars = std::move(with_pack);
+      op_pack = knowledge.op_pack;
+    }
+  }
+  KOPE_ASSIGN(std::string base_user, render_user(vars, nullptr));
+  const int64_t base_tokens = estimator.estimate(base_user);  // hot tier + op pack
+
   // Section headings are part of what knowledge costs: reserve room for all of them, so the
   // admitted items plus their headings stay within B_k.
   TemplateVars all_sections = vars;
   for (const char* key : k_knowledge_keys) all_sections[key] = "-";
-  KOPE_ASSIGN(std::string with_headings, render_template(tmpl, all_sections, tmpl_name));
-  int64_t headings = std::max<int64_t>(0, estimator.estimate(with_headings) - hot_tokens);
+  KOPE_ASSIGN(std::string with_headings, render_user(all_sections, nullptr));
+  int64_t headings = std::max<int64_t>(0, estimator.estimate(with_headings) - base_tokens);
   context::Budget b = budget;
   b.system_prompt = system_tokens + headings;
+  if (mode == context::Mode::active || mode == context::Mode::random) b.memory_cap = stage_memory(budget, in.stage);
   context::Item hot_item;
   hot_item.id = "hot";
   hot_item.tier = context::Tier::hot;
-  hot_item.tokens = hot_tokens;
+  hot_item.tokens = base_tokens;
+  if (mode == context::Mode::random) {
+    // The control matches what active admits for this prompt, in tokens.
+    context::Selection active =
+        context::select({hot_item}, knowledge.match_warm, knowledge.match_cold, b, context::Mode::active);
+    b.random_tokens = active.tier_tokens["warm"] + active.tier_tokens["cold"];
+  }
   context::Selection sel = context::select({hot_item}, knowledge.warm, knowledge.cold, b, mode);
   context::Budget formula = budget;
   formula.system_prompt = system_tokens;
-  out.knowledge_budget = formula.knowledge(hot_tokens);
+  out.knowledge_budget = formula.knowledge(base_tokens);
   out.dropped = static_cast<int>(sel.dropped.size());
   std::vector<context::Item> chosen;
   for (auto& it : sel.chosen) {
@@ -414,15 +471,10 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
 
   // Render with the chosen items; section headings cost a little, so drop the least valuable
   // item per token until the whole prompt fits.
-  std::string user;
+  std::string user, op_part;
   for (;;) {
-    for (const char* key : k_knowledge_keys) vars[key] = "";
-    for (const auto& it : chosen) {
-      std::string key = it.section == "notes" ? "notes" : "exp_" + it.section;
-      if (!vars.contains(key)) key = "notes";  // an unknown section still reaches the prompt
-      vars[key] += item_text(it);
-    }
-    KOPE_ASSIGN(user, render_template(tmpl, vars, tmpl_name));
+    fill_sections(vars, chosen);
+    KOPE_ASSIGN(user, render_user(vars, &op_part));
     int64_t total = system_tokens + estimator.estimate(user);
     if (total <= out.limit || chosen.empty()) {
       out.total_tokens = total;
@@ -436,28 +488,29 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
     ++out.dropped;
   }
 
-  // Tier accounting: hot is the prompt rendered without knowledge (identical in every mode);
-  // warm is what the warm items and their headings add to it; cold is the rest.
-  bool any_warm = false, any_cold = false;
-  for (const auto& it : chosen) {
-    (it.tier == context::Tier::warm ? any_warm : any_cold) = true;
+  // Admission: the op pack's items first (shown in the per-op part), then the tail's.
+  bool any_warm = !op_pack.empty(), any_cold = false;
+  auto admit = [&](const context::Item& it) {
     out.admitted.push_back(it.id);
+    std::string reason = it.admitted_for.empty() ? it.reason : it.admitted_for + "; " + it.reason;
     out.admission.push_back({it.id, std::string(context::tier_name(it.tier)), it.section, it.tokens, it.value, it.parts,
-                             it.reason, it.category});
+                             std::move(reason), it.category});
     auto s = knowledge.scores.find(it.id);
     if (s != knowledge.scores.end()) out.memory_items.emplace_back(it.id, s->second);
+  };
+  for (const auto& it : op_pack) admit(it);
+  for (const auto& it : chosen) {
+    (it.tier == context::Tier::warm ? any_warm : any_cold) = true;
+    admit(it);
   }
+  // Tier accounting: hot is the prompt rendered without memory (identical in every mode); warm
+  // is what the op pack, the warm items and their headings add to it; cold is the rest.
   int64_t user_tokens = out.total_tokens - system_tokens;
   int64_t warm = 0, cold = 0;
   if (any_warm && any_cold) {
     TemplateVars warm_only = vars;
-    for (const char* key : k_knowledge_keys) warm_only[key] = "";
-    for (const auto& it : chosen) {
-      if (it.tier != context::Tier::warm) continue;
-      std::string k = "exp_" + it.section;
-      warm_only[warm_only.contains(k) ? k : "notes"] += item_text(it);
-    }
-    KOPE_ASSIGN(std::string w, render_template(tmpl, warm_only, tmpl_name));
+    fill_sections(warm_only, chosen, true);
+    KOPE_ASSIGN(std::string w, render_user(warm_only, nullptr));
     warm = std::clamp<int64_t>(estimator.estimate(w) - hot_tokens, 0, user_tokens - hot_tokens);
     cold = std::max<int64_t>(0, user_tokens - hot_tokens - warm);
   } else if (any_warm) {
@@ -469,7 +522,11 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                      {"hot", user_tokens - warm - cold},
                      {"warm", warm},
                      {"cold", cold}};
-  out.messages = {{llm::Message::Role::system, std::move(system)}, {llm::Message::Role::user, std::move(user)}};
+  out.prefix_tokens = system_tokens + estimator.estimate(op_part);
+  out.prefix_hash = util::sha256_hex(system + '\0' + op_part);
+  llm::Message user_msg{llm::Message::Role::user, std::move(user)};
+  user_msg.cache_prefix = op_part.size();
+  out.messages = {{llm::Message::Role::system, std::move(system)}, std::move(user_msg)};
   return out;
 }
 

@@ -48,13 +48,14 @@ struct PromptNote {
 struct PromptLibrary {
   std::string backend;
   fs::path dir;
-  std::string system;          // system message of kernel-writing calls
-  std::string draft, repair, refine;
+  std::string system;          // system message of kernel-writing calls (rules, toolchain, hardware)
+  std::string op_part;         // op.md: the per-op part that starts every user message of an op
+  std::string draft, repair, refine;  // the changing tail of each stage
   std::string reflect_system, reflect;
   // notes.md split at "## " headings: general notes offered to the cold tier.
   std::vector<PromptNote> notes;
 
-  // Loads root/<backend>/ (system, draft, repair, refine, reflect_system, reflect, notes .md).
+  // Loads root/<backend>/ (system, op, draft, repair, refine, reflect_system, reflect, notes .md).
   // Fails with not_found naming the missing file, or config naming a template's bad line (an
   // "applies:" line with an unknown key included).
   static Result<PromptLibrary> load(const fs::path& root, std::string_view backend);
@@ -97,6 +98,12 @@ struct KnowledgeCandidates {
   std::vector<context::Item> warm;
   std::vector<context::Item> cold;
   std::map<std::string, double> scores;  // memory item id -> retrieval score (for the retrieval log)
+  // The op pack (agent/forms.h): fixed at the op's first prompt, shown in its per-op part, its
+  // items admitted (and credited) in every prompt of the op.
+  std::vector<context::Item> op_pack;
+  std::string op_pack_text;
+  // random mode: the active candidates whose admitted token count the random control matches.
+  std::vector<context::Item> match_warm, match_cold;
 };
 
 // Sorts retrieved memory into tiers and sections, keeping only what is likely to change this
@@ -146,8 +153,13 @@ struct AssembledPrompt {
 };
 
 // Renders the prompt for `input` with the items `mode` admits under `budget` (window and
-// generation from the model profile). Fails with config when even a truncated hot tier does
-// not fit W − G.
+// generation from the model profile). Every prompt has three parts, in every mode: the system
+// message (rules, toolchain, hardware guide), the per-op part that starts the user message
+// (spec, signature, reference, op pack: byte-identical in every call of the op while its hot
+// tier is not cut; `AssembledPrompt::prefix_*` and the user message's cache_prefix mark it),
+// then the changing tail (attempt, stage, incumbent, feedback, tried-table, admitted memory).
+// In active and random mode the stage's memory ceiling (Budget::memory_draft, _repair, _refine) applies. Fails with
+// config when even a truncated hot tier does not fit W − G.
 Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptInput& input,
                                         const KnowledgeCandidates& knowledge, const context::Budget& budget,
                                         context::Mode mode, const SharedEstimator& estimator);
@@ -171,6 +183,8 @@ std::string render_timings(const Attempt& a);
 // The most source shown in one code block of a prompt (a kernel longer than this is cut at a
 // line boundary, with a line saying so).
 inline constexpr size_t k_max_code_shown = 24000;
+// The most of a diff shown in one prompt (whole hunks; the rest counted).
+inline constexpr size_t k_max_diff_shown = 6000;
 
 // The fence language of a backend's kernels (its row's; "cpp" for a name kope does not know).
 std::string code_language(std::string_view backend);

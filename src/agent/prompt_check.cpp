@@ -20,10 +20,17 @@ namespace {
 
 using json = nlohmann::json;
 
-// Headings of the sections that hold memory items (prompts/<backend>/experience.md).
-constexpr const char* k_knowledge_headings[] = {"## Experience from this machine", "## Lessons learned on this machine",
-                                                "## Feasibility evidence from other hardware", "## Feasibility only",
-                                                "## General notes"};
+// Headings of the sections that hold memory items (prompts/<backend>/experience.md, and the op
+// pack of op.md).
+constexpr const char* k_knowledge_headings[] = {"## Experience from this machine",
+                                                "## Lessons learned on this machine",
+                                                "## Feasibility evidence from other hardware",
+                                                "## Feasibility only",
+                                                "## General notes",
+                                                "## What memory knows for",
+                                                "## A verified kernel of the closest operator",
+                                                "## The same error, fixed before",
+                                                "## Changes that paid on similar operators"};
 constexpr std::string_view k_lessons_heading = "## Lessons already in memory";
 constexpr std::string_view k_byte_cut_marker = " more bytes cut ...]";
 constexpr std::string_view k_ellipsis = "\xE2\x80\xA6";

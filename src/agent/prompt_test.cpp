@@ -44,7 +44,9 @@ using Kind = memory::RetrievedItem::Kind;
 TEST(PromptLibrary, LoadsEveryTemplateAndSplitsNotes) {
   Fixture f;
   EXPECT_FALSE(f.lib.system.empty());
-  EXPECT_NE(f.lib.draft.find("## Target hardware"), std::string::npos);  // hot.md expanded
+  EXPECT_NE(f.lib.system.find("# Target hardware"), std::string::npos);  // the hardware guide: the system part
+  EXPECT_NE(f.lib.op_part.find("## Operator specification"), std::string::npos);  // op.md: the per-op part
+  EXPECT_NE(f.lib.draft.find("## Latest feedback"), std::string::npos);  // hot.md expanded
   EXPECT_EQ(f.lib.draft.find("{{>"), std::string::npos);
   EXPECT_GE(f.lib.notes.size(), 4u);
   auto missing = PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", "no-such-backend");
@@ -105,6 +107,8 @@ TEST(Prompt, TiersAndSectionsPerMode) {
   budget.window = 32000;
   budget.generation = 4000;
   budget.recency_reserve = 1000;
+  // Without stage ceilings (B_k's caps), so every section classify_knowledge fills can be seen.
+  budget.memory_draft = budget.memory_repair = budget.memory_refine = 0;
   auto active = assemble_prompt(f.lib, f.input(), knowledge, budget, context::Mode::active, f.est);
   ASSERT_TRUE(active) << active.error().message;
   const std::string& user = active->messages[1].content;
@@ -331,6 +335,7 @@ TEST(Prompt, ExperienceShowsNoItemTwiceAndQuarantineOnlyAsFeasibility) {
   context::Budget budget;
   budget.window = 32000;
   budget.generation = 4000;
+  budget.memory_draft = budget.memory_repair = budget.memory_refine = 0;  // B_k's caps
   auto p = assemble_prompt(f.lib, f.input(), k, budget, context::Mode::active, f.est);
   ASSERT_TRUE(p) << p.error().message;
   const std::string& user = p->messages[1].content;

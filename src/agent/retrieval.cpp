@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/forms.h"
 #include "eval/registry.h"
 #include "util/strings.h"
 
@@ -49,7 +50,8 @@ Result<KnowledgeCandidates> gather_candidates(memory::Store& store, const memory
                                               const PromptLibrary& lib, const SharedEstimator& estimator,
                                               const std::vector<const spec::OpSpec*>& known_ops,
                                               const std::set<std::string>& exclude,
-                                              const std::set<std::string>& shown_notes) {
+                                              const std::set<std::string>& shown_notes,
+                                              std::vector<memory::RetrievedItem>* retrieved) {
   KOPE_ASSIGN(auto state_items, store.retrieve(q));
   memory::RetrievalQuery broad = q;
   broad.task.op.clear();
@@ -58,30 +60,121 @@ Result<KnowledgeCandidates> gather_candidates(memory::Store& store, const memory
   KOPE_ASSIGN(auto broad_items, store.retrieve(broad));
   std::map<std::string, std::string> categories;
   for (const auto* o : known_ops) categories[o->name] = o->category;
-  return classify_knowledge(state_items, broad_items, op, q.stage, lib, estimator,
-                            [&](std::string_view name) -> std::optional<std::string> {
-                              auto it = categories.find(std::string(name));
-                              if (it == categories.end()) return std::nullopt;
-                              return it->second;
-                            },
-                            exclude, shown_notes);
+  KnowledgeCandidates out = classify_knowledge(state_items, broad_items, op, q.stage, lib, estimator,
+                                               [&](std::string_view name) -> std::optional<std::string> {
+                                                 auto it = categories.find(std::string(name));
+                                                 if (it == categories.end()) return std::nullopt;
+                                                 return it->second;
+                                               },
+                                               exclude, shown_notes);
+  if (retrieved) {
+    *retrieved = std::move(state_items);
+    retrieved->insert(retrieved->end(), std::make_move_iterator(broad_items.begin()), std::make_move_iterator(broad_items.end()));
+  }
+  return out;
 }
 
-Result<KnowledgeCandidates> gather_knowledge(const OpContext& ctx, const Plan& plan) {
-  KnowledgeCandidates knowledge;
-  if (ctx.cfg.mode != context::Mode::none) {
-    // This task's own attempts are in the hot tier already (incumbent, tried-table).
-    std::set<std::string> own;
-    for (const auto& [iter, id] : ctx.state.case_ids) own.insert(fmt::format("case:{}", id));
-    KOPE_ASSIGN(knowledge, gather_candidates(*ctx.env.store, state_query(ctx, plan), ctx.op, *ctx.env.prompts,
-                                             *ctx.env.estimator, ctx.env.known_ops, own, ctx.state.notes_shown));
-  } else {
+std::vector<context::Item> op_pack_items(const run::OpPackRecord& pack) {
+  std::vector<context::Item> items;
+  for (const auto& a : pack.items) {
+    context::Item it;
+    it.id = a.id;
+    it.tier = a.tier == "cold" ? context::Tier::cold : context::Tier::warm;
+    it.section = a.section;
+    it.tokens = a.tokens;
+    it.value = a.value;
+    it.parts = a.parts;
+    it.reason = a.reason;
+    it.category = a.category;
+    items.push_back(std::move(it));
+  }
+  return items;
+}
+
+Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeRequest& req, const PromptLibrary& lib,
+                                          const SharedEstimator& estimator,
+                                          const std::vector<const spec::OpSpec*>& known_ops) {
+  const spec::OpSpec& op = *req.op;
+  if (req.mode == context::Mode::none) {
     // `none` admits no memory, so nothing is read from it; the notes are offered and dropped
     // by the same selection as in the other modes.
-    knowledge = classify_knowledge({}, {}, ctx.op, plan.stage, *ctx.env.prompts, *ctx.env.estimator,
-                                   [](std::string_view) { return std::nullopt; }, {}, ctx.state.notes_shown);
+    return classify_knowledge({}, {}, op, req.query.stage, lib, estimator, [](std::string_view) { return std::nullopt; }, {},
+                              req.shown_notes);
   }
-  return knowledge;
+  std::vector<memory::RetrievedItem> retrieved;
+  KOPE_ASSIGN(KnowledgeCandidates raw, gather_candidates(store, req.query, op, lib, estimator, known_ops, req.exclude,
+                                                         req.shown_notes, &retrieved));
+  // The op pack: as the first prompt fixed it, or chosen now.
+  std::vector<context::Item> pack;
+  std::string pack_text;
+  if (req.op_pack) {
+    pack = op_pack_items(*req.op_pack);
+    pack_text = req.op_pack->text;
+  } else {
+    OpPackChoice chosen = choose_op_pack(raw, retrieved, op, estimator);
+    if (req.mode == context::Mode::random) {
+      int64_t tokens = 0;
+      for (const auto& it : chosen.items) tokens += it.tokens;
+      chosen = random_op_pack(raw, tokens, req.seed ^ 0x6f70u, estimator);
+    }
+    pack = std::move(chosen.items);
+    pack_text = std::move(chosen.text);
+  }
+  std::set<std::string> exclude = req.exclude;
+  for (const auto& it : pack) exclude.insert(it.id);
+  auto without = [&](std::vector<context::Item>& items) {
+    std::erase_if(items, [&](const context::Item& it) { return exclude.contains(it.id); });
+  };
+  KnowledgeCandidates out;
+  if (req.mode == context::Mode::passive) {
+    out = std::move(raw);
+  } else {
+    FormContext fc;
+    fc.op = &op;
+    fc.stage = req.query.stage;
+    fc.lang = req.lang;
+    fc.bottleneck = req.query.bottleneck;
+    fc.balance = req.balance;
+    fc.error_signature = req.query.last_error_signature;
+    fc.incumbent_code = req.incumbent_code;
+    KOPE_ASSIGN(KnowledgeCandidates forms, active_forms(store, raw, retrieved, fc, estimator, exclude));
+    if (req.mode == context::Mode::active) {
+      out = std::move(forms);
+    } else {
+      out = std::move(raw);
+      out.match_warm = std::move(forms.warm);
+      out.match_cold = std::move(forms.cold);
+    }
+  }
+  without(out.warm);
+  without(out.cold);
+  out.op_pack = std::move(pack);
+  out.op_pack_text = std::move(pack_text);
+  return out;
+}
+
+Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan) {
+  KnowledgeRequest req;
+  req.query = state_query(ctx, plan);
+  req.op = &ctx.op;
+  req.mode = ctx.cfg.mode;
+  // This task's own attempts are in the hot tier already (incumbent, tried-table), as cases and
+  // as kernels.
+  for (const auto& [iter, id] : ctx.state.case_ids) {
+    req.exclude.insert(fmt::format("case:{}", id));
+    req.exclude.insert(fmt::format("kernel:{}", id));
+  }
+  req.shown_notes = ctx.state.notes_shown;
+  req.op_pack = ctx.state.op_pack;
+  if (const Attempt* inc = ctx.state.incumbent()) {
+    auto code = ctx.code_of(*inc);
+    if (code) req.incumbent_code = *code;
+  }
+  const HardwareProfile& hw = *ctx.env.hw;
+  req.balance = hw.peak_gbps > 0 ? hw.peak_gflops / hw.peak_gbps : 0;
+  req.lang = ctx.lang();
+  req.seed = ctx.derived_seed(static_cast<int>(ctx.state.attempts.size()) + 1, "random-context");
+  return knowledge_for(*ctx.env.store, req, *ctx.env.prompts, *ctx.env.estimator, ctx.env.known_ops);
 }
 
 }  // namespace kope::agent

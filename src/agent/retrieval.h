@@ -14,20 +14,48 @@ namespace kope::agent {
 // op's summary; the incumbent's case for the lineage signals.
 memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan);
 
-// The knowledge candidates of the next prompt, classified into the warm and cold tiers: what
-// the state query and a broad query (the same without op and category, half the limit) return,
-// this task's own cases left out (the hot tier shows them). Mode none asks the memory nothing;
-// the notes are offered either way.
-Result<KnowledgeCandidates> gather_knowledge(const OpContext& ctx, const Plan& plan);
+// What one prompt's memory is drawn from, besides the store: the query, the op, the mode, and
+// the facts the forms of agent/forms.h need.
+struct KnowledgeRequest {
+  memory::RetrievalQuery query;
+  const spec::OpSpec* op = nullptr;
+  context::Mode mode = context::Mode::active;
+  std::set<std::string> exclude;        // this task's own cases and kernels (the hot tier shows them)
+  std::set<std::string> shown_notes;    // notes this task's earlier prompts showed
+  // The op pack fixed by the op's first prompt (OpState::op_pack); nullopt: choose it now.
+  std::optional<run::OpPackRecord> op_pack;
+  std::string incumbent_code;           // never offered again as experience
+  double balance = 0;                   // the machine's peak FLOP/s over its bandwidth
+  std::string lang = "cpp";
+  uint64_t seed = 0;                    // the random control's order
+};
 
-// What gather_knowledge does for a query: the state query `q` and the broad query (the same
-// without op and category, half the limit) asked of `store`, classified by classify_knowledge
-// for `op` (categories of other ops from `known_ops`). `kope memory retrieve --admit` uses it
-// for a state it is given.
+// The knowledge candidates of the next prompt: what the state query and a broad query (the same
+// without op and category, half the limit) return, classified into the warm and cold tiers
+// (classify_knowledge), then in the mode's forms: passive offers them as retrieved; active in the
+// forms of agent/forms.h; random offers them as retrieved and carries active's as the count to
+// match. Every mode but none gets the op pack (chosen when `req.op_pack` is nullopt: active and
+// passive by choose_op_pack, random at the same token count by random_op_pack). Mode none asks
+// the memory nothing; the notes are offered either way.
+Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeRequest& req, const PromptLibrary& lib,
+                                          const SharedEstimator& estimator,
+                                          const std::vector<const spec::OpSpec*>& known_ops);
+
+// knowledge_for with the loop's state: this task's own cases left out, the op pack of its first
+// prompt, the incumbent's code.
+Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan);
+
+// The op pack's items from its record in the op's state (its admission as logged).
+std::vector<context::Item> op_pack_items(const run::OpPackRecord& pack);
+
+// The state query `q` and the broad query (the same without op and category, half the limit)
+// asked of `store`, classified by classify_knowledge for `op` (categories of other ops from
+// `known_ops`); `retrieved` receives every item either query returned.
 Result<KnowledgeCandidates> gather_candidates(memory::Store& store, const memory::RetrievalQuery& q, const spec::OpSpec& op,
                                               const PromptLibrary& lib, const SharedEstimator& estimator,
                                               const std::vector<const spec::OpSpec*>& known_ops,
                                               const std::set<std::string>& exclude = {},
-                                              const std::set<std::string>& shown_notes = {});
+                                              const std::set<std::string>& shown_notes = {},
+                                              std::vector<memory::RetrievedItem>* retrieved = nullptr);
 
 }  // namespace kope::agent

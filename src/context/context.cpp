@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 #include <queue>
+#include <random>
 
 namespace kope::context {
 
@@ -67,6 +70,13 @@ int64_t sum_tokens(const std::vector<Item>& items) {
   return t;
 }
 
+// "learned value +0.31": the admission reason of an item that paid off before.
+std::string fmt_learned(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "learned value %+.2f", v);
+  return buf;
+}
+
 constexpr size_t k_shortlist = 2048;
 
 // Greedy selection by (value − λ·max similarity to what is chosen) per token, lazily
@@ -75,7 +85,7 @@ constexpr size_t k_shortlist = 2048;
 // compared with, so a re-evaluation only compares it with the items chosen since.
 // Returns which candidates were taken.
 std::vector<bool> greedy(const std::vector<Item>& candidates, int64_t budget, double lambda, std::vector<Item>& chosen,
-                         std::vector<std::vector<uint32_t>>& chosen_sketches, int64_t& used) {
+                         std::vector<std::vector<uint32_t>>& chosen_sketches, int64_t& used, double floor_per_token = 0) {
   struct Entry {
     double bound;
     size_t index;
@@ -125,7 +135,7 @@ std::vector<bool> greedy(const std::vector<Item>& candidates, int64_t budget, do
       heap.push({gain(top.index), top.index, chosen_sketches.size()});
       continue;
     }
-    if (top.bound <= 0) break;  // nothing left adds value
+    if (top.bound <= 0 || top.bound < floor_per_token) break;  // nothing left adds enough value
     chosen.push_back(item);
     chosen_sketches.push_back(sketches[top.index]);
     taken[top.index] = true;
@@ -165,6 +175,88 @@ void select_cold(const std::vector<Item>& cold, const Budget& budget, int64_t kn
     for (size_t j = 0; j < again.size(); ++j) taken[index[j]] = taken[index[j]] || again[j];
   }
   add_dropped(cold, taken, dropped);
+}
+
+// Active selection under a stage budget: the eligible items (a positive learned value or an
+// exact key) greedily, then the one exploration slot for the best other item that still fits.
+void select_budgeted(const std::vector<Item>& warm, const std::vector<Item>& cold, const Budget& budget, double lambda,
+                     Selection& sel, int64_t& warm_used, int64_t& cold_used) {
+  const int64_t cap = std::min(budget.memory_cap, sel.knowledge_budget);
+  const double floor_per_token = budget.value_floor / 1000.0;
+  std::vector<Item> eligible, others;
+  for (const auto* list : {&warm, &cold}) {
+    for (const auto& it : *list) {
+      Item copy = it;
+      if (it.learned > 0) {
+        copy.admitted_for = fmt_learned(it.learned);
+        eligible.push_back(std::move(copy));
+      } else if (it.exact_key) {
+        copy.admitted_for = "exact key";
+        eligible.push_back(std::move(copy));
+      } else {
+        copy.admitted_for = "exploration slot";
+        others.push_back(std::move(copy));
+      }
+    }
+  }
+  std::vector<std::vector<uint32_t>> sketches;
+  int64_t used = 0;
+  size_t first = sel.chosen.size();
+  std::vector<bool> taken = greedy(eligible, cap, lambda, sel.chosen, sketches, used, floor_per_token);
+  add_dropped(eligible, taken, sel.dropped);
+  // The exploration slot: the one best other item by value per token (after the redundancy
+  // penalty) that fits and clears the floor.
+  std::optional<size_t> pick;
+  double best = 0;
+  for (size_t i = 0; i < others.size(); ++i) {
+    const Item& it = others[i];
+    if (it.tokens > cap - used) continue;
+    std::vector<uint32_t> sketch = shingles(it.text);
+    double sim = 0;
+    for (const auto& c : sketches) sim = std::max(sim, jaccard(sketch, c));
+    double gain = (it.value - lambda * sim * std::max(it.value, 0.0)) / static_cast<double>(std::max<int64_t>(1, it.tokens));
+    if (gain > 0 && gain >= floor_per_token && (!pick || gain > best)) {
+      best = gain;
+      pick = i;
+    }
+  }
+  for (size_t i = 0; i < others.size(); ++i) {
+    if (pick && i == *pick) {
+      sel.chosen.push_back(others[i]);
+      used += others[i].tokens;
+    } else {
+      sel.dropped.push_back(others[i].id);
+    }
+  }
+  for (size_t i = first; i < sel.chosen.size(); ++i) {
+    (sel.chosen[i].tier == Tier::warm ? warm_used : cold_used) += sel.chosen[i].tokens;
+  }
+}
+
+// The random control: candidates in a seeded random order, each taken while the total stays
+// within 5% above `target`, until it reaches 5% below it.
+void select_random(const std::vector<Item>& warm, const std::vector<Item>& cold, const Budget& budget, Selection& sel,
+                   int64_t& warm_used, int64_t& cold_used) {
+  std::vector<const Item*> pool;
+  for (const auto* list : {&warm, &cold}) {
+    for (const auto& it : *list) pool.push_back(&it);
+  }
+  std::mt19937_64 rng(budget.random_seed);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  const int64_t target = budget.random_tokens;
+  const int64_t high = target + target / 20, low = target - target / 20;
+  int64_t used = 0;
+  for (const Item* it : pool) {
+    if (used < low && used + it->tokens <= high) {
+      Item copy = *it;
+      copy.admitted_for = "random control";
+      (copy.tier == Tier::warm ? warm_used : cold_used) += copy.tokens;
+      used += copy.tokens;
+      sel.chosen.push_back(std::move(copy));
+    } else {
+      sel.dropped.push_back(it->id);
+    }
+  }
 }
 
 }  // namespace
@@ -226,6 +318,10 @@ Selection select(const std::vector<Item>& hot, const std::vector<Item>& warm, co
         }
       }
     }
+  } else if (mode == Mode::active && budget.memory_cap > 0) {
+    select_budgeted(warm, cold, budget, redundancy_weight, sel, warm_used, cold_used);
+  } else if (mode == Mode::random) {
+    select_random(warm, cold, budget, sel, warm_used, cold_used);
   } else if (mode == Mode::active) {
     std::vector<std::vector<uint32_t>> sketches;
     int64_t warm_cap = static_cast<int64_t>(std::floor(budget.warm_cap * static_cast<double>(sel.knowledge_budget)));

@@ -43,6 +43,18 @@ struct Budget {
   double warm_cap = 0.75;           // share of B_k warm items may take
   double cold_cap = 0.03;           // share of B_k any cold items may take
   double cold_cap_learned = 0.15;   // share the cold tier may grow to with items of positive learned value
+  // The stage's fixed memory ceiling (docs/design.md §5): the tokens of memory one prompt's tail
+  // may carry in active mode, B_k staying the ceiling above it. 0: the caps above apply (B_k
+  // shared by warm_cap and the cold caps), as before stage budgets existed.
+  int64_t memory_cap = 0;
+  // The stages' ceilings (tokens of memory in a draft, repair and refine prompt's tail) from
+  // which the prompt assembly sets memory_cap, and the op pack's (agent/forms.h).
+  int64_t memory_draft = 1500, memory_repair = 400, memory_refine = 500;
+  // Active filling stops when the best remaining item brings less value per 1000 tokens.
+  double value_floor = 0.25;
+  // random mode: the token count to match (what active admits for the same prompt) and the seed.
+  int64_t random_tokens = 0;
+  uint64_t random_seed = 0;
 
   // B_k for a hot tier of `hot_tokens`: max(0, W − S − G − max(R, hot_tokens)).
   int64_t knowledge(int64_t hot_tokens) const;
@@ -63,6 +75,14 @@ struct Item {
   std::map<std::string, double> parts;
   std::string reason;
   std::string category;  // the op category the item is about ("" for general items)
+  // An exact key to this state: the same error signature as the failure being repaired, or the
+  // same op category and bottleneck. With a positive `learned` value it is the reason an item
+  // may enter an active prompt under a stage budget; any other item competes only for the one
+  // exploration slot.
+  bool exact_key = false;
+  // Filled by select(): why the item was admitted ("learned value", "exact key", "exploration
+  // slot", "random control", ...; "" in the modes that admit without reasons).
+  std::string admitted_for;
 };
 
 struct Selection {
@@ -76,6 +96,12 @@ struct Selection {
 
 // Chooses the prompt's items. `hot` is always admitted; `warm` and `cold` are candidates
 // (their order is the retrieval order, used by passive mode).
+// active with a stage budget (Budget::memory_cap > 0): one pool under min(memory_cap, B_k); an
+// item is eligible only for a reason it records in `admitted_for`: a positive learned value, or
+// an exact key; besides them the one exploration slot takes the best other item (what has no
+// learned value yet gets one only by being shown). Filling is greedy by value per token with the
+// redundancy penalty and stops below Budget::value_floor. random: items in a seeded random order
+// until Budget::random_tokens is reached (within 10%), whatever their value.
 Selection select(const std::vector<Item>& hot, const std::vector<Item>& warm,
                  const std::vector<Item>& cold, const Budget& budget, Mode mode,
                  double redundancy_weight = 0.5);

@@ -210,5 +210,97 @@ TEST(TokenEstimator, CalibratesTowardReportedUsage) {
   EXPECT_EQ(TokenEstimator(0.5).estimate("Hello, world!"), 2);            // ceil(4 x 0.5)
 }
 
+// Stage budgets (docs/design.md §5): an item enters an active prompt only for a reason it
+// records; one exploration slot takes the best item without one.
+TEST(StageBudget, AnItemWithoutAReasonStaysOutBeyondTheExplorationSlot) {
+  Budget b;
+  b.memory_cap = 1000;
+  Item learned = item("learned", Tier::warm, 100, 0.5);
+  learned.learned = 0.2;
+  Item keyed = item("keyed", Tier::warm, 100, 0.4);
+  keyed.exact_key = true;
+  Item plain1 = item("plain1", Tier::warm, 100, 0.9);
+  Item plain2 = item("plain2", Tier::cold, 100, 0.8);
+  Item plain3 = item("plain3", Tier::cold, 100, 0.3);
+  auto s = select({item("hot", Tier::hot, 500, 0)}, {learned, keyed, plain1}, {plain2, plain3}, b, Mode::active, 0.0);
+  std::set<std::string> got = ids(s);
+  EXPECT_TRUE(got.contains("learned"));
+  EXPECT_TRUE(got.contains("keyed"));
+  // Exactly one of the reasonless items: the best by value per token.
+  EXPECT_TRUE(got.contains("plain1"));
+  EXPECT_FALSE(got.contains("plain2"));
+  EXPECT_FALSE(got.contains("plain3"));
+  for (const auto& it : s.chosen) {
+    if (it.tier == Tier::hot) continue;
+    EXPECT_FALSE(it.admitted_for.empty()) << it.id;
+    if (it.id == "plain1") {
+      EXPECT_EQ(it.admitted_for, "exploration slot");
+    } else if (it.id == "keyed") {
+      EXPECT_EQ(it.admitted_for, "exact key");
+    } else if (it.id == "learned") {
+      EXPECT_EQ(it.admitted_for, "learned value +0.20");
+    }
+  }
+}
+
+TEST(StageBudget, TheCeilingAndTheValueFloorStopTheFilling) {
+  Budget b;
+  b.memory_cap = 250;
+  b.value_floor = 0.25;  // per 1000 tokens
+  std::vector<Item> warm;
+  for (int i = 0; i < 6; ++i) {
+    Item it = item("k" + std::to_string(i), Tier::warm, 100, 1.0 - 0.1 * i);
+    it.exact_key = true;
+    warm.push_back(it);
+  }
+  Item weak = item("weak", Tier::warm, 50, 0.001);  // 0.02 per 1000 tokens: below the floor
+  weak.exact_key = true;
+  warm.push_back(weak);
+  auto s = select({item("hot", Tier::hot, 500, 0)}, warm, {}, b, Mode::active, 0.0);
+  EXPECT_LE(s.tier_tokens["warm"] + s.tier_tokens["cold"], 250);
+  EXPECT_EQ(ids(s), (std::set<std::string>{"hot", "k0", "k1"}));
+  // B_k stays a ceiling above the stage's.
+  b.window = 2000;
+  b.generation = 1000;
+  b.recency_reserve = 0;
+  b.memory_cap = 100000;
+  auto t = select({item("hot", Tier::hot, 850, 0)}, warm, {}, b, Mode::active, 0.0);
+  EXPECT_LE(t.tier_tokens["warm"], t.knowledge_budget);
+}
+
+TEST(StageBudget, TheRandomControlMatchesTheTokenCountWithin10Percent) {
+  std::vector<Item> warm, cold;
+  for (int i = 0; i < 60; ++i) {
+    (i % 2 ? warm : cold).push_back(item("i" + std::to_string(i), i % 2 ? Tier::warm : Tier::cold, 20 + (i * 37) % 180, 0.1));
+  }
+  for (int64_t target : {150, 400, 1500}) {
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      Budget b;
+      b.random_tokens = target;
+      b.random_seed = seed;
+      auto s = select({item("hot", Tier::hot, 10, 0)}, warm, cold, b, Mode::random, 0.0);
+      int64_t got = s.tier_tokens["warm"] + s.tier_tokens["cold"];
+      EXPECT_GE(got, target * 9 / 10) << target << " seed " << seed;
+      EXPECT_LE(got, target * 11 / 10) << target << " seed " << seed;
+      for (const auto& it : s.chosen) {
+        if (it.tier != Tier::hot) {
+          EXPECT_EQ(it.admitted_for, "random control");
+        }
+      }
+    }
+  }
+  // Another seed, other items.
+  Budget b1, b2;
+  b1.random_tokens = b2.random_tokens = 600;
+  b1.random_seed = 11;
+  b2.random_seed = 12;
+  EXPECT_NE(ids(select({}, warm, cold, b1, Mode::random)), ids(select({}, warm, cold, b2, Mode::random)));
+}
+
+TEST(Mode, RandomIsNamed) {
+  EXPECT_EQ(mode_name(Mode::random), "random");
+  EXPECT_EQ(parse_mode("random"), Mode::random);
+}
+
 }  // namespace
 }  // namespace kope::context

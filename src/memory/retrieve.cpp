@@ -839,6 +839,8 @@ class RetrievalEngine {
     if (l.status != LessonStatus::active || m_held_out_lessons.contains(l.id)) return false;
     if (!l.scope.backend.empty() && !m_q.backend.empty() && l.scope.backend != m_q.backend) return false;
     item.id = "lesson:" + l.id;
+    item.lesson_kind = std::string(lesson_kind_name(l.kind));
+    item.error_signature = l.error_signature;
     item.target = l.scope.target;
     item.foreign = (!l.scope.target.empty() && l.scope.target != m_q.target) ||
                    (!l.scope.toolchain.empty() && !m_q.toolchain.empty() && l.scope.toolchain != m_q.toolchain) ||
@@ -876,6 +878,13 @@ class RetrievalEngine {
     const bool evidence = !foreign && (f.quarantine == 0 || f.quarantine == 2) && f.verdict == eval::Verdict::correct;
     if (c.kind == RetrievedItem::Kind::best_kernel && (foreign || !evidence)) return false;
     item.id = key;
+    item.case_id = f.id;
+    item.failed_case = c.failed_case;
+    if (f.verdict != eval::Verdict::correct) item.error_signature = f.signature;
+    if (c.failed_case) {
+      auto failed = m_facts.find(*c.failed_case);
+      if (failed != m_facts.end()) item.error_signature = failed->second.signature;
+    }
     item.foreign = foreign;
     item.target = f.target;
     item.op = f.op;

@@ -43,7 +43,11 @@ json loop_config_to_json(const LoopConfig& c) {
                 {"recency_reserve", c.budget.recency_reserve},
                 {"warm_cap", c.budget.warm_cap},
                 {"cold_cap", c.budget.cold_cap},
-                {"cold_cap_learned", c.budget.cold_cap_learned}}},
+                {"cold_cap_learned", c.budget.cold_cap_learned},
+                {"memory_draft", c.budget.memory_draft},
+                {"memory_repair", c.budget.memory_repair},
+                {"memory_refine", c.budget.memory_refine},
+                {"value_floor", c.budget.value_floor}}},
               {"retrieval_limit", c.retrieval_limit},
               {"passive_retrieval_limit", c.passive_retrieval_limit},
               {"replay_limit", c.replay_limit},
@@ -81,6 +85,11 @@ Result<LoopConfig> loop_config_from_json(const json& j) {
     c.budget.cold_cap = b.at("cold_cap").get<double>();
     // Runs written before the grown cold cap existed had one cap for every cold item.
     c.budget.cold_cap_learned = b.value("cold_cap_learned", c.budget.cold_cap);
+    // Stage budgets (absent in runs made before them: the defaults apply when such a run resumes).
+    c.budget.memory_draft = b.value("memory_draft", c.budget.memory_draft);
+    c.budget.memory_repair = b.value("memory_repair", c.budget.memory_repair);
+    c.budget.memory_refine = b.value("memory_refine", c.budget.memory_refine);
+    c.budget.value_floor = b.value("value_floor", c.budget.value_floor);
     c.retrieval_limit = j.at("retrieval_limit").get<int>();
     c.passive_retrieval_limit = j.at("passive_retrieval_limit").get<int>();
     c.replay_limit = j.at("replay_limit").get<int>();

@@ -60,6 +60,9 @@ Result<std::map<std::string, OpState>> restore_states(const std::vector<json>& e
           for (const auto& id : e.value("admitted", std::vector<std::string>{})) {
             if (id.starts_with("note:")) st.notes_shown.insert(id);
           }
+          if (!st.op_pack && e.contains("op_pack")) {
+            KOPE_ASSIGN(st.op_pack, op_pack_from_json(e["op_pack"]));
+          }
         }
       } else if (type == "answer") {
         KOPE_ASSIGN(st.pending, answer_from_json(e));
@@ -105,6 +108,15 @@ Result<std::map<std::string, OpState>> restore_states(const std::vector<json>& e
     }
   }
   return states;
+}
+
+json op_pack_json(const OpPackRecord& pack) { return json{{"text", pack.text}, {"items", admission_json(pack.items)}}; }
+
+Result<OpPackRecord> op_pack_from_json(const json& j) {
+  if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+    return fail(ErrorKind::corrupt, "event log: an op_pack without its text");
+  }
+  return OpPackRecord{j["text"].get<std::string>(), admission_from_json(j.value("items", json::array()))};
 }
 
 json delta_to_json(const memory::LessonDelta& d) {

@@ -34,6 +34,16 @@ struct ReflectionRecord {
   std::vector<std::string> lesson_ids;
 };
 
+// The op pack (agent/forms.h) an op's first prompt fixed: the text its per-op part shows in every
+// prompt of the op, and its items' admission. Logged as the first prompt event's "op_pack".
+struct OpPackRecord {
+  std::string text;
+  std::vector<Admission> items;
+};
+nlohmann::json op_pack_json(const OpPackRecord& pack);
+// Lenient on the items (as admission_from_json); fails with corrupt without a text.
+Result<OpPackRecord> op_pack_from_json(const nlohmann::json& j);
+
 // Everything the loop knows about one op, rebuilt from the event log on resume.
 struct OpState {
   std::vector<Attempt> attempts;
@@ -45,6 +55,7 @@ struct OpState {
   std::string stop_reason;
   std::vector<std::string> errors;          // llm failures that stopped the op, for the report
   std::set<std::string> notes_shown;        // general notes ("note:N") its prompts admitted so far
+  std::optional<OpPackRecord> op_pack;      // fixed by its first prompt (none in mode none)
   // What memory held about the op when it started (op_started's "experience"): "held-out"
   // (the run excluded its earlier experience), "seen" (memory held earlier experience of it and
   // the run used it) or "unseen"; "" in a run written before the guard existed.

@@ -750,16 +750,19 @@ struct RetrieveOptions {
   std::string suite;
   int64_t window = 128000;
   int64_t generation = 8192;
+  std::string mode = "active";  // --admit: the context mode whose admission is shown
 };
 
 // `retrieve OP --admit`: what the agent's prompt for this state would hold. The op's spec comes
-// from the suite, the query is the agent's (state and broad, classified into tiers), and the
-// prompt is assembled without the hardware block (identical for every state, so left out).
+// from the suite, the query is the agent's (state and broad, classified into tiers, in the
+// mode's forms), and the prompt is assembled with this machine's hardware guide, and once more
+// without memory (what memory adds is the difference).
 struct AdmitView {
   agent::AssembledPrompt prompt;
   agent::KnowledgeCandidates candidates;
   std::string category;
   int64_t other_category_tokens = 0;  // admitted items about ops of another category
+  int64_t memory_tokens = 0;          // the prompt's tokens beyond the same prompt without memory
 };
 
 Result<AdmitView> admit_view(mem::Store& store, const mem::RetrievalQuery& base, const RetrieveOptions& o) {
@@ -778,15 +781,35 @@ Result<AdmitView> admit_view(mem::Store& store, const mem::RetrievalQuery& base,
   if (o.limit == RetrieveOptions{}.limit) q.limit = run::LoopConfig{}.retrieval_limit;  // the agent's default
   AdmitView v;
   v.category = op.category;
-  KOPE_ASSIGN(v.candidates, agent::gather_candidates(store, q, op, lib, estimator, known));
+  agent::KnowledgeRequest req;
+  req.query = q;
+  req.op = &op;
+  auto mode = context::parse_mode(o.mode);
+  if (!mode) return fail(ErrorKind::usage, "--mode: '{}' is not a context mode (active, passive, random, none)", o.mode);
+  req.mode = *mode;
+  // The machine's profile (measured once, then cached): the hardware guide of the system message
+  // and the balance that tells an op's bottleneck.
+  KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
+  double balance = hw.peak_gbps > 0 ? hw.peak_gflops / hw.peak_gbps : 0;
+  if (q.bottleneck.empty() && balance > 0 && q.task.arithmetic_intensity > 0) {
+    q.bottleneck = q.task.arithmetic_intensity < balance ? "memory" : "compute";
+  }
+  req.query = q;
+  req.balance = balance;
+  KOPE_ASSIGN(v.candidates, agent::knowledge_for(store, req, lib, estimator, known));
   agent::PromptInput in;
   in.op = &op;
   KOPE_ASSIGN(in.reference_source, util::read_file(op.reference_path));
   in.stage = q.stage;
+  in.hardware = agent::render_hardware(hw, "(the candidates' compiler)", agent::describe_hardware_guide(backend));
   context::Budget budget;
   budget.window = o.window;
   budget.generation = o.generation;
-  KOPE_ASSIGN(v.prompt, agent::assemble_prompt(lib, in, v.candidates, budget, context::Mode::active, estimator));
+  KOPE_ASSIGN(v.prompt, agent::assemble_prompt(lib, in, v.candidates, budget, *mode, estimator));
+  // The same prompt without memory: what memory adds is the difference.
+  KOPE_ASSIGN(agent::AssembledPrompt bare, agent::assemble_prompt(lib, in, agent::KnowledgeCandidates{}, budget,
+                                                                  context::Mode::none, estimator));
+  v.memory_tokens = v.prompt.total_tokens - bare.total_tokens;
   for (const auto& a : v.prompt.admission) {
     if (!a.category.empty() && a.category != op.category) v.other_category_tokens += a.tokens;
   }
@@ -808,6 +831,9 @@ json admit_json(const AdmitView& v, const RetrieveOptions& o) {
           {"knowledge_budget", p.knowledge_budget},
           {"tier_tokens", p.tier_tokens},
           {"total_tokens", p.total_tokens},
+          {"mode", o.mode},
+          {"memory_tokens", v.memory_tokens},
+          {"prefix_tokens", p.prefix_tokens},
           {"other_category_tokens", v.other_category_tokens},
           {"other_category_share", p.total_tokens > 0 ? static_cast<double>(v.other_category_tokens) / p.total_tokens : 0.0},
           {"admitted", run::admission_json(p.admission)},
@@ -817,10 +843,11 @@ json admit_json(const AdmitView& v, const RetrieveOptions& o) {
 std::string admit_text(const AdmitView& v, const RetrieveOptions& o) {
   const auto& p = v.prompt;
   auto tier = [&](const char* t) { auto it = p.tier_tokens.find(t); return it == p.tier_tokens.end() ? int64_t{0} : it->second; };
-  std::string out = fmt::format("{} ({}), {} stage: B_k {} tokens; prompt {} tokens (system {}, hot {}, warm {}, cold {}); "
+  std::string out = fmt::format("{} ({}), {} stage, context {}: B_k {} tokens; prompt {} tokens (system {}, hot {}, warm {}, "
+                                "cold {}); memory {} tokens beyond the same prompt without it; cacheable prefix {} tokens; "
                                 "items of other categories {} tokens ({:.1f}%)\n",
-                                o.op, v.category, o.stage, p.knowledge_budget, p.total_tokens, tier("system"), tier("hot"),
-                                tier("warm"), tier("cold"), v.other_category_tokens,
+                                o.op, v.category, o.stage, o.mode, p.knowledge_budget, p.total_tokens, tier("system"),
+                                tier("hot"), tier("warm"), tier("cold"), v.memory_tokens, p.prefix_tokens, v.other_category_tokens,
                                 p.total_tokens > 0 ? 100.0 * static_cast<double>(v.other_category_tokens) / p.total_tokens : 0.0);
   for (const auto& a : p.admission) {
     std::vector<std::string> parts;
@@ -907,6 +934,7 @@ void add_retrieve(const MemoryCli& cli) {
               "tokens, why (score parts and reason), the tier totals and the tokens spent on other categories");
   s->add_option("--suite", o->suite, "Operator suite the op's spec is read from, with --admit (default: the bundled ops/)");
   s->add_option("--window", o->window, "Model window with --admit")->capture_default_str();
+  s->add_option("--mode", o->mode, "Context mode with --admit: active, passive, random or none")->capture_default_str();
   s->add_option("--generation", o->generation, "Generation allowance with --admit")->capture_default_str();
   cli.on_chosen(s, [o](const Common& common) { return run_retrieve(common, *o); });
 }

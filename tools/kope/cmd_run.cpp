@@ -164,7 +164,7 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
   l.patience = o.patience;
   l.reflect = !o.no_reflect;
   auto mode = context::parse_mode(o.context);
-  if (!mode) return fail(ErrorKind::usage, "--context must be active, passive or none (got '{}')", o.context);
+  if (!mode) return fail(ErrorKind::usage, "--context must be active, passive, none or random (got '{}')", o.context);
   l.mode = *mode;
   l.seed = c.seed;
   if (profile) {
@@ -526,7 +526,9 @@ void register_run(CLI::App& app, Action& action) {
       ->default_val(0.8);
   cmd->add_option("--patience", o->patience, "Stop an operator after this many attempts without a faster kernel; 0 = never")
       ->default_val(4);
-  cmd->add_option("--context", o->context, "Context management: active, passive (all relevant memory) or none (no memory)")
+  cmd->add_option("--context", o->context,
+                  "Context management: active, passive (all relevant memory), none (no memory) or random (random memory "
+                  "items at the token count active admits: the ablation's control)")
       ->default_val("active");
   cmd->add_option("--memory", o->memory, "Experience database: a file or a postgresql:// URL (default: $KOPE_MEMORY or the data directory's memory.db)");
   cmd->add_option("--jobs", o->jobs, "Operators in flight at once")->default_val(1)->check(CLI::Range(1, 256));

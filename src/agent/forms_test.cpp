@@ -1,0 +1,222 @@
+// The forms of an active prompt and its layout (docs/design.md §5): end to end through the
+// loop with the fake model and evaluator over a real store (SQLite in memory).
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "agent/forms.h"
+#include "agent/test_support.h"
+
+namespace kope::agent {
+namespace {
+
+using nlohmann::json;
+using testing::kernel_answer;
+
+spec::OpSpec load_op(const std::string& rel) {
+  auto op = spec::load_op(std::filesystem::path(KOPE_SOURCE_DIR) / "ops" / rel);
+  if (!op) ADD_FAILURE() << op.error().message;
+  return op ? *op : spec::OpSpec{};
+}
+
+// A kernel answer judged `verdict` with the evaluator's `message`; `body` makes its code differ.
+std::string answer(const std::string& optimisation, const std::string& verdict, const std::string& message,
+                   const std::string& body, double time_us = 1000) {
+  return fmt::format(
+      "OPTIMISATION: {}\n```cpp\n// fake-verdict: {}\n// fake-message: {}\n// fake-time-us: {}\n#include <cstdint>\n"
+      "extern \"C\" void kope_kernel(const float* x, float* y, int64_t N, int64_t D) {{\n{}\n}}\n```\n",
+      optimisation, verdict, message, time_us, body);
+}
+
+struct StoreHarness {
+  testing::Harness h;
+  std::unique_ptr<memory::Database> store = std::move(*memory::open_store(":memory:"));
+
+  StoreHarness() { h.config.reflect = false; }
+  OpEnvironment env() {
+    OpEnvironment e = h.env();
+    e.store = store.get();
+    return e;
+  }
+  void run(const spec::OpSpec& op, std::map<int, std::string> answers, const std::string& run_id) {
+    h.config.max_iterations = static_cast<int>(answers.size());
+    h.run_id = run_id;
+    h.answers = std::move(answers);
+    OpState st;
+    auto end = run_op(env(), op, st);
+    ASSERT_TRUE(end) << end.error().message;
+  }
+  // The kernel calls' messages (reflections left out), in order.
+  std::vector<std::vector<llm::Message>> kernel_calls() const {
+    std::vector<std::vector<llm::Message>> out;
+    for (const auto& c : h.llm->calls()) {
+      if (c.params.purpose != "reflect" && c.messages.size() >= 2) out.push_back(c.messages);
+    }
+    return out;
+  }
+};
+
+// The code blocks of a prompt (their contents).
+std::vector<std::string> code_blocks(const std::string& text) {
+  std::vector<std::string> out;
+  static const std::regex fence("```[a-z+]*\\n([\\s\\S]*?)```");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), fence); it != std::sregex_iterator(); ++it) {
+    out.push_back((*it)[1]);
+  }
+  return out;
+}
+
+bool in_code(const std::string& prompt, const std::string& marker) {
+  for (const auto& b : code_blocks(prompt)) {
+    if (b.find(marker) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(Forms, AConvPromptHoldsNoCodeOfAnotherCategory) {
+  StoreHarness s;
+  spec::OpSpec sgemm = load_op("matmul/sgemm");
+  spec::OpSpec conv1x1 = load_op("conv/conv2d_1x1");
+  spec::OpSpec conv3x3 = load_op("conv/conv2d_3x3");
+  s.h.known_ops = {&sgemm, &conv1x1, &conv3x3};
+  s.run(sgemm, {{1, kernel_answer("MATMUL_DRAFT", "correct", 1000)}, {2, kernel_answer("MATMUL_TILED", "correct", 400)}}, "seed");
+  s.run(conv1x1, {{1, kernel_answer("CONV_DRAFT", "correct", 1000)}, {2, kernel_answer("CONV_BLOCKED", "correct", 500)}}, "seed");
+  size_t before = s.kernel_calls().size();
+  s.run(conv3x3, {{1, kernel_answer("THREE_A", "correct", 1000)}, {2, kernel_answer("THREE_B", "correct", 600)},
+                  {3, kernel_answer("THREE_C", "correct", 300)}},
+        "conv");
+  auto calls = s.kernel_calls();
+  ASSERT_EQ(calls.size(), before + 3);
+  bool exemplar = false;
+  for (size_t i = before; i < calls.size(); ++i) {
+    const std::string& user = calls[i][1].content;
+    EXPECT_FALSE(in_code(user, "MATMUL_")) << user;
+    exemplar = exemplar || in_code(user, "CONV_BLOCKED");
+  }
+  EXPECT_TRUE(exemplar) << "the same category's best kernel is the draft's exemplar";
+  // The draft carries at most one exemplar, and every admitted item says why it is there.
+  auto prompts = s.h.events_of("prompt");
+  int exemplars = 0;
+  for (const auto& a : prompts[prompts.size() - 3]["admission"]) {
+    exemplars += a["section"] == "exemplar";
+    EXPECT_FALSE(a["reason"].get<std::string>().empty()) << a.dump();
+  }
+  EXPECT_LE(exemplars, 1);
+}
+
+TEST(Forms, TheOpPackAndThePerOpPartAreByteIdenticalAcrossAnOpsPrompts) {
+  StoreHarness s;
+  s.h.config.reflect = true;  // lessons, also while the op runs: the pack must not change
+  s.h.reflection = R"({"lessons": [{"action": "add", "kind": "strategy", "title": "Block the output channels",
+    "text": "Keep a block of output channels in registers and stream the input once per block."}]})";
+  spec::OpSpec conv1x1 = load_op("conv/conv2d_1x1");
+  spec::OpSpec conv3x3 = load_op("conv/conv2d_3x3");
+  s.h.known_ops = {&conv1x1, &conv3x3};
+  s.run(conv1x1, {{1, kernel_answer("CONV_DRAFT", "correct", 1000)}, {2, kernel_answer("CONV_BLOCKED", "correct", 400)}}, "seed");
+  size_t before = s.kernel_calls().size();
+  s.run(conv3x3, {{1, kernel_answer("A", "correct", 1000)}, {2, kernel_answer("B", "wrong_result", 500)},
+                  {3, kernel_answer("C", "correct", 300)}, {4, kernel_answer("D", "correct", 200)}},
+        "conv");
+  auto calls = s.kernel_calls();
+  ASSERT_EQ(calls.size(), before + 4);
+  const auto& first = calls[before];
+  ASSERT_GT(first[1].cache_prefix, 0u);
+  const std::string prefix = first[1].content.substr(0, first[1].cache_prefix);
+  EXPECT_NE(prefix.find("What memory knows for conv operators"), std::string::npos) << prefix;
+  EXPECT_NE(prefix.find("## Operator specification"), std::string::npos);
+  EXPECT_EQ(prefix.find("attempt 1 of"), std::string::npos) << "the per-op part names no attempt";
+  for (size_t i = before + 1; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i][0].content, first[0].content) << "the system message";
+    ASSERT_EQ(calls[i][1].cache_prefix, first[1].cache_prefix) << "call " << i;
+    EXPECT_EQ(calls[i][1].content.substr(0, calls[i][1].cache_prefix), prefix) << "call " << i;
+  }
+  // The pack was logged once, with the first prompt, and its items are admitted in every prompt.
+  auto prompts = s.h.events_of("prompt");
+  int packs = 0;
+  std::erase_if(prompts, [](const json& p) { return p.value("purpose", "") == "reflect"; });
+  ASSERT_GE(prompts.size(), 4u);
+  for (size_t i = prompts.size() - 4; i < prompts.size(); ++i) {
+    packs += prompts[i].contains("op_pack");
+    bool pack_item = false;
+    for (const auto& a : prompts[i]["admission"]) pack_item = pack_item || a["section"] == "op_pack";
+    EXPECT_TRUE(pack_item) << prompts[i].dump();
+  }
+  EXPECT_EQ(packs, 1);
+}
+
+TEST(Forms, ARepairShowsTheFixDiffOnlyForTheSameErrorSignature) {
+  const std::string crash = "crashed with SIGSEGV (invalid memory access at the end of a row)";
+  auto seed_memory = [&](StoreHarness& s, const spec::OpSpec& op) {
+    s.run(op, {{1, answer("UNROLLED", "runtime_error", crash, "  for (int64_t i = 0; i <= N * D; ++i) y[i] = x[i];")},
+               {2, answer("BOUNDS_FIXED", "correct", "correct on every case", "  for (int64_t i = 0; i < N * D; ++i) y[i] = x[i];")}},
+          "seed");
+  };
+  spec::OpSpec conv1x1 = load_op("conv/conv2d_1x1");
+  spec::OpSpec conv3x3 = load_op("conv/conv2d_3x3");
+  {
+    StoreHarness s;
+    s.h.known_ops = {&conv1x1, &conv3x3};
+    seed_memory(s, conv1x1);
+    s.run(conv3x3, {{1, answer("MINE", "runtime_error", crash, "  y[N * D] = 0;")}, {2, kernel_answer("R", "correct")}}, "conv");
+    const std::string repair = s.kernel_calls().back()[1].content;
+    EXPECT_NE(repair.find("stage: repair"), std::string::npos);
+    EXPECT_NE(repair.find("## The same error, fixed before"), std::string::npos) << repair << s.h.events_of("prompt").back().dump(1);
+    EXPECT_NE(repair.find("```diff"), std::string::npos) << repair;
+    EXPECT_NE(repair.find("+  for (int64_t i = 0; i < N * D; ++i)"), std::string::npos) << repair;
+  }
+  {
+    StoreHarness s;
+    s.h.known_ops = {&conv1x1, &conv3x3};
+    seed_memory(s, conv1x1);
+    s.run(conv3x3, {{1, answer("MINE", "wrong_result", "y[0]: got 1, expected 2", "  y[0] = 1;")}, {2, kernel_answer("R", "correct")}},
+          "conv");
+    const std::string repair = s.kernel_calls().back()[1].content;
+    EXPECT_NE(repair.find("stage: repair"), std::string::npos);
+    EXPECT_EQ(repair.find("## The same error, fixed before"), std::string::npos) << repair;
+    EXPECT_EQ(repair.find("```diff\n@@"), std::string::npos) << repair;
+  }
+}
+
+TEST(Forms, TheIncumbentIsShownOnceAndTheLatestCorrectAttemptAsADiff) {
+  StoreHarness s;
+  spec::OpSpec conv3x3 = load_op("conv/conv2d_3x3");
+  s.h.known_ops = {&conv3x3};
+  s.run(conv3x3, {{1, answer("FIRST", "correct", "ok", "  int first_marker = 1; (void)first_marker;", 1000)},
+                  {2, answer("SECOND", "correct", "ok", "  int second_marker = 2; (void)second_marker;", 1000)},
+                  {3, kernel_answer("THIRD", "correct", 500)}},
+        "conv");
+  auto calls = s.kernel_calls();
+  ASSERT_EQ(calls.size(), 3u);
+  const std::string& third = calls[2][1].content;
+  // Attempt 2 was correct and not faster: attempt 1 stays the incumbent, shown once.
+  size_t n = 0;
+  for (size_t pos = 0; (pos = third.find("\n  int first_marker = 1;", pos)) != std::string::npos; ++pos) ++n;  // not the diff's "-" line
+  EXPECT_EQ(n, 1u) << third;
+  EXPECT_NE(third.find("Attempt 2's code, as a diff against the incumbent"), std::string::npos) << third;
+  EXPECT_NE(third.find("+  int second_marker = 2;"), std::string::npos) << third;
+}
+
+TEST(Forms, DiffWithinKeepsWholeHunks) {
+  std::string before, after;
+  for (int i = 0; i < 200; ++i) {
+    before += fmt::format("line {}\n", i);
+    after += i % 50 == 10 ? fmt::format("changed {}\n", i) : fmt::format("line {}\n", i);
+  }
+  std::string all = diff_within(before, after, 100000);
+  EXPECT_EQ(std::count(all.begin(), all.end(), '@') / 4, 4);  // four hunks, "@@ ... @@" each
+  std::string some = diff_within(before, after, 150);
+  EXPECT_NE(some.find("more hunks not shown"), std::string::npos) << some;
+  EXPECT_EQ(some.find("changed 160"), std::string::npos);
+  EXPECT_EQ(diff_within(before, after, 10), "");  // not even one hunk fits
+  EXPECT_EQ(diff_within(before, before, 1000), "");
+}
+
+TEST(Forms, DigestDropsCodeAndJournal) {
+  EXPECT_EQ(digest_text("[best kernel · a]\nchange: x\nlineage: y\n```cpp\ncode\n```\n"), "[best kernel · a]\nchange: x");
+  EXPECT_EQ(digest_text("[case 3]\nchange: x\njournal: long story\nmore\n"), "[case 3]\nchange: x");
+}
+
+}  // namespace
+}  // namespace kope::agent
