@@ -62,11 +62,15 @@ struct ChatParams {
 // cached_tokens is the part served from the provider's prompt cache (OpenAI
 // prompt_tokens_details.cached_tokens, DeepSeek prompt_cache_hit_tokens, Anthropic
 // cache_read_input_tokens; Anthropic's input_tokens + cache reads + cache writes = prompt_tokens).
+// cache_write_tokens is the part written to the cache by this call (Anthropic
+// cache_creation_input_tokens; 0 for providers that cache by themselves).
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
   bool estimated = false;  // the provider reported no usage; counts are estimates
+  // Extensions:
+  int64_t cache_write_tokens = 0;
 
   int64_t total_tokens() const { return prompt_tokens + completion_tokens; }
 };
@@ -151,6 +155,7 @@ struct Profile {
   int max_retries = 5;
   // Extensions:
   std::optional<double> price_cached_input_per_mtok;  // default: price_input_per_mtok
+  std::optional<double> cached_price_ratio;  // in [0, 1]; default: see cached_price_ratio()
   std::chrono::milliseconds retry_base_delay{1000};   // backoff: base * 2^(retry-1), jittered
   std::chrono::milliseconds retry_max_delay{60000};   // cap of the computed backoff
   std::chrono::milliseconds retry_after_cap{120000};  // cap of a server's Retry-After
@@ -169,6 +174,17 @@ std::string endpoint_url(const Profile& profile);
 // Cost in USD of `usage` at the profile's prices (cached input at the cached price).
 double cost_usd(const Profile& profile, const Usage& usage);
 
+// Default price of a cached prompt token relative to an uncached one, per provider: Anthropic
+// bills cache reads at 0.1x, OpenAI (and most OpenAI-compatible providers) at 0.5x.
+inline constexpr double k_anthropic_cached_price_ratio = 0.1;
+inline constexpr double k_openai_cached_price_ratio = 0.5;
+
+// The price of a cached prompt token relative to an uncached one, in [0, 1], for
+// billed-equivalent token figures: the profile's cached_price_ratio when set, else
+// price_cached_input_per_mtok / price_input_per_mtok when both prices are set (> 0 input price),
+// else the provider's default above.
+double cached_price_ratio(const Profile& profile);
+
 // Totals of many calls (one profile, one purpose, or a whole run).
 struct UsageTotals {
   int64_t calls = 0;             // successful calls
@@ -177,6 +193,7 @@ struct UsageTotals {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  int64_t cache_write_tokens = 0;
   int64_t estimated_calls = 0;   // calls whose usage was estimated (provider reported none)
   int64_t estimated_tokens = 0;  // the part of the token counts above that is estimated
   double cost_usd = 0;

@@ -88,6 +88,12 @@ Proposal LlmPolicy::from_answer(const ModelAnswer& answer, const Plan& plan) con
   a.tokens_prompt = e.tokens_prompt;
   a.tokens_completion = e.tokens_completion;
   a.cost_usd = e.cost_usd;
+  a.tokens_cached = e.tokens_cached;
+  a.tokens_cache_write = e.tokens_cache_write;
+  a.tokens_cached_estimated = e.tokens_cached_estimated;
+  a.prefix_tokens = e.prefix_tokens;
+  a.prefix_hash = e.prefix_hash;
+  a.cached_price_ratio = e.cached_price_ratio;
   a.llm_seconds = e.llm_seconds;
   ParsedAnswer parsed = parse_answer(answer.text);
   a.optimisation = parsed.optimisation;

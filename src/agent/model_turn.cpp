@@ -174,6 +174,17 @@ Result<ModelAnswer> ModelTurn::keep(int k, const Plan& plan, const AssembledProm
   e.tokens_completion = reply.usage.completion_tokens;
   e.usage_estimated = reply.usage.estimated;
   e.cost_usd = reply.cost;
+  e.tokens_cached = reply.usage.cached_tokens;
+  e.tokens_cache_write = reply.usage.cache_write_tokens;
+  e.prefix_tokens = prompt.prefix_tokens;
+  e.prefix_hash = prompt.prefix_hash;
+  e.cached_price_ratio = llm::cached_price_ratio(m_ctx.env.llm->profile());
+  if (reply.usage.estimated && reply.provider_problem.empty()) {
+    // The provider reported no usage, so no cached figure: estimated from the op's previous call.
+    e.tokens_cached =
+        run::estimate_cached_tokens(m_ctx.state.attempts, prompt.prefix_hash, prompt.prefix_tokens, e.tokens_prompt);
+    e.tokens_cached_estimated = e.tokens_cached > 0;
+  }
   e.llm_seconds = reply.latency;
   e.finish_reason = reply.finish;
   e.provider_problem = reply.provider_problem;

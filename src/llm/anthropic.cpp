@@ -1,4 +1,6 @@
 // Anthropic Messages API (/v1/messages).
+#include <algorithm>
+
 #include "llm/provider.h"
 
 namespace kope::llm {
@@ -6,14 +8,23 @@ namespace kope::llm {
 namespace {
 
 constexpr std::string_view k_anthropic_version = "2023-06-01";
+constexpr size_t k_max_breakpoints = 4;  // cache_control blocks the Messages API accepts
+
+// A text block that ends a cacheable prefix.
+Json cached_text_block(std::string text) {
+  return {{"type", "text"},
+          {"text", std::move(text)},
+          {"cache_control", {{"type", "ephemeral"}}}};
+}
 
 // input_tokens excludes cache reads and writes; kope's prompt_tokens includes both.
 void read_usage(const Json& u, Usage& usage, bool output_only) {
   if (!output_only) {
     const int64_t cache_read = json_int(u, "cache_read_input_tokens");
-    usage.prompt_tokens =
-        json_int(u, "input_tokens") + cache_read + json_int(u, "cache_creation_input_tokens");
+    const int64_t cache_write = json_int(u, "cache_creation_input_tokens");
+    usage.prompt_tokens = json_int(u, "input_tokens") + cache_read + cache_write;
     usage.cached_tokens = cache_read;
+    usage.cache_write_tokens = cache_write;
   }
   if (u.contains("output_tokens")) usage.completion_tokens = json_int(u, "output_tokens");
   usage.estimated = false;
@@ -119,17 +130,45 @@ class AnthropicProvider final : public Provider {
     body["model"] = profile.model;
     body["max_tokens"] =
         params.max_output_tokens.value_or(static_cast<int>(profile.max_output_tokens));
+    // Cache breakpoints (the Messages API takes at most 4 per request): when any message has a
+    // cache_prefix, the system text becomes a block with cache_control (it is shared by every
+    // op), and the last messages with a cache_prefix send it as a block with cache_control
+    // followed by the rest of their content. Without cache_prefix the request is as before.
+    size_t marked = 0;
+    for (const auto& m : messages)
+      if (m.role != Message::Role::system && m.cache_prefix > 0 && !m.content.empty()) ++marked;
     std::string system;
+    for (const auto& m : messages) {
+      if (m.role != Message::Role::system) continue;
+      if (!system.empty()) system += "\n\n";
+      system += m.content;
+    }
+    const bool caching = marked > 0;
+    const size_t system_marks = caching && !system.empty() ? 1 : 0;
+    const size_t skip = marked > k_max_breakpoints - system_marks
+                            ? marked - (k_max_breakpoints - system_marks)
+                            : 0;  // the earliest prefixes beyond the limit are sent plain
+    size_t seen = 0;
     Json msgs = Json::array();
     for (const auto& m : messages) {
-      if (m.role == Message::Role::system) {
-        if (!system.empty()) system += "\n\n";
-        system += m.content;
+      if (m.role == Message::Role::system) continue;
+      const bool prefixed = m.cache_prefix > 0 && !m.content.empty();
+      if (!prefixed || seen++ < skip) {
+        msgs.push_back({{"role", role_name(m.role)}, {"content", m.content}});
         continue;
       }
-      msgs.push_back({{"role", role_name(m.role)}, {"content", m.content}});
+      const size_t cut = std::min(m.cache_prefix, m.content.size());
+      Json blocks = Json::array();
+      blocks.push_back(cached_text_block(m.content.substr(0, cut)));
+      if (cut < m.content.size())
+        blocks.push_back({{"type", "text"}, {"text", m.content.substr(cut)}});
+      msgs.push_back({{"role", role_name(m.role)}, {"content", std::move(blocks)}});
     }
-    if (!system.empty()) body["system"] = system;
+    if (caching && !system.empty()) {
+      body["system"] = Json::array({cached_text_block(system)});
+    } else if (!system.empty()) {
+      body["system"] = system;
+    }
     body["messages"] = std::move(msgs);
     body["temperature"] = params.temperature.value_or(profile.temperature);
     if (stream) body["stream"] = true;

@@ -90,6 +90,7 @@ Json usage_json(const Usage& u) {
   return {{"prompt", u.prompt_tokens},
           {"completion", u.completion_tokens},
           {"cached", u.cached_tokens},
+          {"cache_write", u.cache_write_tokens},
           {"estimated", u.estimated}};
 }
 
@@ -188,6 +189,7 @@ class HttpLlmClient final : public LlmClient {
           r.usage.prompt_tokens = prompt_estimate;
           r.usage.completion_tokens = context::estimate_tokens(r.text);
           r.usage.cached_tokens = 0;
+          r.usage.cache_write_tokens = 0;
         }
         if (r.model.empty()) r.model = m_profile.model;
         r.attempts = attempt;

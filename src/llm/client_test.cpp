@@ -166,6 +166,32 @@ TEST_F(ClientTest, SuccessCarriesTextUsageCostIdsAndSendsTheRightRequest) {
   EXPECT_EQ(accounting->by_purpose().at("draft").completion_tokens, 30);
 }
 
+TEST_F(ClientTest, OpenAiCachedTokensAreAccountedAndTheContentStaysAPlainString) {
+  server.script({test::reply(200, test::openai_body("ok", 1200, 30, "stop", 1024))});
+  std::vector<Message> m = {{Message::Role::system, "You write kernels."},
+                            {Message::Role::user, "OP: softmax\nattempt 3"}};
+  m[1].cache_prefix = 12;
+  auto r = client(profile())->chat(m, {});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->usage.prompt_tokens, 1200);
+  EXPECT_EQ(r->usage.cached_tokens, 1024);
+  EXPECT_EQ(r->usage.cache_write_tokens, 0);
+  EXPECT_EQ(accounting->total().cached_tokens, 1024);
+  Json body = Json::parse(server.requests().at(0).body);
+  EXPECT_EQ(body["messages"][0]["content"], "You write kernels.");
+  EXPECT_EQ(body["messages"][1]["content"], "OP: softmax\nattempt 3");
+  EXPECT_EQ(body.dump().find("cache_control"), std::string::npos);
+
+  // DeepSeek's spelling.
+  server.script({test::reply(
+      200,
+      R"({"id":"d","model":"m","choices":[{"message":{"content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":500,"completion_tokens":2,"prompt_cache_hit_tokens":448,"prompt_cache_miss_tokens":52}})")});
+  auto d = client(profile())->chat(m, {});
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->usage.cached_tokens, 448);
+  EXPECT_EQ(accounting->total().cached_tokens, 1024 + 448);
+}
+
 TEST_F(ClientTest, NoKeyMeansNoAuthorizationHeaderAndExtraBodyApplies) {
   server.script({test::reply(200, test::openai_body("ok", 1, 1))});
   Profile p = profile();
@@ -666,6 +692,115 @@ TEST_F(ClientTest, AnthropicSuccessUsesItsHeadersSystemFieldAndUsage) {
   EXPECT_EQ(body["messages"][0]["role"], "user");
   EXPECT_TRUE(body.contains("max_tokens"));
   EXPECT_FALSE(body.contains("seed"));
+}
+
+// The prompt shape of issue 28: system, then a user message whose first bytes are the per-op
+// part every call of the op repeats, then the changing tail.
+std::vector<Message> cached_prompt(const std::string& prefix, const std::string& tail) {
+  Message user{Message::Role::user, prefix + tail};
+  user.cache_prefix = prefix.size();
+  return {{Message::Role::system, "You write kernels."}, user};
+}
+
+TEST_F(ClientTest, AnthropicCacheBreakpointsAndCacheReadsAndWritesAreAccounted) {
+  server.script({test::reply(
+      200,
+      R"({"id":"msg_c","type":"message","model":"claude-test","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":40,"cache_read_input_tokens":900,"cache_creation_input_tokens":60,"output_tokens":12}})")});
+  ChatParams params;
+  params.purpose = "draft";
+  auto r = client(profile("anthropic"))->chat(cached_prompt("OP: softmax\n", "attempt 3"), params);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->usage.prompt_tokens, 1000);  // input + cache reads + cache writes
+  EXPECT_EQ(r->usage.cached_tokens, 900);
+  EXPECT_EQ(r->usage.cache_write_tokens, 60);
+  EXPECT_EQ(r->usage.completion_tokens, 12);
+  EXPECT_FALSE(r->usage.estimated);
+
+  Json body = Json::parse(server.requests().at(0).body);
+  ASSERT_TRUE(body["system"].is_array()) << body.dump();
+  ASSERT_EQ(body["system"].size(), 1u);
+  EXPECT_EQ(body["system"][0]["type"], "text");
+  EXPECT_EQ(body["system"][0]["text"], "You write kernels.");
+  EXPECT_EQ(body["system"][0]["cache_control"]["type"], "ephemeral");
+  const Json& content = body["messages"][0]["content"];
+  ASSERT_TRUE(content.is_array()) << body.dump();
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["text"], "OP: softmax\n");
+  EXPECT_EQ(content[0]["cache_control"]["type"], "ephemeral");
+  EXPECT_EQ(content[1]["text"], "attempt 3");
+  EXPECT_FALSE(content[1].contains("cache_control"));
+
+  UsageTotals t = accounting->total();
+  EXPECT_EQ(t.cached_tokens, 900);
+  EXPECT_EQ(t.cache_write_tokens, 60);
+  EXPECT_EQ(accounting->by_purpose().at("draft").cache_write_tokens, 60);
+  auto lines = transcript_lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["usage"]["cached"], 900);
+  EXPECT_EQ(lines[1]["usage"]["cache_write"], 60);
+
+  // A prompt without cache_prefix goes out as before: plain strings, no breakpoint.
+  server.script({test::reply(200, test::anthropic_body("fine", 3, 1))});
+  ASSERT_TRUE(ask(*client(profile("anthropic"))));
+  Json plain = Json::parse(server.requests().at(1).body);
+  EXPECT_EQ(plain["system"], "You write kernels.");
+  EXPECT_EQ(plain["messages"][0]["content"], "Say hello.");
+  EXPECT_EQ(plain.dump().find("cache_control"), std::string::npos);
+}
+
+TEST_F(ClientTest, AnthropicStreamedCacheUsageAndAWholeMessagePrefix) {
+  server.script({[](Connection& c, const ReceivedRequest&) {
+    c.start_stream();
+    c.event(
+        R"({"type":"message_start","message":{"id":"msg_s","model":"claude-test","usage":{"input_tokens":5,"cache_read_input_tokens":0,"cache_creation_input_tokens":700,"output_tokens":1}}})",
+        "message_start");
+    c.event(R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}})",
+            "content_block_delta");
+    c.event(R"({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":4}})",
+            "message_delta");
+    c.event(R"({"type":"message_stop"})", "message_stop");
+    c.close();
+  }});
+  Profile p = profile("anthropic");
+  p.stream = true;
+  // cache_prefix covering the whole content: one block, marked.
+  std::vector<Message> m = cached_prompt("the whole message", "");
+  auto r = client(p)->chat(m, {});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->usage.prompt_tokens, 705);
+  EXPECT_EQ(r->usage.cached_tokens, 0);
+  EXPECT_EQ(r->usage.cache_write_tokens, 700);
+  EXPECT_EQ(r->usage.completion_tokens, 4);
+  Json body = Json::parse(server.requests().at(0).body);
+  const Json& content = body["messages"][0]["content"];
+  ASSERT_EQ(content.size(), 1u) << body.dump();
+  EXPECT_EQ(content[0]["text"], "the whole message");
+  EXPECT_EQ(content[0]["cache_control"]["type"], "ephemeral");
+}
+
+TEST_F(ClientTest, AnthropicBreakpointsStayWithinTheApiLimitOfFour) {
+  server.script({test::reply(200, test::anthropic_body("ok", 3, 1))});
+  std::vector<Message> m = {{Message::Role::system, "sys"}};
+  for (int i = 0; i < 5; ++i) {
+    Message u{i % 2 == 0 ? Message::Role::user : Message::Role::assistant,
+              fmt::format("prefix {}|tail {}", i, i)};
+    u.cache_prefix = 8;  // "prefix i"
+    m.push_back(u);
+  }
+  ASSERT_TRUE(client(profile("anthropic"))->chat(m, {}));
+  Json body = Json::parse(server.requests().at(0).body);
+  EXPECT_EQ(body["system"][0]["cache_control"]["type"], "ephemeral");
+  ASSERT_EQ(body["messages"].size(), 5u);
+  // The two earliest prefixes are sent plain; the last three carry the breakpoints.
+  EXPECT_EQ(body["messages"][0]["content"], "prefix 0|tail 0");
+  EXPECT_EQ(body["messages"][1]["content"], "prefix 1|tail 1");
+  for (int i = 2; i < 5; ++i) {
+    const Json& c = body["messages"][i]["content"];
+    ASSERT_TRUE(c.is_array()) << body.dump();
+    EXPECT_EQ(c[0]["text"], fmt::format("prefix {}", i));
+    EXPECT_EQ(c[0]["cache_control"]["type"], "ephemeral");
+    EXPECT_EQ(c[1]["text"], fmt::format("|tail {}", i));
+  }
 }
 
 TEST_F(ClientTest, AnthropicStreamEndsAtMessageStop) {

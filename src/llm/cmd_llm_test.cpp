@@ -131,10 +131,22 @@ model = "m-b"
   EXPECT_NE(r.out.find("$ANTHROPIC_API_KEY (unset)"), std::string::npos);
   EXPECT_NE(r.out.find("https://api.anthropic.com/v1/messages"), std::string::npos);
   EXPECT_EQ(r.out.find("sk-listtest"), std::string::npos);
+  EXPECT_NE(r.out.find("cached     prompt tokens billed at 0.5x (openai default)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cached     prompt tokens billed at 0.1x (anthropic default)"), std::string::npos) << r.out;
   auto j = kope({"llm", "profiles", "--json"});
   Json out = Json::parse(j.out);
   EXPECT_EQ(out["default"], "b");
   EXPECT_EQ(out["profiles"].size(), 2u);
+  for (const auto& p : out["profiles"]) {
+    EXPECT_DOUBLE_EQ(p["cached_price_ratio"].get<double>(), p["provider"] == "anthropic" ? 0.1 : 0.5) << p.dump();
+  }
+  write_config("[llm.a]\nmodel = \"m\"\nprice_input_per_mtok = 2\nprice_cached_input_per_mtok = 0.5\n"
+               "[llm.b]\nmodel = \"m\"\ncached_price_ratio = 0.3\n");
+  auto ratios = kope({"llm", "profiles"});
+  EXPECT_NE(ratios.out.find("billed at 0.25x (price_cached_input_per_mtok / price_input_per_mtok)"),
+            std::string::npos)
+      << ratios.out;
+  EXPECT_NE(ratios.out.find("billed at 0.3x (cached_price_ratio)"), std::string::npos) << ratios.out;
   write_config("[llm.a]\nmodle = \"x\"\n");
   auto bad = kope({"llm", "profiles"});
   EXPECT_EQ(bad.status.code, 2);

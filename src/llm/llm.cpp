@@ -87,6 +87,15 @@ double cost_usd(const Profile& profile, const Usage& usage) {
          1e6;
 }
 
+double cached_price_ratio(const Profile& profile) {
+  if (profile.cached_price_ratio) return std::clamp(*profile.cached_price_ratio, 0.0, 1.0);
+  if (profile.price_cached_input_per_mtok && profile.price_input_per_mtok > 0)
+    return std::clamp(*profile.price_cached_input_per_mtok / profile.price_input_per_mtok, 0.0,
+                      1.0);
+  return profile.provider == "anthropic" ? k_anthropic_cached_price_ratio
+                                         : k_openai_cached_price_ratio;
+}
+
 namespace {
 
 // The path part of an URL ("" for "http://host:8080").
@@ -126,6 +135,7 @@ void UsageTotals::add(const UsageTotals& o) {
   prompt_tokens += o.prompt_tokens;
   completion_tokens += o.completion_tokens;
   cached_tokens += o.cached_tokens;
+  cache_write_tokens += o.cache_write_tokens;
   estimated_calls += o.estimated_calls;
   estimated_tokens += o.estimated_tokens;
   cost_usd += o.cost_usd;
@@ -141,6 +151,7 @@ void RunAccounting::record(const Profile& profile, std::string_view purpose,
   t.prompt_tokens = r.usage.prompt_tokens;
   t.completion_tokens = r.usage.completion_tokens;
   t.cached_tokens = r.usage.cached_tokens;
+  t.cache_write_tokens = r.usage.cache_write_tokens;
   if (r.usage.estimated) {
     t.estimated_calls = 1;
     t.estimated_tokens = r.usage.total_tokens();
@@ -189,6 +200,7 @@ nlohmann::json totals_json(const UsageTotals& t) {
           {"prompt_tokens", t.prompt_tokens},
           {"completion_tokens", t.completion_tokens},
           {"cached_tokens", t.cached_tokens},
+          {"cache_write_tokens", t.cache_write_tokens},
           {"estimated_calls", t.estimated_calls},
           {"estimated_tokens", t.estimated_tokens},
           {"cost_usd", t.cost_usd},

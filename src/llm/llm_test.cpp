@@ -348,6 +348,23 @@ TEST(Cost, UsesInputOutputAndCachedPrices) {
   EXPECT_DOUBLE_EQ(cost_usd(p, u), 0.6 * 2.0 + 0.4 * 0.5 + 4.0);
 }
 
+TEST(Cost, CachedPriceRatioFromTheKeyThePricesOrTheProviderDefault) {
+  Profile p;
+  EXPECT_DOUBLE_EQ(cached_price_ratio(p), k_openai_cached_price_ratio);
+  p.provider = "anthropic";
+  EXPECT_DOUBLE_EQ(cached_price_ratio(p), k_anthropic_cached_price_ratio);
+  p.price_cached_input_per_mtok = 0.3;  // without an input price the ratio is undefined
+  EXPECT_DOUBLE_EQ(cached_price_ratio(p), k_anthropic_cached_price_ratio);
+  p.price_input_per_mtok = 3.0;
+  EXPECT_DOUBLE_EQ(cached_price_ratio(p), 0.1);
+  p.price_cached_input_per_mtok = 1.5;
+  EXPECT_DOUBLE_EQ(cached_price_ratio(p), 0.5);
+  p.cached_price_ratio = 0.2;  // the explicit key wins
+  EXPECT_DOUBLE_EQ(cached_price_ratio(p), 0.2);
+  p.cached_price_ratio = 1.5;
+  EXPECT_FALSE(validate_profile(p));
+}
+
 TEST(RunAccounting, SumsByProfileAndPurposeFromManyThreads) {
   RunAccounting acc;
   Profile a;
@@ -356,6 +373,7 @@ TEST(RunAccounting, SumsByProfileAndPurposeFromManyThreads) {
   b.name = "b";
   ChatResponse r;
   r.usage = {100, 20, 10, false};
+  r.usage.cache_write_tokens = 6;
   r.cost_usd = 0.5;
   r.attempts = 2;
   ChatResponse est;
@@ -378,6 +396,7 @@ TEST(RunAccounting, SumsByProfileAndPurposeFromManyThreads) {
   EXPECT_EQ(t.prompt_tokens, 400 * 130);
   EXPECT_EQ(t.completion_tokens, 400 * 25);
   EXPECT_EQ(t.cached_tokens, 400 * 10);
+  EXPECT_EQ(t.cache_write_tokens, 400 * 6);
   EXPECT_EQ(t.estimated_calls, 400);
   EXPECT_EQ(t.estimated_tokens, 400 * 35);
   EXPECT_DOUBLE_EQ(t.cost_usd, 200.0);
@@ -387,6 +406,7 @@ TEST(RunAccounting, SumsByProfileAndPurposeFromManyThreads) {
   auto j = Json::parse(acc.to_json());
   EXPECT_EQ(j["total"]["calls"], 800);
   EXPECT_EQ(j["by_profile"]["b"]["prompt_tokens"], 400 * 30);
+  EXPECT_EQ(j["by_profile"]["a"]["cache_write_tokens"], 400 * 6);
 }
 
 }  // namespace

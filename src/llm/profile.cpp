@@ -35,6 +35,7 @@ const std::vector<std::string_view> k_profile_keys = {"provider",
                                                       "price_input_per_mtok",
                                                       "price_output_per_mtok",
                                                       "price_cached_input_per_mtok",
+                                                      "cached_price_ratio",
                                                       "requests_per_minute",
                                                       "tokens_per_minute",
                                                       "concurrency",
@@ -248,6 +249,12 @@ Status apply_table(const FileContext& ctx, const toml::table& t, std::string_vie
     } else if (k == "price_cached_input_per_mtok") {
       KOPE_ASSIGN(double v, number_at_least(ctx, node, k, where, 0, false));
       p.price_cached_input_per_mtok = v;
+    } else if (k == "cached_price_ratio") {
+      KOPE_ASSIGN(double v, number(ctx, node, k, where));
+      if (!(v >= 0 && v <= 1))
+        return ctx.at(node.source(), "'cached_price_ratio' in {} must be between 0 and 1, not {:g}",
+                      where, v);
+      p.cached_price_ratio = v;
     } else if (k == "requests_per_minute") {
       KOPE_ASSIGN(p.requests_per_minute, number_at_least(ctx, node, k, where, 0, false));
     } else if (k == "tokens_per_minute") {
@@ -511,6 +518,10 @@ Status validate_profile(const Profile& p) {
   KOPE_TRY(non_negative("price_output_per_mtok", p.price_output_per_mtok));
   if (p.price_cached_input_per_mtok)
     KOPE_TRY(non_negative("price_cached_input_per_mtok", *p.price_cached_input_per_mtok));
+  if (p.cached_price_ratio && !(*p.cached_price_ratio >= 0 && *p.cached_price_ratio <= 1)) {
+    return fail(ErrorKind::config, "{}: cached_price_ratio must be between 0 and 1, not {:g}",
+                where, *p.cached_price_ratio);
+  }
   KOPE_TRY(non_negative("requests_per_minute", p.requests_per_minute));
   KOPE_TRY(non_negative("tokens_per_minute", p.tokens_per_minute));
   if (p.concurrency < 1)

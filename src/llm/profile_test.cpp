@@ -140,6 +140,7 @@ temperature = 0.7
 price_input_per_mtok = 0
 price_output_per_mtok = 0
 price_cached_input_per_mtok = 0
+cached_price_ratio = 0.25
 requests_per_minute = 120
 tokens_per_minute = 100000
 concurrency = 2
@@ -173,6 +174,9 @@ price_output_per_mtok = 10
   EXPECT_EQ(p->context_window, 32768);
   EXPECT_EQ(p->max_output_tokens, 4096);
   EXPECT_DOUBLE_EQ(p->temperature, 0.7);
+  ASSERT_TRUE(p->cached_price_ratio);
+  EXPECT_DOUBLE_EQ(*p->cached_price_ratio, 0.25);
+  EXPECT_DOUBLE_EQ(cached_price_ratio(*p), 0.25);
   EXPECT_DOUBLE_EQ(p->requests_per_minute, 120);
   EXPECT_DOUBLE_EQ(p->tokens_per_minute, 100000);
   EXPECT_EQ(p->concurrency, 2);
@@ -279,6 +283,8 @@ TEST_F(ProfileTest, ErrorsNameFileLineAndKey) {
        ":2:11:", "default = \"zz\" names no profile"},
       {"[llm.x]\nmodel = \"m\"\nmax_retries = -1\n",
        ":3:15:", "'max_retries' in [llm.x] must be between 0 and 100"},
+      {"[llm.x]\nmodel = \"m\"\ncached_price_ratio = 1.5\n",
+       ":3:22:", "'cached_price_ratio' in [llm.x] must be between 0 and 1"},
       {"[llm.x\nmodel = 1\n", ":1:", ""},  // TOML syntax error
   };
   for (const auto& c : cases) {

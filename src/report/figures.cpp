@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <set>
 
@@ -61,15 +62,35 @@ OpFigures op_figures(const spec::OpSpec& op, const run::OpState* st, bool select
   f.attempts_to_best = opt_i(r, "attempts_to_best");
   f.tokens_prompt = r.value("tokens_prompt", int64_t{0});
   f.tokens_completion = r.value("tokens_completion", int64_t{0});
+  f.tokens_cached = r.value("tokens_cached", int64_t{0});
+  f.tokens_billed_equivalent = r.value("tokens_billed_equivalent", f.tokens());
   f.cost_usd = r.value("cost_usd", 0.0);
   f.stop_reason = r["stop_reason"].is_string() ? r["stop_reason"].get<std::string>() : "";
   f.best_optimisation =
       r["best_optimisation"].is_string() ? r["best_optimisation"].get<std::string>() : "";
   f.experience = s.experience;
+  // Reflections by the iteration they followed ("k<iteration>"; the op's "end" one follows all).
+  std::map<int, int64_t> reflection_tokens;
+  for (const auto& [key, rec] : s.reflections) {
+    if (key.size() < 2 || key[0] != 'k') continue;
+    int k = 0;
+    auto [end, ec] = std::from_chars(key.data() + 1, key.data() + key.size(), k);
+    if (ec == std::errc() && end == key.data() + key.size())
+      reflection_tokens[k] += rec.tokens_prompt + rec.tokens_completion;
+  }
+  auto next_reflection = reflection_tokens.begin();
+  int64_t spent = 0;
   std::optional<double> best;
   for (const auto& a : s.attempts) {
     if (a.improved) best = a.speedup_vs_reference;
-    f.iterations.push_back({a.iteration, best, a.tier_tokens});
+    for (; next_reflection != reflection_tokens.end() && next_reflection->first < a.iteration; ++next_reflection)
+      spent += next_reflection->second;
+    spent += a.tokens_prompt + a.tokens_completion;
+    IterationPoint p{a.iteration, best, a.tier_tokens, std::nullopt, spent};
+    auto rv = s.reverified.find(a.iteration);
+    const bool trusted = a.quarantine_reason.empty() || (rv != s.reverified.end() && rv->second.confirmed);
+    if (a.correct() && trusted && a.speedup_vs_reference && *a.speedup_vs_reference > 0) p.speedup = a.speedup_vs_reference;
+    f.iterations.push_back(std::move(p));
   }
   // A quarantined win confirmed at the end of the op became the incumbent after the last attempt.
   if (const run::Attempt* inc = s.incumbent(); s.promoted && inc && !f.iterations.empty()) {
@@ -161,6 +182,53 @@ std::vector<std::string> derive_labels(const std::vector<RunData>& runs) {
   if (all_distinct(labels)) return labels;
   for (size_t i = 0; i < labels.size(); ++i) labels[i] += fmt::format(" #{}", i + 1);
   return labels;
+}
+
+void compute_tokens_to_target(std::vector<RunFigures>& runs) {
+  if (runs.empty()) return;
+  const size_t n_ops = runs.front().ops.size();
+  std::vector<std::vector<double>> tokens(runs.size());
+  std::vector<std::vector<double>> attempts(runs.size());
+  std::vector<int> with_target(runs.size(), 0);
+  int n_target = 0;
+  for (size_t k = 0; k < n_ops; ++k) {
+    std::optional<double> best;
+    for (const auto& r : runs) {
+      if (k >= r.ops.size() || !r.ops[k].selected) continue;
+      for (const auto& it : r.ops[k].iterations)
+        if (it.speedup && (!best || *it.speedup > *best)) best = it.speedup;
+    }
+    if (!best) continue;
+    ++n_target;
+    const double target = k_target_fraction * *best;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (k >= runs[i].ops.size()) continue;
+      OpFigures& o = runs[i].ops[k];
+      o.target_speedup = target;
+      if (!o.selected) continue;
+      for (const auto& it : o.iterations) {
+        if (it.speedup && *it.speedup >= target) {
+          o.tokens_to_target = it.tokens_so_far;
+          o.attempts_to_target = it.iteration;
+          tokens[i].push_back(static_cast<double>(std::max<int64_t>(it.tokens_so_far, 1)));
+          attempts[i].push_back(it.iteration);
+          break;
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    TargetFigures& t = runs[i].tokens_to_target;
+    t.ops = n_target;
+    t.reached = static_cast<int>(tokens[i].size());
+    t.geomean = geomean(tokens[i]);
+    t.median = median(tokens[i]);
+    t.attempts_mean = mean(attempts[i]);
+    t.over = fmt::format("the {} of the {} with a target (within {:.0f}% of the best speedup {}) that this run reached",
+                         plural(t.reached, "operator", "operators"), n_target,
+                         100 * (1 - k_target_fraction),
+                         runs.size() == 1 ? "it reached" : "any compared run reached");
+  }
 }
 
 std::vector<std::pair<double, double>> fast_p_curve(const RunFigures& r, int n_ops, bool vs_library,
@@ -384,6 +452,9 @@ void common_set_means(Analysis& an) {
 struct PairedSamples {
   std::vector<double> pa, ta, pb, tb, sa, sb;
   std::vector<double> ref_a, ref_b, lib_a, lib_b, roof_a, roof_b, tok_a, tok_b, cost_a, cost_b, first_a, first_b;
+  std::vector<double> target_a, target_b;  // tokens to target, operators both reached
+  std::vector<double> billed_a, billed_b;  // billed-equivalent tokens, operators both selected
+  bool cached = false;                     // either run had cached prompt tokens
 };
 
 // The paired metrics of c (pass rate, solved, speedups, roofline, attempts, tokens, cost).
@@ -429,12 +500,23 @@ void add_paired_metrics(Comparison& c, const PairedSamples& x, int n, const Boot
   c.metrics.push_back({"attempts_to_first_correct", "attempts to first correct (mean)",
                        "difference", "attempts", solved_both, n_first, mean(x.first_a),
                        mean(x.first_b), bootstrap_mean_difference(x.first_a, x.first_b, bo)});
+  int n_target = static_cast<int>(x.target_a.size());
+  c.metrics.push_back({"tokens_to_target", "tokens to target (geomean)", "ratio", "tokens",
+                       fmt::format("the {} both {} brought within {:.0f}% of the best speedup any compared run reached",
+                                   plural(n_target, "operator", "operators"), both, 100 * (1 - k_target_fraction)),
+                       n_target, geomean(x.target_a), geomean(x.target_b),
+                       bootstrap_geomean_ratio(x.target_a, x.target_b, bo)});
   int n_tok = static_cast<int>(x.tok_a.size());
   std::string selected_both =
       fmt::format("the {} both {} selected", plural(n_tok, "operator", "operators"), both);
   c.metrics.push_back({"tokens", "tokens (prompt + completion), total", "ratio", "tokens",
                        selected_both, n_tok, sum(x.tok_a), sum(x.tok_b),
                        bootstrap_ratio_of_sums(x.tok_a, x.tok_b, bo)});
+  if (x.cached) {
+    c.metrics.push_back({"tokens_billed_equivalent", "billed-equivalent tokens, total", "ratio", "tokens",
+                         selected_both, n_tok, sum(x.billed_a), sum(x.billed_b),
+                         bootstrap_ratio_of_sums(x.billed_a, x.billed_b, bo)});
+  }
   if (sum(x.cost_a) > 0 && sum(x.cost_b) > 0) {
     c.metrics.push_back({"cost_usd", "cost, total", "ratio", "usd", selected_both, n_tok,
                          sum(x.cost_a), sum(x.cost_b),
@@ -483,6 +565,13 @@ Comparison compare_runs(const RunFigures& A, const RunFigures& B, const OpSet& s
       x.tok_b.push_back(static_cast<double>(b.tokens()));
       x.cost_a.push_back(a.cost_usd);
       x.cost_b.push_back(b.cost_usd);
+      x.billed_a.push_back(static_cast<double>(a.tokens_billed_equivalent));
+      x.billed_b.push_back(static_cast<double>(b.tokens_billed_equivalent));
+      x.cached = x.cached || a.tokens_cached > 0 || b.tokens_cached > 0;
+    }
+    if (a.tokens_to_target && b.tokens_to_target) {
+      x.target_a.push_back(static_cast<double>(std::max<int64_t>(*a.tokens_to_target, 1)));
+      x.target_b.push_back(static_cast<double>(std::max<int64_t>(*b.tokens_to_target, 1)));
     }
     c.ops.push_back(p);
   }
@@ -501,6 +590,7 @@ Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options
   note_set_differences(an, runs);
   an.runs = std::move(runs);
   for (size_t i = 0; i < an.runs.size(); ++i) an.figures.push_back(run_figures(an.runs[i], labels[i], an));
+  compute_tokens_to_target(an.figures);
   common_set_means(an);
   // Paired comparisons: the baseline against every other run.
   if (an.figures.size() > 1) {

@@ -47,6 +47,11 @@ struct IterationPoint {
   int iteration = 0;
   std::optional<double> best_speedup;  // incumbent's speedup vs the reference after this attempt
   std::map<std::string, int64_t> tier_tokens;
+  // This attempt's own speedup vs the reference when it counts for tokens to target: correct,
+  // and not held in quarantine (unless its re-verification confirmed it).
+  std::optional<double> speedup;
+  // Every token the op spent up to and including this attempt (reflections before it included).
+  int64_t tokens_so_far = 0;
 };
 
 // One operator in one run.
@@ -74,6 +79,13 @@ struct OpFigures {
   std::optional<int> attempts_to_best;
   int64_t tokens_prompt = 0;
   int64_t tokens_completion = 0;
+  int64_t tokens_cached = 0;             // results.json tokens_cached
+  int64_t tokens_billed_equivalent = 0;  // results.json tokens_billed_equivalent
+  // Tokens to target (tokens_to_target()): the target speed, and the tokens and attempts this
+  // run spent up to and including its first attempt that reached it (nullopt: never reached).
+  std::optional<double> target_speedup;
+  std::optional<int64_t> tokens_to_target;
+  std::optional<int> attempts_to_target;
   double cost_usd = 0;
   std::string stop_reason;
   std::string best_optimisation;
@@ -89,6 +101,16 @@ struct GroupFigures {
   nlohmann::json figures;
 };
 
+// A run's tokens to target over the set's operators that have a target.
+struct TargetFigures {
+  int ops = 0;      // operators with a target (some compared run solved them)
+  int reached = 0;  // of those, the ones this run reached
+  std::optional<double> geomean;  // tokens to target over the operators reached
+  std::optional<double> median;
+  std::optional<double> attempts_mean;  // attempts to target over the same operators
+  std::string over;  // the operators, in words
+};
+
 struct RunFigures {
   std::string label;
   const RunData* run = nullptr;
@@ -98,6 +120,7 @@ struct RunFigures {
   std::vector<GroupFigures> by_category;
   std::vector<GroupFigures> by_experience;  // "held-out", "seen", "unseen": the ops the run started so
   std::vector<std::string> stream;  // set ops in the order the run started them
+  TargetFigures tokens_to_target;
   int solved() const;
   const OpFigures* op(const std::string& name) const;
 };
@@ -159,6 +182,16 @@ Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options
 // Labels for runs: what differs between them (context mode, policy, model, ...), else the run
 // ids; unique.
 std::vector<std::string> derive_labels(const std::vector<RunData>& runs);
+
+// Tokens to target (docs/design.md §6). An operator's target is k_target_fraction of the best
+// speedup vs the reference that any of `runs` reached on it (IterationPoint::speedup); each
+// run's tokens to target on it is the tokens_so_far of its first attempt at or above the target.
+// Fills OpFigures::target_speedup / tokens_to_target / attempts_to_target and
+// RunFigures::tokens_to_target (geomean and median over the operators the run reached; a target
+// reached with no tokens, as a replay can, counts as 1 token in the geomean). analyse() calls it
+// over all its runs.
+inline constexpr double k_target_fraction = 0.9;  // "within 10% of the best speed"
+void compute_tokens_to_target(std::vector<RunFigures>& runs);
 
 // fast_p as a step curve: the share of the set's operators faster than p, at every p where it
 // changes, from 0 to `p_max`. Library variant over the operators with a library baseline.

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "report/tables.h"
+#include "run/events.h"
+#include "run/results.h"
 
 namespace kope::report {
 namespace {
@@ -207,6 +209,211 @@ TEST(Figures, LabelsAndErrors) {
   auto not_a_run = load_run(k_fixtures / "ops");
   ASSERT_FALSE(not_a_run);
   EXPECT_NE(not_a_run.error().message.find("no config.json"), std::string::npos);
+}
+
+// ---- Prompt caching and tokens to target, on hand-made attempts --------------------------------
+
+run::Attempt attempt(int k, int64_t prompt, int64_t completion, std::optional<double> speedup = std::nullopt) {
+  run::Attempt a;
+  a.iteration = k;
+  a.tokens_prompt = prompt;
+  a.tokens_completion = completion;
+  a.cached_price_ratio = 0.1;
+  if (speedup) {
+    a.verdict = eval::Verdict::correct;
+    a.speedup_vs_reference = speedup;
+    a.cases_passed = a.cases_total = 1;
+  } else {
+    a.verdict = eval::Verdict::wrong_result;
+  }
+  return a;
+}
+
+spec::OpSpec op_named(const std::string& name) {
+  spec::OpSpec op;
+  op.name = name;
+  op.category = "elementwise";
+  op.cases.resize(1);
+  return op;
+}
+
+TEST(Results, BilledEquivalentTokensCountCachedPromptTokensAtTheRatio) {
+  run::OpState st;
+  run::Attempt first = attempt(1, 1000, 100);
+  first.tokens_cached = 800;
+  first.tokens_cache_write = 100;
+  run::Attempt second = attempt(2, 1000, 200, 2.0);
+  second.improved = true;
+  st.attempts = {first, second};
+  run::ReflectionRecord reflection;  // reflections count at face value
+  reflection.key = "k1";
+  reflection.tokens_prompt = 300;
+  reflection.tokens_completion = 30;
+  st.reflections["k1"] = reflection;
+  run::AnswerEvent pending;  // answered before the run died, estimated by kope
+  pending.iteration = 3;
+  pending.tokens_prompt = 500;
+  pending.tokens_cached = 400;
+  pending.tokens_cached_estimated = true;
+  pending.cached_price_ratio = 0.1;
+  st.pending = pending;
+  st.done = true;
+  nlohmann::json r = run::compute_results(nlohmann::json::object(), {op_named("a"), op_named("b")}, {{"a", st}});
+  const nlohmann::json& op = r["ops"][0];
+  EXPECT_EQ(op["tokens_prompt"], 2800);
+  EXPECT_EQ(op["tokens_completion"], 330);
+  EXPECT_EQ(op["tokens_cached"], 1200);
+  EXPECT_EQ(op["tokens_cache_write"], 100);
+  EXPECT_TRUE(op["tokens_cached_estimated"].get<bool>());
+  // 2800 + 330 - (800 + 400) x (1 - 0.1)
+  EXPECT_EQ(op["tokens_billed_equivalent"], 2050);
+  EXPECT_DOUBLE_EQ(op["cached_price_ratio"].get<double>(), 0.1);
+  EXPECT_EQ(r["ops"][1]["tokens_billed_equivalent"], 0);
+  EXPECT_EQ(r["ops"][1]["cached_price_ratio"], nullptr);
+  const nlohmann::json& f = r["figures"];
+  EXPECT_EQ(f["tokens_total"], 3130);  // every existing key stays
+  EXPECT_EQ(f["tokens_cached"], 1200);
+  EXPECT_EQ(f["tokens_billed_equivalent"], 2050);
+  EXPECT_DOUBLE_EQ(f["tokens_billed_equivalent_per_solved_op"].get<double>(), 2050);
+  EXPECT_DOUBLE_EQ(f["cached_price_ratio"].get<double>(), 0.1);
+  std::string text = run::results_summary(r);
+  EXPECT_NE(text.find("cached prompt tokens 1200 (estimated: the provider reported no usage); billed-equivalent 2050 "
+                      "(2050 per solved operator), cached tokens at 0.1x"),
+            std::string::npos)
+      << text;
+
+  // The new fields round-trip, and records written before them read as no caching.
+  auto back = run::attempt_from_json(run::to_json(first));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->tokens_cached, 800);
+  EXPECT_EQ(back->tokens_cache_write, 100);
+  EXPECT_DOUBLE_EQ(*back->cached_price_ratio, 0.1);
+  nlohmann::json old = run::to_json(first);
+  for (const char* k : {"tokens_cached", "tokens_cache_write", "tokens_cached_estimated", "prefix_tokens",
+                        "prefix_hash", "cached_price_ratio"})
+    old.erase(k);
+  auto older = run::attempt_from_json(old);
+  ASSERT_TRUE(older) << older.error().message;
+  EXPECT_EQ(older->tokens_cached, 0);
+  EXPECT_FALSE(older->cached_price_ratio);
+  pending.prefix_tokens = 450;
+  pending.prefix_hash = "abc";
+  pending.answer_file = "candidates/a/3.answer.md";
+  auto event = run::answer_from_json(run::to_json(pending));
+  ASSERT_TRUE(event) << event.error().message;
+  EXPECT_EQ(event->tokens_cached, 400);
+  EXPECT_TRUE(event->tokens_cached_estimated);
+  EXPECT_EQ(event->prefix_tokens, 450);
+  EXPECT_EQ(event->prefix_hash, "abc");
+  nlohmann::json old_event = run::to_json(pending);
+  for (const char* k : {"tokens_cached", "tokens_cache_write", "tokens_cached_estimated", "prefix_tokens",
+                        "prefix_hash", "cached_price_ratio"})
+    old_event.erase(k);
+  auto older_event = run::answer_from_json(old_event);
+  ASSERT_TRUE(older_event) << older_event.error().message;
+  EXPECT_EQ(older_event->tokens_cached, 0);
+  EXPECT_EQ(older_event->prefix_hash, "");
+}
+
+TEST(Events, CachedTokensAreEstimatedFromThePreviousCallsPrefix) {
+  std::vector<run::Attempt> earlier;
+  EXPECT_EQ(run::estimate_cached_tokens(earlier, "h1", 900, 1200), 0);  // the op's first call
+  run::Attempt a1 = attempt(1, 1200, 10);
+  a1.prefix_hash = "h1";
+  run::Attempt replayed = attempt(2, 0, 0);  // no model call, no prefix: skipped
+  earlier = {a1, replayed};
+  EXPECT_EQ(run::estimate_cached_tokens(earlier, "h1", 900, 1200), 900);
+  EXPECT_EQ(run::estimate_cached_tokens(earlier, "h1", 900, 700), 700);  // never more than the prompt
+  EXPECT_EQ(run::estimate_cached_tokens(earlier, "h2", 900, 1200), 0);   // the prefix changed
+  EXPECT_EQ(run::estimate_cached_tokens(earlier, "", 900, 1200), 0);     // no prefix known
+  run::Attempt a3 = attempt(3, 1200, 10);
+  a3.prefix_hash = "h2";
+  earlier.push_back(a3);
+  EXPECT_EQ(run::estimate_cached_tokens(earlier, "h1", 900, 1200), 0);  // only the previous call counts
+}
+
+RunData hand_made_run(const std::string& dir, context::Mode mode, std::map<std::string, run::OpState> states) {
+  RunData r;
+  r.dir = dir;
+  r.config.run_id = dir;
+  r.config.loop.mode = mode;
+  for (const auto& name : {"x", "y", "z"}) {
+    r.op_names.push_back(name);
+    r.specs[name] = op_named(name);
+    r.has_library[name] = false;
+  }
+  for (auto& [name, st] : states) st.done = true;
+  r.states = std::move(states);
+  return r;
+}
+
+TEST(Figures, TokensToTargetIsTheTokensToTheFirstKernelWithinTenPercentOfTheBestOfAnyMode) {
+  // Op x: "none" reaches 2.0x at attempt 3; "active" 1.9x at attempt 1 (within 10% of 2.0x).
+  // Op y: "none" reaches 1.0x only; "active" 5.0x at attempt 2 after a quarantined 9.0x that
+  //       re-verification refuted (not trusted), so the target is 4.5x: "none" never reaches it.
+  // Op z: solved by neither: no target.
+  run::OpState nx;
+  nx.attempts = {attempt(1, 1000, 100), attempt(2, 1000, 100, 1.5), attempt(3, 1000, 100, 2.0)};
+  run::ReflectionRecord refl;  // after attempt 1: spent before attempt 2
+  refl.key = "k1";
+  refl.tokens_prompt = 50;
+  refl.tokens_completion = 5;
+  nx.reflections["k1"] = refl;
+  run::OpState ny;
+  ny.attempts = {attempt(1, 700, 70, 1.0)};
+  run::OpState nz;
+  nz.attempts = {attempt(1, 10, 1)};
+  run::OpState ax;
+  ax.attempts = {attempt(1, 400, 40, 1.9)};
+  run::OpState ay;
+  run::Attempt held = attempt(1, 400, 40, 9.0);
+  held.quarantine_reason = "implausible";
+  run::ReverifiedEvent refuted;
+  refuted.confirmed = false;
+  ay.reverified[1] = refuted;
+  ay.attempts = {held, attempt(2, 400, 40, 5.0)};
+  std::vector<RunData> runs;
+  runs.push_back(hand_made_run("/nonexistent/none", context::Mode::none, {{"x", nx}, {"y", ny}, {"z", nz}}));
+  runs.push_back(hand_made_run("/nonexistent/active", context::Mode::active, {{"x", ax}, {"y", ay}}));
+  ReportOptions o;
+  o.labels = {"none", "active"};
+  o.bootstrap.resamples = 200;
+  auto an = analyse(std::move(runs), o);
+  ASSERT_TRUE(an) << an.error().message;
+  const RunFigures& none = an->figures[0];
+  const RunFigures& active = an->figures[1];
+  EXPECT_DOUBLE_EQ(*none.op("x")->target_speedup, 1.8);
+  EXPECT_EQ(*none.op("x")->tokens_to_target, 3 * 1100 + 55);  // reflection included
+  EXPECT_EQ(*none.op("x")->attempts_to_target, 3);
+  EXPECT_EQ(*active.op("x")->tokens_to_target, 440);
+  EXPECT_DOUBLE_EQ(*none.op("y")->target_speedup, 4.5);
+  EXPECT_FALSE(none.op("y")->tokens_to_target);
+  EXPECT_EQ(*active.op("y")->tokens_to_target, 880);
+  EXPECT_FALSE(none.op("z")->target_speedup);
+  EXPECT_EQ(none.tokens_to_target.ops, 2);
+  EXPECT_EQ(none.tokens_to_target.reached, 1);
+  EXPECT_DOUBLE_EQ(*none.tokens_to_target.geomean, 3355);
+  EXPECT_EQ(active.tokens_to_target.reached, 2);
+  EXPECT_NEAR(*active.tokens_to_target.geomean, std::sqrt(440.0 * 880.0), 1e-9);
+  EXPECT_DOUBLE_EQ(*active.tokens_to_target.median, 660);
+  EXPECT_DOUBLE_EQ(*active.tokens_to_target.attempts_mean, 1.5);
+  // The paired comparison: over op x, the one both reached.
+  ASSERT_EQ(an->comparisons.size(), 1u);
+  const PairedMetric* m = nullptr;
+  for (const auto& pm : an->comparisons[0].metrics)
+    if (pm.key == "tokens_to_target") m = &pm;
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->n, 1);
+  EXPECT_DOUBLE_EQ(*m->baseline_value, 3355);
+  EXPECT_DOUBLE_EQ(*m->value, 440);
+  // In the tables beside attempts to best.
+  auto tables = build_tables(*an);
+  const Table& summary = tables[1];
+  ASSERT_EQ(summary.id, "summary");
+  int c = summary.column("tokens_to_target_geomean");
+  ASSERT_GE(c, 0);
+  EXPECT_NEAR(std::get<double>(summary.rows[0][static_cast<size_t>(c)]), 3355, 1e-6);
+  EXPECT_EQ(std::get<std::string>(summary.rows[1][static_cast<size_t>(summary.column("target_reached"))]), "2 of 2");
 }
 
 TEST(Tables, EveryFigureNamesItsSet) {

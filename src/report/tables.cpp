@@ -178,12 +178,25 @@ std::vector<Column> summary_columns() {
       col("tokens_completion", "completion tokens", ColumnType::integer, 0, false),
       col("tokens_total", "tokens", ColumnType::integer),
       col("tokens_per_solved_op", "tokens/solved", ColumnType::integer),
+      col("tokens_cached", "cached tokens", ColumnType::integer, 0, false,
+          "prompt tokens the provider served from its prompt cache"),
+      col("tokens_billed_equivalent", "billed-equiv tokens", ColumnType::integer, 0, false,
+          "uncached prompt + cached prompt x the cached price ratio + completion"),
+      col("tokens_billed_equivalent_per_solved_op", "billed-equiv/solved", ColumnType::integer, 0, true,
+          "billed-equivalent tokens divided by the operators solved"),
       col("cost_usd", "cost", ColumnType::usd),
       col("attempts", "attempts", ColumnType::integer, 0, false),
       col("attempts_to_first_correct_mean", "to first correct", ColumnType::real, 2, false,
           "mean attempts to the first correct kernel, over the operators the run solved"),
       col("attempts_to_best_mean", "to best", ColumnType::real, 2, false,
           "mean attempts to the best kernel, over the operators the run solved"),
+      col("tokens_to_target_geomean", "tokens to target", ColumnType::integer, 0, true,
+          "geometric mean of the tokens spent until the first kernel within 10% of the best speed any run reached, "
+          "over the operators the run reached it on"),
+      col("tokens_to_target_median", "tokens to target (median)", ColumnType::integer, 0, false),
+      col("target_reached", "target reached", ColumnType::text, 0, false,
+          "operators the run reached the target on, of those with a target"),
+      col("attempts_to_target_mean", "attempts to target", ColumnType::real, 2, false),
   };
 }
 
@@ -206,7 +219,10 @@ Table summary_table(const Analysis& an) {
       "geometric mean over each run's "
       "solved operators with timed cases. Tokens per solved operator: every token the run spent "
       "on the set's "
-      "operators (reflections included) divided by the operators it solved. Cost: as the model "
+      "operators (reflections included) divided by the operators it solved; billed-equivalent counts each cached "
+      "prompt token at the cached price ratio of the model profile (completion tokens at face value). Tokens to "
+      "target: per operator, the tokens spent up to and including the first kernel within 10% of the best speedup "
+      "any run reached on it; geometric mean over the operators the run reached it on. Cost: as the model "
       "client accounted it.",
       set.description(), set.cases_total, an.common_set, an.common_with_library, n,
       set.with_library);
@@ -241,10 +257,17 @@ Table summary_table(const Analysis& an) {
            jv(g, "tokens_completion"),
            jv(g, "tokens_total"),
            jv(g, "tokens_per_solved_op"),
+           jv(g, "tokens_cached"),
+           jv(g, "tokens_billed_equivalent"),
+           jv(g, "tokens_billed_equivalent_per_solved_op"),
            jv(g, "cost_usd"),
            jv(g, "attempts"),
            jv(g, "attempts_to_first_correct_mean"),
-           jv(g, "attempts_to_best_mean")};
+           jv(g, "attempts_to_best_mean"),
+           opt_value(f.tokens_to_target.geomean),
+           opt_value(f.tokens_to_target.median),
+           fmt::format("{} of {}", f.tokens_to_target.reached, f.tokens_to_target.ops),
+           opt_value(f.tokens_to_target.attempts_mean)};
     for (auto& v : experience_values(f)) row.push_back(std::move(v));
     t.add(std::move(row));
   }
@@ -306,6 +329,11 @@ std::vector<Column> ops_columns(bool several) {
       col("tokens_prompt", "prompt tokens", ColumnType::integer, 0, false),
       col("tokens_completion", "completion tokens", ColumnType::integer, 0, false),
       col("tokens", "tokens", ColumnType::integer),
+      col("tokens_cached", "cached tokens", ColumnType::integer, 0, false),
+      col("tokens_billed_equivalent", "billed-equiv tokens", ColumnType::integer, 0, false),
+      col("tokens_to_target", "tokens to target", ColumnType::integer, 0, false,
+          "tokens spent up to and including the first kernel within 10% of the best speedup any run reached"),
+      col("attempts_to_target", "attempts to target", ColumnType::integer, 0, false),
       col("cost_usd", "cost", ColumnType::usd, 4, false),
       col("stop_reason", "stopped", ColumnType::text, 0, false),
       col("best_optimisation", "best kernel's optimisation", ColumnType::text, 0, false),
@@ -362,6 +390,10 @@ Table ops_table(const Analysis& an) {
              o.tokens_prompt,
              o.tokens_completion,
              o.tokens(),
+             o.tokens_cached,
+             o.tokens_billed_equivalent,
+             o.tokens_to_target ? Value(*o.tokens_to_target) : Value(),
+             opt_value(o.attempts_to_target),
              o.cost_usd,
              o.stop_reason.empty() ? Value() : Value(o.stop_reason),
              o.best_optimisation.empty() ? Value() : Value(o.best_optimisation),
@@ -445,7 +477,9 @@ Table comparison_ops_table(const Analysis& an) {
       col("baseline_tokens", "base tokens", ColumnType::integer),
       col("tokens", "run tokens", ColumnType::integer),
       col("baseline_attempts_to_first_correct", "base first ok", ColumnType::integer, 0, false),
-      col("attempts_to_first_correct", "run first ok", ColumnType::integer, 0, false)};
+      col("attempts_to_first_correct", "run first ok", ColumnType::integer, 0, false),
+      col("baseline_tokens_to_target", "base tokens to target", ColumnType::integer, 0, false),
+      col("tokens_to_target", "run tokens to target", ColumnType::integer, 0, false)};
   for (const auto& c : an.comparisons) {
     for (const auto& o : c.ops) {
       p.add({c.baseline, c.other, o.op, o.a->solved, o.b->solved,
@@ -453,7 +487,9 @@ Table comparison_ops_table(const Analysis& an) {
              opt_value(o.speedup_ratio), int64_t{o.a->cases_passed}, int64_t{o.b->cases_passed},
              int64_t{o.b->cases_total}, o.a->tokens(), o.b->tokens(),
              opt_value(o.a->attempts_to_first_correct),
-             opt_value(o.b->attempts_to_first_correct)});
+             opt_value(o.b->attempts_to_first_correct),
+             o.a->tokens_to_target ? Value(*o.a->tokens_to_target) : Value(),
+             o.b->tokens_to_target ? Value(*o.b->tokens_to_target) : Value()});
     }
   }
   return p;

@@ -144,6 +144,12 @@ json to_json(const Attempt& a) {
               {"tokens_prompt", a.tokens_prompt},
               {"tokens_completion", a.tokens_completion},
               {"cost_usd", a.cost_usd},
+              {"tokens_cached", a.tokens_cached},
+              {"tokens_cache_write", a.tokens_cache_write},
+              {"tokens_cached_estimated", a.tokens_cached_estimated},
+              {"prefix_tokens", a.prefix_tokens},
+              {"prefix_hash", a.prefix_hash},
+              {"cached_price_ratio", opt(a.cached_price_ratio)},
               {"prompt_id", a.prompt_id},
               {"prompt_tokens_estimated", a.prompt_tokens_estimated},
               {"tier_tokens", a.tier_tokens},
@@ -212,6 +218,12 @@ Result<Attempt> attempt_from_json(const json& j) {
     a.tokens_prompt = j.value("tokens_prompt", int64_t{0});
     a.tokens_completion = j.value("tokens_completion", int64_t{0});
     a.cost_usd = j.value("cost_usd", 0.0);
+    a.tokens_cached = j.value("tokens_cached", int64_t{0});
+    a.tokens_cache_write = j.value("tokens_cache_write", int64_t{0});
+    a.tokens_cached_estimated = j.value("tokens_cached_estimated", false);
+    a.prefix_tokens = j.value("prefix_tokens", int64_t{0});
+    a.prefix_hash = j.value("prefix_hash", "");
+    a.cached_price_ratio = get_opt<double>(j, "cached_price_ratio");
     a.prompt_id = j.value("prompt_id", "");
     a.prompt_tokens_estimated = j.value("prompt_tokens_estimated", int64_t{0});
     a.tier_tokens = j.value("tier_tokens", std::map<std::string, int64_t>{});

@@ -112,6 +112,17 @@ struct Attempt {
   int64_t tokens_prompt = 0;            // reported by the provider (or estimated)
   int64_t tokens_completion = 0;
   double cost_usd = 0;
+  // Prompt caching (docs/design.md §6): the part of tokens_prompt served from the provider's
+  // cache and the part written to it, as the provider reported them (tokens_cached_estimated:
+  // the provider reported no usage and tokens_cached is kope's estimate, the cacheable prefix
+  // of a call whose prefix repeated the previous call's); kope's estimate of the cacheable
+  // prefix and its hash; the cached-token price ratio of the profile that answered.
+  int64_t tokens_cached = 0;
+  int64_t tokens_cache_write = 0;
+  bool tokens_cached_estimated = false;
+  int64_t prefix_tokens = 0;
+  std::string prefix_hash;
+  std::optional<double> cached_price_ratio;  // nullopt: no model call (replay) or an older run
   std::string prompt_id;
   int64_t prompt_tokens_estimated = 0;
   std::map<std::string, int64_t> tier_tokens;  // system, hot, warm, cold

@@ -1,5 +1,6 @@
 #include "run/events.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -67,6 +68,16 @@ Result<std::vector<nlohmann::json>> read_events(const std::filesystem::path& pat
   return out;
 }
 
+int64_t estimate_cached_tokens(const std::vector<Attempt>& earlier, const std::string& prefix_hash,
+                               int64_t prefix_tokens, int64_t tokens_prompt) {
+  if (prefix_hash.empty()) return 0;
+  for (auto a = earlier.rbegin(); a != earlier.rend(); ++a) {
+    if (a->prefix_hash.empty()) continue;  // no model call (replay) or an older record
+    return a->prefix_hash == prefix_hash ? std::clamp<int64_t>(prefix_tokens, 0, tokens_prompt) : 0;
+  }
+  return 0;
+}
+
 json to_json(const AnswerEvent& e) {
   json items = json::array();
   for (const auto& [id, score] : e.memory_items) items.push_back(json::array({id, score}));
@@ -84,6 +95,12 @@ json to_json(const AnswerEvent& e) {
               {"tokens_completion", e.tokens_completion},
               {"usage_estimated", e.usage_estimated},
               {"cost_usd", e.cost_usd},
+              {"tokens_cached", e.tokens_cached},
+              {"tokens_cache_write", e.tokens_cache_write},
+              {"tokens_cached_estimated", e.tokens_cached_estimated},
+              {"prefix_tokens", e.prefix_tokens},
+              {"prefix_hash", e.prefix_hash},
+              {"cached_price_ratio", e.cached_price_ratio ? json(*e.cached_price_ratio) : json(nullptr)},
               {"llm_seconds", e.llm_seconds},
               {"finish_reason", e.finish_reason},
               {"provider_problem", e.provider_problem},
@@ -108,6 +125,12 @@ Result<AnswerEvent> answer_from_json(const json& j) {
     e.tokens_completion = j.value("tokens_completion", int64_t{0});
     e.usage_estimated = j.value("usage_estimated", false);
     e.cost_usd = j.value("cost_usd", 0.0);
+    e.tokens_cached = j.value("tokens_cached", int64_t{0});
+    e.tokens_cache_write = j.value("tokens_cache_write", int64_t{0});
+    e.tokens_cached_estimated = j.value("tokens_cached_estimated", false);
+    e.prefix_tokens = j.value("prefix_tokens", int64_t{0});
+    e.prefix_hash = j.value("prefix_hash", "");
+    if (auto r = j.find("cached_price_ratio"); r != j.end() && r->is_number()) e.cached_price_ratio = r->get<double>();
     e.llm_seconds = j.value("llm_seconds", 0.0);
     e.finish_reason = j.value("finish_reason", "");
     e.provider_problem = j.value("provider_problem", "");

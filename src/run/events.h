@@ -63,11 +63,26 @@ struct AnswerEvent {
   int64_t tokens_completion = 0;
   bool usage_estimated = false;
   double cost_usd = 0;
+  // Prompt caching, as run::Attempt has them (all optional on read).
+  int64_t tokens_cached = 0;
+  int64_t tokens_cache_write = 0;
+  bool tokens_cached_estimated = false;
+  int64_t prefix_tokens = 0;
+  std::string prefix_hash;
+  std::optional<double> cached_price_ratio;
   double llm_seconds = 0;
   std::string finish_reason = "stop";
   std::string provider_problem;  // why there is no text ("" when the provider answered)
   std::string answer_file;       // relative to the run directory
 };
+
+// kope's estimate of the cached prompt tokens of a call whose provider reported no usage
+// (AnswerEvent::tokens_cached_estimated): a provider would have served the call's cacheable
+// prefix from its cache when the op's previous call (the latest of `earlier` with a
+// prefix_hash) had the same prefix. `prefix_tokens` capped at `tokens_prompt` then, else 0 (also
+// for an empty hash).
+int64_t estimate_cached_tokens(const std::vector<Attempt>& earlier, const std::string& prefix_hash,
+                               int64_t prefix_tokens, int64_t tokens_prompt);
 
 nlohmann::json to_json(const AnswerEvent& e);
 // Fails with corrupt naming the missing or malformed field.

@@ -41,6 +41,33 @@ std::optional<double> median(std::vector<double> v) {
 std::string pct(const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "-"; }
 std::string times(const json& v) { return v.is_number() ? fmt::format("{:.2f}x", v.get<double>()) : "-"; }
 
+// An op's cached-token figures, over its attempts and a pending answer.
+struct CacheFigures {
+  int64_t cached = 0;
+  int64_t write = 0;
+  bool estimated = false;
+  double saved = 0;                  // sum of cached x (1 - ratio): what caching took off
+  std::optional<double> ratio;       // the latest call's cached price ratio
+};
+
+CacheFigures cache_figures(const OpState& st) {
+  CacheFigures c;
+  auto add = [&](int64_t cached, int64_t write, bool estimated, std::optional<double> ratio) {
+    c.cached += cached;
+    c.write += write;
+    c.estimated = c.estimated || (estimated && cached > 0);
+    // A call without a recorded ratio (none can have cached tokens) saves nothing.
+    c.saved += static_cast<double>(cached) * (1.0 - std::clamp(ratio.value_or(1.0), 0.0, 1.0));
+    if (ratio) c.ratio = ratio;
+  };
+  for (const auto& a : st.attempts)
+    add(a.tokens_cached, a.tokens_cache_write, a.tokens_cached_estimated, a.cached_price_ratio);
+  if (st.pending)
+    add(st.pending->tokens_cached, st.pending->tokens_cache_write, st.pending->tokens_cached_estimated,
+        st.pending->cached_price_ratio);
+  return c;
+}
+
 }  // namespace
 
 json op_result(const spec::OpSpec& op, const OpState& st) {
@@ -107,6 +134,15 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
   j["best_case_id"] = id != st.case_ids.end() ? json(id->second) : json(nullptr);
   j["tokens_prompt"] = st.tokens_prompt();
   j["tokens_completion"] = st.tokens_completion();
+  // Prompt caching: cached prompt tokens count at the price ratio of the profile that answered
+  // (billed-equivalent = uncached prompt + cached x ratio + completion, at face value).
+  CacheFigures cache = cache_figures(st);
+  j["tokens_cached"] = cache.cached;
+  j["tokens_cache_write"] = cache.write;
+  j["tokens_cached_estimated"] = cache.estimated;
+  j["tokens_billed_equivalent"] =
+      st.tokens_prompt() + st.tokens_completion() - static_cast<int64_t>(std::llround(cache.saved));
+  j["cached_price_ratio"] = opt(cache.ratio);
   j["cost_usd"] = st.cost_usd();
   j["tier_tokens"] = tiers;
   j["verdicts"] = verdicts;
@@ -133,6 +169,9 @@ const std::vector<double> k_fast_p = {0, 1, 1.5, 2};
 // What the run-level figures sum over the ops' entries.
 struct Totals {
   int64_t cases_passed = 0, cases_total = 0, tok_p = 0, tok_c = 0, attempts = 0;
+  int64_t tok_cached = 0, tok_cache_write = 0, tok_billed = 0;
+  bool cached_estimated = false;
+  std::set<double> ratios;  // the cached price ratios of the ops' calls
   double cost = 0;
   int solved = 0, done = 0, with_library = 0, best_disturbed = 0, disturbed_attempts = 0;
   std::vector<double> sp_ref, sp_lib, roof, first, best;
@@ -153,6 +192,11 @@ void Totals::add(const spec::OpSpec& op, const OpState& st, const json& r) {
   cases_total += r["cases_total"].get<int64_t>();
   tok_p += r["tokens_prompt"].get<int64_t>();
   tok_c += r["tokens_completion"].get<int64_t>();
+  tok_cached += r.value("tokens_cached", int64_t{0});
+  tok_cache_write += r.value("tokens_cache_write", int64_t{0});
+  tok_billed += r.value("tokens_billed_equivalent", int64_t{0});
+  cached_estimated = cached_estimated || r.value("tokens_cached_estimated", false);
+  if (r.contains("cached_price_ratio") && r["cached_price_ratio"].is_number()) ratios.insert(r["cached_price_ratio"].get<double>());
   attempts += r["attempts"].get<int64_t>();
   cost += r["cost_usd"].get<double>();
   for (const auto& [t, n] : r["tier_tokens"].items()) tiers[t] += n.get<int64_t>();
@@ -224,6 +268,17 @@ json Totals::figures(size_t n) const {
   f["tokens_per_solved_op"] = solved ? json(static_cast<double>(tok_p + tok_c) / solved) : json(nullptr);
   f["tokens_prompt_per_solved_op"] = solved ? json(static_cast<double>(tok_p) / solved) : json(nullptr);
   f["tokens_completion_per_solved_op"] = solved ? json(static_cast<double>(tok_c) / solved) : json(nullptr);
+  f["tokens_cached"] = tok_cached;
+  f["tokens_cache_write"] = tok_cache_write;
+  f["tokens_cached_estimated"] = cached_estimated;
+  f["tokens_billed_equivalent"] = tok_billed;
+  f["tokens_billed_equivalent_per_solved_op"] = solved ? json(static_cast<double>(tok_billed) / solved) : json(nullptr);
+  f["cached_price_ratio"] = ratios.size() == 1 ? json(*ratios.begin()) : json(nullptr);
+  f["tokens_billed_equivalent_over"] = fmt::format(
+      "every token of the {} selected operators, cached prompt tokens counted at {} of an uncached one (completion and "
+      "cache-write tokens at face value)",
+      n, ratios.empty() ? std::string("their price ratio") : ratios.size() == 1 ? fmt::format("{:g}", *ratios.begin())
+                                                                                 : std::string("their profiles' ratios"));
   f["tier_tokens"] = tiers;
   f["cost_usd"] = cost;
   f["attempts"] = attempts;
@@ -287,6 +342,17 @@ std::string results_summary(const json& r) {
   if (f["tokens_per_solved_op"].is_number()) out += fmt::format(" ({:.0f} per solved operator)", f["tokens_per_solved_op"].get<double>());
   if (f["cost_usd"].get<double>() > 0) out += fmt::format(", ${:.4f}", f["cost_usd"].get<double>());
   out += "\n";
+  if (f["tokens_total"].get<int64_t>() > 0 && f.contains("tokens_billed_equivalent")) {
+    const json& ratio = f["cached_price_ratio"];
+    out += fmt::format("cached prompt tokens {}{}; billed-equivalent {}", f["tokens_cached"].get<int64_t>(),
+                       f.value("tokens_cached_estimated", false) ? " (estimated: the provider reported no usage)" : "",
+                       f["tokens_billed_equivalent"].get<int64_t>());
+    if (f["tokens_billed_equivalent_per_solved_op"].is_number())
+      out += fmt::format(" ({:.0f} per solved operator)", f["tokens_billed_equivalent_per_solved_op"].get<double>());
+    if (ratio.is_number()) out += fmt::format(", cached tokens at {:g}x", ratio.get<double>());
+    else if (f["tokens_cached"].get<int64_t>() > 0) out += ", cached tokens at their profiles' ratios";
+    out += "\n";
+  }
   if (r.contains("figures_by_experience")) {
     for (const auto& [name, g] : r["figures_by_experience"].items()) {
       out += fmt::format("  {} operators: {} of {} solved, pass rate {}, geomean vs reference {}, vs library {}, {} tokens\n",

@@ -5,7 +5,9 @@
 // tokens_completion, attempts_to_first_correct, attempts_to_best, fraction_of_roofline,
 // cases_passed/cases_total, per-tier tokens, best_timing_disturbed / disturbed_attempts (timings
 // taken under outside load), where the best kernel came from (best_policy "llm" or "replay",
-// best_source_case: the replayed memory case) and more. Every aggregate names the set it is over.
+// best_source_case: the replayed memory case), prompt caching (tokens_cached, tokens_cache_write,
+// tokens_billed_equivalent: uncached prompt + cached x cached_price_ratio + completion) and more.
+// Every aggregate names the set it is over.
 // Figures depend only on the attempts, so a resumed run reports what an uninterrupted one would.
 // Pure and thread-safe.
 #pragma once

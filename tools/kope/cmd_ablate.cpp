@@ -1,6 +1,6 @@
 // `kope ablate`: the paper's context ablation as one command (docs/design.md §5, §6).
 //
-//   kope ablate --train OPS --test OPS [--modes none,passive,active] [--iterations N]
+//   kope ablate --train OPS --test OPS [--modes none,passive,active,random] [--iterations N]
 //               [--dir DIR] [--seed N] [--token-budget N] [--window N] [--jobs N]
 //               [--llm PROFILE] [--policy llm|replay] [--backend cpu] [--suite DIR]
 //               [--run-arg ARG]... [--resamples N] [--json]
@@ -12,7 +12,10 @@
 // (compute-matched; each run's results.json records them). The test operators must not be
 // training operators. The modes are compared through `kope report`'s machinery (paired
 // differences per operator with seeded bootstrap intervals, against the first mode):
-// printed, and written as DIR/ablation.html, with DIR/ablation.json naming every phase.
+// printed, and written as DIR/ablation.html, with DIR/ablation.json naming every phase. Beside
+// attempts to best, each mode's tokens to target: per operator, the tokens spent up to and
+// including the first kernel within 10% of the best speed any compared mode reached on it
+// (report::compute_tokens_to_target), geomean and median over the operators the mode reached.
 //
 // Resumable: DIR/ablate.json holds the plan; rerunning the same command skips the phases
 // whose results.json is complete, continues an interrupted one with `kope run --resume`
@@ -80,7 +83,8 @@ Status check_options(const AblateOptions& o) {
   if (o.modes.empty()) return fail(ErrorKind::usage, "--modes needs at least one context mode");
   std::set<std::string> seen;
   for (const auto& m : o.modes) {
-    if (!context::parse_mode(m)) return fail(ErrorKind::usage, "--modes: '{}' is not a context mode (none, passive, active)", m);
+    if (!context::parse_mode(m))
+      return fail(ErrorKind::usage, "--modes: '{}' is not a context mode (none, passive, active, random)", m);
     if (!seen.insert(m).second) return fail(ErrorKind::usage, "--modes names {} twice", m);
   }
   KOPE_ASSIGN(auto train, op_names(o.train, "--train", o));
@@ -169,8 +173,17 @@ Status run_phase(const AblateOptions& o, const Phase& p, const fs::path& log) {
   return run_kope_child(run_args(o, *p.ops, p.mode, p.memory, p.run_dir), log);
 }
 
-// Each phase's figures and the settings that make them compute-matched, from its results.json.
-Result<json> phase_summary(const Phase& p) {
+// A test phase's tokens to target (null for the training phase, which is not compared).
+json target_json(const report::TargetFigures* t) {
+  if (!t) return json(nullptr);
+  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  return {{"geomean", opt(t->geomean)}, {"median", opt(t->median)}, {"attempts_mean", opt(t->attempts_mean)},
+          {"reached", t->reached},      {"ops", t->ops},            {"over", t->over}};
+}
+
+// Each phase's figures and the settings that make them compute-matched, from its results.json;
+// a test phase's tokens to target from the comparison `target`.
+Result<json> phase_summary(const Phase& p, const report::TargetFigures* target) {
   KOPE_ASSIGN(json r, read_results(p.run_dir));
   const json& f = r.at("figures");
   const json settings = r.value("settings", json::object());
@@ -185,7 +198,31 @@ Result<json> phase_summary(const Phase& p) {
               {"ops", f.value("ops", json(nullptr))},
               {"geomean_speedup_vs_reference", f.value("geomean_speedup_vs_reference", json(nullptr))},
               {"tokens_prompt", f.value("tokens_prompt", json(nullptr))},
-              {"tokens_completion", f.value("tokens_completion", json(nullptr))}};
+              {"tokens_completion", f.value("tokens_completion", json(nullptr))},
+              {"tokens_per_solved_op", f.value("tokens_per_solved_op", json(nullptr))},
+              {"tokens_cached", f.value("tokens_cached", json(nullptr))},
+              {"tokens_billed_equivalent", f.value("tokens_billed_equivalent", json(nullptr))},
+              {"tokens_billed_equivalent_per_solved_op", f.value("tokens_billed_equivalent_per_solved_op", json(nullptr))},
+              {"cached_price_ratio", f.value("cached_price_ratio", json(nullptr))},
+              {"attempts_to_best_mean", f.value("attempts_to_best_mean", json(nullptr))},
+              {"attempts_to_best_median", f.value("attempts_to_best_median", json(nullptr))},
+              {"tokens_to_target", target_json(target)}};
+}
+
+// One line per mode: tokens to target beside attempts to best.
+std::string targets_text(const report::Analysis& an) {
+  auto num = [](const std::optional<double>& v, const char* f) { return v ? fmt::format(fmt::runtime(f), *v) : std::string("-"); };
+  std::string out = fmt::format("tokens to target (the first kernel within {:.0f}% of the best speed any mode reached):\n",
+                                100 * (1 - report::k_target_fraction));
+  for (const auto& f : an.figures) {
+    const report::TargetFigures& t = f.tokens_to_target;
+    const json& best = f.figures.value("attempts_to_best_mean", json(nullptr));
+    out += fmt::format("  {:<10} geomean {} median {} tokens, reached on {} of {} operators; attempts to target {}, "
+                       "attempts to best {}\n",
+                       f.label, num(t.geomean, "{:.0f}"), num(t.median, "{:.0f}"), t.reached, t.ops,
+                       num(t.attempts_mean, "{:.2f}"), best.is_number() ? fmt::format("{:.2f}", best.get<double>()) : "-");
+  }
+  return out;
 }
 
 // The test phases compared by the report machinery: printed, and DIR/ablation.html.
@@ -225,7 +262,10 @@ Result<int> ablate_command(const AblateOptions& o) {
   KOPE_ASSIGN(auto compared, compare(o, tests, html));
   json summary = json::array();
   for (const auto& p : phases) {
-    KOPE_ASSIGN(json s, phase_summary(p));
+    const report::TargetFigures* target = nullptr;
+    for (const auto& f : compared.first.figures)
+      if (p.name != "train" && f.label == p.name) target = &f.tokens_to_target;
+    KOPE_ASSIGN(json s, phase_summary(p, target));
     summary.push_back(std::move(s));
   }
   json out = {{"experiment", "ablate"}, {"dir", dir.string()}, {"plan", plan_json(o)}, {"phases", summary},
@@ -237,6 +277,7 @@ Result<int> ablate_command(const AblateOptions& o) {
     return 0;
   }
   print(report::report_text(compared.first, compared.second, false));
+  print(targets_text(compared.first));
   print(fmt::format("ablation: {}\nreport: {}\n", (dir / "ablation.json").string(), html.string()));
   return 0;
 }
@@ -252,7 +293,8 @@ void register_ablate(CLI::App& app, Action& action) {
       ->delimiter(',')
       ->required();
   cmd->add_option("--test", o->test, "Operators the modes are compared on (disjoint from --train)")->delimiter(',')->required();
-  cmd->add_option("--modes", o->modes, "Context modes to compare; the first is the baseline")
+  cmd->add_option("--modes", o->modes,
+                  "Context modes to compare (none, passive, active, random); the first is the baseline")
       ->delimiter(',')
       ->default_str("none,passive,active");
   cmd->add_option("--token-budget", o->token_budget, "Tokens (prompt + completion) per op, every phase; 0 = unlimited")

@@ -79,6 +79,14 @@ std::string diagnosis(const llm::LlmError& e, const llm::Profile& p) {
   return "failed";
 }
 
+// Where a profile's cached price ratio comes from, in words.
+std::string cached_ratio_source(const llm::Profile& p) {
+  if (p.cached_price_ratio) return "cached_price_ratio";
+  if (p.price_cached_input_per_mtok && p.price_input_per_mtok > 0)
+    return "price_cached_input_per_mtok / price_input_per_mtok";
+  return fmt::format("{} default", p.provider == "anthropic" ? "anthropic" : "openai");
+}
+
 nlohmann::ordered_json profile_json(const llm::Profile& p, bool is_default) {
   return {
       {"name", p.name},
@@ -94,6 +102,8 @@ nlohmann::ordered_json profile_json(const llm::Profile& p, bool is_default) {
       {"temperature", p.temperature},
       {"price_input_per_mtok", p.price_input_per_mtok},
       {"price_output_per_mtok", p.price_output_per_mtok},
+      {"cached_price_ratio", llm::cached_price_ratio(p)},
+      {"cached_price_ratio_source", cached_ratio_source(p)},
       {"requests_per_minute", p.requests_per_minute},
       {"tokens_per_minute", p.tokens_per_minute},
       {"concurrency", p.concurrency},
@@ -147,6 +157,7 @@ std::string ping_json(const llm::LlmResult<llm::ChatResponse>& r, const llm::Pro
     j["usage"] = {{"prompt_tokens", r->usage.prompt_tokens},
                   {"completion_tokens", r->usage.completion_tokens},
                   {"cached_tokens", r->usage.cached_tokens},
+                  {"cache_write_tokens", r->usage.cache_write_tokens},
                   {"estimated", r->usage.estimated}};
     j["cost_usd"] = r->cost_usd;
     j["finish_reason"] = r->finish_reason;
@@ -180,8 +191,11 @@ std::string ping_text(const llm::LlmResult<llm::ChatResponse>& r, const llm::Pro
   out += fmt::format("latency    {:.3f} s (first byte {:.3f} s{})\n", r->latency_seconds,
                      r->first_byte_seconds,
                      r->attempts > 1 ? fmt::format(", {} attempts", r->attempts) : "");
-  out += fmt::format("usage      prompt {}, completion {}, cached {}{}\n", r->usage.prompt_tokens,
+  out += fmt::format("usage      prompt {}, completion {}, cached {}{}{}\n", r->usage.prompt_tokens,
                      r->usage.completion_tokens, r->usage.cached_tokens,
+                     r->usage.cache_write_tokens > 0
+                         ? fmt::format(", cache write {}", r->usage.cache_write_tokens)
+                         : "",
                      r->usage.estimated ? " (estimated: the server reported no usage)" : "");
   out += fmt::format("cost       ${:.6f}\n", r->cost_usd);
   out += fmt::format("answer     \"{}\" (finish_reason {})\n", util::truncate_text(r->text, 200, 3),
@@ -247,6 +261,8 @@ Result<int> list_profiles(bool json) {
         p.tokens_per_minute > 0 ? fmt::format("{:g}", p.tokens_per_minute) : "unlimited");
     out += fmt::format("  price      ${:g} / ${:g} per million input / output tokens\n",
                        p.price_input_per_mtok, p.price_output_per_mtok);
+    out += fmt::format("  cached     prompt tokens billed at {:g}x ({})\n",
+                       llm::cached_price_ratio(p), cached_ratio_source(p));
     out += fmt::format("  source     {}\n", p.source);
   }
   if (set.default_name.empty() && set.profiles.size() > 1) {
