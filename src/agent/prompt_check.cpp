@@ -90,8 +90,8 @@ bool is_word_byte(char c) {
   return std::isalnum(u) || u >= 0x80;
 }
 
-// The text before the first "..." or "…" in `line` that follows a letter or digit and ends the
-// line, a table cell, a quotation or a parenthesis; nullopt when there is none.
+// The words up to and including the first "..." or "…" in `line` that follows a letter or digit
+// and ends the line, a table cell, a quotation or a parenthesis; nullopt when there is none.
 std::optional<std::string> find_cut_description(std::string_view line) {
   for (std::string_view dots : {std::string_view("..."), k_ellipsis}) {
     for (size_t pos = line.find(dots); pos != std::string_view::npos; pos = line.find(dots, pos + 1)) {
