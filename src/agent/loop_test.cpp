@@ -417,6 +417,52 @@ TEST(Loop, TheTasksOwnLessonsAreShownInModeNone) {
   EXPECT_TRUE(end[1]["problems"].empty()) << end[1].dump();
 }
 
+// A held-out op's reflections do not show lessons drawn from its experience of another run
+// (the contamination guard retrieval applies to kernel prompts).
+TEST(Loop, ReflectionsLeaveOutLessonsOfAHeldOutOpsEarlierRuns) {
+  Harness h;
+  h.config.max_iterations = 1;
+  memory::CaseRecord earlier;
+  earlier.natural_key = "run-old/softmax/1";
+  earlier.run_id = "run-old";
+  earlier.task = task_info(h.op);
+  earlier.hardware.target = "x86_64-avx2-fma";
+  earlier.toolchain.id = "g++";
+  earlier.verdict = eval::Verdict::correct;
+  earlier.speedup_vs_reference = 2;
+  earlier.optimisation = "rows";
+  int64_t earlier_id = *h.store.record_case(earlier);
+  memory::LessonDelta held;
+  held.lesson.title = "Held-out advice";
+  held.lesson.text = "Advice distilled from softmax itself in an earlier run";
+  held.lesson.scope.category = "normalization";
+  held.source_case = earlier_id;
+  ASSERT_TRUE(h.store.apply(held));
+  memory::LessonDelta general;
+  general.lesson.title = "General advice";
+  general.lesson.text = "Advice about normalization kernels from other ops";
+  general.lesson.scope.category = "normalization";
+  ASSERT_TRUE(h.store.apply(general));
+  OpEnvironment env = h.env();
+  env.holdout.ops = {"softmax"};
+  env.holdout.run_id = h.run_id;
+  OpState st;
+  ASSERT_TRUE(run_op(env, h.op, st));
+  auto prompts = reflection_prompts(h);
+  ASSERT_EQ(prompts.size(), 1u);
+  EXPECT_NE(prompts[0].find("General advice"), std::string::npos) << prompts[0];
+  EXPECT_EQ(prompts[0].find("Held-out advice"), std::string::npos) << prompts[0];
+  // Without the guard it is shown.
+  Harness open;
+  open.config.max_iterations = 1;
+  int64_t id = *open.store.record_case(earlier);
+  held.source_case = id;
+  ASSERT_TRUE(open.store.apply(held));
+  OpState st2;
+  ASSERT_TRUE(open.run(st2));
+  EXPECT_NE(reflection_prompts(open).at(0).find("Held-out advice"), std::string::npos);
+}
+
 TEST(Loop, ReflectionCanBeSwitchedOff) {
   Harness h;
   h.config.reflect = false;

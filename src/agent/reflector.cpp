@@ -1,6 +1,7 @@
 #include "agent/reflector.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -170,6 +171,23 @@ Status Reflector::lessons_for_prompt(const std::string& key, ReflectionInput& in
   }
   if (own_ids.empty() && !in.memory) return {};
   KOPE_ASSIGN(auto in_scope, m_ctx.env.store->lessons({lessons.category, lessons.backend, lessons.target, lessons.toolchain}));
+  // The contamination guard: a lesson drawn from a held-out op's experience of another run is
+  // not shown, as retrieval leaves it out of the kernel prompts.
+  if (m_ctx.env.holdout.active()) {
+    std::map<int64_t, bool> held_out;  // source case -> excluded
+    auto excluded = [&](const memory::Lesson& l) {
+      for (int64_t id : l.source_cases) {
+        auto [it, fresh] = held_out.emplace(id, false);
+        if (fresh) {
+          auto c = m_ctx.env.store->get_case(id);
+          it->second = c && *c && m_ctx.env.holdout.excludes((*c)->task.op, (*c)->task.spec_hash, (*c)->run_id);
+        }
+        if (it->second) return true;
+      }
+      return false;
+    };
+    std::erase_if(in_scope, excluded);
+  }
   auto find = [&](const std::string& id) {
     return std::find_if(in_scope.begin(), in_scope.end(), [&](const memory::Lesson& x) { return x.id == id; });
   };

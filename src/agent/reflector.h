@@ -12,7 +12,8 @@
 // triggers can concern the same attempt (the last attempt was notable, and is the best kernel
 // the end reflection shows): the later reflection is then told so, and every reflection shows
 // the lessons this task's earlier reflections wrote or voted on, whole and first (in every
-// context mode), so that it edits them rather than adding them again.
+// context mode), so that it edits them rather than adding them again. Lessons drawn from a
+// held-out op's experience of another run (OpEnvironment::holdout) are never shown.
 //
 // A reflection about a failed attempt (the failure a fix followed; the last attempt at the end
 // when it failed) shows that attempt's code (whole lines, capped, with a "(N more lines not
