@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/reflector.h"
 #include "agent/test_support.h"
 #include "util/strings.h"
 
@@ -239,13 +240,227 @@ TEST(Loop, ReflectionAfterAFixAndAtTheEnd) {
   }
   // The one that ends the op: the last attempt's per-case timings (no next prompt carried
   // them), and every lesson in scope by id, shown whole (the one the first reflection added).
-  EXPECT_NE(last_reflection.find("## The latest attempt's outcome"), std::string::npos) << last_reflection;
+  EXPECT_NE(last_reflection.find("## Outcome and timings"), std::string::npos) << last_reflection;
   EXPECT_NE(last_reflection.find("Attempt 3 (refine"), std::string::npos) << last_reflection;
   EXPECT_NE(last_reflection.find("| timed case | this attempt | incumbent |"), std::string::npos) << last_reflection;
   EXPECT_NE(last_reflection.find("## Lessons already in memory"), std::string::npos);
   EXPECT_NE(last_reflection.find("[" + (*lessons)[0].id + "]"), std::string::npos) << last_reflection;
   EXPECT_NE(last_reflection.find((*lessons)[0].text), std::string::npos) << "shown whole";
   EXPECT_GT(st.tokens_prompt(), st.attempts[0].tokens_prompt + st.attempts[1].tokens_prompt + st.attempts[2].tokens_prompt);
+}
+
+// The reflection prompts of a run, in order.
+std::vector<std::string> reflection_prompts(const Harness& h) {
+  std::vector<std::string> out;
+  for (const auto& c : h.llm->calls()) {
+    if (c.params.purpose == "reflect") out.push_back(c.messages[1].content);
+  }
+  return out;
+}
+
+// A fix that is also the last attempt and the best kernel: the notable trigger and the end
+// trigger both concern attempt 2. Each asks once; the end reflection is told so and shows the
+// lesson the first wrote, whole and first; a resumed run asks neither again.
+TEST(Loop, OneReflectionPerTriggerAndAttempt) {
+  Harness h;
+  h.config.max_iterations = 2;
+  h.answers = {{1, kernel_answer("naive", "wrong_result")}, {2, kernel_answer("fixed", "correct", 500)}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  std::vector<std::pair<std::string, int>> asked;
+  for (const auto& e : h.events_of("reflection")) asked.emplace_back(e["key"], e["attempt"]);
+  EXPECT_EQ(asked, (std::vector<std::pair<std::string, int>>{{"k2", 2}, {"end", 2}}));
+  auto prompts = reflection_prompts(h);
+  ASSERT_EQ(prompts.size(), 2u);
+  auto lessons = *h.store.lessons({});
+  ASSERT_EQ(lessons.size(), 1u);
+  const std::string& end = prompts[1];
+  EXPECT_NE(end.find("Attempt 2 was reflected on already"), std::string::npos) << end;
+  size_t own = end.find("Written or voted on by this task's earlier reflections");
+  ASSERT_NE(own, std::string::npos) << end;
+  EXPECT_GT(end.find("- [" + lessons[0].id + "]"), own);
+  EXPECT_NE(end.find(lessons[0].text), std::string::npos) << "shown whole";
+  EXPECT_EQ(end.find("None in this scope yet"), std::string::npos) << end;
+
+  // Resumed from a log cut after the first reflection was applied: only the end is asked.
+  auto lines = util::split(*util::read_file(h.dir->path() / "events.jsonl"), '\n');
+  std::string log;
+  for (const auto& line : lines) {
+    log += line + "\n";
+    auto e = nlohmann::json::parse(line);
+    if (e.value("type", "") == "reflection_applied" && e.value("key", "") == "k2") break;
+  }
+  h.events.reset();
+  ASSERT_TRUE(util::write_file_atomic(h.dir->path() / "events.jsonl", log));
+  h.events = std::move(*EventLog::open(h.dir->path() / "events.jsonl"));
+  auto states = restore_states(h.all_events());
+  ASSERT_TRUE(states);
+  OpState resumed = (*states)["softmax"];
+  ASSERT_TRUE(resumed.reflections.contains("k2"));
+  ASSERT_TRUE(h.run(resumed));
+  EXPECT_EQ(h.reflect_calls(), 3);  // the end only
+  asked.clear();
+  for (const auto& e : h.events_of("reflection")) asked.emplace_back(e["key"], e["attempt"]);
+  EXPECT_EQ(asked, (std::vector<std::pair<std::string, int>>{{"k2", 2}, {"end", 2}}));
+  // Cut after the end reflection's answer was logged, before it was applied: resume applies
+  // it and asks nothing.
+  lines = util::split(*util::read_file(h.dir->path() / "events.jsonl"), '\n');
+  log.clear();
+  for (const auto& line : lines) {
+    log += line + "\n";
+    auto e = nlohmann::json::parse(line);
+    if (e.value("type", "") == "reflection" && e.value("key", "") == "end") break;
+  }
+  h.events.reset();
+  ASSERT_TRUE(util::write_file_atomic(h.dir->path() / "events.jsonl", log));
+  h.events = std::move(*EventLog::open(h.dir->path() / "events.jsonl"));
+  auto cut = restore_states(h.all_events());
+  OpState again = (*cut)["softmax"];
+  ASSERT_FALSE(again.done);
+  ASSERT_TRUE(h.run(again));
+  EXPECT_EQ(h.reflect_calls(), 3);
+  EXPECT_TRUE(again.reflections.at("end").applied);
+  EXPECT_TRUE(again.done);
+}
+
+// A reflection about a failed attempt shows its code and what the evaluator reported, with the
+// error signature a fix lesson names; a fix lesson without one gets it.
+TEST(Loop, ReflectionsAboutFailuresShowTheCodeAndTheDiagnostics) {
+  Harness h;
+  h.config.max_iterations = 2;
+  h.answers = {{1, kernel_answer("naive", "wrong_result")}, {2, kernel_answer("fixed", "correct", 500)}};
+  h.reflection = R"({"lessons": [{"action": "add", "kind": "fix", "title": "Index rows by D",
+    "text": "Index the row with i * D, not i * N."}]})";
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  auto prompts = reflection_prompts(h);
+  ASSERT_GE(prompts.size(), 1u);
+  const std::string& fix = prompts[0];
+  EXPECT_NE(fix.find("## What the failed attempt reported"), std::string::npos) << fix;
+  EXPECT_NE(fix.find("First mismatch: case N=1 D=1: y[0]: got 1, expected 2"), std::string::npos) << fix;
+  EXPECT_NE(fix.find("Attempt 1 (failed):\n```cpp\n"), std::string::npos) << fix;
+  EXPECT_NE(fix.find("// naive"), std::string::npos) << fix;
+  size_t sig = fix.find("Error signature: `wrong_result");
+  ASSERT_NE(sig, std::string::npos) << fix;
+  auto deltas = h.store.deltas();
+  ASSERT_FALSE(deltas.empty());
+  EXPECT_EQ(deltas[0].lesson.kind, memory::LessonKind::fix);
+  EXPECT_TRUE(deltas[0].lesson.error_signature.starts_with("wrong_result")) << deltas[0].lesson.error_signature;
+  EXPECT_NE(fix.find("`error_signature` is \"\" for a strategy, pitfall or recipe lesson"), std::string::npos);
+
+  // No correct kernel at all: the end reflection shows the last attempt's code and diagnostics.
+  Harness none;
+  none.config.max_iterations = 2;
+  none.answers = {{1, kernel_answer("naive", "compile_error")}, {2, kernel_answer("still broken", "compile_error")}};
+  OpState st2;
+  ASSERT_TRUE(none.run(st2));
+  auto end = reflection_prompts(none);
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_NE(end[0].find("No attempt produced a correct kernel."), std::string::npos);
+  EXPECT_NE(end[0].find("The last attempt (2, failed):\n```cpp\n"), std::string::npos) << end[0];
+  EXPECT_NE(end[0].find("// still broken"), std::string::npos);
+  EXPECT_NE(end[0].find("error: expected ';'"), std::string::npos) << end[0];
+  EXPECT_NE(end[0].find("Error signature: `compile_error"), std::string::npos) << end[0];
+  EXPECT_EQ(end[0].find("reply with one"), std::string::npos) << "a reflection asks for lessons, not code";
+}
+
+TEST(Loop, ReflectionCodeIsWholeLinesWithANote) {
+  std::string code;
+  for (int i = 0; i < 250; ++i) code += fmt::format("  y[{}] = x[{}];\n", i, i);
+  std::string shown = fence_code_lines(code, "cpp", 200, 1 << 20);
+  EXPECT_TRUE(shown.starts_with("```cpp\n  y[0] = x[0];\n")) << shown;
+  EXPECT_NE(shown.find("  y[199] = x[199];\n```\n(50 more lines not shown)\n"), std::string::npos) << shown;
+  EXPECT_EQ(shown.find("y[200]"), std::string::npos);
+  std::string by_bytes = fence_code_lines(code, "cpp", 200, 40);
+  EXPECT_NE(by_bytes.find("  y[1] = x[1];\n```\n(248 more lines not shown)\n"), std::string::npos) << by_bytes;
+  EXPECT_EQ(fence_code_lines("a;\nb;\n", "c", 200, 100), "```c\na;\nb;\n```\n");
+}
+
+// In context mode none no lessons from memory are shown, but a later reflection still sees
+// (and may edit) the lessons this task's earlier reflections wrote.
+TEST(Loop, TheTasksOwnLessonsAreShownInModeNone) {
+  Harness h;
+  h.config.mode = context::Mode::none;
+  h.config.max_iterations = 2;
+  h.answers = {{1, kernel_answer("naive", "wrong_result")}, {2, kernel_answer("fixed", "correct", 500)}};
+  memory::LessonDelta other;
+  other.lesson.title = "Someone else's lesson";
+  other.lesson.text = "Advice from an earlier run that mode none must not show";
+  other.lesson.scope.category = "normalization";
+  ASSERT_TRUE(h.store.apply(other));
+  int reflections = 0;
+  h.failure = [&](const std::vector<llm::Message>&, const llm::ChatParams& p) -> std::optional<llm::LlmError> {
+    if (p.purpose == "reflect" && ++reflections == 2) {
+      std::string id;
+      auto all = *h.store.lessons({});
+      for (const auto& l : all) {
+        if (l.title == "Use row-parallel loops") id = l.id;
+      }
+      h.reflection = fmt::format(R"({{"lessons": [{{"action": "edit", "id": "{}", "text": "Parallelise over rows with OpenMP; rows are independent and long."}}]}})", id);
+    }
+    return std::nullopt;
+  };
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  auto prompts = reflection_prompts(h);
+  ASSERT_EQ(prompts.size(), 2u);
+  EXPECT_NE(prompts[0].find("No lessons from memory are shown"), std::string::npos) << prompts[0];
+  EXPECT_EQ(prompts[0].find("Someone else's lesson"), std::string::npos);
+  EXPECT_NE(prompts[1].find("Written or voted on by this task's earlier reflections"), std::string::npos) << prompts[1];
+  EXPECT_NE(prompts[1].find("Use row-parallel loops"), std::string::npos);
+  EXPECT_EQ(prompts[1].find("Someone else's lesson"), std::string::npos) << prompts[1];
+  auto deltas = h.store.deltas();
+  ASSERT_FALSE(deltas.empty());
+  EXPECT_EQ(deltas.back().op, memory::LessonDelta::Op::edit);
+  auto end = h.events_of("reflection");
+  ASSERT_EQ(end.size(), 2u);
+  EXPECT_TRUE(end[1]["problems"].empty()) << end[1].dump();
+}
+
+// A held-out op's reflections do not show lessons drawn from its experience of another run
+// (the contamination guard retrieval applies to kernel prompts).
+TEST(Loop, ReflectionsLeaveOutLessonsOfAHeldOutOpsEarlierRuns) {
+  Harness h;
+  h.config.max_iterations = 1;
+  memory::CaseRecord earlier;
+  earlier.natural_key = "run-old/softmax/1";
+  earlier.run_id = "run-old";
+  earlier.task = task_info(h.op);
+  earlier.hardware.target = "x86_64-avx2-fma";
+  earlier.toolchain.id = "g++";
+  earlier.verdict = eval::Verdict::correct;
+  earlier.speedup_vs_reference = 2;
+  earlier.optimisation = "rows";
+  int64_t earlier_id = *h.store.record_case(earlier);
+  memory::LessonDelta held;
+  held.lesson.title = "Held-out advice";
+  held.lesson.text = "Advice distilled from softmax itself in an earlier run";
+  held.lesson.scope.category = "normalization";
+  held.source_case = earlier_id;
+  ASSERT_TRUE(h.store.apply(held));
+  memory::LessonDelta general;
+  general.lesson.title = "General advice";
+  general.lesson.text = "Advice about normalization kernels from other ops";
+  general.lesson.scope.category = "normalization";
+  ASSERT_TRUE(h.store.apply(general));
+  OpEnvironment env = h.env();
+  env.holdout.ops = {"softmax"};
+  env.holdout.run_id = h.run_id;
+  OpState st;
+  ASSERT_TRUE(run_op(env, h.op, st));
+  auto prompts = reflection_prompts(h);
+  ASSERT_EQ(prompts.size(), 1u);
+  EXPECT_NE(prompts[0].find("General advice"), std::string::npos) << prompts[0];
+  EXPECT_EQ(prompts[0].find("Held-out advice"), std::string::npos) << prompts[0];
+  // Without the guard it is shown.
+  Harness open;
+  open.config.max_iterations = 1;
+  int64_t id = *open.store.record_case(earlier);
+  held.source_case = id;
+  ASSERT_TRUE(open.store.apply(held));
+  OpState st2;
+  ASSERT_TRUE(open.run(st2));
+  EXPECT_NE(reflection_prompts(open).at(0).find("Held-out advice"), std::string::npos);
 }
 
 TEST(Loop, ReflectionCanBeSwitchedOff) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -91,6 +92,30 @@ std::vector<Line> lines_of(std::string_view message, int first_line) {
   return out;
 }
 
+bool is_word_byte(char c) {
+  auto u = static_cast<unsigned char>(c);
+  return std::isalnum(u) || u >= 0x80;
+}
+
+// The words up to and including the first "..." or "…" in `line` that follows a letter or digit
+// and ends the line, a table cell, a quotation or a parenthesis; nullopt when there is none.
+std::optional<std::string> find_cut_description(std::string_view line) {
+  for (std::string_view dots : {std::string_view("..."), k_ellipsis}) {
+    for (size_t pos = line.find(dots); pos != std::string_view::npos; pos = line.find(dots, pos + 1)) {
+      if (pos == 0 || !is_word_byte(line[pos - 1])) continue;
+      size_t after = pos + dots.size();
+      if (dots == "..." && after < line.size() && line[after] == '.') continue;  // "....": not an ellipsis
+      while (after < line.size() && line[after] == ' ') ++after;
+      if (after < line.size() && std::string_view("\"')]|*`").find(line[after]) == std::string_view::npos) continue;
+      size_t begin = pos > 24 ? line.rfind(' ', pos - 24) : std::string_view::npos;
+      begin = begin == std::string_view::npos ? 0 : begin + 1;
+      std::string excerpt(util::trim(line.substr(begin, pos + dots.size() - begin)));
+      return begin > 0 ? "…" + excerpt : excerpt;
+    }
+  }
+  return std::nullopt;
+}
+
 class TextChecker {
  public:
   TextChecker(const std::string& file, const std::string& prompt, std::vector<PromptFinding>& out)
@@ -126,7 +151,10 @@ class TextChecker {
           size_t j = i;
           while (j < lines.size() && std::string_view(util::trim(lines[j].text)).starts_with("|")) ++j;
           table(lines, i, j);
+          for (size_t k = i; k < j; ++k) cut_description(lines[k].text, lines[k].number);
           i = j - 1;
+        } else {
+          cut_description(line, n);
         }
       }
     }
@@ -215,6 +243,17 @@ class TextChecker {
     }
   }
 
+  // A description cut mid-word or mid-sentence: "..." (or "…") right after a letter or digit,
+  // at the end of the line, a table cell, a quotation or a parenthesis ("unroll the inner lo...",
+  // "| tile by 8 and unro... |"). Not reported again on a line another cut rule just named.
+  void cut_description(std::string_view line, int n) {
+    if (!m_out.empty() && m_out.back().line == n && (m_out.back().rule == "cut" || m_out.back().rule == "lesson")) return;
+    if (auto cut = find_cut_description(line)) {
+      add(n, "cut", fmt::format("a description is cut mid-word or mid-sentence (\"{}\"): shorten it by whole clauses, or "
+                                "say \"(shortened)\"", *cut));
+    }
+  }
+
   void table(const std::vector<Line>& lines, size_t begin, size_t end) {
     static const std::regex k_separator(R"(^\|(\s*:?-{3,}:?\s*\|)+$)");
     size_t cells = table_cells(lines[begin].text);
@@ -241,6 +280,46 @@ class TextChecker {
   std::vector<PromptFinding>& m_out;
   Scan m_scan;
 };
+
+// "case <number>" outside code and memory items (which name memory cases by id: "[case 12 · …]",
+// "memory case 12", "replay of case 12"), with whether the dims follow in parentheses
+// ("case 3 (N=128 D=64)").
+struct CaseMention {
+  std::string index;
+  int line = 0;
+  bool named = false;
+};
+
+std::vector<CaseMention> case_mentions(std::string_view message, int first_line) {
+  static const std::regex k_case(R"((^|[^A-Za-z_])[Cc]ase #?(\d+)\b)");
+  static const std::regex k_named(R"(^\s*\([^)]*=[^)]*\))");
+  std::vector<CaseMention> out;
+  bool in_fence = false, skipped_section = false;
+  for (const auto& l : lines_of(message, first_line)) {
+    std::string_view line = l.text;
+    if (is_fence(line)) {
+      in_fence = !in_fence;
+      continue;
+    }
+    if (in_fence) continue;
+    if (int level = heading_level(line); level > 0 && level <= 2) {
+      skipped_section = is_knowledge_heading(line) || line.starts_with(k_lessons_heading);
+    } else if (line.starts_with("Answer with ")) {
+      skipped_section = false;
+    }
+    if (skipped_section) continue;
+    std::string text(line);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), k_case); it != std::sregex_iterator(); ++it) {
+      const std::smatch& m = *it;
+      size_t at = static_cast<size_t>(m.position(0)) + m[1].length();
+      std::string before = util::to_lower(text.substr(0, at));
+      if (before.ends_with("memory ") || before.ends_with("replay of ") || before.ends_with("[")) continue;
+      std::string rest = m.suffix().str();
+      out.push_back({m[2].str(), l.number, std::regex_search(rest, k_named)});
+    }
+  }
+  return out;
+}
 
 // The user message without its knowledge sections: what the hot tier is estimated on.
 std::string without_knowledge(std::string_view user) {
@@ -321,6 +400,20 @@ std::vector<PromptFinding> check_prompt_text(const PromptText& text, const std::
   TextChecker c(file, prompt, out);
   c.message(text.system, text.system_line);
   c.message(text.user, text.user_line);
+  // A case named by its index alone, where the prompt never names that case by its dims.
+  std::vector<CaseMention> mentions = case_mentions(text.system, text.system_line);
+  for (auto& m : case_mentions(text.user, text.user_line)) mentions.push_back(std::move(m));
+  std::set<std::string> named;
+  for (const auto& m : mentions) {
+    if (m.named) named.insert(m.index);
+  }
+  std::set<std::pair<int, std::string>> reported;
+  for (const auto& m : mentions) {
+    if (named.contains(m.index) || !reported.emplace(m.line, m.index).second) continue;
+    out.push_back({file, prompt, m.line, "case",
+                   fmt::format("\"case {}\" is named by its index alone, and the prompt never says which dims that case has "
+                               "(name it as \"case {} (N=… D=…)\")", m.index, m.index)});
+  }
   return out;
 }
 

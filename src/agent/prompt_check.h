@@ -6,7 +6,11 @@
 // them back and reports, with file and line:
 //   cut         an item, listing or lesson cut mid-line (the "[... N more bytes cut ...]" marker
 //               of a byte cut, a line ending in "…" inside memory items or lessons, or a code
-//               fence left open);
+//               fence left open), or a description cut mid-word or mid-sentence: "..." or "…"
+//               right after a letter or digit that ends a line, a table cell, a quotation or a
+//               parenthesis (util::shorten_at_clause never writes one);
+//   case        "case <number>" (outside code and memory items, which name memory cases by id)
+//               where the prompt never names that case by its dims ("case 3 (N=128 D=64)");
 //   empty       a section heading with nothing under it, or a table without rows;
 //   lesson      a lesson offered for editing that is not shown whole;
 //   table       a markdown table whose rows do not have the header's cells (an unescaped `|`),
@@ -33,7 +37,7 @@ struct PromptFinding {
   std::string file;     // relative to the run directory
   std::string prompt;   // "softmax 3 (refine)", "softmax reflect-end"
   int line = 0;         // 1-based line of the transcript file; 0 for the whole prompt
-  std::string rule;     // cut, empty, lesson, table, duplicate, tokens, log
+  std::string rule;     // cut, case, empty, lesson, table, duplicate, tokens, log
   std::string message;
 };
 
@@ -58,7 +62,7 @@ struct PromptText {
 // with corrupt when the headings are missing.
 Result<PromptText> parse_transcript(std::string_view transcript);
 
-// The text rules (cut, empty, lesson, table, duplicate) over one prompt; `file` and `prompt`
+// The text rules (cut, case, empty, lesson, table, duplicate) over one prompt; `file` and `prompt`
 // fill the findings' fields, lines are those of the transcript.
 std::vector<PromptFinding> check_prompt_text(const PromptText& text, const std::string& file, const std::string& prompt);
 

@@ -85,9 +85,77 @@ TEST(PromptCheck, LessonsOfferedForEditingMustBeWhole) {
       "Also in scope (title only: vote on these by id, but edit only a lesson shown whole above):\n"
       "- [L2] A title...\n";
   auto f = check_prompt_text({"s", user, 3, 7}, "r.md", "softmax reflect-end");
-  ASSERT_EQ(f.size(), 1u) << ::testing::PrintToString(rules_of(f));
+  ASSERT_EQ(f.size(), 2u) << ::testing::PrintToString(rules_of(f));
   EXPECT_EQ(f[0].rule, "lesson");
   EXPECT_EQ(f[0].line, 11);
+  EXPECT_EQ(f[1].rule, "cut");  // a title cut with "..." is a cut description
+  EXPECT_EQ(f[1].line, 13);
+}
+
+TEST(PromptCheck, FindsDescriptionsCutMidWordOrMidSentence) {
+  std::string user =
+      "# Task\n"                                                                     // 7
+      "\n"                                                                           // 8
+      "## Latest feedback\n"                                                         // 9
+      "Attempt 2 (refine; \"tile the rows by 8 and unro...\") ended: correct.\n"     // 10: cut in a quotation
+      "Then the loop was unrolled...\n"                                              // 11: at the end of a line
+      "Wait for it... then time it.\n"                                              // 12: an ellipsis mid-sentence, fine
+      "Tiles of 8x8 (shortened)\n"                                                  // 13: said so, fine
+      "\n"                                                                           // 14
+      "## Already tried in this task\n"                                              // 15
+      "| # | stage | optimisation | result |\n"                                      // 16
+      "|---|---|---|---|\n"                                                          // 17
+      "| ... | | 3 earlier attempts omitted | |\n"                                   // 18: a row marker, fine
+      "| 4 | draft | AVX-512 softmax with a polyno... | correct |\n"                  // 19: cut in a cell
+      "| 5 | draft | blocked over rows\xE2\x80\xA6 | correct |\n"                      // 20: "…" in a cell
+      "| 6 | draft | blocked over rows, vectorised | wrong_result: case 0 (N=1 D=8): y[0] differs |\n"  // 21: fine
+      "\n"
+      "```cpp\n"                                                                     // 23
+      "template <typename... Args> void f(Args... args);\n"                         // 24: code, fine
+      "```\n"
+      "[... 3 more lines not shown ...]\n"                                           // 26: a marker, fine
+      "\n"
+      "Answer with the OPTIMISATION line.\n";
+  auto f = check_prompt_text({"s", user, 3, 7}, "t.md", "softmax 5 (refine)");
+  for (int line : {10, 11, 19, 20}) EXPECT_TRUE(has(f, "cut", line)) << line << ::testing::PrintToString(rules_of(f));
+  for (int line : {12, 13, 18, 21, 24, 26}) EXPECT_FALSE(has(f, "cut", line)) << line;
+  EXPECT_EQ(f.size(), 4u) << ::testing::PrintToString(rules_of(f));
+  for (const auto& x : f) {
+    if (x.line == 10) {
+      EXPECT_NE(x.message.find("unro..."), std::string::npos) << x.message;
+    }
+  }
+}
+
+TEST(PromptCheck, FindsCaseIndicesTheDimsDoNotExplain) {
+  std::string user =
+      "# Task\n"                                                                       // 7
+      "## Latest feedback\n"                                                           // 8
+      "Evaluator: case 1 (N=128 D=64): y[3] differs\n"                                 // 9: named
+      "Cases passed: 1 of 3.\n"                                                        // 10
+      "case 1: timing disturbed by other load\n"                                       // 11: named elsewhere
+      "case 2: timing disturbed by other load\n"                                       // 12: never named
+      "Case #4 failed; see case 2 again\n"                                             // 13: 4 and 2, never named
+      "a replay of memory case 17 (re-verified here)\n"                               // 14: a memory case, fine
+      "Attempt 3 was a replay of case 9 (softmax on x86_64-avx2-fma).\n"              // 15: fine
+      "```cpp\n"
+      "switch (k) { case 5: return; }\n"                                               // 17: code, fine
+      "```\n"
+      "\n"
+      "## Experience from this machine: kernels that verified and were timed here\n"   // 20
+      "- [case 12 · softmax on x86_64-avx2-fma · draft · correct]\n"                   // 21: memory ids, fine
+      "began from: case 11\n"                                                          // 22
+      "\n"
+      "Answer with the OPTIMISATION line.\n";
+  auto f = check_prompt_text({"s", user, 3, 7}, "t.md", "softmax 3 (repair)");
+  EXPECT_TRUE(has(f, "case", 12)) << ::testing::PrintToString(rules_of(f));
+  EXPECT_TRUE(has(f, "case", 13));
+  size_t on_13 = 0;
+  for (const auto& x : f) on_13 += x.line == 13;
+  EXPECT_EQ(on_13, 2u) << "case 4 and case 2";
+  for (int line : {9, 10, 11, 14, 15, 17, 21, 22}) EXPECT_FALSE(has(f, "case", line)) << line;
+  EXPECT_EQ(f.size(), 3u) << ::testing::PrintToString(rules_of(f));
+  EXPECT_NE(f[0].message.find("\"case 2\""), std::string::npos) << f[0].message;
 }
 
 TEST(PromptCheck, TierTokensMustMatchTheText) {

@@ -128,12 +128,14 @@ std::optional<std::string> parse_added_lesson(const json& e, const LessonContext
   l.title = str(e, {"title", "name"});
   l.text = str(e, {"text", "lesson", "body", "description"});
   if (l.text.empty()) return "an added lesson has no text";
-  if (l.title.empty()) l.title = l.text.size() > 60 ? l.text.substr(0, 57) + "..." : l.text;
-  if (l.title.size() > 120) l.title = l.title.substr(0, 117) + "...";
-  if (l.text.size() > 1200) l.text = l.text.substr(0, 1197) + "...";
+  // Never cut mid-word: a lesson shown later must read whole (util::shorten_at_clause).
+  if (l.title.empty()) l.title = util::shorten_at_clause(l.text, 60);
+  if (l.title.size() > 120) l.title = util::shorten_at_clause(l.title, 120);
+  if (l.text.size() > 1200) l.text = util::shorten_at_clause(l.text, 1200);
   l.kind = lesson_kind_of(e);
   l.error_signature = str(e, {"error_signature", "signature"});
   if (l.kind != memory::LessonKind::fix) l.error_signature.clear();
+  if (l.kind == memory::LessonKind::fix && l.error_signature.empty()) l.error_signature = ctx.failure_signature;
   l.scope = lesson_scope_of(e, ctx);
   if (ctx.source_case) l.source_cases.push_back(*ctx.source_case);
   return std::nullopt;
@@ -207,10 +209,24 @@ std::string render_lessons_in_scope(const std::vector<memory::Lesson>& in_scope,
 }
 
 Result<std::vector<llm::Message>> build_reflection_prompt(const PromptLibrary& lib, const ReflectionInput& in) {
-  TemplateVars vars{{"op_name", in.op->name},   {"op_category", in.op->category}, {"backend", in.backend},
-                    {"target", in.target},      {"trigger", in.trigger},         {"summary", in.summary},
-                    {"tried", in.tried},        {"code", in.code},               {"existing", in.existing},
-                    {"outcome", in.outcome},    {"memory", in.memory ? "yes" : ""}};
+  // Blocks without their last line break: the template puts each on its own lines.
+  auto block = [](std::string s) {
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  };
+  TemplateVars vars{{"op_name", in.op->name},
+                    {"op_category", in.op->category},
+                    {"backend", in.backend},
+                    {"target", in.target},
+                    {"trigger", in.trigger},
+                    {"summary", block(in.summary)},
+                    {"tried", block(in.tried)},
+                    {"code", block(in.code)},
+                    {"existing", block(in.existing)},
+                    {"outcome", block(in.outcome)},
+                    {"memory", in.memory ? "yes" : ""},
+                    {"failure", block(in.failure)},
+                    {"task_lessons", block(in.task_lessons)}};
   KOPE_ASSIGN(std::string system, render_template(lib.reflect_system, vars, "reflect_system.md"));
   KOPE_ASSIGN(std::string user, render_template(lib.reflect, vars, "reflect.md"));
   return std::vector<llm::Message>{{llm::Message::Role::system, std::move(system)},

@@ -5,7 +5,9 @@
 // JSON object. parse_lessons() reads the answer leniently (code fences, prose around the JSON,
 // a bare array, `//` comments, trailing commas, "op" for "action", "lesson:" prefixes on ids)
 // and turns it into memory::LessonDelta values; votes and edits are accepted only for lesson ids
-// that were shown to the model, so invented ids cannot touch memory. Pure, thread-safe.
+// that were shown to the model, so invented ids cannot touch memory. A lesson that is not a fix
+// keeps no error signature; a fix without one gets the signature of the failure shown.
+// Pure, thread-safe.
 #pragma once
 
 #include <optional>
@@ -30,9 +32,15 @@ struct ReflectionInput {
   std::string summary;   // what happened, with numbers
   std::string tried;     // the tried-table
   std::string code;      // the code in question (fenced), may be empty
-  std::string outcome;   // the latest attempt's outcome with its per-case timings, may be empty
-  std::string existing;  // lessons already in memory (render_lessons_in_scope), may be empty
-  bool memory = true;    // false in mode none: no lesson section at all
+  // What a failed attempt the reflection is about reported (its outcome, evaluator message,
+  // first mismatch, diagnostics) and its error signature; empty when none failed.
+  std::string failure;
+  std::string outcome;   // outcomes with per-case timings, may be empty
+  // Lessons this task's earlier reflections wrote or voted on (render_lessons_in_scope, whole);
+  // shown in every context mode, so a later reflection edits them instead of repeating them.
+  std::string task_lessons;
+  std::string existing;  // the other lessons already in memory (render_lessons_in_scope), may be empty
+  bool memory = true;    // false in mode none: no lessons from memory but the task's own
 };
 
 // The "lessons already in memory" block of a reflection prompt: every lesson in `in_scope`
@@ -56,6 +64,9 @@ struct LessonContext {
   std::optional<std::set<std::string>> editable_ids;
   std::optional<int64_t> source_case;
   std::string reason;                  // recorded with every delta
+  // The error signature of the failure the prompt showed (ReflectionInput::failure), if any: a
+  // fix lesson that names no signature gets this one.
+  std::string failure_signature;
 };
 
 struct ParsedLessons {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "agent/prompt_check.h"
 #include "agent/test_support.h"
 
 namespace kope::agent {
@@ -146,6 +147,66 @@ TEST(ReflectionPrompt, WithoutMemoryOnlyAddApplies) {
   ASSERT_TRUE(with) << with.error().message;
   EXPECT_EQ((*with)[1].content.find("only \"add\" applies"), std::string::npos);
   EXPECT_NE((*with)[1].content.find("## Lessons already in memory"), std::string::npos);
+}
+
+// `error_signature` holds nothing for a lesson that is not a fix; a fix keeps its own, or gets
+// the failure's signature the prompt showed.
+TEST(ParseLessons, ErrorSignatureOnlyForFixes) {
+  LessonContext c = ctx();
+  c.failure_signature = "wrong_result:value";
+  auto p = parse_lessons(R"({"lessons": [
+    {"action": "add", "kind": "pitfall", "title": "t1", "text": "Tails.", "error_signature": "wrong_result:value"},
+    {"action": "add", "kind": "fix", "title": "t2", "text": "Index by D.", "error_signature": ""},
+    {"action": "add", "kind": "fix", "title": "t3", "text": "Declare it.", "error_signature": "compile_error: x"}]})", c);
+  ASSERT_EQ(p.deltas.size(), 3u);
+  EXPECT_EQ(p.deltas[0].lesson.error_signature, "");
+  EXPECT_EQ(p.deltas[1].lesson.error_signature, "wrong_result:value");
+  EXPECT_EQ(p.deltas[2].lesson.error_signature, "compile_error: x");
+}
+
+TEST(ParseLessons, LongTitlesAndTextsAreShortenedNeverCutMidWord) {
+  std::string text = "Parallelise over rows with OpenMP, since the rows are independent, and vectorise the inner loop";
+  auto p = parse_lessons(fmt::format(R"({{"lessons": [{{"action": "add", "text": "{}"}}]}})", text), ctx());
+  ASSERT_EQ(p.deltas.size(), 1u);
+  EXPECT_EQ(p.deltas[0].lesson.title, "Parallelise over rows with OpenMP");
+  EXPECT_EQ(p.deltas[0].lesson.title.find("..."), std::string::npos);
+}
+
+// Every backend's reflection template renders the task's own lessons, memory's other lessons and
+// a failure, in both memory modes, and what it renders passes the prompt check.
+TEST(ReflectionPrompt, EveryBackendRendersTheTasksLessonsAndTheFailure) {
+  spec::OpSpec op = testing::load_softmax();
+  for (const char* backend : {"cpu", "opencl", "cuda"}) {
+    SCOPED_TRACE(backend);
+    PromptLibrary lib = *PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", backend);
+    ReflectionInput in;
+    in.op = &op;
+    in.backend = backend;
+    in.target = "x86_64-avx2-fma";
+    in.trigger = "attempt 2 fixed the failure of attempt 1";
+    in.summary = "Attempt 1 failed, attempt 2 fixed it.";
+    in.tried = "| # | stage | optimisation | result |\n|---|---|---|---|\n| 1 | draft | rows | wrong_result |\n";
+    in.failure = "Attempt 1 (draft; \"rows\") ended: wrong_result.\nFirst mismatch: y[0]: got 1, expected 2\n"
+                 "Error signature: `wrong_result:value`\n";
+    in.code = "Attempt 1 (failed):\n```cpp\nint f();\n```\n(3 more lines not shown)\n";
+    in.task_lessons = "- [L1] (strategy · normalization/cpu · helpful 0 / harmful 0) Rows: parallelise over rows.\n";
+    in.existing = "- [L2] (pitfall · any op · helpful 2 / harmful 0) Tails: handle the tail.\n";
+    for (bool memory : {true, false}) {
+      in.memory = memory;
+      auto m = build_reflection_prompt(lib, in);
+      ASSERT_TRUE(m) << m.error().message;
+      const std::string& user = (*m)[1].content;
+      EXPECT_NE(user.find("## What the failed attempt reported\nAttempt 1"), std::string::npos) << user;
+      size_t own = user.find("Written or voted on by this task's earlier reflections");
+      ASSERT_NE(own, std::string::npos) << user;
+      EXPECT_LT(own, user.find("- [L1]"));
+      EXPECT_EQ(user.find("- [L2]") != std::string::npos, memory) << user;
+      EXPECT_EQ(user.find("only \"add\" applies"), std::string::npos) << user;
+      EXPECT_EQ(user.find("None in this scope yet"), std::string::npos) << user;
+      auto f = check_prompt_text({(*m)[0].content, user, 3, 10}, "r.md", "softmax reflect-k2");
+      for (const auto& x : f) ADD_FAILURE() << x.line << " [" << x.rule << "] " << x.message << "\n" << user;
+    }
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "agent/reflector.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -11,45 +12,90 @@
 #include "agent/prompt.h"
 #include "agent/recorder.h"
 #include "agent/retrieval.h"
+#include "util/strings.h"
 
 namespace kope::agent {
 
 using nlohmann::json;
 
-std::string Reflector::shown_code(const Attempt& a) {
+std::string fence_code_lines(std::string_view code, std::string_view lang, size_t max_lines, size_t max_bytes) {
+  size_t end = 0, kept = 0;
+  while (end < code.size() && kept < max_lines) {
+    size_t nl = code.find('\n', end);
+    size_t next = nl == std::string_view::npos ? code.size() : nl + 1;
+    if (next > max_bytes) break;
+    end = next;
+    ++kept;
+  }
+  std::string out = fence_code(code.substr(0, end), lang);
+  if (end < code.size()) {
+    std::string_view rest = code.substr(end);
+    size_t lines = static_cast<size_t>(std::count(rest.begin(), rest.end(), '\n')) + (rest.ends_with('\n') ? 0 : 1);
+    out += fmt::format("({} more line{} not shown)\n", lines, lines == 1 ? "" : "s");
+  }
+  return out;
+}
+
+std::string Reflector::code_block(const Attempt& a, const std::string& title) {
   auto src = m_ctx.code_of(a);
-  return src ? cut_at_lines(*src, k_max_code_shown) : "";
+  if (!src || src->empty()) return "";
+  return title + "\n" + fence_code_lines(*src, m_ctx.lang(), k_reflection_code_lines, k_max_code_shown);
+}
+
+void Reflector::describe_failure(const Attempt& a, Subject& s) {
+  // The attempt's feedback as the next kernel prompt showed it, without that prompt's request
+  // for code (a reflection answers with lessons).
+  std::string failure;
+  for (const auto& line : util::split(render_feedback(a, nullptr, m_ctx.lang()), '\n')) {
+    if (line.starts_with("The answer held no usable code")) {
+      failure += "The answer held no usable code.\n";
+    } else if (!line.empty()) {
+      failure += line + "\n";
+    }
+  }
+  std::string signature = m_ctx.error_signature(a.iteration).value_or("");
+  if (signature.empty()) {
+    if (auto id = m_ctx.case_id(a.iteration)) {  // recorded before a resume: read back
+      auto c = m_ctx.env.store->get_case(*id);
+      if (c && *c) signature = (*c)->error_signature;
+    }
+  }
+  if (!signature.empty()) failure += fmt::format("Error signature: `{}`\n", util::replace_all(signature, "`", "'"));
+  s.failure = std::move(failure);
+  s.failure_signature = std::move(signature);
 }
 
 Status Reflector::after(const Attempt& a) {
   if (!a.notable) return {};
   Subject s;
   s.trigger = a.notable_reason;
+  s.attempt = a.iteration;
   s.summary = a.journal;
   if (a.iteration >= 2) {
     const Attempt& prev = m_ctx.attempt(a.iteration - 1);
     if (!prev.correct()) {
       s.summary = fmt::format("Attempt {} failed:\n{}\nThen attempt {}:\n{}", prev.iteration, prev.journal, a.iteration, a.journal);
-      std::string before = shown_code(prev);
-      if (!before.empty()) s.code += fmt::format("Attempt {} (failed):\n{}", prev.iteration, fence_code(before, m_ctx.lang()));
+      s.code += code_block(prev, fmt::format("Attempt {} (failed):", prev.iteration));
+      describe_failure(prev, s);
     } else if (a.parent_iteration) {
       const Attempt& parent = m_ctx.attempt(*a.parent_iteration);
-      std::string before = shown_code(parent);
-      if (!before.empty()) s.code += fmt::format("Attempt {} (the parent):\n{}", parent.iteration, fence_code(before, m_ctx.lang()));
+      s.code += code_block(parent, fmt::format("Attempt {} (the parent):", parent.iteration));
     }
   }
-  s.code += fmt::format("Attempt {}:\n{}", a.iteration, fence_code(shown_code(a), m_ctx.lang()));
+  s.code += code_block(a, fmt::format("Attempt {}:", a.iteration));
   s.outcome = render_feedback(a, m_ctx.state.incumbent(), m_ctx.lang());
   s.source_case = m_ctx.case_id(a.iteration);
-  return reflect(fmt::format("k{}", a.iteration), s);
+  return reflect(fmt::format("k{}", a.iteration), std::move(s));
 }
 
 Status Reflector::at_end(const std::string& stop_reason) {
   const OpState& st = m_ctx.state;
   if (st.attempts.empty()) return {};
   const Attempt* inc = st.incumbent();
+  const Attempt& last = st.attempts.back();
   Subject s;
   s.trigger = "the task ended";
+  s.attempt = inc ? inc->iteration : last.iteration;
   s.summary = fmt::format("The task on {} ended after {} attempts (stop: {}). ", m_ctx.op.name, st.attempts.size(), stop_reason);
   if (inc) {
     s.summary += fmt::format("Best kernel: attempt {} — {} — {} vs reference{}.", inc->iteration, inc->optimisation,
@@ -57,21 +103,25 @@ Status Reflector::at_end(const std::string& stop_reason) {
                              inc->fraction_of_roofline
                                  ? fmt::format(", {:.0f}% of the roofline", 100 * *inc->fraction_of_roofline)
                                  : std::string());
-    auto src = m_ctx.code_of(*inc);
-    if (src) s.code = "The best kernel:\n" + fence_code(cut_at_lines(*src, k_max_code_shown), m_ctx.lang());
+    s.code = code_block(*inc, fmt::format("The best kernel (attempt {}):", inc->iteration));
     s.source_case = m_ctx.case_id(inc->iteration);
   } else {
     s.summary += "No attempt produced a correct kernel.";
-    s.source_case = m_ctx.case_id(st.attempts.back().iteration);
+    s.source_case = m_ctx.case_id(last.iteration);
   }
-  // The numbers the lessons rest on: the last attempt's outcome with its per-case timings (the
-  // task ended before a next prompt would have shown them) and the best kernel's.
-  const Attempt& last = st.attempts.back();
-  s.outcome = render_feedback(last, inc, m_ctx.lang());
-  if (inc && inc->iteration != last.iteration && !inc->timings.empty()) {
-    s.outcome += fmt::format("\nThe best kernel (attempt {}) per timed case:\n{}", inc->iteration, render_timings(*inc));
+  // The numbers the lessons rest on (the task ended before a next prompt would have shown
+  // them): a failed last attempt's code and report, else its outcome with per-case timings;
+  // and the best kernel's timings.
+  const bool other_best = inc && inc->iteration != last.iteration && !inc->timings.empty();
+  if (!last.correct()) {
+    s.code += code_block(last, fmt::format("The last attempt ({}, failed):", last.iteration));
+    describe_failure(last, s);
+    if (other_best) s.outcome = fmt::format("The best kernel (attempt {}) per timed case:\n{}", inc->iteration, render_timings(*inc));
+  } else {
+    s.outcome = render_feedback(last, inc, m_ctx.lang());
+    if (other_best) s.outcome += fmt::format("\nThe best kernel (attempt {}) per timed case:\n{}", inc->iteration, render_timings(*inc));
   }
-  return reflect("end", s);
+  return reflect("end", std::move(s));
 }
 
 Status Reflector::resume() {
@@ -82,11 +132,24 @@ Status Reflector::resume() {
   return {};
 }
 
-Status Reflector::reflect(const std::string& key, const Subject& subject) {
+Status Reflector::reflect(const std::string& key, Subject subject) {
   if (!m_ctx.cfg.reflect || !m_ctx.env.llm) return {};
   auto found = m_ctx.state.reflections.find(key);
   if (found == m_ctx.state.reflections.end()) {
     if (m_ctx.cancelled()) return {};
+    // The other trigger reflected on this attempt already: say so (its lessons come first).
+    std::string earlier_key = fmt::format("k{}", subject.attempt);
+    auto earlier = m_ctx.state.reflections.find(earlier_key);
+    if (earlier_key != key && earlier != m_ctx.state.reflections.end() && subject.attempt >= 1 &&
+        static_cast<size_t>(subject.attempt) <= m_ctx.state.attempts.size()) {
+      subject.summary += fmt::format(
+          "\n\nAttempt {} was reflected on already, after it {}{}.", subject.attempt,
+          m_ctx.attempt(subject.attempt).notable_reason.empty() ? "became notable" : "(" + m_ctx.attempt(subject.attempt).notable_reason + ")",
+          earlier->second.lesson_ids.empty()
+              ? ", and that reflection left memory unchanged"
+              : ": the lessons that reflection wrote or voted on are listed first under \"Lessons already in memory\"; improve "
+                "them there rather than writing them again, and add only what the whole task teaches beyond them");
+    }
     KOPE_ASSIGN(bool answered, ask(key, subject));
     if (!answered) return {};
     found = m_ctx.state.reflections.find(key);
@@ -96,28 +159,65 @@ Status Reflector::reflect(const std::string& key, const Subject& subject) {
   return apply(found->second);
 }
 
-Result<std::string> Reflector::lessons_in_scope(LessonContext& lessons) {
-  // Every active lesson in the op's scope is listed by id; the ones retrieval ranks first
-  // (then the most helpful) are shown whole, so that they can be voted on and edited.
-  KOPE_ASSIGN(auto in_scope, m_ctx.env.store->lessons({lessons.category, lessons.backend, lessons.target, lessons.toolchain}));
-  memory::RetrievalQuery q = state_query(m_ctx, plan_next(m_ctx.state, m_ctx.cfg));
-  q.limit = 30;
-  KOPE_ASSIGN(auto items, m_ctx.env.store->retrieve(q));
-  std::vector<memory::Lesson> ordered;
-  std::set<std::string> placed;
-  for (const auto& it : items) {
-    if (it.kind != memory::RetrievedItem::Kind::lesson || !it.id.starts_with("lesson:")) continue;
-    std::string id = it.id.substr(7);
-    auto l = std::find_if(in_scope.begin(), in_scope.end(), [&](const memory::Lesson& x) { return x.id == id; });
-    if (l != in_scope.end() && placed.insert(id).second) ordered.push_back(*l);
+Status Reflector::lessons_for_prompt(const std::string& key, ReflectionInput& in, LessonContext& lessons) {
+  // The lessons this task's earlier reflections wrote or voted on, in the order they did.
+  std::vector<std::string> own_ids;
+  std::set<std::string> own_seen;
+  for (const auto& [k, rec] : m_ctx.state.reflections) {
+    if (k == key || !rec.applied) continue;
+    for (const auto& id : rec.lesson_ids) {
+      if (own_seen.insert(id).second) own_ids.push_back(id);
+    }
   }
-  for (const auto& l : in_scope) {
-    if (placed.insert(l.id).second) ordered.push_back(l);
+  if (own_ids.empty() && !in.memory) return {};
+  KOPE_ASSIGN(auto in_scope, m_ctx.env.store->lessons({lessons.category, lessons.backend, lessons.target, lessons.toolchain}));
+  // The contamination guard: a lesson drawn from a held-out op's experience of another run is
+  // not shown, as retrieval leaves it out of the kernel prompts.
+  if (m_ctx.env.holdout.active()) {
+    std::map<int64_t, bool> held_out;  // source case -> excluded
+    auto excluded = [&](const memory::Lesson& l) {
+      for (int64_t id : l.source_cases) {
+        auto [it, fresh] = held_out.emplace(id, false);
+        if (fresh) {
+          auto c = m_ctx.env.store->get_case(id);
+          it->second = c && *c && m_ctx.env.holdout.excludes((*c)->task.op, (*c)->task.spec_hash, (*c)->run_id);
+        }
+        if (it->second) return true;
+      }
+      return false;
+    };
+    std::erase_if(in_scope, excluded);
+  }
+  auto find = [&](const std::string& id) {
+    return std::find_if(in_scope.begin(), in_scope.end(), [&](const memory::Lesson& x) { return x.id == id; });
+  };
+  std::vector<memory::Lesson> own;
+  for (const auto& id : own_ids) {
+    if (auto l = find(id); l != in_scope.end()) own.push_back(*l);  // still active
   }
   std::set<std::string> editable;
-  std::string shown = render_lessons_in_scope(ordered, k_lessons_shown_whole, &lessons.known_ids, &editable);
+  in.task_lessons = render_lessons_in_scope(own, SIZE_MAX, &lessons.known_ids, &editable);
+  if (in.memory) {
+    // Every other active lesson in the op's scope is listed by id; the ones retrieval ranks
+    // first (then the most helpful) are shown whole, so that they can be voted on and edited.
+    memory::RetrievalQuery q = state_query(m_ctx, plan_next(m_ctx.state, m_ctx.cfg));
+    q.limit = 30;
+    KOPE_ASSIGN(auto items, m_ctx.env.store->retrieve(q));
+    std::vector<memory::Lesson> ordered;
+    std::set<std::string> placed;
+    for (const auto& it : items) {
+      if (it.kind != memory::RetrievedItem::Kind::lesson || !it.id.starts_with("lesson:")) continue;
+      std::string id = it.id.substr(7);
+      auto l = find(id);
+      if (l != in_scope.end() && placed.insert(id).second) ordered.push_back(*l);
+    }
+    for (const auto& l : in_scope) {
+      if (placed.insert(l.id).second) ordered.push_back(l);
+    }
+    in.existing = render_lessons_in_scope(ordered, k_lessons_shown_whole, &lessons.known_ids, &editable);
+  }
   lessons.editable_ids = std::move(editable);
-  return shown;
+  return {};
 }
 
 Result<bool> Reflector::ask(const std::string& key, const Subject& subject) {
@@ -130,6 +230,7 @@ Result<bool> Reflector::ask(const std::string& key, const Subject& subject) {
   in.summary = subject.summary;
   in.tried = render_tried(m_ctx.state.attempts);
   in.code = subject.code;
+  in.failure = subject.failure;
   in.outcome = subject.outcome;
   LessonContext lessons;
   lessons.category = m_ctx.op.category;
@@ -137,11 +238,10 @@ Result<bool> Reflector::ask(const std::string& key, const Subject& subject) {
   lessons.target = in.target;
   lessons.toolchain = env.evaluator->toolchain_id();
   lessons.source_case = subject.source_case;
+  lessons.failure_signature = subject.failure_signature;
   lessons.reason = fmt::format("reflection on {} ({}) in run {}", m_ctx.op.name, subject.trigger, env.run_id);
   in.memory = m_ctx.cfg.mode != context::Mode::none;
-  if (in.memory) {
-    KOPE_ASSIGN(in.existing, lessons_in_scope(lessons));
-  }
+  KOPE_TRY(lessons_for_prompt(key, in, lessons));
   KOPE_ASSIGN(auto messages, build_reflection_prompt(*env.prompts, in));
   const context::TokenEstimator est = env.estimator->snapshot();
   int64_t estimated = 0;
@@ -178,6 +278,7 @@ Result<bool> Reflector::ask(const std::string& key, const Subject& subject) {
   KOPE_TRY(m_ctx.event({{"type", "reflection"},
                         {"key", key},
                         {"trigger", subject.trigger},
+                        {"attempt", subject.attempt},
                         {"deltas", deltas},
                         {"problems", parsed.problems},
                         {"parsed", parsed.parsed},

@@ -287,7 +287,7 @@ std::string render_decision(const Attempt& a) {
 std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_view lang) {
   std::string out;
   out += fmt::format("Attempt {} ({}; \"{}\") ended: {}.\n", a.iteration, memory::stage_name(a.stage),
-                     one_line(a.optimisation, 120), describe_outcome(a));
+                     util::shorten_at_clause(one_line(a.optimisation), 120), describe_outcome(a));
   if (!a.has_code) {
     out += fmt::format("The answer held no usable code: reply with one ```{} block that defines kope_kernel.\n", lang);
   }
@@ -334,7 +334,7 @@ std::string render_tried(const std::vector<Attempt>& attempts, size_t max_rows) 
   for (size_t i = start; i < attempts.size(); ++i) {
     const Attempt& a = attempts[i];
     // The description gives way, never the cause.
-    out += fmt::format("| {} | {} | {} | {} |\n", a.iteration, memory::stage_name(a.stage), cell(a.optimisation, 70),
+    out += fmt::format("| {} | {} | {} | {} |\n", a.iteration, memory::stage_name(a.stage), cell(util::shorten_at_clause(one_line(a.optimisation), 70)),
                        cell(describe_outcome(a)));
   }
   return out;

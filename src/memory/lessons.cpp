@@ -617,13 +617,23 @@ Status SqliteStore::credit(const std::string& prompt_id, double reward) {
   return resending_locked(Resend::idempotent, [&]() -> Status {
     KOPE_ASSIGN(Transaction tx, begin_locked());
     Stage stage = Stage::draft;
+    std::optional<int64_t> prompt_case;
     {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT stage, credited_at FROM prompt WHERE id = ?"));
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT stage, credited_at, case_id FROM prompt WHERE id = ?"));
       st.bind(1, prompt_id);
       KOPE_ASSIGN(bool row, st.step());
       if (!row) return fail(ErrorKind::not_found, "credit: prompt '{}' was never logged", prompt_id);
       if (!st.is_null(1)) return {};  // already credited: a retry changes nothing
       stage = static_cast<Stage>(std::clamp<int64_t>(st.int64(0), 0, 2));
+      prompt_case = st.opt_int64(2);
+    }
+    // A lesson's credit names the case the prompt produced as its source: where the lesson was
+    // measured (retrieval reads it to tell an imported lesson this machine has confirmed).
+    if (prompt_case) {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT 1 FROM cases WHERE id = ?"));
+      st.bind(1, *prompt_case);
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) prompt_case.reset();
     }
     std::vector<std::string> items;
     {
@@ -648,7 +658,7 @@ Status SqliteStore::credit(const std::string& prompt_id, double reward) {
                      {"value_before", values.first}, {"value_after", values.second}};
         KOPE_TRY(log_delta_locked(*lid, helpful ? "upvote" : "downvote",
                                   fmt::format("credit from prompt {} ({} reward {:.3g})", prompt_id, stage_name(stage), reward),
-                                  std::nullopt, payload.dump()));
+                                  prompt_case, payload.dump()));
         if (!helpful) KOPE_TRY(maybe_deprecate_locked(*lid));
       } else {
         KOPE_TRY(update_value_locked(item, stage, reward));

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "memory/test_util.h"
@@ -255,6 +257,86 @@ TEST_P(ValuesTest, LessonsThatKeepHurtingAreDeprecatedThroughCredit) {
   EXPECT_EQ(got.status, LessonStatus::deprecated);
   EXPECT_LT(got.value.at("repair"), 0.2);
   EXPECT_TRUE(t.store->check()->ok());
+}
+
+// An imported lesson is labelled foreign until this target confirms or updates it with its own
+// measurements: helpful credit from a native prompt, or an edit by a native reflection. Credit
+// from a prompt of other hardware, and harmful credit, confirm nothing.
+TEST_P(ValuesTest, AnImportedLessonConfirmedHereIsNoLongerForeign) {
+  auto a = temp_store("a.db");
+  add_lesson(*a.store, "Online softmax", "Single sweep for the max and the sum of a row");
+  add_lesson(*a.store, "Blocked rows", "Process four rows at once to reuse the loaded weights");
+  std::ostringstream dump;
+  ASSERT_TRUE(a.store->export_json(dump, {}));
+  auto b = temp_store("b.db");
+  int64_t native = *b.store->record_case(make_case("n/0", "softmax", 1.5));
+  int64_t other = *b.store->record_case(make_case("g/0", "softmax", 2.0, k_foreign));
+  ASSERT_TRUE(b.store->import_json(dump.str(), {true, "other-machine.json"}));
+  auto imported = b.store->find_lessons({});
+  ASSERT_TRUE(imported && imported->size() == 2);
+  std::string online, blocked;
+  for (const auto& l : *imported) {
+    EXPECT_TRUE(l.foreign_origin);
+    (l.title == "Online softmax" ? online : blocked) = l.id;
+  }
+  RetrievalQuery q;
+  q.task = task("softmax");
+  q.target = k_native;
+  q.backend = "cpu";
+  q.stage = Stage::draft;
+  auto item = [&](const std::string& id) -> std::optional<RetrievedItem> {
+    auto items = b.store->retrieve(q);
+    EXPECT_TRUE(items) << (items ? "" : items.error().message);
+    for (const auto& it : items ? *items : std::vector<RetrievedItem>{}) {
+      if (it.id == "lesson:" + id) return it;
+    }
+    return std::nullopt;
+  };
+  auto credit = [&](const std::string& prompt, int64_t case_id, double reward, const std::string& lesson_id) {
+    RetrievalLogEntry e;
+    e.prompt_id = prompt;
+    e.case_id = case_id;
+    e.stage = Stage::draft;
+    e.items = {{"lesson:" + lesson_id, 0.9}};
+    ASSERT_TRUE(b.store->log_retrieval(e));
+    ASSERT_TRUE(b.store->credit(prompt, reward));
+  };
+  const std::string k_label = "from other hardware: feasibility only";
+  for (const auto& id : {online, blocked}) {
+    auto before = item(id);
+    ASSERT_TRUE(before) << id;
+    EXPECT_TRUE(before->foreign);
+    EXPECT_NE(before->text.find(k_label), std::string::npos) << before->text;
+  }
+
+  credit("p-other", other, 1.0, online);    // helpful, but measured on other hardware
+  credit("p-harmful", native, 0.0, online);  // measured here, but harmful
+  EXPECT_TRUE(item(online)->foreign);
+  credit("p-native", native, 1.0, online);   // helpful, measured here
+  auto after = item(online);
+  ASSERT_TRUE(after);
+  EXPECT_FALSE(after->foreign);
+  EXPECT_EQ(after->text.find(k_label), std::string::npos) << after->text;
+  auto history = b.store->lesson_history(online);
+  ASSERT_TRUE(history);
+  EXPECT_EQ(history->back().source_case, native) << "a credit names the case its prompt produced";
+  EXPECT_TRUE(lesson(*b.store, online).foreign_origin) << "the provenance itself stays";
+
+  // A native reflection's edit (its source case is this machine's) confirms too.
+  EXPECT_TRUE(item(blocked)->foreign);
+  LessonDelta edit;
+  edit.op = LessonDelta::Op::edit;
+  edit.lesson_id = blocked;
+  edit.lesson.text = "Process four rows at once to reuse the loaded weights; here it gained 1.5x";
+  edit.source_case = native;
+  edit.reason = "reflection on softmax";
+  ASSERT_TRUE(b.store->apply(edit));
+  EXPECT_FALSE(item(blocked)->foreign);
+  // On another target neither is confirmed.
+  q.target = "x86_64-avx512";
+  EXPECT_TRUE(item(online)->foreign);
+  EXPECT_TRUE(item(blocked)->foreign);
+  EXPECT_TRUE(b.store->check()->ok());
 }
 
 }  // namespace

@@ -671,7 +671,10 @@ class RetrievalEngine {
       }
     }
     if (!case_ids.empty()) KOPE_TRY(load_case_facts(case_ids));
-    if (!lesson_seqs.empty()) KOPE_TRY(load_lesson_facts(lesson_seqs));
+    if (!lesson_seqs.empty()) {
+      KOPE_TRY(load_lesson_facts(lesson_seqs));
+      KOPE_TRY(load_confirmed_here());
+    }
     return {};
   }
 
@@ -738,6 +741,69 @@ class RetrievalEngine {
       l.foreign_origin = st.int64(13) != 0;
       m_lessons_by_seq[lf.seq] = std::move(lf);
     }
+  }
+
+  // The imported lessons (foreign_origin) this target has since confirmed or updated with its
+  // own measurements: an upvote (helpful credit, or a reflection's vote) or an edit whose
+  // source case is a native case of the query's target. A credit logged before credits named
+  // their case carries the prompt in its payload; the prompt's case stands in.
+  Status load_confirmed_here() {
+    std::vector<std::string> imported;
+    for (const auto& [seq, lf] : m_lessons_by_seq) {
+      if (lf.lesson.foreign_origin) imported.push_back(lf.lesson.id);
+    }
+    if (imported.empty() || m_q.target.empty()) return {};
+    std::vector<std::pair<std::string, int64_t>> by_case;        // lesson id, source case
+    std::vector<std::pair<std::string, std::string>> by_prompt;  // lesson id, prompt id
+    {
+      KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT lesson_id, source_case, payload FROM lesson_delta WHERE op IN ('upvote', "
+                                        "'edit') AND lesson_id IN (" + m_db.json_texts("?") + ")"));
+      st.bind(1, json_strings(imported));
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        if (auto c = st.opt_int64(1)) {
+          by_case.emplace_back(st.text(0), *c);
+          continue;
+        }
+        nlohmann::json payload = nlohmann::json::parse(st.text(2), nullptr, false);
+        if (payload.is_object() && payload.contains("prompt") && payload["prompt"].is_string()) {
+          by_prompt.emplace_back(st.text(0), payload["prompt"].get<std::string>());
+        }
+      }
+    }
+    if (!by_prompt.empty()) {
+      std::vector<std::string> prompts;
+      for (const auto& [lesson, prompt] : by_prompt) prompts.push_back(prompt);
+      std::unordered_map<std::string, int64_t> case_of_prompt;
+      KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT id, case_id FROM prompt WHERE case_id IS NOT NULL AND id IN (" +
+                                        m_db.json_texts("?") + ")"));
+      st.bind(1, json_strings(prompts));
+      for (;;) {
+        KOPE_ASSIGN(bool row, st.step());
+        if (!row) break;
+        case_of_prompt[st.text(0)] = st.int64(1);
+      }
+      for (const auto& [lesson, prompt] : by_prompt) {
+        if (auto it = case_of_prompt.find(prompt); it != case_of_prompt.end()) by_case.emplace_back(lesson, it->second);
+      }
+    }
+    if (by_case.empty()) return {};
+    std::vector<int64_t> cases;
+    for (const auto& [lesson, c] : by_case) cases.push_back(c);
+    std::unordered_set<int64_t> native;
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT c.id FROM cases c JOIN hardware h ON h.id = c.hardware_id WHERE c.foreign_origin = 0 "
+                                      "AND h.target = ?1 AND c.id IN (" + m_db.json_ints("?2") + ")"));
+    st.bind(1, m_q.target).bind(2, json_ids(cases));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      native.insert(st.int64(0));
+    }
+    for (const auto& [lesson, c] : by_case) {
+      if (native.contains(c)) m_confirmed_here.insert(lesson);
+    }
+    return {};
   }
 
   // --- Learned values for the stage, and the items' helpful/harmful counts.
@@ -842,9 +908,11 @@ class RetrievalEngine {
     item.lesson_kind = std::string(lesson_kind_name(l.kind));
     item.error_signature = l.error_signature;
     item.target = l.scope.target;
+    // An imported lesson this target has confirmed or updated (load_confirmed_here) is this
+    // machine's evidence now, unless its scope names other hardware.
     item.foreign = (!l.scope.target.empty() && l.scope.target != m_q.target) ||
                    (!l.scope.toolchain.empty() && !m_q.toolchain.empty() && l.scope.toolchain != m_q.toolchain) ||
-                   l.foreign_origin;
+                   (l.foreign_origin && !m_confirmed_here.contains(l.id));
     c.raise("exact", l.scope.category == m_q.task.category && !l.scope.category.empty() ? 1.0
                      : l.scope.category.empty()                                          ? 0.6
                                                                                          : 0.0);
@@ -1043,6 +1111,7 @@ class RetrievalEngine {
   std::unordered_map<std::string, std::pair<int64_t, int64_t>> m_stats;  // helpful, harmful
   std::unordered_set<int64_t> m_kernel_cases;
   std::unordered_set<std::string> m_held_out_lessons;  // lesson ids
+  std::unordered_set<std::string> m_confirmed_here;     // imported lesson ids this target confirmed
   std::vector<std::pair<size_t, std::optional<int64_t>>> m_kernels_to_load;  // item index, code id
   std::unordered_map<size_t, int64_t> m_case_of_item;  // item index -> case id (for the fence language)
   std::unordered_map<size_t, int64_t> m_journal_of;    // item index -> case id

@@ -75,6 +75,38 @@ std::string truncate_text(std::string_view s, size_t max_bytes, size_t max_lines
   return fmt::format("{}\n[... {} more bytes cut ...]\n", s.substr(0, end), rest);
 }
 
+std::string shorten_at_clause(std::string_view text, size_t max_bytes) {
+  constexpr std::string_view k_marker = " (shortened)";
+  text = trim(text);
+  if (text.size() <= max_bytes) return std::string(text);
+  // The end of the longest run of whole clauses that fits.
+  size_t clause_end = 0;
+  for (std::string_view sep : {"; ", ", ", ". ", " - "}) {
+    for (size_t pos = text.find(sep); pos != std::string_view::npos; pos = text.find(sep, pos + 1)) {
+      size_t end = sep == ". " ? pos + 1 : pos;
+      if (end > max_bytes) break;
+      clause_end = std::max(clause_end, end);
+    }
+  }
+  if (clause_end > 0 && clause_end >= max_bytes / 3) {
+    std::string_view kept = trim(text.substr(0, clause_end));
+    if (!kept.empty()) return std::string(kept);
+  }
+  // Whole words and the marker.
+  if (max_bytes > k_marker.size()) {
+    size_t room = max_bytes - k_marker.size();
+    size_t cut = room;
+    while (cut > 0 && !std::isspace(static_cast<unsigned char>(text[cut]))) --cut;
+    std::string_view kept = trim(text.substr(0, cut));
+    while (!kept.empty() && std::string_view(",;:-").find(kept.back()) != std::string_view::npos) {
+      kept = trim(kept.substr(0, kept.size() - 1));
+    }
+    if (!kept.empty()) return std::string(kept) + std::string(k_marker);
+  }
+  std::string_view alone = k_marker.substr(1);
+  return max_bytes >= alone.size() ? std::string(alone) : std::string();
+}
+
 bool glob_match(std::string_view pattern, std::string_view text) {
   std::string p(pattern), t(text);
   return fnmatch(p.c_str(), t.c_str(), 0) == 0;

@@ -1,6 +1,7 @@
 // `kope prompts check RUN_DIR`: the prompts a run sent, checked against the rules of
-// agent/prompt_check.h (cut items, empty sections, lessons not shown whole, broken tables,
-// repeated items, tier tokens that do not match the text).
+// agent/prompt_check.h (cut items and descriptions, case indices without their dims, empty
+// sections, lessons not shown whole, broken tables, repeated items, tier tokens that do not
+// match the text).
 #include <cstdio>
 #include <memory>
 #include <string>
