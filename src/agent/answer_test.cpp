@@ -401,6 +401,21 @@ TEST(EditAnswersInTheLoop, AMalformedBlockIsABadAnswer) {
   EXPECT_EQ(st.attempts[1].message, "edit 1 (SEARCH `// fake-time-us: 500`) is cut off before its >>>>>>> REPLACE line");
 }
 
+// The memory's error signature of a bad answer names its cause from the message's wording, so
+// the wording the applier and the loop use must keep matching it.
+TEST(EditAnswersInTheLoop, BadAnswerMessagesHaveTheirOwnSignatures) {
+  auto sig = [](const Result<std::string>& r) {
+    return r ? std::string("applied") : memory::error_signature(eval::Verdict::bad_answer, r.error().message, "");
+  };
+  std::string src = "int a;\nint b;\nint a;\n";
+  EXPECT_EQ(sig(apply_edits(src, {{"int c;\n", "", 0}})), "bad_answer:edit_no_match");
+  EXPECT_EQ(sig(apply_edits(src, {{"int a;\n", "", 0}})), "bad_answer:edit_ambiguous");
+  EXPECT_EQ(sig(apply_edits(src, {{"int a;\nint b;\n", "", 0}, {"int b;\nint a;\n", "", 0}})), "bad_answer:edit_overlap");
+  EXPECT_EQ(sig(apply_edits(src, {{"", "x\n", 0}})), "bad_answer:edit_empty_search");
+  auto cut = parse_answer("<<<<<<< SEARCH\nint a;\n");
+  EXPECT_EQ(memory::error_signature(eval::Verdict::bad_answer, cut.edit_problem, ""), "bad_answer:edit_malformed");
+}
+
 Attempt attempt_at(int k, eval::Verdict verdict, memory::Stage stage, std::optional<double> fraction = std::nullopt,
                    bool improved = false) {
   Attempt a;
