@@ -383,6 +383,12 @@ TEST(EditAnswersInTheLoop, EditsWithoutAnIncumbentOrBesideAWholeKernelAreRefused
             "the answer gives edits in the draft stage; edits are taken only against the incumbent when refining, so give "
             "the whole kernel");
   EXPECT_EQ(st.attempts[1].stage, memory::Stage::draft);  // asked again as it was
+  std::string second;
+  for (const auto& c : h.llm->calls()) {
+    if (testing::attempt_number(c.messages) == 2 && c.params.purpose != "reflect") second = c.messages[1].content;
+  }
+  EXPECT_NE(second.find("Nothing was evaluated: the answer gives edits in the draft stage"), std::string::npos) << second;
+  EXPECT_EQ(second.find("incumbent's source is unchanged"), std::string::npos);  // there is no incumbent
   EXPECT_TRUE(st.attempts[1].improved);
   EXPECT_EQ(st.attempts[2].verdict, eval::Verdict::bad_answer);
   EXPECT_EQ(st.attempts[2].message, "the answer holds both a whole kernel and edits; give one or the other");
