@@ -26,7 +26,7 @@
 //    Quarantined cases are excluded from best_cases, task summaries and speed evidence until
 //    verify_case() confirms them.
 //  - Rewards (see stage_reward): draft/repair: 1 correct, 0.25 compiled but failed
-//    (wrong_result, runtime_error, timeout, resource_limit), 0 otherwise; refine: ln(r) clipped
+//    (wrong_result, runtime_error, timeout, resource_limit), 0 otherwise (bad_answer included); refine: ln(r) clipped
 //    to [-1, 1], -1 when not correct.
 //  - Values: credit() moves each used item's value for the prompt's stage by an exponential
 //    moving average v += k_value_rate·(reward − v) (initial value: the stage's prior, 0.5 for
@@ -95,6 +95,9 @@ double stage_prior(Stage stage);
 //  runtime_error -> "runtime_error:SIGSEGV" (signal) or "runtime_error:exit";
 //  wrong_result -> "wrong_result:nan_mismatch" / ":inf_mismatch" / ":value";
 //  timeout, resource_limit -> the verdict plus the limit kind; rejected -> the normalised rule;
+//  bad_answer -> "bad_answer:edit_no_match" / ":edit_ambiguous" / ":edit_overlap" /
+//  ":edit_empty_search" / ":edit_malformed" / ":edits_without_incumbent" / ":edits_outside_refine" /
+//  ":kernel_and_edits";
 //  correct -> "". Pure function, thread-safe.
 std::string error_signature(eval::Verdict verdict, std::string_view message,
                             std::string_view diagnostics);

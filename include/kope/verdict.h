@@ -21,6 +21,9 @@ enum class Verdict {
   resource_limit,  // exceeded memory, file-size, process or output limits
   rejected,        // broke a rule: forbidden symbol/syscall, constructor, input mutation,
                    // time below the roofline floor, results that depend on call history
+  bad_answer,      // never evaluated: the model's answer could not be turned into a candidate
+                   // (edits that do not apply to the incumbent, edits without an incumbent,
+                   // both a whole kernel and edits); set by the loop, not the evaluator
 };
 
 std::string_view verdict_name(Verdict v);  // "wrong_result"

@@ -5,6 +5,8 @@
 #include <optional>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "util/strings.h"
 
 namespace kope::agent {
@@ -214,14 +216,25 @@ std::vector<Block> fenced_blocks(const std::vector<std::string>& lines, std::vec
   return blocks;
 }
 
+bool is_marker(std::string_view line, std::string_view marker) { return util::trim(line) == marker; }
+
+// True when some line of `content` is a SEARCH marker: the block holds edits, not a kernel.
+bool holds_edits(std::string_view content) {
+  for (const auto& l : util::split(content, '\n')) {
+    if (is_marker(l, k_edit_search)) return true;
+  }
+  return false;
+}
+
 // The block holding the kernel: the last closed one defining kope_kernel, else an unclosed last
 // block whose code is complete. Null when none; sets out.problem when the kernel was cut off.
+// Blocks holding edit markers are never the kernel.
 const Block* kernel_block(const std::vector<Block>& blocks, ParsedAnswer& out) {
   const Block* chosen = nullptr;
   for (const auto& b : blocks) {
-    if (b.closed && defines_kernel(b.content)) chosen = &b;
+    if (b.closed && defines_kernel(b.content) && !holds_edits(b.content)) chosen = &b;
   }
-  if (!chosen && !blocks.empty() && !blocks.back().closed) {
+  if (!chosen && !blocks.empty() && !blocks.back().closed && !holds_edits(blocks.back().content)) {
     const Block& last = blocks.back();
     if (defines_kernel(last.content) && braces_balance(last.content)) {
       chosen = &last;
@@ -285,7 +298,131 @@ void find_header(const std::string& text, const std::vector<std::string>& lines,
   out.optimisation = v && !v->empty() ? *v : "unspecified";
 }
 
+size_t indent_of(std::string_view line) {
+  size_t i = 0;
+  while (i < line.size() && line[i] == ' ') ++i;
+  return i;
+}
+
+// Every edit block of `lines`, fenced or not, into out.edits (marking their lines in
+// `in_block`); the first malformed block ends the scan with out.edit_problem set. A block's
+// lines lose the indentation of its SEARCH marker (as a fenced block's lose the fence's).
+void find_edits(const std::vector<std::string>& lines, ParsedAnswer& out, std::vector<bool>& in_block) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!is_marker(lines[i], k_edit_search)) continue;
+    out.form = AnswerForm::edits;
+    int number = static_cast<int>(out.edits.size()) + 1;
+    Edit e;
+    e.line = static_cast<int>(i) + 1;
+    size_t indent = indent_of(lines[i]);
+    auto take = [&](std::string& part, size_t j) {
+      std::string_view l = lines[j];
+      l.remove_prefix(std::min(indent, indent_of(l)));
+      part += l;
+      part += '\n';
+    };
+    in_block[i] = true;
+    size_t j = i + 1;
+    for (; j < lines.size() && !is_marker(lines[j], k_edit_divider); ++j) {
+      if (is_marker(lines[j], k_edit_search) || is_marker(lines[j], k_edit_replace)) break;
+      in_block[j] = true;
+      take(e.search, j);
+    }
+    if (j >= lines.size() || !is_marker(lines[j], k_edit_divider)) {
+      out.edit_problem = describe_edit(number, e) + (j >= lines.size() ? " is cut off before its ======= line"
+                                                                       : " has no ======= line before the next marker");
+      return;
+    }
+    in_block[j] = true;
+    for (++j; j < lines.size() && !is_marker(lines[j], k_edit_replace); ++j) {
+      if (is_marker(lines[j], k_edit_search) || is_marker(lines[j], k_edit_divider)) break;
+      in_block[j] = true;
+      take(e.replace, j);
+    }
+    if (j >= lines.size() || !is_marker(lines[j], k_edit_replace)) {
+      out.edit_problem = describe_edit(number, e) + (j >= lines.size() ? " is cut off before its >>>>>>> REPLACE line"
+                                                                       : " has no >>>>>>> REPLACE line before the next marker");
+      return;
+    }
+    in_block[j] = true;
+    out.edits.push_back(std::move(e));
+    i = j;
+  }
+}
+
 }  // namespace
+
+std::string_view answer_form_name(AnswerForm f) { return f == AnswerForm::edits ? "edits" : "whole"; }
+
+std::string describe_edit(int number, const Edit& e) {
+  std::string first;
+  for (const auto& l : util::split(e.search, '\n')) {
+    std::string_view t = util::trim(l);
+    if (t.empty()) continue;
+    first = t.size() > 60 ? std::string(t.substr(0, 57)) + "..." : std::string(t);
+    break;
+  }
+  if (first.empty()) return fmt::format("edit {} (empty SEARCH)", number);
+  return fmt::format("edit {} (SEARCH `{}`)", number, first);
+}
+
+Result<std::string> apply_edits(std::string_view source, const std::vector<Edit>& edits) {
+  std::string src = normalise_newlines(source);
+  if (!src.empty() && src.back() != '\n') src += '\n';
+  auto whole_lines = [](std::string_view part) {
+    std::string s = normalise_newlines(part);
+    if (!s.empty() && s.back() != '\n') s += '\n';
+    return s;
+  };
+  struct Region {
+    size_t begin = 0, end = 0;
+    int edit = 0;
+    std::string replace;
+  };
+  std::vector<Region> regions;
+  for (size_t n = 0; n < edits.size(); ++n) {
+    int number = static_cast<int>(n) + 1;
+    std::string search = whole_lines(edits[n].search);
+    if (util::trim(search).empty()) {
+      return fail(ErrorKind::config, "{} has an empty SEARCH part", describe_edit(number, edits[n]));
+    }
+    std::vector<size_t> at;
+    for (size_t pos = src.find(search); pos != std::string::npos; pos = src.find(search, pos + 1)) {
+      if (pos == 0 || src[pos - 1] == '\n') at.push_back(pos);
+    }
+    if (at.empty()) {
+      return fail(ErrorKind::config,
+                  "{} matches nothing in the incumbent's source (SEARCH lines must be copied exactly, "
+                  "whitespace included)",
+                  describe_edit(number, edits[n]));
+    }
+    if (at.size() > 1) {
+      return fail(ErrorKind::config,
+                  "{} is ambiguous: it matches {} places in the incumbent's source (include neighbouring lines "
+                  "so that it matches one)",
+                  describe_edit(number, edits[n]), at.size());
+    }
+    Region r{at[0], at[0] + search.size(), number, whole_lines(edits[n].replace)};
+    for (const auto& o : regions) {
+      if (r.begin < o.end && o.begin < r.end) {
+        return fail(ErrorKind::config, "{} overlaps edit {} (edits must change separate lines)",
+                    describe_edit(number, edits[n]), o.edit);
+      }
+    }
+    regions.push_back(std::move(r));
+  }
+  std::sort(regions.begin(), regions.end(), [](const Region& a, const Region& b) { return a.begin < b.begin; });
+  std::string out;
+  out.reserve(src.size());
+  size_t at = 0;
+  for (const auto& r : regions) {
+    out.append(src, at, r.begin - at);
+    out += r.replace;
+    at = r.end;
+  }
+  out.append(src, at, std::string::npos);
+  return out;
+}
 
 ParsedAnswer parse_answer(std::string_view raw) {
   ParsedAnswer out;
@@ -294,12 +431,13 @@ ParsedAnswer parse_answer(std::string_view raw) {
   std::vector<bool> in_block(lines.size(), false);
   std::vector<Block> blocks = fenced_blocks(lines, in_block);
   out.code_blocks = static_cast<int>(blocks.size());
+  find_edits(lines, out, in_block);
 
   const Block* chosen = kernel_block(blocks, out);
   if (chosen) {
     out.has_code = true;
     out.code = chosen->content;
-  } else if (blocks.empty() && defines_kernel(text)) {
+  } else if (blocks.empty() && out.form == AnswerForm::whole && defines_kernel(text)) {
     take_unfenced_code(lines, out, in_block);
   }
   if (!out.has_code && out.problem.empty()) {

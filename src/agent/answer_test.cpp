@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/plan.h"
+#include "agent/test_support.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kope::agent {
 namespace {
@@ -131,6 +134,452 @@ TEST(ParseAnswer, RealModelAnswers) {
     }
   }
   EXPECT_GE(checked, 15) << "the corpus in " << root.string();
+}
+
+const char* k_incumbent =
+    "#include <cstdint>\n"
+    "extern \"C\" void kope_kernel(const float* x, float* y, int64_t N) {\n"
+    "  for (int64_t i = 0; i < N; ++i) y[i] = x[i];\n"
+    "}\n";
+
+TEST(ParseEdits, UnfencedBlockAfterTheHeader) {
+  auto a = parse_answer(
+      "OPTIMISATION: restrict pointers\n"
+      "<<<<<<< SEARCH\n"
+      "extern \"C\" void kope_kernel(const float* x, float* y, int64_t N) {\n"
+      "=======\n"
+      "extern \"C\" void kope_kernel(const float* __restrict x, float* __restrict y, int64_t N) {\n"
+      ">>>>>>> REPLACE\n");
+  EXPECT_EQ(a.form, AnswerForm::edits);
+  EXPECT_FALSE(a.has_code);  // the REPLACE part defines kope_kernel, but it is an edit, not a kernel
+  EXPECT_EQ(a.edit_problem, "");
+  EXPECT_EQ(a.optimisation, "restrict pointers");
+  ASSERT_EQ(a.edits.size(), 1u);
+  EXPECT_EQ(a.edits[0].search, "extern \"C\" void kope_kernel(const float* x, float* y, int64_t N) {\n");
+  EXPECT_EQ(a.edits[0].replace,
+            "extern \"C\" void kope_kernel(const float* __restrict x, float* __restrict y, int64_t N) {\n");
+  EXPECT_EQ(a.edits[0].line, 2);
+}
+
+TEST(ParseEdits, SeveralBlocksInsideAndOutsideFences) {
+  std::string text =
+      "OPTIMISATION: two edits\n"
+      "```cpp\n"
+      "<<<<<<< SEARCH\n"
+      "#include <cstdint>\n"
+      "=======\n"
+      "#include <cstdint>\n"
+      "#include <cstring>\n"
+      ">>>>>>> REPLACE\n"
+      "```\n"
+      "And the loop:\n"
+      "<<<<<<< SEARCH\n"
+      "  for (int64_t i = 0; i < N; ++i) y[i] = x[i];\n"
+      "=======\n"
+      ">>>>>>> REPLACE\n";
+  auto a = parse_answer(text);
+  EXPECT_EQ(a.form, AnswerForm::edits);
+  EXPECT_EQ(a.edit_problem, "");
+  EXPECT_EQ(a.code_blocks, 1);
+  ASSERT_EQ(a.edits.size(), 2u);
+  EXPECT_EQ(a.edits[0].replace, "#include <cstdint>\n#include <cstring>\n");
+  EXPECT_EQ(a.edits[1].search, "  for (int64_t i = 0; i < N; ++i) y[i] = x[i];\n");
+  EXPECT_EQ(a.edits[1].replace, "");  // an empty REPLACE deletes the lines
+  EXPECT_EQ(a.optimisation, "two edits");
+}
+
+TEST(ParseEdits, CrlfAndIndentedBlocks) {
+  auto a = parse_answer("OPTIMISATION: x\r\n  <<<<<<< SEARCH\r\n    y[i] = x[i];\r\n  =======\r\n    y[i] = 2 * x[i];\r\n  >>>>>>> REPLACE\r\n");
+  ASSERT_EQ(a.edits.size(), 1u);
+  EXPECT_EQ(a.edits[0].search, "  y[i] = x[i];\n");
+  EXPECT_EQ(a.edits[0].replace, "  y[i] = 2 * x[i];\n");
+}
+
+TEST(ParseEdits, WholeKernelAndEditsAreBothSeen) {
+  std::string text = std::string("OPTIMISATION: both\n```cpp\n") + k_kernel + "```\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n";
+  auto a = parse_answer(text);
+  EXPECT_TRUE(a.has_code);
+  EXPECT_EQ(a.code, k_kernel);
+  EXPECT_EQ(a.form, AnswerForm::edits);
+  EXPECT_EQ(a.edits.size(), 1u);
+  // A plain answer is a whole kernel.
+  EXPECT_EQ(parse_answer(std::string("```cpp\n") + k_kernel + "```\n").form, AnswerForm::whole);
+}
+
+TEST(ParseEdits, MalformedBlocksAreNamed) {
+  auto cut = parse_answer("OPTIMISATION: x\n<<<<<<< SEARCH\n  y[i] = x[i];\n=======\n  y[i] = 0;\n");
+  EXPECT_EQ(cut.form, AnswerForm::edits);
+  EXPECT_EQ(cut.edit_problem, "edit 1 (SEARCH `y[i] = x[i];`) is cut off before its >>>>>>> REPLACE line");
+  auto no_divider = parse_answer(
+      "<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n<<<<<<< SEARCH\nc\n>>>>>>> REPLACE\n");
+  EXPECT_EQ(no_divider.edits.size(), 1u);
+  EXPECT_EQ(no_divider.edit_problem, "edit 2 (SEARCH `c`) has no ======= line before the next marker");
+}
+
+TEST(ApplyEdits, ExactMatchApplies) {
+  std::vector<Edit> edits = {
+      {"#include <cstdint>\n", "#include <cstdint>\n#include <cstring>\n", 0},
+      {"  for (int64_t i = 0; i < N; ++i) y[i] = x[i];\n", "  std::memcpy(y, x, N * sizeof(float));\n", 0},
+  };
+  auto r = apply_edits(k_incumbent, edits);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r,
+            "#include <cstdint>\n#include <cstring>\n"
+            "extern \"C\" void kope_kernel(const float* x, float* y, int64_t N) {\n"
+            "  std::memcpy(y, x, N * sizeof(float));\n"
+            "}\n");
+  // Edits are matched against the source as given, in any order, and may delete lines.
+  std::vector<Edit> reversed = {edits[1], edits[0]};
+  EXPECT_EQ(*apply_edits(k_incumbent, reversed), *r);
+  auto deleted = apply_edits(k_incumbent, {{"#include <cstdint>\n", "", 0}});
+  ASSERT_TRUE(deleted);
+  EXPECT_FALSE(deleted->starts_with("#include"));
+}
+
+TEST(ApplyEdits, CrlfLineEndsAreTheOnlyLeniency) {
+  std::string crlf = util::replace_all(k_incumbent, "\n", "\r\n");
+  auto r = apply_edits(crlf, {{"  for (int64_t i = 0; i < N; ++i) y[i] = x[i];\r\n", "  y[0] = 0;\n", 0}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->find('\r'), std::string::npos);
+  EXPECT_NE(r->find("  y[0] = 0;\n}\n"), std::string::npos);
+  // Indentation and trailing blanks are text: a SEARCH that differs in them does not match.
+  auto indent = apply_edits(k_incumbent, {{"for (int64_t i = 0; i < N; ++i) y[i] = x[i];\n", "", 0}});
+  ASSERT_FALSE(indent);
+  auto trailing = apply_edits(k_incumbent, {{"#include <cstdint> \n", "", 0}});
+  ASSERT_FALSE(trailing);
+  // A SEARCH must start at the beginning of a line.
+  ASSERT_FALSE(apply_edits(k_incumbent, {{"include <cstdint>\n", "", 0}}));
+}
+
+TEST(ApplyEdits, NoMatchNamesTheEdit) {
+  std::vector<Edit> edits = {{"#include <cstdint>\n", "#include <cstdint>\n", 0}, {"  y[i] = x[i] * 2;\n", "", 0}};
+  auto r = apply_edits(k_incumbent, edits);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message,
+            "edit 2 (SEARCH `y[i] = x[i] * 2;`) matches nothing in the incumbent's source (SEARCH lines must be "
+            "copied exactly, whitespace included)");
+}
+
+TEST(ApplyEdits, AmbiguousMatchIsAnError) {
+  std::string src = "int a;\nint b;\nint a;\n";
+  auto r = apply_edits(src, {{"int a;\n", "int c;\n", 0}});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message,
+            "edit 1 (SEARCH `int a;`) is ambiguous: it matches 2 places in the incumbent's source (include "
+            "neighbouring lines so that it matches one)");
+  // With a neighbouring line it matches one place.
+  auto ok = apply_edits(src, {{"int b;\nint a;\n", "int b;\nint c;\n", 0}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(*ok, "int a;\nint b;\nint c;\n");
+}
+
+TEST(ApplyEdits, OverlappingEditsAreAnError) {
+  std::string src = "int a;\nint b;\nint c;\n";
+  auto r = apply_edits(src, {{"int a;\nint b;\n", "x\n", 0}, {"int b;\nint c;\n", "y\n", 0}});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "edit 2 (SEARCH `int b;`) overlaps edit 1 (edits must change separate lines)");
+  // Adjacent edits do not overlap.
+  auto adjacent = apply_edits(src, {{"int a;\n", "x\n", 0}, {"int b;\n", "y\n", 0}});
+  ASSERT_TRUE(adjacent);
+  EXPECT_EQ(*adjacent, "x\ny\nint c;\n");
+}
+
+TEST(ApplyEdits, EmptySearchIsAnError) {
+  auto r = apply_edits(k_incumbent, {{"#include <cstdint>\n", "", 0}, {"", "int z;\n", 0}});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "edit 2 (empty SEARCH) has an empty SEARCH part");
+  auto blank = apply_edits(k_incumbent, {{"\n  \n", "int z;\n", 0}});
+  ASSERT_FALSE(blank);
+  EXPECT_EQ(blank.error().message, "edit 1 (empty SEARCH) has an empty SEARCH part");
+}
+
+// Parse then apply, as the loop does.
+TEST(ApplyEdits, ParsedAnswerApplies) {
+  auto a = parse_answer(
+      "OPTIMISATION: restrict\n```\n<<<<<<< SEARCH\n"
+      "extern \"C\" void kope_kernel(const float* x, float* y, int64_t N) {\n=======\n"
+      "extern \"C\" void kope_kernel(const float* __restrict x, float* __restrict y, int64_t N) {\n"
+      ">>>>>>> REPLACE\n```\n");
+  auto r = apply_edits(k_incumbent, a.edits);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_NE(r->find("__restrict y"), std::string::npos);
+}
+
+// The loop with the scripted model: a refinement answered with edits is the incumbent with the
+// edits applied; an edit that does not apply is a bad_answer whose feedback names it.
+TEST(EditAnswersInTheLoop, AppliedEditsAreTheCandidateAndABadEditIsNamedInTheFeedback) {
+  testing::Harness h;
+  h.config.max_iterations = 4;
+  h.answers = {
+      {1, testing::kernel_answer("base", "correct", 500)},
+      {2, "OPTIMISATION: halve the time\n```cpp\n<<<<<<< SEARCH\n// fake-time-us: 500\n=======\n// fake-time-us: 250\n"
+          ">>>>>>> REPLACE\n```\n"},
+      {3, "OPTIMISATION: a wrong edit\n<<<<<<< SEARCH\n// fake-time-us: 999\n=======\n// fake-time-us: 100\n>>>>>>> REPLACE\n"},
+  };
+  OpState st;
+  auto end = h.run(st);
+  ASSERT_TRUE(end) << end.error().message;
+  ASSERT_EQ(st.attempts.size(), 4u);
+  std::string base = h.evaluator.sources().at(0);
+  std::string edited = util::replace_all(base, "// fake-time-us: 500\n", "// fake-time-us: 250\n");
+  ASSERT_NE(edited, base);
+
+  const Attempt& applied = st.attempts[1];
+  EXPECT_EQ(applied.stage, memory::Stage::refine);
+  EXPECT_EQ(applied.answer_form, "edits");
+  EXPECT_EQ(applied.answer_edits, 1);
+  EXPECT_TRUE(applied.has_code);
+  EXPECT_TRUE(applied.improved);
+  EXPECT_EQ(h.evaluator.sources().at(1), edited);
+  EXPECT_EQ(*util::read_file(h.dir->path() / applied.code_file), edited);
+  EXPECT_EQ(applied.code_file, "candidates/softmax/2.cpp");
+  EXPECT_GT(applied.tokens_completion, 0);
+  EXPECT_EQ(to_json(applied).at("tokens_completion"), applied.tokens_completion);
+  EXPECT_EQ(to_json(applied).at("answer_form"), "edits");
+  EXPECT_EQ(st.attempts[0].answer_form, "whole");
+
+  const Attempt& bad = st.attempts[2];
+  EXPECT_EQ(bad.verdict, eval::Verdict::bad_answer);
+  EXPECT_FALSE(bad.has_code);
+  EXPECT_EQ(bad.message,
+            "edit 1 (SEARCH `// fake-time-us: 999`) matches nothing in the incumbent's source (SEARCH lines must be "
+            "copied exactly, whitespace included)");
+  EXPECT_EQ(h.evaluator.calls(), 3);  // the bad answer was not evaluated
+  // The memory recorded it, with a signature naming the cause.
+  auto cases = h.store.all_cases();
+  ASSERT_EQ(cases.size(), 4u);
+  EXPECT_EQ(cases[2].verdict, eval::Verdict::bad_answer);
+  EXPECT_EQ(cases[2].error_signature, "bad_answer:edit_no_match");
+
+  // The next prompt refines the same incumbent and its feedback names the edit.
+  EXPECT_EQ(st.attempts[3].stage, memory::Stage::refine);
+  EXPECT_EQ(st.attempts[3].parent_iteration, 2);
+  auto calls = h.llm->calls();
+  std::string fourth;
+  for (const auto& c : calls) {
+    if (testing::attempt_number(c.messages) == 4 && c.params.purpose != "reflect") fourth = c.messages[1].content;
+  }
+  ASSERT_FALSE(fourth.empty());
+  EXPECT_NE(fourth.find("stage: refine"), std::string::npos);
+  EXPECT_NE(fourth.find("ended: bad_answer: edit 1 (SEARCH `// fake-time-us: 999`) matches nothing"), std::string::npos)
+      << fourth;
+  EXPECT_NE(fourth.find("the incumbent's source is unchanged"), std::string::npos);
+  // The system message documents the edit format.
+  EXPECT_NE(calls[0].messages[0].content.find("<<<<<<< SEARCH"), std::string::npos);
+}
+
+TEST(EditAnswersInTheLoop, EditsWithoutAnIncumbentOrBesideAWholeKernelAreRefused) {
+  testing::Harness h;
+  h.config.max_iterations = 3;
+  std::string edit = "<<<<<<< SEARCH\n// fake-time-us: 500\n=======\n// fake-time-us: 250\n>>>>>>> REPLACE\n";
+  h.answers = {{1, "OPTIMISATION: edits first\n" + edit},
+               {2, testing::kernel_answer("base", "correct", 500)},
+               {3, testing::kernel_answer("both", "correct", 400) + edit}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  ASSERT_EQ(st.attempts.size(), 3u);
+  EXPECT_EQ(st.attempts[0].verdict, eval::Verdict::bad_answer);
+  EXPECT_EQ(st.attempts[0].message,
+            "the answer gives edits in the draft stage; edits are taken only against the incumbent when refining, so give "
+            "the whole kernel");
+  EXPECT_EQ(st.attempts[1].stage, memory::Stage::draft);  // asked again as it was
+  std::string second;
+  for (const auto& c : h.llm->calls()) {
+    if (testing::attempt_number(c.messages) == 2 && c.params.purpose != "reflect") second = c.messages[1].content;
+  }
+  EXPECT_NE(second.find("Nothing was evaluated: the answer gives edits in the draft stage"), std::string::npos) << second;
+  EXPECT_EQ(second.find("incumbent's source is unchanged"), std::string::npos);  // there is no incumbent
+  EXPECT_TRUE(st.attempts[1].improved);
+  EXPECT_EQ(st.attempts[2].verdict, eval::Verdict::bad_answer);
+  EXPECT_EQ(st.attempts[2].message, "the answer holds both a whole kernel and edits; give one or the other");
+  EXPECT_EQ(h.evaluator.calls(), 1);
+}
+
+TEST(EditAnswersInTheLoop, AMalformedBlockIsABadAnswer) {
+  testing::Harness h;
+  h.config.max_iterations = 2;
+  h.answers = {{1, testing::kernel_answer("base", "correct", 500)},
+               {2, "OPTIMISATION: cut\n<<<<<<< SEARCH\n// fake-time-us: 500\n=======\n// fake-time-us: 250\n"}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  ASSERT_EQ(st.attempts.size(), 2u);
+  EXPECT_EQ(st.attempts[1].verdict, eval::Verdict::bad_answer);
+  EXPECT_EQ(st.attempts[1].message, "edit 1 (SEARCH `// fake-time-us: 500`) is cut off before its >>>>>>> REPLACE line");
+}
+
+// The memory's error signature of a bad answer names its cause from the message's wording, so
+// the wording the applier and the loop use must keep matching it.
+TEST(EditAnswersInTheLoop, BadAnswerMessagesHaveTheirOwnSignatures) {
+  auto sig = [](const Result<std::string>& r) {
+    return r ? std::string("applied") : memory::error_signature(eval::Verdict::bad_answer, r.error().message, "");
+  };
+  std::string src = "int a;\nint b;\nint a;\n";
+  EXPECT_EQ(sig(apply_edits(src, {{"int c;\n", "", 0}})), "bad_answer:edit_no_match");
+  EXPECT_EQ(sig(apply_edits(src, {{"int a;\n", "", 0}})), "bad_answer:edit_ambiguous");
+  EXPECT_EQ(sig(apply_edits(src, {{"int a;\nint b;\n", "", 0}, {"int b;\nint a;\n", "", 0}})), "bad_answer:edit_overlap");
+  EXPECT_EQ(sig(apply_edits(src, {{"", "x\n", 0}})), "bad_answer:edit_empty_search");
+  auto cut = parse_answer("<<<<<<< SEARCH\nint a;\n");
+  EXPECT_EQ(memory::error_signature(eval::Verdict::bad_answer, cut.edit_problem, ""), "bad_answer:edit_malformed");
+}
+
+Attempt attempt_at(int k, eval::Verdict verdict, memory::Stage stage, std::optional<double> fraction = std::nullopt,
+                   bool improved = false) {
+  Attempt a;
+  a.iteration = k;
+  a.stage = stage;
+  a.verdict = verdict;
+  a.improved = improved;
+  if (fraction) {
+    TimingSummary t;
+    t.case_index = 1;
+    t.roofline_us = 100;
+    t.median_us = 100 / *fraction;
+    t.fraction_of_roofline = *fraction;
+    a.timings.push_back(t);
+    a.fraction_of_roofline = fraction;
+  }
+  return a;
+}
+
+TEST(PlanAfterABadAnswer, TheSameStageFromTheSameParent) {
+  run::LoopConfig cfg;
+  OpState st;
+  st.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.5, true));
+  st.attempts.push_back(attempt_at(2, eval::Verdict::bad_answer, memory::Stage::refine));
+  st.attempts.back().parent_iteration = 1;
+  Plan p = plan_next(st, cfg);
+  EXPECT_EQ(p.stage, memory::Stage::refine);
+  EXPECT_EQ(p.parent_iteration, 1);
+  // A bad answer to a repair repairs the same attempt, and counts as a repair.
+  cfg.max_consecutive_repairs = 2;
+  st.attempts.push_back(attempt_at(3, eval::Verdict::wrong_result, memory::Stage::refine));
+  st.attempts.push_back(attempt_at(4, eval::Verdict::bad_answer, memory::Stage::repair));
+  st.attempts.back().parent_iteration = 3;
+  p = plan_next(st, cfg);
+  EXPECT_EQ(p.stage, memory::Stage::repair);
+  EXPECT_EQ(p.parent_iteration, 3);
+  st.attempts.push_back(attempt_at(5, eval::Verdict::bad_answer, memory::Stage::repair));
+  st.attempts.back().parent_iteration = 3;
+  p = plan_next(st, cfg);  // two repairs in a row: back to the incumbent
+  EXPECT_EQ(p.stage, memory::Stage::refine);
+  EXPECT_EQ(p.parent_iteration, 1);
+  // Without an incumbent a bad draft is drafted again.
+  OpState fresh;
+  fresh.attempts.push_back(attempt_at(1, eval::Verdict::bad_answer, memory::Stage::draft));
+  p = plan_next(fresh, cfg);
+  EXPECT_EQ(p.stage, memory::Stage::draft);
+  EXPECT_FALSE(p.parent_iteration);
+}
+
+TEST(GapStopRule, PatienceGrowsWithTheGapToTheRoof) {
+  EXPECT_EQ(gap_patience(0.9, 2, 0.3), 2);
+  EXPECT_EQ(gap_patience(0.8, 2, 0.3), 3);  // a gap of exactly one step
+  EXPECT_EQ(gap_patience(0.7, 2, 0.3), 3);
+  EXPECT_EQ(gap_patience(0.5, 2, 0.3), 4);
+  EXPECT_EQ(gap_patience(0.3, 2, 0.3), 5);
+  EXPECT_EQ(gap_patience(1.2, 2, 0.3), 2);  // beyond the roof (a roofline model's error): no negative gap
+  EXPECT_FALSE(gap_patience(0.29, 2, 0.3));  // far from the roof: no patience stop
+}
+
+TEST(GapStopRule, RoofFractionIsTheLeastTimedCase) {
+  Attempt a = attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.9);
+  TimingSummary far = a.timings[0];
+  far.case_index = 2;
+  far.fraction_of_roofline = 0.4;
+  a.timings.push_back(far);
+  EXPECT_EQ(roof_fraction(a), 0.4);
+  TimingSummary no_roof = far;
+  no_roof.case_index = 3;
+  no_roof.roofline_us = 0;
+  no_roof.fraction_of_roofline = 0;
+  a.timings.push_back(no_roof);
+  EXPECT_EQ(roof_fraction(a), 0.4);  // a case without a roofline says nothing
+  Attempt untimed;
+  EXPECT_FALSE(roof_fraction(untimed));
+  untimed.fraction_of_roofline = 0.6;
+  EXPECT_EQ(roof_fraction(untimed), 0.6);
+}
+
+TEST(GapStopRule, StopsAfterThePatienceItsGapAllows) {
+  run::LoopConfig cfg;
+  cfg.max_iterations = 20;
+  cfg.roofline_target = 0.8;
+  cfg.patience = 1;  // the fixed rule's; the gap rule ignores it
+  cfg.stop_rule = run::StopRule::gap;
+  cfg.gap_patience = 2;
+  cfg.gap_floor = 0.3;
+  OpState st;
+  st.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.5, true));
+  // At 50% of the roof: patience 4.
+  for (int k = 2; k <= 4; ++k) {
+    st.attempts.push_back(attempt_at(k, eval::Verdict::correct, memory::Stage::refine, 0.45));
+    EXPECT_FALSE(stop_decision(st, cfg)) << k;
+  }
+  st.attempts.push_back(attempt_at(5, eval::Verdict::bad_answer, memory::Stage::refine));
+  auto d = stop_decision(st, cfg);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->reason, "near_roof");
+  EXPECT_EQ(d->detail, "4 attempts without a new incumbent (patience 4 at 50% of the roofline)");
+  // Far from the roof only the other limits stop the op.
+  OpState far;
+  far.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.1, true));
+  for (int k = 2; k <= 10; ++k) far.attempts.push_back(attempt_at(k, eval::Verdict::wrong_result, memory::Stage::refine));
+  EXPECT_FALSE(stop_decision(far, cfg));
+  cfg.max_iterations = 10;
+  EXPECT_EQ(stop_reason(far, cfg), "iterations");
+  // At the roofline target the roofline rule stops at once, whichever patience rule is chosen.
+  OpState near;
+  near.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.85, true));
+  EXPECT_EQ(stop_reason(near, cfg), "roofline");
+  cfg.stop_rule = run::StopRule::fixed;
+  EXPECT_EQ(stop_reason(near, cfg), "roofline");
+  // The fixed rule: cfg.patience attempts, whatever the gap.
+  auto fixed = stop_decision(st, cfg);
+  ASSERT_TRUE(fixed);
+  EXPECT_EQ(fixed->reason, "no_improvement");
+  EXPECT_EQ(fixed->detail, "4 attempts without a new incumbent (patience 1)");
+}
+
+TEST(GapStopRule, TheLoopRecordsWhyItStopped) {
+  testing::Harness h;
+  h.config.max_iterations = 10;
+  h.config.stop_rule = run::StopRule::gap;
+  h.config.gap_patience = 2;
+  // The fake roofline is 100 us: 250 us is 40% of it, patience 2 + 3 = 5.
+  h.answers = {{1, testing::kernel_answer("base", "correct", 250)}};
+  for (int k = 2; k <= 10; ++k) h.answers[k] = testing::kernel_answer("no better", "correct", 250);
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  EXPECT_EQ(st.attempts.size(), 6u);
+  EXPECT_EQ(st.stop_reason, "near_roof");
+  auto done = h.events_of("op_done");
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].at("stop_reason"), "near_roof");
+  EXPECT_EQ(done[0].at("stop_rule"), "gap");
+  EXPECT_EQ(done[0].at("stop_detail"), "5 attempts without a new incumbent (patience 5 at 40% of the roofline)");
+}
+
+TEST(StopRuleConfig, RoundTripsAndOlderConfigsReadAsFixed) {
+  run::LoopConfig c;
+  c.stop_rule = run::StopRule::gap;
+  c.gap_patience = 3;
+  c.gap_floor = 0.4;
+  auto j = run::loop_config_to_json(c);
+  auto back = run::loop_config_from_json(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->stop_rule, run::StopRule::gap);
+  EXPECT_EQ(back->gap_patience, 3);
+  EXPECT_EQ(back->gap_floor, 0.4);
+  j.erase("stop_rule");
+  j.erase("gap_patience");
+  j.erase("gap_floor");
+  auto old = run::loop_config_from_json(j);
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->stop_rule, run::StopRule::fixed);
+  j["stop_rule"] = "sometimes";
+  auto bad = run::loop_config_from_json(j);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("unknown stop_rule \"sometimes\""), std::string::npos);
 }
 
 }  // namespace

@@ -46,9 +46,14 @@ Result<PromptInput> LlmPolicy::prompt_input(const Plan& plan, int k) {
   }
   if (!m_ctx.state.attempts.empty()) {
     const Attempt& last = m_ctx.state.attempts.back();
-    in.feedback = render_feedback(last, inc, m_ctx.lang());
-    if (!last.correct() && last.has_code && plan.stage == memory::Stage::repair) {
-      auto code = m_ctx.code_of(last);
+    // The attempt a repair mends: the last one, or the one before a bad answer (plan.h).
+    const Attempt& failed = plan.stage == memory::Stage::repair && plan.parent_iteration
+                                ? m_ctx.attempt(*plan.parent_iteration)
+                                : last;
+    if (&failed != &last) in.feedback = render_feedback(failed, inc, m_ctx.lang());
+    in.feedback += render_feedback(last, inc, m_ctx.lang());
+    if (!failed.correct() && failed.has_code && plan.stage == memory::Stage::repair) {
+      auto code = m_ctx.code_of(failed);
       if (code) {
         in.feedback += "The failed attempt's code:\n" + fence_code(cut_at_lines(*code, k_max_code_shown), m_ctx.lang());
       }
@@ -98,6 +103,36 @@ Proposal LlmPolicy::from_answer(const ModelAnswer& answer, const Plan& plan) con
   ParsedAnswer parsed = parse_answer(answer.text);
   a.optimisation = parsed.optimisation;
   a.header_found = parsed.header_found;
+  a.answer_form = std::string(answer_form_name(parsed.form));
+  a.answer_edits = static_cast<int>(parsed.edits.size());
+  if (parsed.form == AnswerForm::edits) {
+    // Edits are applied exactly to the incumbent's source, or the attempt is a bad_answer that
+    // says why; never replaced by a guess.
+    const Attempt* inc = m_ctx.state.incumbent();
+    std::string why;
+    if (parsed.has_code) {
+      why = "the answer holds both a whole kernel and edits; give one or the other";
+    } else if (plan.stage != memory::Stage::refine) {
+      why = fmt::format("the answer gives edits in the {} stage; edits are taken only against the incumbent when refining, "
+                        "so give the whole kernel",
+                        memory::stage_name(plan.stage));
+    } else if (!parsed.edit_problem.empty()) {
+      why = parsed.edit_problem;
+    } else if (!inc) {
+      why = "the answer gives edits but there is no incumbent to apply them to; give the whole kernel";
+    } else if (auto source = m_ctx.code_of(*inc); !source) {
+      why = "the incumbent's source could not be read to apply the edits to: " + source.error().message;
+    } else if (auto applied = apply_edits(*source, parsed.edits); !applied) {
+      why = applied.error().message;
+    } else {
+      p.code = std::move(*applied);
+      return p;
+    }
+    a.verdict = eval::Verdict::bad_answer;
+    a.message = why;
+    a.diagnostics = answer.text.empty() ? "" : "The answer began:\n" + cut_at_lines(answer.text, 600, 12);
+    return p;
+  }
   if (parsed.has_code) {
     p.code = std::move(parsed.code);
     return p;

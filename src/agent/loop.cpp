@@ -47,6 +47,7 @@ class Loop {
   Reflector m_reflector;
   OpEnd m_end = OpEnd::finished;
   std::string m_end_reason;
+  std::string m_end_detail;  // StopDecision::detail
 };
 
 Result<OpEnd> Loop::run() {
@@ -56,8 +57,9 @@ Result<OpEnd> Loop::run() {
       m_end = OpEnd::cancelled;
       break;
     }
-    if (auto reason = stop_reason(m_ctx.state, m_ctx.cfg)) {
-      m_end_reason = *reason;
+    if (auto stop = stop_decision(m_ctx.state, m_ctx.cfg)) {
+      m_end_reason = stop->reason;
+      m_end_detail = stop->detail;
       break;
     }
     KOPE_ASSIGN(bool went_on, step());
@@ -157,6 +159,8 @@ Result<OpEnd> Loop::finish() {
   st.stop_reason = m_end_reason;
   KOPE_TRY(m_ctx.event({{"type", "op_done"},
                         {"stop_reason", m_end_reason},
+                        {"stop_rule", std::string(run::stop_rule_name(m_ctx.cfg.stop_rule))},
+                        {"stop_detail", m_end_detail},
                         {"attempts", st.attempts.size()},
                         {"solved", inc != nullptr},
                         {"best_iteration", inc ? json(inc->iteration) : json(nullptr)}}));

@@ -25,15 +25,16 @@
 // for a replay, the ratio of the speedups vs reference here and at the source case.
 // Stopping (checked before each iteration): iterations, per-op tokens (prompt + completion,
 // reflections included), per-op wall time, the incumbent reaching `roofline_target` of the
-// roofline, `patience` iterations without a new incumbent (once there is one), and for replay
+// roofline, the patience rule `stop_rule` selects (once there is an incumbent; plan.h), and for replay
 // no candidates left or (unless replay_all) a replayed kernel correct here. An answer without
 // usable code is recorded as verdict `compile_error` with message "no code in answer: <why>"
-// and counts as an attempt.
+// and counts as an attempt; a refine answer of search/replace edits is applied to the
+// incumbent's source (answer.h), and one that gives no candidate is verdict `bad_answer`.
 // Reflection (unless switched off): after a fix that follows a failure, after an improvement of
 // at least `notable_speedup` over the parent, and when the op ends; at most three lesson deltas.
 // Rewards credited to the prompt's memory items (the memory's stage rewards): draft/repair 1 for
 // a correct kernel, 0.25 for one that compiled and ran but failed (wrong_result, runtime_error,
-// timeout, resource_limit), 0 otherwise (compile_error, no code, rejected); refine ln(r)
+// timeout, resource_limit), 0 otherwise (compile_error, no code, rejected, bad_answer); refine ln(r)
 // clipped to [−1, 1], −1 when not correct.
 //
 // Where each part lives: the stopping rules and the plan in plan.h; the candidate's source in

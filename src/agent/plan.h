@@ -20,11 +20,39 @@ struct Plan {
 };
 
 // Repair the last attempt while it failed (at most max_consecutive_repairs in a row), else
-// refine the incumbent, else draft.
+// refine the incumbent, else draft. A bad_answer (an answer that gave no candidate, such as
+// edits that did not apply) changed nothing, so it is asked again in the same stage from the
+// same parent (the feedback says what failed); a bad answer to a repair counts as a repair.
 Plan plan_next(const run::OpState& state, const run::LoopConfig& cfg);
 
-// The stopping rule that ends the op now ("iterations", "token_budget", "time_limit",
-// "roofline", "no_improvement"), or nullopt to go on.
+// Why the op stops now: the rule's name and, for the patience rules, the facts it weighed.
+struct StopDecision {
+  // "iterations", "token_budget", "time_limit", "roofline", "no_improvement" (the fixed
+  // patience rule), "near_roof" (the gap rule), or a replay rule (agent/replay.h).
+  std::string reason;
+  // For the patience rules: "4 attempts without a new incumbent (patience 4 at 55% of the
+  // roofline)"; "" for the others.
+  std::string detail;
+};
+
+// The stopping rule that ends the op now, or nullopt to go on. Checked in this order: the
+// iteration limit, replay's rules, the token budget, the time limit, the incumbent reaching
+// roofline_target on every timed case, then the patience rule cfg.stop_rule selects (the same
+// whatever the context mode): `fixed`, cfg.patience attempts without a new incumbent; `gap`,
+// see gap_patience. Neither patience rule applies to replay. Pure.
+std::optional<StopDecision> stop_decision(const run::OpState& state, const run::LoopConfig& cfg);
+// stop_decision's reason alone.
 std::optional<std::string> stop_reason(const run::OpState& state, const run::LoopConfig& cfg);
+
+// The incumbent's fraction of its roofline: the least over its timed cases that have a
+// roofline, else its recorded fraction_of_roofline; nullopt when neither is known.
+std::optional<double> roof_fraction(const run::Attempt& incumbent);
+
+// The gap rule's patience for an incumbent at `fraction` of its roofline: `base` attempts, plus
+// one for each full k_gap_step of the gap 1 − fraction (a bigger gap allows more attempts):
+// base 2 gives 2 at 0.9, 3 at 0.7, 4 at 0.5, 5 at 0.3. nullopt below `floor`, where much is
+// left to gain and only the other limits stop the op (likewise when the fraction is unknown).
+inline constexpr double k_gap_step = 0.2;
+std::optional<int> gap_patience(double fraction, int base, double floor);
 
 }  // namespace kope::agent

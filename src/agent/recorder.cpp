@@ -85,6 +85,8 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
                                                    : "first correct kernel: the incumbent")
                          : fmt::format("correct but not faster than the incumbent ({}); the incumbent stays",
                                        format_ratio(a.speedup_vs_incumbent));
+  } else if (a.verdict == eval::Verdict::bad_answer) {
+    reading = "the answer gave no candidate (" + a.message + "); nothing was evaluated";
   } else if (!a.has_code) {
     reading = "the answer held no usable code";
   } else if (a.verdict == eval::Verdict::compile_error) {

@@ -288,10 +288,16 @@ std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_vi
   std::string out;
   out += fmt::format("Attempt {} ({}; \"{}\") ended: {}.\n", a.iteration, memory::stage_name(a.stage),
                      util::shorten_at_clause(one_line(a.optimisation), 120), describe_outcome(a));
-  if (!a.has_code) {
+  if (a.verdict == eval::Verdict::bad_answer && inc) {
+    out += fmt::format("Nothing was evaluated and the incumbent's source is unchanged: {}. Copy each SEARCH part exactly "
+                       "from the incumbent's source as shown, or reply with the whole kernel in one ```{} block.\n",
+                       a.message, lang);
+  } else if (a.verdict == eval::Verdict::bad_answer) {
+    out += fmt::format("Nothing was evaluated: {}. Reply with the whole kernel in one ```{} block.\n", a.message, lang);
+  } else if (!a.has_code) {
     out += fmt::format("The answer held no usable code: reply with one ```{} block that defines kope_kernel.\n", lang);
   }
-  if (!a.correct() && !a.message.empty()) out += "Evaluator: " + a.message + "\n";
+  if (!a.correct() && !a.message.empty() && a.verdict != eval::Verdict::bad_answer) out += "Evaluator: " + a.message + "\n";
   if (!a.first_mismatch.empty()) out += "First mismatch: " + a.first_mismatch + "\n";
   if (a.cases_total > 0 && !a.correct()) out += fmt::format("Cases passed: {} of {}.\n", a.cases_passed, a.cases_total);
   if (!a.diagnostics.empty()) {

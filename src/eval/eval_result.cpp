@@ -19,7 +19,7 @@ constexpr std::pair<Verdict, std::string_view> k_names[] = {
     {Verdict::correct, "correct"},           {Verdict::wrong_result, "wrong_result"},
     {Verdict::compile_error, "compile_error"}, {Verdict::runtime_error, "runtime_error"},
     {Verdict::timeout, "timeout"},           {Verdict::resource_limit, "resource_limit"},
-    {Verdict::rejected, "rejected"},
+    {Verdict::rejected, "rejected"},         {Verdict::bad_answer, "bad_answer"},
 };
 
 // JSON has no NaN or infinity: such values are written as null.

@@ -8,14 +8,14 @@ namespace {
 
 TEST(Verdict, NamesRoundTrip) {
   for (Verdict v : {Verdict::correct, Verdict::wrong_result, Verdict::compile_error, Verdict::runtime_error, Verdict::timeout,
-                    Verdict::resource_limit, Verdict::rejected}) {
+                    Verdict::resource_limit, Verdict::rejected, Verdict::bad_answer}) {
     auto back = parse_verdict(verdict_name(v));
     ASSERT_TRUE(back);
     EXPECT_EQ(*back, v);
   }
   EXPECT_EQ(verdict_name(Verdict::wrong_result), "wrong_result");
   EXPECT_FALSE(parse_verdict("fast"));
-  EXPECT_EQ(verdict_names(), "correct, wrong_result, compile_error, runtime_error, timeout, resource_limit, rejected");
+  EXPECT_EQ(verdict_names(), "correct, wrong_result, compile_error, runtime_error, timeout, resource_limit, rejected, bad_answer");
 }
 
 EvalResult sample() {

@@ -316,7 +316,8 @@ double stage_reward(Stage stage, eval::Verdict verdict, double ratio) {
     case eval::Verdict::timeout:
     case eval::Verdict::resource_limit: return 0.25;
     case eval::Verdict::compile_error:
-    case eval::Verdict::rejected: return 0.0;
+    case eval::Verdict::rejected:
+    case eval::Verdict::bad_answer: return 0.0;
   }
   return 0.0;
 }
@@ -375,6 +376,23 @@ std::string rejected_signature(std::string_view message, std::string_view diagno
   return first.empty() ? head : head + ": " + first;
 }
 
+// An answer that gave no candidate: "bad_answer:<cause>" from the message's wording (agent/answer.h,
+// the loop's from_answer), never the edit's own text, so that equal causes share a signature.
+std::string bad_answer_signature(std::string_view message) {
+  std::string l = lower(message);
+  std::string_view cause = "bad_answer";
+  if (l.find("matches nothing") != std::string::npos) cause = "bad_answer:edit_no_match";
+  else if (l.find("ambiguous") != std::string::npos) cause = "bad_answer:edit_ambiguous";
+  else if (l.find("overlaps") != std::string::npos) cause = "bad_answer:edit_overlap";
+  else if (l.find("empty search") != std::string::npos) cause = "bad_answer:edit_empty_search";
+  else if (l.find("no incumbent") != std::string::npos) cause = "bad_answer:edits_without_incumbent";
+  else if (l.find("only against the incumbent when refining") != std::string::npos) cause = "bad_answer:edits_outside_refine";
+  else if (l.find("both a whole kernel and edits") != std::string::npos) cause = "bad_answer:kernel_and_edits";
+  else if (l.find("cut off") != std::string::npos || l.find("no =======") != std::string::npos ||
+           l.find("no >>>>>>>") != std::string::npos) cause = "bad_answer:edit_malformed";
+  return std::string(cause);
+}
+
 }  // namespace
 
 std::string error_signature(eval::Verdict verdict, std::string_view message,
@@ -388,6 +406,7 @@ std::string error_signature(eval::Verdict verdict, std::string_view message,
     case eval::Verdict::timeout: return timeout_signature(both);
     case eval::Verdict::resource_limit: return resource_limit_signature(both);
     case eval::Verdict::rejected: return rejected_signature(message, diagnostics);
+    case eval::Verdict::bad_answer: return bad_answer_signature(message);
   }
   return {};
 }

@@ -162,7 +162,9 @@ json to_json(const Attempt& a) {
               {"wall_seconds", a.wall_seconds},
               {"notable", a.notable},
               {"notable_reason", a.notable_reason},
-              {"journal", a.journal}};
+              {"journal", a.journal},
+              {"answer_form", a.answer_form},
+              {"answer_edits", a.answer_edits}};
 }
 
 Result<Attempt> attempt_from_json(const json& j) {
@@ -239,6 +241,8 @@ Result<Attempt> attempt_from_json(const json& j) {
     a.notable = j.value("notable", false);
     a.notable_reason = j.value("notable_reason", "");
     a.journal = j.value("journal", "");
+    a.answer_form = j.value("answer_form", "");
+    a.answer_edits = j.value("answer_edits", 0);
     return a;
   } catch (const json::exception& e) {
     return fail(ErrorKind::corrupt, "malformed attempt record: {}", e.what());

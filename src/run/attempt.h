@@ -136,6 +136,11 @@ struct Attempt {
   bool notable = false;                 // triggers a reflection
   std::string notable_reason;
   std::string journal;
+  // How the model gave its kernel (agent/answer.h): "whole" (one translation unit) or "edits"
+  // (search/replace blocks against the incumbent, answer_edits of them); "" when no model
+  // answered (replay) or the run predates the field. Its output tokens are tokens_completion.
+  std::string answer_form;
+  int answer_edits = 0;
 
   bool correct() const { return verdict == eval::Verdict::correct; }
   // Some timed case was measured under outside load (eval::EvalResult::disturbed).

@@ -20,6 +20,14 @@ constexpr int k_config_version = 1;
 
 }  // namespace
 
+std::string_view stop_rule_name(StopRule r) { return r == StopRule::gap ? "gap" : "fixed"; }
+
+std::optional<StopRule> parse_stop_rule(std::string_view s) {
+  if (s == "fixed") return StopRule::fixed;
+  if (s == "gap") return StopRule::gap;
+  return std::nullopt;
+}
+
 std::string new_run_id() {
   std::random_device rd;
   return fmt::format("{}-{:04x}", util::now_compact_utc(), rd() & 0xffff);
@@ -32,6 +40,9 @@ json loop_config_to_json(const LoopConfig& c) {
               {"time_limit_seconds", c.time_limit_seconds},
               {"roofline_target", c.roofline_target},
               {"patience", c.patience},
+              {"stop_rule", std::string(stop_rule_name(c.stop_rule))},
+              {"gap_patience", c.gap_patience},
+              {"gap_floor", c.gap_floor},
               {"min_improvement", c.min_improvement},
               {"max_consecutive_repairs", c.max_consecutive_repairs},
               {"notable_speedup", c.notable_speedup},
@@ -70,6 +81,13 @@ Result<LoopConfig> loop_config_from_json(const json& j) {
     c.time_limit_seconds = j.at("time_limit_seconds").get<double>();
     c.roofline_target = j.at("roofline_target").get<double>();
     c.patience = j.at("patience").get<int>();
+    // Runs written before the gap rule existed stopped by the fixed rule.
+    std::string stop_rule = j.value("stop_rule", "fixed");
+    auto rule = parse_stop_rule(stop_rule);
+    if (!rule) return fail(ErrorKind::corrupt, "unknown stop_rule \"{}\" (fixed or gap)", stop_rule);
+    c.stop_rule = *rule;
+    c.gap_patience = j.value("gap_patience", c.gap_patience);
+    c.gap_floor = j.value("gap_floor", c.gap_floor);
     c.min_improvement = j.at("min_improvement").get<double>();
     c.max_consecutive_repairs = j.at("max_consecutive_repairs").get<int>();
     c.notable_speedup = j.at("notable_speedup").get<double>();

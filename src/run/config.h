@@ -21,6 +21,13 @@
 
 namespace kope::run {
 
+// The patience rule that ends an op once more attempts are unlikely to pay (agent/plan.h):
+// `fixed`, `patience` attempts without a new incumbent; `gap`, patience that grows with the
+// incumbent's gap to its roofline (gap_patience, gap_floor).
+enum class StopRule { fixed, gap };
+std::string_view stop_rule_name(StopRule r);              // "fixed", "gap"
+std::optional<StopRule> parse_stop_rule(std::string_view s);  // nullopt for any other string
+
 struct LoopConfig {
   Policy policy = Policy::llm;
   int max_iterations = 8;
@@ -29,6 +36,9 @@ struct LoopConfig {
   double roofline_target = 0.8;      // stop once every timed case of the incumbent reaches this
                                      // fraction of its working-set roofline; 0 = off
   int patience = 4;                  // iterations without a new incumbent; 0 = off
+  StopRule stop_rule = StopRule::fixed;
+  int gap_patience = 2;              // gap rule: attempts without a new incumbent near the roof; 0 = off
+  double gap_floor = 0.3;            // gap rule: applies once the incumbent reaches this fraction
   double min_improvement = 0.01;
   int max_consecutive_repairs = 2;
   double notable_speedup = 1.5;

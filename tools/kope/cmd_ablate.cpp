@@ -53,6 +53,7 @@ struct AblateOptions {
   int jobs = 1;
   std::string backend = "cpu";
   int resamples = 10000;
+  std::string stop_rule = "fixed";  // every phase's `kope run --stop-rule`
   ChildRunOptions run;  // holdout: earlier experience of an op never reaches its phase
 };
 
@@ -61,7 +62,8 @@ struct AblateOptions {
 json plan_json(const AblateOptions& o) {
   return {{"train", o.train},   {"test", o.test},       {"modes", o.modes},       {"iterations", o.run.iterations},
           {"seed", o.run.seed},     {"token_budget", o.token_budget}, {"window", o.window}, {"llm", o.run.llm},
-          {"policy", o.run.policy}, {"backend", o.backend}, {"suite", o.run.suite},       {"run_args", o.run.run_args}};
+          {"policy", o.run.policy}, {"backend", o.backend}, {"suite", o.run.suite},       {"run_args", o.run.run_args},
+          {"stop_rule", o.stop_rule}};
 }
 
 // The names of the operators `selectors` select, failing with usage for an empty selection.
@@ -108,8 +110,11 @@ Status check_plan(const fs::path& dir, const json& plan) {
   json old = json::parse(text, nullptr, false);
   if (!old.is_object()) return fail(ErrorKind::corrupt, "{}: not a JSON object", file.string());
   std::vector<std::string> differ;
+  // What a plan written before a key existed ran with.
+  const json before = {{"stop_rule", "fixed"}};
   for (const auto& [key, value] : plan.items()) {
-    if (old.value(key, json()) != value) differ.push_back(fmt::format("{} ({} there, {} now)", key, old.value(key, json()).dump(), value.dump()));
+    json was = old.value(key, before.value(key, json()));
+    if (was != value) differ.push_back(fmt::format("{} ({} there, {} now)", key, was.dump(), value.dump()));
   }
   if (!differ.empty()) {
     return fail(ErrorKind::usage, "{} holds another ablation: {} differ; rerun it as it was, or choose another --dir",
@@ -139,6 +144,7 @@ std::vector<std::string> run_args(const AblateOptions& o, const std::vector<std:
   if (!o.run.policy.empty()) a.insert(a.end(), {"--policy", o.run.policy});
   if (!o.run.suite.empty()) a.insert(a.end(), {"--suite", o.run.suite});
   if (o.run.holdout) a.emplace_back("--holdout");
+  if (o.stop_rule != "fixed") a.insert(a.end(), {"--stop-rule", o.stop_rule});
   a.insert(a.end(), o.run.run_args.begin(), o.run.run_args.end());
   return a;
 }
@@ -303,6 +309,9 @@ void register_ablate(CLI::App& app, Action& action) {
   cmd->add_option("--jobs", o->jobs, "Operators in flight at once in each phase")->default_val(1)->check(CLI::Range(1, 256));
   cmd->add_option("--backend", o->backend, "Kernel backend")->default_val("cpu");
   cmd->add_option("--resamples", o->resamples, "Bootstrap resamples for the comparison's intervals")->default_val(10000);
+  cmd->add_option("--stop-rule", o->stop_rule, "Every phase's patience rule (kope run --stop-rule): fixed or gap")
+      ->default_val("fixed")
+      ->check(CLI::IsMember({"fixed", "gap"}));
   add_child_run_options(cmd, o->run,
                         {"phase", "Experiment directory (default: <data dir>/ablate/seed-<seed>); rerun to resume",
                          "Print ablation.json with the comparison",

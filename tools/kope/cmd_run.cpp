@@ -77,6 +77,8 @@ struct RunOptions {
   double time_limit = 0;
   double roofline_target = 0.8;
   int patience = 4;
+  std::string stop_rule = "fixed";
+  int gap_patience = 2;
   std::string context = "active";
   std::string memory;
   int jobs = 1;
@@ -106,7 +108,8 @@ struct RunOptions {
 
 // Options that define a run; with --resume the run's own configuration is used instead.
 const std::vector<std::string> k_defining = {"--ops", "--level", "--backend", "--llm", "--iterations", "--token-budget",
-                                             "--time-limit", "--roofline-target", "--patience", "--context", "--memory",
+                                             "--time-limit", "--roofline-target", "--patience", "--stop-rule", "--gap-patience",
+                                             "--context", "--memory",
                                              "--run-dir", "--seed", "--policy", "--no-reflect", "--suite",
                                              "--replay-limit", "--replay-all", "--window", "--generation", "--recency-reserve",
                                              "--eval-ci", "--eval-max-seconds", "--library-config", "--full-timing", "--holdout",
@@ -162,6 +165,10 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
   l.time_limit_seconds = o.time_limit;
   l.roofline_target = o.roofline_target;
   l.patience = o.patience;
+  auto stop_rule = run::parse_stop_rule(o.stop_rule);
+  if (!stop_rule) return fail(ErrorKind::usage, "--stop-rule must be fixed or gap (got '{}')", o.stop_rule);
+  l.stop_rule = *stop_rule;
+  l.gap_patience = o.gap_patience;
   l.reflect = !o.no_reflect;
   auto mode = context::parse_mode(o.context);
   if (!mode) return fail(ErrorKind::usage, "--context must be active, passive, none or random (got '{}')", o.context);
@@ -526,6 +533,12 @@ void register_run(CLI::App& app, Action& action) {
       ->default_val(0.8);
   cmd->add_option("--patience", o->patience, "Stop an operator after this many attempts without a faster kernel; 0 = never")
       ->default_val(4);
+  cmd->add_option("--stop-rule", o->stop_rule,
+                  "Patience rule: fixed (--patience attempts without a faster kernel) or gap (patience that grows with the "
+                  "best kernel's gap to the roofline, from --gap-patience; only once it reaches 30% of the roofline)")
+      ->default_val("fixed");
+  cmd->add_option("--gap-patience", o->gap_patience, "With --stop-rule gap: attempts without a faster kernel allowed near the roofline; 0 = never")
+      ->default_val(2);
   cmd->add_option("--context", o->context,
                   "Context management: active, passive (all relevant memory), none (no memory) or random (random memory "
                   "items at the token count active admits: the ablation's control)")
