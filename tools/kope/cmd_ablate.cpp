@@ -53,7 +53,7 @@ struct AblateOptions {
   int jobs = 1;
   std::string backend = "cpu";
   int resamples = 10000;
-  std::string stop_rule = "fixed";  // every phase's `kope run --stop-rule`
+  std::string stop_rule = "gap";  // every phase's `kope run --stop-rule` (plans from before it: fixed)
   ChildRunOptions run;  // holdout: earlier experience of an op never reaches its phase
 };
 
@@ -144,7 +144,7 @@ std::vector<std::string> run_args(const AblateOptions& o, const std::vector<std:
   if (!o.run.policy.empty()) a.insert(a.end(), {"--policy", o.run.policy});
   if (!o.run.suite.empty()) a.insert(a.end(), {"--suite", o.run.suite});
   if (o.run.holdout) a.emplace_back("--holdout");
-  if (o.stop_rule != "fixed") a.insert(a.end(), {"--stop-rule", o.stop_rule});
+  a.insert(a.end(), {"--stop-rule", o.stop_rule});
   a.insert(a.end(), o.run.run_args.begin(), o.run.run_args.end());
   return a;
 }
@@ -309,8 +309,10 @@ void register_ablate(CLI::App& app, Action& action) {
   cmd->add_option("--jobs", o->jobs, "Operators in flight at once in each phase")->default_val(1)->check(CLI::Range(1, 256));
   cmd->add_option("--backend", o->backend, "Kernel backend")->default_val("cpu");
   cmd->add_option("--resamples", o->resamples, "Bootstrap resamples for the comparison's intervals")->default_val(10000);
-  cmd->add_option("--stop-rule", o->stop_rule, "Every phase's patience rule (kope run --stop-rule): fixed or gap")
-      ->default_val("fixed")
+  cmd->add_option("--stop-rule", o->stop_rule,
+                  "Every phase's patience rule (kope run --stop-rule): gap (ends an op when more attempts are unlikely to "
+                  "pay, the same rule in every mode) or fixed")
+      ->default_val("gap")
       ->check(CLI::IsMember({"fixed", "gap"}));
   add_child_run_options(cmd, o->run,
                         {"phase", "Experiment directory (default: <data dir>/ablate/seed-<seed>); rerun to resume",
