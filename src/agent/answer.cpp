@@ -121,13 +121,8 @@ std::string clean_value(std::string_view v) {
   while (!s.empty() && (s.front() == '"' || s.front() == '\'' || s.front() == ':')) s.erase(0, 1);
   while (!s.empty() && (s.back() == '"' || s.back() == '\'' || s.back() == ',')) s.pop_back();
   s = std::string(util::trim(s));
-  if (s.size() > k_max_optimisation) {
-    size_t cut = s.rfind(' ', k_max_optimisation - 3);
-    if (cut == std::string::npos || cut < k_max_optimisation / 2) cut = k_max_optimisation - 3;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    s.resize(cut);
-    s += "...";
-  }
+  // A runaway header is shortened at a clause or a word, and says so (never cut mid-word).
+  if (s.size() > k_max_optimisation) s = util::shorten_at_clause(s, k_max_optimisation);
   return s;
 }
 
@@ -273,12 +268,12 @@ std::optional<std::string> header_in_code_comment(const std::string& code) {
   return std::nullopt;
 }
 
-// The first line of prose outside code with at least 3 characters, cut to 120.
+// The first line of prose outside code with at least 3 characters, shortened to 120 bytes.
 std::optional<std::string> header_from_prose(const std::vector<std::string>& lines, const std::vector<bool>& in_block) {
   for (size_t i = 0; i < lines.size(); ++i) {
     if (in_block[i]) continue;
     std::string s = clean_value(lines[i]);
-    if (s.size() >= 3) return s.size() > 120 ? s.substr(0, 117) + "..." : s;
+    if (s.size() >= 3) return s.size() > 120 ? util::shorten_at_clause(s, 120) : s;
   }
   return std::nullopt;
 }

@@ -18,20 +18,11 @@ std::string item_line(const context::Item& it) { return "- " + it.text + "\n"; }
 
 int64_t item_tokens(const SharedEstimator& estimator, const context::Item& it) { return estimator.estimate(item_line(it)); }
 
-// A change description as one line, shortened at a sentence or clause end within `max` bytes
-// (never inside a word; a cut is said so).
+// A change description as one line, shortened at a clause or word boundary within `max` bytes.
 std::string short_change(std::string_view s, size_t max = 240) {
   std::string line;
   for (char c : s) line += (c == '\n' || c == '\r') ? ' ' : c;
-  line = std::string(util::trim(line));
-  if (line.size() <= max) return line;
-  for (std::string_view end : {". ", "; ", ", ", " - "}) {
-    size_t cut = line.rfind(end, max);
-    if (cut != std::string::npos && cut >= max / 3) return line.substr(0, cut + (end == ". " ? 1 : 0)) + " (shortened)";
-  }
-  size_t cut = line.rfind(' ', max);
-  if (cut == std::string::npos) cut = max;
-  return line.substr(0, cut) + " (shortened)";
+  return util::shorten_at_clause(util::trim(line), max);
 }
 
 // The bottleneck of an op of arithmetic intensity `ai` on a machine of `balance` ("" unknown).
