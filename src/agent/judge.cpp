@@ -60,7 +60,7 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
     first.evidence_disturbed = disturbed_evidence(r, *inc);
     eval::ReplacementDecision d = replacement(first, *inc);
     if (d.retime) {
-      KOPE_ASSIGN(r, retime(a, code, d, opts));
+      KOPE_ASSIGN(r, retime(a, code, first, d, opts));
     }
   }
   apply_eval_result(a, r);
@@ -70,13 +70,13 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
 
 // Evidence that would replace the incumbent while other work ran beside it: evaluated once more,
 // after waiting for the machine to be quiet.
-Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const eval::ReplacementDecision& why,
-                                       eval::EvalOptions opts) {
+Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const Attempt& first,
+                                       const eval::ReplacementDecision& why, eval::EvalOptions opts) {
   const int k = a.iteration;
   KOPE_TRY(m_ctx.event({{"type", "retime"},
                         {"iteration", k},
-                        {"contention", compared_side_by_side(a) ? a.decision_contention : a.contention},
-                        {"decision", a.decision.empty() ? std::string("recorded_timings") : a.decision},
+                        {"contention", compared_side_by_side(first) ? first.decision_contention : first.contention},
+                        {"decision", compared_side_by_side(first) ? first.decision : std::string("recorded_timings")},
                         {"reason", why.reason}}));
   opts.seed = m_ctx.data_seed();
   opts.quiet_wait_seconds = k_quiet_wait_seconds;

@@ -43,7 +43,9 @@ class Judge {
  private:
   // The incumbent rule (eval::decide_replacement) over the correct `a`'s evidence against `inc`.
   eval::ReplacementDecision replacement(const Attempt& a, const Attempt& inc) const;
-  Result<eval::EvalResult> retime(Attempt& a, const std::string& code, const eval::ReplacementDecision& why, eval::EvalOptions opts);
+  // `first`: the first evaluation's figures; `why`: the rule that asked for the re-time.
+  Result<eval::EvalResult> retime(Attempt& a, const std::string& code, const Attempt& first, const eval::ReplacementDecision& why,
+                                  eval::EvalOptions opts);
   // Whether the correct `a` replaces the incumbent `inc` (decision, margin and decided_by set).
   bool replaces(Attempt& a, const Attempt& inc) const;
   // Tells the memory the outcome of a logged re-verification unless it already knows it.

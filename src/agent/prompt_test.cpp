@@ -291,7 +291,7 @@ TEST(Prompt, FeedbackShowsSideBySideFiguresPerCaseAndTheDecidingRule) {
 // Issue 29: the op spec says randint's bounds are inclusive and that cases are named by their
 // dims; the hardware section says how the memory bound is read from the bandwidth table.
 TEST(Prompt, OpSpecAndHardwareSayHowTheirFiguresAreRead) {
-  auto op = spec::parse_op(R"(
+  auto op = spec::parse_op(R"toml(
 name = "pick"
 category = "elementwise"
 level = 1
@@ -303,7 +303,7 @@ flops = "0"
 bytes = "12*N"
 tolerance = { atol = 0, rtol = 0 }
 cases = [{ N = 64 }, { N = 65536, timed = true }]
-)", "pick/op.toml", false);
+)toml", "pick/op.toml", false);
   ASSERT_TRUE(op) << op.error().message;
   std::string text = render_op_spec(*op);
   EXPECT_NE(text.find("filled with randint(0, N-1)"), std::string::npos) << text;

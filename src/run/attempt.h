@@ -66,11 +66,11 @@ struct TimingSummary {
   // the same comparison (eval::CaseComparison): the median per-call time of each kernel's batches
   // there and the median of the paired ratios incumbent / candidate (> 1: this attempt faster);
   // the wait shares of both kernels there. Unset without a comparison (runs written before them).
-  std::optional<double> side_candidate_us;
-  std::optional<double> side_incumbent_us;
-  std::optional<double> side_ratio;
-  std::optional<double> side_candidate_contention;
-  std::optional<double> side_incumbent_contention;
+  std::optional<double> side_candidate_us = {};
+  std::optional<double> side_incumbent_us = {};
+  std::optional<double> side_ratio = {};
+  std::optional<double> side_candidate_contention = {};
+  std::optional<double> side_incumbent_contention = {};
 };
 
 struct Attempt {
