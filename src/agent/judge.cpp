@@ -211,7 +211,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   }
   a.timings.clear();
   for (const auto& t : r.timing) {
-    TimingSummary s;
+    TimingSummary& s = a.timings.emplace_back();
     s.case_index = t.case_index;
     s.label = t.label;
     s.median_us = t.median_us;
@@ -228,7 +228,6 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
     s.roofline_working_set_bytes = t.roofline_working_set_bytes;
     s.beyond_roofline = t.beyond_roofline;
     s.floor_us = t.floor_us;
-    a.timings.push_back(std::move(s));
   }
   a.library_config = r.library_config;
   a.speedup_vs_reference = r.speedup_vs_reference;
