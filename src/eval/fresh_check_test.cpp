@@ -116,5 +116,17 @@ TEST(OwnWaits, NotedOnlyWhenTheKernelWaitsClearlyMoreThanItsNeighbours) {
   EXPECT_NE(note->find("would lower them"), std::string::npos) << *note;
 }
 
+// The re-time's wait for a quiet machine reads at least one 250 ms window of /proc/stat and
+// returns that window's outside load, a share; with no time to wait it returns after one window.
+TEST(OwnWaits, WaitUntilQuietReadsTheOutsideLoad) {
+  auto t0 = std::chrono::steady_clock::now();
+  double load = wait_until_quiet(0);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(load, 0.0);
+  EXPECT_LE(load, 1.0);
+  EXPECT_GE(waited, 0.25);
+  EXPECT_LT(waited, 5.0);
+}
+
 }  // namespace
 }  // namespace kope::eval
