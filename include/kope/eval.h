@@ -156,6 +156,13 @@ struct CaseComparison {
   int looks = 0;
   double contention = 0; // median over the pairs of the larger batch contention
   double seconds = 0;
+  // Each kernel's own figures in this comparison (same batches, same load): median time per call
+  // over its batches, and the median share of its runnable time spent waiting for a CPU.
+  double candidate_us = 0;
+  double incumbent_us = 0;
+  double candidate_contention = 0;
+  double incumbent_contention = 0;
+  double outside_load = 0;  // the larger of the two timings' outside load (outside_load_seen)
 };
 
 struct IncumbentComparison {
@@ -173,6 +180,9 @@ struct IncumbentComparison {
   bool full_timing = false;
   bool disturbed = false;  // some case's pairs: waits_disturbed
   double contention = 0;   // the largest CaseComparison::contention
+  // The largest CaseComparison::outside_load: whether other work ran beside the comparison
+  // (outside_load_seen), or its waits were the kernels' own.
+  double outside_load = 0;
   std::vector<CaseComparison> cases;
   std::string problem;     // unavailable: why (the incumbent did not build, failed, ...)
 };
@@ -238,6 +248,10 @@ struct EvalOptions {
   // wrong replacement (at most decision_alpha), it only gives up on telling a small gain from
   // a tie. 0: no budget beyond max_seconds_per_case.
   double comparison_seconds = 6;
+  // Before timing, wait up to this long (holding the timing lock) for the outside load on the
+  // runner's CPUs to fall below k_outside_load (the judge's re-time of evidence disturbed by
+  // other load). 0: time at once.
+  double quiet_wait_seconds = 0;
 };
 
 // The evaluator interface. The agent loop is tested against a fake implementation.

@@ -84,7 +84,9 @@ struct HardwareProfile {
   double gbps_for_working_set(uint64_t working_set_bytes) const;
   // The bandwidth of the curve at this working set: linear in log2(working set) between the
   // neighbouring measured points; the first point's below the curve, the last point's above it;
-  // peak_gbps without a curve.
+  // peak_gbps without a curve. A working set larger than the last-level cache (l3_bytes, when
+  // known) streams from DRAM: it gets the DRAM triad figure (peak_gbps), never a value read
+  // toward the cached points above it (a single-pass kernel over such a set cannot reach them).
   double gbps_at(uint64_t working_set_bytes) const;
   // The compute peak for an op of this dtype class: peak_gflops_f64 for f64 (peak_gflops when
   // it was not measured), peak_gflops otherwise.

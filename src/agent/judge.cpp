@@ -18,6 +18,11 @@ using nlohmann::json;
 
 namespace {
 
+// How long a re-time waits for the machine to be quiet before timing (EvalOptions::quiet_wait_seconds).
+constexpr double k_quiet_wait_seconds = 30;
+
+bool compared_side_by_side(const Attempt& a) { return !a.decision.empty() && a.decision != "recorded_timings"; }
+
 bool compared_with_incumbent(const eval::EvalResult& r) {
   return r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable;
 }
@@ -49,67 +54,69 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
   }
   m_ctx.phase(k, a.stage, "evaluating");
   KOPE_ASSIGN(eval::EvalResult r, m_ctx.env.evaluator->evaluate(m_ctx.op, code, opts));
-  if (inc && would_replace(r, *inc) && disturbed_evidence(r, *inc)) {
-    KOPE_ASSIGN(r, retime(a, code, r, opts));
+  if (inc && r.verdict == eval::Verdict::correct) {
+    Attempt first = a;
+    apply_eval_result(first, r);
+    first.evidence_disturbed = disturbed_evidence(r, *inc);
+    eval::ReplacementDecision d = replacement(first, *inc);
+    if (d.retime) {
+      KOPE_ASSIGN(r, retime(a, code, first, d, opts));
+    }
   }
   apply_eval_result(a, r);
   a.evidence_disturbed = inc && r.verdict == eval::Verdict::correct && disturbed_evidence(r, *inc);
   return {};
 }
 
-// Disturbed evidence alone never replaces the incumbent: time it once more.
-Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const eval::EvalResult& first,
-                                       eval::EvalOptions opts) {
+// Evidence that would replace the incumbent while other work ran beside it: evaluated once more,
+// after waiting for the machine to be quiet.
+Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const Attempt& first,
+                                       const eval::ReplacementDecision& why, eval::EvalOptions opts) {
   const int k = a.iteration;
-  double c = first.incumbent ? first.incumbent->contention : 0.0;
-  for (const auto& t : first.timing) c = std::max(c, t.contention);
   KOPE_TRY(m_ctx.event({{"type", "retime"},
                         {"iteration", k},
-                        {"contention", c},
-                        {"decision", compared_with_incumbent(first)
-                                         ? std::string(eval::incumbent_decision_name(first.incumbent->decision))
-                                         : std::string("recorded_timings")},
-                        {"reason", fmt::format("the timing that would replace the incumbent was disturbed by other load "
-                                               "(waited for a CPU {:.0f}% of the time); evaluating once more",
-                                               100 * c)}}));
+                        {"contention", compared_side_by_side(first) ? first.decision_contention : first.contention},
+                        {"decision", compared_side_by_side(first) ? first.decision : std::string("recorded_timings")},
+                        {"reason", why.reason}}));
   opts.seed = m_ctx.data_seed();
+  opts.quiet_wait_seconds = k_quiet_wait_seconds;
   m_ctx.phase(k, a.stage, "re-timing (disturbed)");
   KOPE_ASSIGN(eval::EvalResult again, m_ctx.env.evaluator->evaluate(m_ctx.op, code, opts));
   a.retimed = true;
   return again;
 }
 
-bool Judge::would_replace(const eval::EvalResult& r, const Attempt& inc) const {
-  if (r.verdict != eval::Verdict::correct) return false;
-  if (compared_with_incumbent(r)) return r.incumbent->decision == eval::IncumbentDecision::faster;
-  Attempt tmp;
-  apply_eval_result(tmp, r);
-  auto s = relative_speed(inc.timings, tmp.timings);
-  return s && *s > 1 + m_ctx.cfg.min_improvement;
+eval::ReplacementDecision Judge::replacement(const Attempt& a, const Attempt& inc) const {
+  eval::ReplacementEvidence e;
+  e.compared = compared_side_by_side(a);
+  e.margin = m_ctx.cfg.min_improvement;
+  e.disturbed = a.evidence_disturbed;
+  e.retimed = a.retimed;
+  if (e.compared) {
+    e.decision = eval::parse_incumbent_decision(a.decision).value_or(eval::IncumbentDecision::undecided);
+    e.ratio = a.speedup_vs_incumbent.value_or(1);
+    e.lower = a.decision_lower.value_or(0);
+    if (a.decision_upper) e.upper = *a.decision_upper;
+    e.contention = a.decision_contention;
+    e.outside_load = a.decision_outside_load;
+  } else {
+    e.ratio = relative_speed(inc.timings, a.timings).value_or(0);
+    e.contention = std::max(a.contention, inc.contention);
+  }
+  return eval::decide_replacement(e);
 }
 
-bool Judge::replaces(Attempt& a, const Attempt& inc, bool compared) const {
-  const double min_improvement = m_ctx.cfg.min_improvement;
-  bool faster = false;
-  if (compared) {
-    // The evaluator's interleaved comparison decided (speedup_vs_incumbent is its ratio).
-    faster = a.decision == eval::incumbent_decision_name(eval::IncumbentDecision::faster);
-  } else {
+bool Judge::replaces(Attempt& a, const Attempt& inc) const {
+  if (!compared_side_by_side(a)) {
     a.decision = "recorded_timings";
     a.speedup_vs_incumbent = relative_speed(inc.timings, a.timings);
-    faster = a.speedup_vs_incumbent && *a.speedup_vs_incumbent > 1 + min_improvement;
   }
-  // With a decision already made at the stated error rate, the disturbance's threat is a
-  // bias of the estimate: the estimate itself must clear the margin.
-  std::optional<double> lower = a.speedup_vs_incumbent;
-  if (faster && a.evidence_disturbed) {
-    // Still disturbed after re-timing: only a margin beyond the disturbance of the evidence
-    // the decision rests on (the comparison's pairs; without one, both recorded timings).
-    double c = std::clamp(compared ? a.decision_contention : std::max(a.contention, inc.contention), 0.0, 0.9);
-    a.margin_demanded = (1 + min_improvement) / (1 - c);
-    faster = lower && *lower > *a.margin_demanded;
-  }
-  return faster;
+  eval::ReplacementDecision d = replacement(a, inc);
+  a.margin_demanded = d.margin_demanded;
+  a.decided_by = std::string(eval::replacement_rule_name(d.rule));
+  a.decided_by_reason = d.reason;
+  // A re-time the evaluation did not get (it asks for one only before it): not replaced.
+  return d.replaces && !d.retime;
 }
 
 Status Judge::decide(Attempt& a) const {
@@ -118,8 +125,7 @@ Status Judge::decide(Attempt& a) const {
   const Attempt* parent = a.parent_iteration ? &m_ctx.attempt(*a.parent_iteration) : nullptr;
   if (parent && !a.parent_case_id) a.parent_case_id = m_ctx.case_id(parent->iteration);
   std::optional<double> r;
-  bool compared = !a.decision.empty() && a.decision != "recorded_timings";
-  if (a.correct()) a.improved = inc ? replaces(a, *inc, compared) : true;
+  if (a.correct()) a.improved = inc ? replaces(a, *inc) : true;
   // r and the outcome label are the memory's (its rule over the parent case it holds, or a
   // replay's source case); the journal states them, so they are asked for before recording.
   KOPE_ASSIGN(memory::CaseAssessment step, m_ctx.env.store->assess_attempt(case_record(m_ctx, a)));
@@ -205,7 +211,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   }
   a.timings.clear();
   for (const auto& t : r.timing) {
-    TimingSummary s;
+    TimingSummary& s = a.timings.emplace_back();
     s.case_index = t.case_index;
     s.label = t.label;
     s.median_us = t.median_us;
@@ -222,7 +228,6 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
     s.roofline_working_set_bytes = t.roofline_working_set_bytes;
     s.beyond_roofline = t.beyond_roofline;
     s.floor_us = t.floor_us;
-    a.timings.push_back(std::move(s));
   }
   a.library_config = r.library_config;
   a.speedup_vs_reference = r.speedup_vs_reference;
@@ -237,6 +242,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.decision_upper.reset();
   a.decision_pairs = 0;
   a.decision_contention = 0;
+  a.decision_outside_load = 0;
   a.early_figures = false;
   if (r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable) {
     const eval::IncumbentComparison& c = *r.incumbent;
@@ -248,6 +254,17 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
     a.speedup_vs_incumbent = c.ratio;
     a.contention = std::max(a.contention, c.contention);
     a.decision_contention = c.contention;
+    a.decision_outside_load = c.outside_load;
+    for (const eval::CaseComparison& cc : c.cases) {
+      for (TimingSummary& s : a.timings) {
+        if (s.case_index != cc.case_index) continue;
+        if (cc.candidate_us > 0) s.side_candidate_us = cc.candidate_us;
+        if (cc.incumbent_us > 0) s.side_incumbent_us = cc.incumbent_us;
+        s.side_ratio = cc.ratio;
+        s.side_candidate_contention = cc.candidate_contention;
+        s.side_incumbent_contention = cc.incumbent_contention;
+      }
+    }
   }
 }
 

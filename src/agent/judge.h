@@ -2,7 +2,8 @@
 //
 // Judge::evaluate writes the candidate's source to the run directory (candidates/<op>/<k>.cpp),
 // has the evaluator judge it (with fast verdicts, timed against the incumbent's source) and,
-// when disturbed evidence alone would replace the incumbent, evaluates it once more ("retime").
+// when evidence disturbed by other load would replace the incumbent, evaluates it once more
+// after waiting for a quiet machine ("retime"; eval::decide_replacement says when).
 // Judge::decide applies the incumbent rule, asks the store for r (speedup_vs_parent) and the
 // outcome label, and says whether the attempt is notable (a reflection trigger); the rules are spelled
 // out in loop.h. A win the store quarantines is held back from the incumbent; at the end of the
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "agent/op_context.h"
+#include "eval/decision.h"
 #include "kope/eval.h"
 #include "kope/memory.h"
 #include "run/attempt.h"
@@ -39,11 +41,13 @@ class Judge {
   Status reverify_quarantined();
 
  private:
-  // Whether an evaluation would replace the incumbent `inc` (disturbance aside).
-  bool would_replace(const eval::EvalResult& r, const Attempt& inc) const;
-  Result<eval::EvalResult> retime(Attempt& a, const std::string& code, const eval::EvalResult& first, eval::EvalOptions opts);
-  // Whether the correct `a` replaces the incumbent `inc` (decision and margin figures set).
-  bool replaces(Attempt& a, const Attempt& inc, bool compared) const;
+  // The incumbent rule (eval::decide_replacement) over the correct `a`'s evidence against `inc`.
+  eval::ReplacementDecision replacement(const Attempt& a, const Attempt& inc) const;
+  // `first`: the first evaluation's figures; `why`: the rule that asked for the re-time.
+  Result<eval::EvalResult> retime(Attempt& a, const std::string& code, const Attempt& first, const eval::ReplacementDecision& why,
+                                  eval::EvalOptions opts);
+  // Whether the correct `a` replaces the incumbent `inc` (decision, margin and decided_by set).
+  bool replaces(Attempt& a, const Attempt& inc) const;
   // Tells the memory the outcome of a logged re-verification unless it already knows it.
   Status apply_reverification(const run::ReverifiedEvent& r) const;
 

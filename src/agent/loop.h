@@ -19,7 +19,10 @@
 // more ("retime" event); if that is disturbed too, the measured speedup must also exceed
 // (1 + min_improvement) / (1 − contention), a margin beyond what the waiting for a CPU could
 // explain (contention of the comparison's pairs, or of both recorded timings without one,
-// capped at 0.9; Attempt::margin_demanded). The journal says which happened.
+// capped at 0.9; Attempt::margin_demanded). A side-by-side win whose only disturbance is waits
+// without outside load beside the comparison (the kernels' own) raises no margin and is not
+// re-timed; a re-time first waits for a quiet machine. eval::decide_replacement is the rule;
+// Attempt::decided_by names the part that decided. The journal says which happened.
 // r (speedup_vs_parent, which the outcome label is computed from, as the memory computes it):
 // against the parent kernel when the parent is correct and timed, else against the reference;
 // for a replay, the ratio of the speedups vs reference here and at the source case.

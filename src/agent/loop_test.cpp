@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/prompt.h"
 #include "agent/reflector.h"
 #include "agent/test_support.h"
 #include "util/strings.h"
@@ -242,7 +243,7 @@ TEST(Loop, ReflectionAfterAFixAndAtTheEnd) {
   // them), and every lesson in scope by id, shown whole (the one the first reflection added).
   EXPECT_NE(last_reflection.find("## Outcome and timings"), std::string::npos) << last_reflection;
   EXPECT_NE(last_reflection.find("Attempt 3 (refine"), std::string::npos) << last_reflection;
-  EXPECT_NE(last_reflection.find("| timed case | this attempt | incumbent |"), std::string::npos) << last_reflection;
+  EXPECT_NE(last_reflection.find("| timed case | this attempt |"), std::string::npos) << last_reflection;
   EXPECT_NE(last_reflection.find("## Lessons already in memory"), std::string::npos);
   EXPECT_NE(last_reflection.find("[" + (*lessons)[0].id + "]"), std::string::npos) << last_reflection;
   EXPECT_NE(last_reflection.find((*lessons)[0].text), std::string::npos) << "shown whole";
@@ -950,6 +951,35 @@ TEST(Loop, DisturbedEvidenceIsRetimedOnce) {
   }
 }
 
+// Issue 29: a clear side-by-side win whose waits are the kernels' own (no outside load beside
+// the comparison) replaces the incumbent at once: no re-time, no raised margin, and the attempt
+// and its feedback name the rule that decided.
+TEST(Loop, OwnWaitsDoNotRaiseTheMargin) {
+  Harness h;
+  h.config.max_iterations = 2;
+  h.config.fast_verdict = true;
+  std::string own = util::replace_all(disturbed_answer("b", 400, "0.36"), "// fake-time-us:", "// fake-outside-load: 0\n// fake-time-us:");
+  h.answers = {{1, kernel_answer("a", "correct", 500)}, {2, own}};
+  OpState st;
+  ASSERT_TRUE(h.run(st));
+  ASSERT_EQ(st.attempts.size(), 2u);
+  const Attempt& b = st.attempts[1];
+  EXPECT_EQ(b.decision, "faster_than_incumbent");
+  EXPECT_TRUE(b.improved) << b.journal;
+  EXPECT_FALSE(b.retimed);
+  EXPECT_FALSE(b.margin_demanded);
+  EXPECT_EQ(b.decided_by, "side_by_side");  // not disturbed: the waits were its own
+  EXPECT_TRUE(h.events_of("retime").empty());
+  ASSERT_FALSE(b.timings.empty());
+  EXPECT_NEAR(b.timings[0].side_ratio.value_or(0), 1.25, 1e-9);
+  EXPECT_NEAR(b.timings[0].side_incumbent_us.value_or(0), 500, 1e-9);
+  auto back = attempt_from_json(to_json(b));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->decided_by, "side_by_side");
+  EXPECT_EQ(back->timings[0].side_candidate_us, b.timings[0].side_candidate_us);
+  EXPECT_NE(render_feedback(b, &st.attempts[0]).find("Decided by the rule `side_by_side`"), std::string::npos);
+}
+
 // Disturbed again after the re-time: only a margin beyond the disturbance replaces the
 // incumbent. 25% faster with 30% contention is not enough ((1.01 / 0.7) = 1.44x needed); 2x is.
 TEST(Loop, DisturbedEvidenceAloneDoesNotReplaceTheIncumbent) {
@@ -970,6 +1000,7 @@ TEST(Loop, DisturbedEvidenceAloneDoesNotReplaceTheIncumbent) {
     EXPECT_FALSE(b.improved) << b.journal;
     ASSERT_TRUE(b.margin_demanded);
     EXPECT_NEAR(*b.margin_demanded, 1.01 / 0.7, 1e-9);
+    EXPECT_EQ(b.decided_by, "raised_margin");
     EXPECT_NE(b.journal.find("so the incumbent stays"), std::string::npos) << b.journal;
     const Attempt& c = st.attempts[2];
     EXPECT_TRUE(c.retimed);

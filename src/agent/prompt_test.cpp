@@ -219,7 +219,9 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   side.decision_pairs = 12;
   std::string fb3 = render_feedback(side, &inc);
   EXPECT_NE(fb3.find("1.08x vs incumbent timed beside it"), std::string::npos) << fb3;
-  EXPECT_NE(fb3.find("The incumbent column is its recorded timing"), std::string::npos) << fb3;
+  EXPECT_NE(fb3.find("The recorded column is the incumbent's own timing from attempt 2, taken at another time and load"),
+            std::string::npos) << fb3;
+  EXPECT_NE(fb3.find("| incumbent as recorded (attempt 2) |"), std::string::npos) << fb3;
   EXPECT_NE(fb3.find("beside the incumbent (the same load for both): 1.08x the incumbent's speed (95% interval 0.95x to 1.20x)"),
             std::string::npos) << fb3;
   EXPECT_NE(fb3.find("12 pairs: undecided"), std::string::npos) << fb3;
@@ -248,6 +250,77 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   EXPECT_NE(tried.find("| 40 |"), std::string::npos);
 }
 
+
+// Issue 29: the feedback shows, per timed case named by its dims, both kernels' times side by
+// side in the same comparison and their ratio; the recorded incumbent time says which attempt
+// it is from; the decision names the rule that decided.
+TEST(Prompt, FeedbackShowsSideBySideFiguresPerCaseAndTheDecidingRule) {
+  Attempt inc;
+  inc.iteration = 2;
+  inc.verdict = eval::Verdict::correct;
+  inc.improved = true;
+  inc.timings = {{0, "N=4096 D=1024", 200, 2, 1000, 800.0, 50, 0.25}, {1, "N=64 D=1000", 10, 0.2, 40, std::nullopt, 2, 0.2}};
+  Attempt a;
+  a.iteration = 5;
+  a.stage = memory::Stage::refine;
+  a.verdict = eval::Verdict::correct;
+  a.optimisation = "blocked";
+  a.has_code = true;
+  a.timings = {{0, "N=4096 D=1024", 150, 2, 1000, 800.0, 50, 0.33}, {1, "N=64 D=1000", 9, 0.2, 40, std::nullopt, 2, 0.22}};
+  a.timings[0].side_candidate_us = 160;
+  a.timings[0].side_incumbent_us = 246;
+  a.timings[0].side_ratio = 1.54;
+  a.timings[1].side_candidate_us = 9.5;
+  a.timings[1].side_incumbent_us = 11;
+  a.timings[1].side_ratio = 1.16;
+  a.decision = "faster_than_incumbent";
+  a.speedup_vs_incumbent = 1.34;
+  a.decision_lower = 1.12;
+  a.decision_upper = 1.9;
+  a.decision_pairs = 16;
+  a.improved = true;
+  a.decided_by = "own_waits";
+  a.decided_by_reason = "timed side by side with the incumbent: 1.34x, 95% interval [1.12x, 1.90x] wholly above 1 + margin";
+  std::string fb = render_feedback(a, &inc);
+  EXPECT_NE(fb.find("| timed case | this attempt | side by side: this attempt / incumbent, speed ratio | incumbent as recorded (attempt 2) |"),
+            std::string::npos) << fb;
+  EXPECT_NE(fb.find("| N=4096 D=1024 | 150 us | 160 us / 246 us, 1.54x | 200 us (-25%) |"), std::string::npos) << fb;
+  EXPECT_NE(fb.find("| N=64 D=1000 | 9.00 us | 9.50 us / 11.00 us, 1.16x | 10.00 us (-10%) |"), std::string::npos) << fb;
+  EXPECT_NE(fb.find("the decision rests on these"), std::string::npos) << fb;
+  EXPECT_NE(fb.find("The recorded column is the incumbent's own timing from attempt 2"), std::string::npos) << fb;
+  EXPECT_NE(fb.find("Decided by the rule `own_waits`: timed side by side"), std::string::npos) << fb;
+  EXPECT_EQ(fb.find("case 0"), std::string::npos) << fb;  // cases by their dims, never by index
+}
+
+// Issue 29: the op spec says randint's bounds are inclusive and that cases are named by their
+// dims; the hardware section says how the memory bound is read from the bandwidth table.
+TEST(Prompt, OpSpecAndHardwareSayHowTheirFiguresAreRead) {
+  auto op = spec::parse_op(R"toml(
+name = "pick"
+category = "elementwise"
+level = 1
+summary = "y = x[idx]"
+dims = ["N"]
+inputs  = [{ name = "x", dtype = "f32", shape = ["N"] }, { name = "idx", dtype = "i32", shape = ["N"], init = "randint(0, N-1)" }]
+outputs = [{ name = "y", dtype = "f32", shape = ["N"] }]
+flops = "0"
+bytes = "12*N"
+tolerance = { atol = 0, rtol = 0 }
+cases = [{ N = 64 }, { N = 65536, timed = true }]
+)toml", "pick/op.toml", false);
+  ASSERT_TRUE(op) << op.error().message;
+  std::string text = render_op_spec(*op);
+  EXPECT_NE(text.find("filled with randint(0, N-1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("`randint(lo, hi)`: integers drawn uniformly from lo to hi, both bounds inclusive"), std::string::npos) << text;
+  EXPECT_NE(text.find("cases are named by their dims"), std::string::npos) << text;
+  EXPECT_NE(text.find("- cases checked and timed: N=65536"), std::string::npos) << text;
+  HardwareProfile hw = testing::fake_hw();
+  hw.l3_bytes = uint64_t{32} << 20;
+  hw.bandwidth = {{uint64_t{1} << 20, 200}, {uint64_t{64} << 20, 80}};
+  std::string h = render_hardware(hw, "g++", HardwareGuide{});
+  EXPECT_NE(h.find("interpolated linearly in log2(working set) between its two nearest points"), std::string::npos) << h;
+  EXPECT_NE(h.find("a working set larger than the L3 (32.0 MiB) streams from DRAM and gets the DRAM figure"), std::string::npos) << h;
+}
 
 // The hardware block names every ISA extension the flags enable, the microarchitecture and the
 // per-core FMA rate, says how the triad is counted, and has no CPU leftovers for OpenCL.

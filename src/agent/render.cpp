@@ -94,7 +94,13 @@ std::string render_hardware(const HardwareProfile& hw, std::string_view toolchai
     std::vector<std::string> pts;
     for (const auto& p : hw.bandwidth) pts.push_back(fmt::format("{} {:.0f} GB/s", util::human_bytes(static_cast<double>(p.working_set_bytes)), p.gbps));
     out += "- triad bandwidth by working set (same counting): " + util::join(pts, ", ") + "\n";
-    out += "- roofline of a case: max(flops / the peak of its dtype, bytes / the bandwidth at a working set of `bytes`)\n";
+    std::string llc = hw.l3_bytes > 0 && hw.peak_gbps > 0
+                          ? fmt::format("; a working set larger than the L3 ({}) streams from DRAM and gets the DRAM figure, {:.1f} GB/s",
+                                        util::human_bytes(static_cast<double>(hw.l3_bytes)), hw.peak_gbps)
+                          : std::string();
+    out += "- roofline of a case: max(flops / the peak of its dtype, bytes / the bandwidth at a working set of `bytes`); the "
+           "bandwidth is read from the table above, interpolated linearly in log2(working set) between its two nearest points "
+           "(so a figure between rows appears in no row)" + llc + "\n";
   }
   out += fmt::format("- compiler: {}\n", toolchain);
   return out;
@@ -110,6 +116,11 @@ std::string dtype_storage_note(spec::DType t) {
     case spec::DType::boolean: return " (uint8_t, 0 or 1)";
     default: return "";
   }
+}
+
+bool uses_randint(const spec::InitSpec& init) {
+  if (init.kind == spec::InitSpec::Kind::randint) return true;
+  return std::any_of(init.parts.begin(), init.parts.end(), uses_randint);
 }
 
 }  // namespace
@@ -135,11 +146,13 @@ std::string render_op_spec(const spec::OpSpec& op) {
     return s + "\n";
   };
   out += "- inputs (read-only):\n";
-  bool specials = false;
+  bool specials = false, randint = false;
   for (const auto& t : op.inputs) {
     if (!t.inout) out += tensor(t, true);
     specials = specials || (t.init && t.init->specials > 0);
+    randint = randint || (t.init && uses_randint(*t.init));
   }
+  if (randint) out += "  (`randint(lo, hi)`: integers drawn uniformly from lo to hi, both bounds inclusive)\n";
   if (specials) {
     out += "  (`specials(p)`: a fraction p of the elements, at random positions, is NaN, +Inf, -Inf, -0.0 or a subnormal, in "
            "equal shares)\n";
@@ -170,6 +183,7 @@ std::string render_op_spec(const spec::OpSpec& op) {
   out += fmt::format("- work: flops = {}, bytes = {}\n", op.flops.text(), op.bytes.text());
   std::vector<std::string> checked, timed;
   for (const auto& c : op.cases) (c.timed ? timed : checked).push_back(op.case_label(c));
+  out += "- cases are named by their dims (and per-case attributes) everywhere, e.g. in the evaluator's messages\n";
   out += fmt::format("- cases checked: {}\n", util::join(checked, "; "));
   out += fmt::format("- cases checked and timed: {}\n", util::join(timed, "; "));
   return out;
@@ -215,7 +229,11 @@ std::string render_timings(const Attempt& inc) {
     out += fmt::format("| {} | {} ± {:.1f}% | {} | {} | {} | {} | {:.0f}%{} |\n", cell(t.label), fmt_us(t.median_us),
                        t.median_us > 0 ? 100 * t.ci95_us / t.median_us : 0.0, fmt_us(t.reference_us),
                        t.library_us ? fmt_us(*t.library_us) : std::string("-"), fmt_us(t.roofline_us), cell(roof_text(t)),
-                       100 * t.fraction_of_roofline, t.beyond_roofline ? " (beyond the model: kope's roofline is wrong here)" : "");
+                       100 * t.fraction_of_roofline,
+                       t.beyond_roofline ? fmt::format(" (beyond the roof: the kernel does less work than the spec's `{}` count (the op's "
+                                                       "`work` line) assumes, or the hardware profile is low)",
+                                                       t.roofline_bound == "memory" ? "bytes" : "flops")
+                                         : std::string());
   }
   return out;
 }
@@ -277,7 +295,10 @@ std::string render_decision(const Attempt& a) {
     out += fmt::format("Compared with the incumbent's recorded timings: {:.2f}x its speed (geometric mean over the timed cases).\n",
                        *a.speedup_vs_incumbent);
   }
-  if (a.margin_demanded) {
+  if (!a.decided_by.empty()) {
+    // The rule that decided, by name, and its figures (eval::decide_replacement).
+    out += fmt::format("Decided by the rule `{}`: {}.\n", a.decided_by, a.decided_by_reason);
+  } else if (a.margin_demanded) {
     out += fmt::format("Its timing was disturbed by other load, so it had to exceed {:.2f}x to replace the incumbent{}.\n",
                        *a.margin_demanded, a.improved ? "" : ", and did not");
   }
@@ -307,22 +328,45 @@ std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_vi
   }
   if (a.correct() && !a.timings.empty()) {
     bool other_incumbent = inc && inc->iteration != a.iteration;
-    out += "| timed case | this attempt | incumbent | reference | fraction of roofline |\n|---|---|---|---|---|\n";
+    bool side = std::any_of(a.timings.begin(), a.timings.end(), [](const TimingSummary& t) { return t.side_ratio.has_value(); });
+    std::string recorded = other_incumbent ? fmt::format("incumbent as recorded (attempt {})", inc->iteration) : "incumbent";
+    out += "| timed case | this attempt |";
+    if (side) out += " side by side: this attempt / incumbent, speed ratio |";
+    out += fmt::format(" {} | reference | fraction of roofline |\n|---|---|{}---|---|---|\n", recorded, side ? "---|" : "");
     for (const auto& t : a.timings) {
       std::string inc_time = "-";
-      if (inc && inc->iteration != a.iteration) {
+      if (other_incumbent) {
         for (const auto& it : inc->timings) {
           if (it.case_index == t.case_index) {
             inc_time = fmt::format("{} ({:+.0f}%)", fmt_us(it.median_us), 100 * (t.median_us / it.median_us - 1));
           }
         }
       }
-      out += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", cell(t.label), fmt_us(t.median_us), inc_time, fmt_us(t.reference_us),
-                         100 * t.fraction_of_roofline);
+      out += fmt::format("| {} | {} |", cell(t.label), fmt_us(t.median_us));
+      if (side) {
+        std::string pair = "-";
+        if (t.side_ratio) {
+          pair = t.side_candidate_us && t.side_incumbent_us
+                     ? fmt::format("{} / {}, {:.2f}x", fmt_us(*t.side_candidate_us), fmt_us(*t.side_incumbent_us), *t.side_ratio)
+                     : fmt::format("{:.2f}x", *t.side_ratio);
+        }
+        out += fmt::format(" {} |", pair);
+      }
+      out += fmt::format(" {} | {} | {:.0f}% |\n", inc_time, fmt_us(t.reference_us), 100 * t.fraction_of_roofline);
     }
-    if (other_incumbent && compared_side_by_side(a)) {
-      out += "The incumbent column is its recorded timing, measured at another time; the decision rests on the side-by-side "
-             "comparison.\n";
+    if (side) {
+      out += "The side-by-side column timed both kernels in alternating batches of this evaluation (the same load for both): each "
+             "kernel's median time per call there, and the median of the paired ratios incumbent time / this attempt's time (above "
+             "1: this attempt is faster); the decision rests on these.";
+      if (other_incumbent) {
+        out += fmt::format(" The recorded column is the incumbent's own timing from attempt {}, taken at another time and load.",
+                           inc->iteration);
+      }
+      out += "\n";
+    } else if (other_incumbent && compared_side_by_side(a)) {
+      out += fmt::format("The recorded column is the incumbent's own timing from attempt {}, taken at another time and load; the "
+                         "decision rests on the side-by-side comparison.\n",
+                         inc->iteration);
     }
     out += render_decision(a);
     if (!a.improved && other_incumbent) {

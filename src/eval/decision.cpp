@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "eval/stats.h"
 
 namespace kope::eval {
@@ -209,6 +211,86 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
     bool budget_stops = budget_spent && scheduled && !may_win;
     if (case_settled(est, rule, earlier) || out_of_time || budget_stops || n >= last_look) return est;
   }
+}
+
+std::string_view replacement_rule_name(ReplacementRule r) {
+  switch (r) {
+    case ReplacementRule::side_by_side: return "side_by_side";
+    case ReplacementRule::own_waits: return "own_waits";
+    case ReplacementRule::retime_when_quiet: return "retime_when_quiet";
+    case ReplacementRule::raised_margin: return "raised_margin";
+    case ReplacementRule::recorded_timings: return "recorded_timings";
+  }
+  return "side_by_side";
+}
+
+ReplacementDecision decide_replacement(const ReplacementEvidence& e) {
+  ReplacementDecision d;
+  const double need = 1 + e.margin;
+  auto interval = [&] {
+    return e.lower > 0 && std::isfinite(e.upper) ? fmt::format("[{:.2f}x, {:.2f}x]", e.lower, e.upper) : std::string("(no interval yet)");
+  };
+  auto raised = [&](std::string_view evidence) {
+    double c = std::clamp(e.contention, 0.0, 0.9);
+    d.rule = ReplacementRule::raised_margin;
+    d.margin_demanded = need / (1 - c);
+    d.replaces = e.ratio > *d.margin_demanded;
+    std::string other = e.outside_load > 0 ? fmt::format(", other work used {:.0f}% of the CPUs", 100 * e.outside_load) : "";
+    d.reason = fmt::format("{} was still disturbed by other load after re-timing (waited for a CPU {:.0f}% of the time{}), so its "
+                           "{:.2f}x had to exceed the raised margin {:.2f}x = {:.2f} / (1 - {:.2f}): {}",
+                           evidence, 100 * c, other, e.ratio, *d.margin_demanded, need, c, d.replaces ? "it did" : "it did not");
+  };
+  if (!e.compared) {
+    bool faster = e.ratio > need;
+    if (faster && e.disturbed && !e.retimed) {
+      d.rule = ReplacementRule::retime_when_quiet;
+      d.retime = true;
+      d.reason = fmt::format("the recorded timings give {:.2f}x, above {:.2f}x, but were disturbed by other load: re-timed once when "
+                             "the machine is quiet before deciding", e.ratio, need);
+      return d;
+    }
+    if (faster && e.disturbed) {
+      raised("the comparison with the incumbent's recorded timings");
+      return d;
+    }
+    d.rule = ReplacementRule::recorded_timings;
+    d.replaces = faster;
+    d.reason = fmt::format("no side-by-side comparison: the ratio of the recorded timings, {:.2f}x, {} 1 + margin = {:.2f}x",
+                           e.ratio, faster ? "exceeds" : "does not exceed", need);
+    return d;
+  }
+  if (e.decision != IncumbentDecision::faster || !e.disturbed) {
+    d.rule = ReplacementRule::side_by_side;
+    d.replaces = e.decision == IncumbentDecision::faster;
+    std::string what = "undecided: the interval straddles 1 + margin and an undecided kernel keeps the incumbent";
+    if (e.decision == IncumbentDecision::faster) what = "faster: the interval lies wholly above 1 + margin";
+    if (e.decision == IncumbentDecision::slower) what = "slower: the interval lies wholly below 1";
+    if (e.decision == IncumbentDecision::not_faster) what = "not faster by more than the margin: the interval lies wholly below 1 + margin";
+    d.reason = fmt::format("timed side by side with the incumbent: {:.2f}x, 95% interval {}, margin {:.2f}x: {}", e.ratio, interval(), need,
+                           what);
+    return d;
+  }
+  if (!outside_load_seen(e.outside_load)) {
+    // Waits without other work beside them are the kernels' own (more threads than CPUs, idle
+    // CPUs waking up): they are part of each kernel's time in every pair, not a bias of the ratio.
+    d.rule = ReplacementRule::own_waits;
+    d.replaces = true;
+    d.reason = fmt::format("timed side by side with the incumbent: {:.2f}x, 95% interval {} wholly above 1 + margin = {:.2f}x; the kernels "
+                           "waited for a CPU {:.0f}% of the time while other work used {:.0f}% of the CPUs: those waits are their own "
+                           "and count in both times alike, so no raised margin applies",
+                           e.ratio, interval(), need, 100 * e.contention, 100 * e.outside_load);
+    return d;
+  }
+  if (!e.retimed) {
+    d.rule = ReplacementRule::retime_when_quiet;
+    d.retime = true;
+    d.reason = fmt::format("timed side by side with the incumbent: {:.2f}x, 95% interval {}, but other work used {:.0f}% of the CPUs "
+                           "beside it: re-timed once when the machine is quiet before deciding",
+                           e.ratio, interval(), 100 * e.outside_load);
+    return d;
+  }
+  raised("the side-by-side comparison");
+  return d;
 }
 
 }  // namespace kope::eval

@@ -41,6 +41,9 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "kope/eval.h"
@@ -122,5 +125,49 @@ enum class PairStatus {
 // set when `next` reported a failure (the estimate is then whatever was there).
 CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(PairSample&)>& next, CaseSides earlier = CaseSides::none,
                    bool* failed = nullptr);
+
+// --- Whether a correct candidate replaces the incumbent (the judge's incumbent rule) ----------
+//
+// The comparison above decides at its error rate; what remains is whether waiting for a CPU
+// may have biased the evidence. The rule, in order (the first that applies decides):
+//   - recorded_timings: no side-by-side comparison: the ratio of the recorded timings must
+//     exceed 1 + margin; when either timing was disturbed by other load, it is re-timed once
+//     (retime_when_quiet) and then must exceed the raised margin (raised_margin, below).
+//   - side_by_side: the comparison's decision stands when it is not `faster`, or when its
+//     pairs were not disturbed.
+//   - own_waits: the comparison found the candidate faster (its interval wholly above
+//     1 + margin) and the only disturbance is waiting the kernels did on their own (no outside
+//     load measured beside it: outside_load_seen false): such waits are part of each kernel's
+//     time, counted alike in both batches of every pair, so the raised margin does not apply
+//     and the candidate replaces the incumbent.
+//   - retime_when_quiet: found faster while other work ran beside it: evaluated once more, after
+//     waiting for the machine to be quiet (EvalOptions::quiet_wait_seconds), before deciding.
+//   - raised_margin: still disturbed by other load after re-timing: the estimate must exceed
+//     (1 + margin) / (1 − c), c the evidence's contention (clamped to 0.9).
+enum class ReplacementRule { side_by_side, own_waits, retime_when_quiet, raised_margin, recorded_timings };
+std::string_view replacement_rule_name(ReplacementRule r);
+
+struct ReplacementEvidence {
+  bool compared = false;          // a side-by-side comparison decided (else the recorded timings)
+  IncumbentDecision decision = IncumbentDecision::undecided;  // compared: its decision
+  double ratio = 1;               // incumbent time / candidate time: the comparison's, or the recorded timings'
+  double lower = 0;               // compared: its interval (0 / inf: none)
+  double upper = std::numeric_limits<double>::infinity();
+  double margin = 0.01;           // the agent's min_improvement
+  bool disturbed = false;         // the evidence was marked disturbed (its waits may have moved it)
+  double contention = 0;          // the evidence's waits: the comparison's, or the larger recorded one
+  double outside_load = 0;        // the largest outside load measured beside the evidence
+  bool retimed = false;           // this evidence is already the re-timing
+};
+
+struct ReplacementDecision {
+  bool replaces = false;
+  bool retime = false;            // evaluate once more, when the machine is quiet, then decide again
+  ReplacementRule rule = ReplacementRule::side_by_side;
+  std::optional<double> margin_demanded;  // raised_margin: what the ratio had to exceed
+  std::string reason;             // one sentence naming the rule and the figures it used
+};
+
+ReplacementDecision decide_replacement(const ReplacementEvidence& e);
 
 }  // namespace kope::eval

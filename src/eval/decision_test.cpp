@@ -403,5 +403,94 @@ TEST(Decision, NamesRoundTrip) {
   EXPECT_EQ(classify_ratio_interval(0.99, 1.05, 0.01), IncumbentDecision::undecided);
 }
 
+// The incumbent rule over the comparison's evidence (issue 29): a clear side-by-side win whose
+// only disturbance is the kernels' own waits (no outside load) is not rejected by a raised
+// margin; under outside load it is re-timed once before a raised margin may decide.
+TEST(Replacement, AClearWinUnderOwnWaitsIsNotRejectedByARaisedMargin) {
+  ReplacementEvidence e;
+  e.compared = true;
+  e.decision = IncumbentDecision::faster;
+  e.ratio = 1.54;
+  e.lower = 1.23;
+  e.upper = 4.74;
+  e.margin = 0.01;
+  e.disturbed = true;
+  e.contention = 0.365;  // (1.01 / (1 - 0.365)) = 1.59x: the old raised margin, above 1.54
+  e.outside_load = 0.0;  // other work used none of the CPUs
+  ReplacementDecision d = decide_replacement(e);
+  EXPECT_TRUE(d.replaces);
+  EXPECT_FALSE(d.retime);
+  EXPECT_EQ(d.rule, ReplacementRule::own_waits);
+  EXPECT_FALSE(d.margin_demanded);
+  EXPECT_EQ(replacement_rule_name(d.rule), "own_waits");
+  EXPECT_NE(d.reason.find("[1.23x, 4.74x] wholly above 1 + margin = 1.01x"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("no raised margin"), std::string::npos) << d.reason;
+  // Even after a re-time the own waits never raise the margin.
+  e.retimed = true;
+  EXPECT_EQ(decide_replacement(e).rule, ReplacementRule::own_waits);
+
+  // Outside load measured beside it: re-timed once when quiet before deciding ...
+  e.retimed = false;
+  e.outside_load = 0.3;
+  d = decide_replacement(e);
+  EXPECT_FALSE(d.replaces);
+  EXPECT_TRUE(d.retime);
+  EXPECT_EQ(d.rule, ReplacementRule::retime_when_quiet);
+  // ... and still disturbed after it: the raised margin decides, on the estimate.
+  e.retimed = true;
+  d = decide_replacement(e);
+  EXPECT_EQ(d.rule, ReplacementRule::raised_margin);
+  ASSERT_TRUE(d.margin_demanded);
+  EXPECT_NEAR(*d.margin_demanded, 1.01 / (1 - 0.365), 1e-12);
+  EXPECT_FALSE(d.replaces);
+  EXPECT_NE(d.reason.find("raised margin 1.59x"), std::string::npos) << d.reason;
+  e.ratio = 1.7;
+  EXPECT_TRUE(decide_replacement(e).replaces);
+}
+
+TEST(Replacement, TheComparisonsDecisionStandsWhenUndisturbedOrNotFaster) {
+  ReplacementEvidence e;
+  e.compared = true;
+  e.decision = IncumbentDecision::faster;
+  e.ratio = 1.2;
+  e.lower = 1.05;
+  e.upper = 1.4;
+  ReplacementDecision d = decide_replacement(e);
+  EXPECT_TRUE(d.replaces);
+  EXPECT_EQ(d.rule, ReplacementRule::side_by_side);
+  for (auto dec : {IncumbentDecision::undecided, IncumbentDecision::not_faster, IncumbentDecision::slower}) {
+    e.decision = dec;
+    e.disturbed = true;
+    e.outside_load = 0.5;
+    d = decide_replacement(e);
+    EXPECT_FALSE(d.replaces);
+    EXPECT_FALSE(d.retime);  // only a win is re-timed: a loss under load keeps the incumbent anyway
+    EXPECT_EQ(d.rule, ReplacementRule::side_by_side);
+  }
+  EXPECT_NE(d.reason.find("slower"), std::string::npos) << d.reason;
+}
+
+TEST(Replacement, RecordedTimingsUseTheMarginAndRetimeUnderLoad) {
+  ReplacementEvidence e;
+  e.ratio = 1.05;
+  e.margin = 0.01;
+  ReplacementDecision d = decide_replacement(e);
+  EXPECT_TRUE(d.replaces);
+  EXPECT_EQ(d.rule, ReplacementRule::recorded_timings);
+  e.ratio = 1.005;
+  EXPECT_FALSE(decide_replacement(e).replaces);
+  e.ratio = 1.3;
+  e.disturbed = true;
+  e.contention = 0.2;
+  d = decide_replacement(e);
+  EXPECT_TRUE(d.retime);
+  EXPECT_EQ(d.rule, ReplacementRule::retime_when_quiet);
+  e.retimed = true;
+  d = decide_replacement(e);
+  EXPECT_EQ(d.rule, ReplacementRule::raised_margin);
+  EXPECT_NEAR(*d.margin_demanded, 1.01 / 0.8, 1e-12);
+  EXPECT_TRUE(d.replaces);  // 1.3 > 1.2625
+}
+
 }  // namespace
 }  // namespace kope::eval

@@ -50,7 +50,12 @@ json comparison_json(const IncumbentComparison& c) {
                      {"pairs_total", k.pairs_total},
                      {"looks", k.looks},
                      {"contention", number(k.contention)},
-                     {"seconds", number(k.seconds)}});
+                     {"seconds", number(k.seconds)},
+                     {"candidate_us", number(k.candidate_us)},
+                     {"incumbent_us", number(k.incumbent_us)},
+                     {"candidate_contention", number(k.candidate_contention)},
+                     {"incumbent_contention", number(k.incumbent_contention)},
+                     {"outside_load", number(k.outside_load)}});
   }
   return {{"decision", std::string(incumbent_decision_name(c.decision))},
           {"ratio", number(c.ratio)},
@@ -63,6 +68,7 @@ json comparison_json(const IncumbentComparison& c) {
           {"full_timing", c.full_timing},
           {"disturbed", c.disturbed},
           {"contention", number(c.contention)},
+          {"outside_load", number(c.outside_load)},
           {"cases", cases},
           {"problem", c.problem.empty() ? json(nullptr) : json(c.problem)}};
 }
@@ -80,6 +86,7 @@ IncumbentComparison comparison_from(const json& j) {
   c.full_timing = j.value("full_timing", false);
   c.disturbed = j.value("disturbed", false);
   c.contention = get_number(j, "contention");
+  c.outside_load = get_number(j, "outside_load");
   for (const auto& k : j.value("cases", json::array())) {
     CaseComparison cc;
     cc.case_index = k.value("case", 0);
@@ -92,6 +99,11 @@ IncumbentComparison comparison_from(const json& j) {
     cc.looks = k.value("looks", 0);
     cc.contention = get_number(k, "contention");
     cc.seconds = get_number(k, "seconds");
+    cc.candidate_us = get_number(k, "candidate_us");
+    cc.incumbent_us = get_number(k, "incumbent_us");
+    cc.candidate_contention = get_number(k, "candidate_contention");
+    cc.incumbent_contention = get_number(k, "incumbent_contention");
+    cc.outside_load = get_number(k, "outside_load");
     c.cases.push_back(std::move(cc));
   }
   auto p = j.find("problem");

@@ -455,6 +455,7 @@ struct GroupResult {
   BaselineResult reference;
   std::optional<BaselineResult> library;  // set when the op has a library baseline
   bool baseline_disturbed = false;         // a baseline timed now (beside the candidate) was disturbed
+  std::optional<double> reference_contention;  // the reference's median wait share, when timed now
 };
 
 // Times one case: the candidate (when given) and whichever baselines are not cached, batch by
@@ -578,6 +579,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
     }
     g.reference.timing = to_baseline(t);
     g.baseline_disturbed = g.baseline_disturbed || t.disturbed;
+    if (!t.contention.empty()) g.reference_contention = median(t.contention);
     write_baseline(ref_path, op, c, false, g.reference);
   }
   if (lib_t) {
@@ -646,7 +648,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
     KOPE_ASSIGN(ok, it.prepare());
     auto incumbent_failed = [&](const TimingOutcome& t) {
       cmp.decision = IncumbentDecision::unavailable;
-      cmp.problem = fmt::format("the incumbent failed while being timed on case {} ({}): {}", c->index, op.case_label(*c),
+      cmp.problem = fmt::format("the incumbent failed while being timed on case {}: {}", op.case_label(*c),
                                 t.violation ? t.violation->message : std::string("?"));
       run.timers.clear();
       return std::move(run);
@@ -706,6 +708,17 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
     cc.pairs_total = static_cast<int>(est.pairs_total);
     cc.looks = est.looks;
     cc.contention = est.contention;
+    {
+      // Each kernel's own figures over its batches of the comparison (the side-by-side times).
+      TimingOutcome oc = ct.outcome(), oi = it.outcome();
+      auto median_of = [](const std::vector<double>& v) { return v.empty() ? 0.0 : median(v); };
+      cc.candidate_us = median_of(oc.samples_s) * 1e6;
+      cc.incumbent_us = median_of(oi.samples_s) * 1e6;
+      cc.candidate_contention = median_of(oc.contention);
+      cc.incumbent_contention = median_of(oi.contention);
+      cc.outside_load = std::max(oc.outside_load, oi.outside_load);
+    }
+    cmp.outside_load = std::max(cmp.outside_load, cc.outside_load);
     cmp.disturbed = cmp.disturbed || est.disturbed;
     cc.seconds = std::chrono::duration<double>(Clock::now() - case_start).count();
     trace(fmt::format("case {}: fresh-data check done", c->index));
@@ -849,7 +862,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
       res.cases.push_back(v.check);
       res.cases.back().ok = false;
       res.cases.back().first_mismatch = v.violation->message;
-      return fail_verdict(v.violation->verdict, fmt::format("case {} ({}): {}", i, op.case_label(c), v.violation->message), i + 1,
+      return fail_verdict(v.violation->verdict, fmt::format("case {}: {}", op.case_label(c), v.violation->message), i + 1,
                           "not checked: the kernel failed on an earlier case");
     }
     if (!v.check.ok) {
@@ -861,7 +874,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
   if (first_wrong) {
     const CaseCheck& w = res.cases[*first_wrong];
     return fail_verdict(Verdict::wrong_result,
-                        fmt::format("case {} ({}): {}{}", *first_wrong, w.label, w.first_mismatch,
+                        fmt::format("case {}: {}{}", w.label, w.first_mismatch,
                                     wrong > 1 ? fmt::format("; {} of {} cases wrong", wrong, op.cases.size()) : std::string()),
                         op.cases.size(), "");
   }
@@ -907,6 +920,10 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
   KOPE_ASSIGN(Session * ref_session, ref.session());
   KOPE_ASSIGN(util::SharedLock lock, util::lock_for_timing());
   trace("timing lock held");
+  if (options.quiet_wait_seconds > 0) {
+    double load = wait_until_quiet(options.quiet_wait_seconds);
+    trace(fmt::format("waited for a quiet machine: other work uses {:.0f}% of the CPUs", 100 * load));
+  }
   std::unique_ptr<Session> library_session;
   std::vector<double> vs_ref, vs_lib, fractions;
   // One timed case's figures from the candidate's timing and the baselines; a failure verdict
@@ -928,7 +945,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
       ct.library_ci95_us = lb->timing->ci95_us;
       if (lb->config && !res.library_config) res.library_config = lb->config;
     } else if (lb && !lb->problem.empty()) {
-      notes += (notes.empty() ? "" : "\n") + fmt::format("case {}: {}", c->index, lb->problem);
+      notes += (notes.empty() ? "" : "\n") + fmt::format("case {}: {}", ct.label, lb->problem);
     }
     double flops = op.flops_for(*c), bytes = op.bytes_for(*c);
     ct.floor_us = m_hw.floor_seconds(compute_floor_applies(op) ? flops : 0, bytes, op.case_buffer_bytes(*c)) /
@@ -940,7 +957,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
         notes += (notes.empty() ? "" : "\n") +
                  fmt::format("case {}: a baseline ran in {:.3g} µs, below the hardware profile's floor of {:.3g} µs; the profile looks "
                              "pessimistic (re-measure with `kope hw --refresh` on an idle machine)",
-                             c->index, trusted, ct.floor_us);
+                             ct.label, trusted, ct.floor_us);
         ct.floor_us = trusted;
       }
     }
@@ -954,8 +971,8 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
       // for a memory-bound kernel on a fast GPU is 100x its device time.
       if (wall > 1e-3 && t.median_s < 0.001 * wall) {
         return std::pair{Verdict::rejected,
-                         fmt::format("case {} ({}): the device ran kernels for {:.3g} µs of a {:.3g} µs call: the work is not being done "
-                                     "on the device (CPU fallback)", c->index, ct.label, t.median_s * 1e6, wall * 1e6)};
+                         fmt::format("case {}: the device ran kernels for {:.3g} µs of a {:.3g} µs call: the work is not being done "
+                                     "on the device (CPU fallback)", ct.label, t.median_s * 1e6, wall * 1e6)};
       }
     }
     ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
@@ -965,17 +982,25 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
       notes += (notes.empty() ? "" : "\n") +
                fmt::format("case {}: timing disturbed by other load: the {} waited for a CPU in too many batches to trust "
                            "the figures (the kernel's median wait {:.0f}% of its runnable time; other work used {:.0f}% of its CPUs)",
-                           c->index, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention, 100 * ct.outside_load);
+                           ct.label, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention, 100 * ct.outside_load);
     } else if (ct.contention > k_busy_contention && !outside_load_seen(ct.outside_load)) {
-      notes += (notes.empty() ? "" : "\n") +
-               fmt::format("case {}: the kernel waited for a CPU {:.0f}% of its runnable time while other work used only {:.0f}% of its "
-                           "CPUs: the waits are its own (more threads than CPUs, or idle CPUs waking up) and count in its time",
-                           c->index, 100 * ct.contention, 100 * ct.outside_load);
+      // Waits of its own: worth a note only when a kernel timed on the same CPUs in this
+      // evaluation waited clearly less (a wait every kernel shows here is the machine's).
+      std::vector<WaitComparator> others;
+      if (g.reference_contention) others.push_back({"the reference", *g.reference_contention});
+      if (comparison) {
+        for (const CaseComparison& cc : comparison->cases) {
+          if (cc.case_index == c->index && cc.incumbent_us > 0) others.push_back({"the incumbent (timed beside it)", cc.incumbent_contention});
+        }
+      }
+      if (auto note = own_waits_note("case " + ct.label, ct.contention, ct.outside_load, others, m_hw.cores)) {
+        notes += (notes.empty() ? "" : "\n") + *note;
+      }
     } else if (ct.contention > k_busy_contention) {
       notes += (notes.empty() ? "" : "\n") +
                fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "
                            "undisturbed)",
-                           c->index, 100 * ct.contention, std::count_if(t.contention.begin(), t.contention.end(), [](double x) { return x < k_clean_contention; }),
+                           ct.label, 100 * ct.contention, std::count_if(t.contention.begin(), t.contention.end(), [](double x) { return x < k_clean_contention; }),
                            t.contention.size());
     }
     // The working-set roofline; a time beyond it by more than the CI is the model's bug.
@@ -985,9 +1010,9 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
     }
     if (ct.floor_us > 0 && ct.median_us < m_options.floor_margin * ct.floor_us) {
       return std::pair{Verdict::rejected,
-                       fmt::format("case {} ({}): {:.3g} µs per call is below the hardware floor of {:.3g} µs for {:.3g} flop and "
+                       fmt::format("case {}: {:.3g} µs per call is below the hardware floor of {:.3g} µs for {:.3g} flop and "
                                    "{} (x{} margin): not physically possible here, so the work is not being done",
-                                   c->index, ct.label, ct.median_us, ct.floor_us, flops, util::human_bytes(bytes), m_options.floor_margin)};
+                                   ct.label, ct.median_us, ct.floor_us, flops, util::human_bytes(bytes), m_options.floor_margin)};
     }
     vs_ref.push_back(ct.reference_us / ct.median_us);
     if (ct.library_us) vs_lib.push_back(*ct.library_us / ct.median_us);
@@ -998,7 +1023,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
   auto timing_failed = [&](const spec::Case* c, const Violation& v) {
     lock.release();
     res.timing.clear();
-    return fail_verdict(v.verdict, fmt::format("case {} ({}): {}", c->index, op.case_label(*c), v.message), op.cases.size(), "");
+    return fail_verdict(v.verdict, fmt::format("case {}: {}", op.case_label(*c), v.message), op.cases.size(), "");
   };
 
   bool full = true;

@@ -95,5 +95,38 @@ TEST(FreshCheck, ACacheIsFlaggedWhateverItsCallsWaited) {
   EXPECT_FALSE(judge_fresh_round(close, 3, 0.0005).flagged);
 }
 
+// The note on a kernel's own waits for a CPU (issue 29): on a 2-core VM every kernel waits
+// ~30%; the note appears only when the kernel waits clearly more than a kernel timed beside it
+// on the same CPUs, and then says what would lower the waits.
+TEST(OwnWaits, NotedOnlyWhenTheKernelWaitsClearlyMoreThanItsNeighbours) {
+  // Waits every kernel shows here: nothing to act on.
+  EXPECT_FALSE(own_waits_note("case N=4096", 0.33, 0.0, {{"the incumbent", 0.30}}, 2));
+  EXPECT_FALSE(own_waits_note("case N=4096", 0.33, 0.0, {{"the reference", 0.27}, {"the incumbent", 0.36}}, 2));
+  // No kernel beside it to tell the machine's waits from the kernel's: no note.
+  EXPECT_FALSE(own_waits_note("case N=4096", 0.33, 0.0, {}, 2));
+  // Under outside load the waits are not its own (the disturbed note covers them).
+  EXPECT_FALSE(own_waits_note("case N=4096", 0.33, 0.3, {{"the incumbent", 0.02}}, 2));
+  // Small waits: nothing worth a line.
+  EXPECT_FALSE(own_waits_note("case N=4096", 0.06, 0.0, {{"the incumbent", 0.0}}, 2));
+  auto note = own_waits_note("case N=4096", 0.35, 0.01, {{"the reference", 0.04}, {"the incumbent", 0.20}}, 2);
+  ASSERT_TRUE(note);
+  EXPECT_NE(note->find("case N=4096: the kernel waited for a CPU 35% of its runnable time, the reference 4% in the same evaluation"),
+            std::string::npos) << *note;
+  EXPECT_NE(note->find("more threads than the 2 CPUs"), std::string::npos) << *note;
+  EXPECT_NE(note->find("would lower them"), std::string::npos) << *note;
+}
+
+// The re-time's wait for a quiet machine reads at least one 250 ms window of /proc/stat and
+// returns that window's outside load, a share; with no time to wait it returns after one window.
+TEST(OwnWaits, WaitUntilQuietReadsTheOutsideLoad) {
+  auto t0 = std::chrono::steady_clock::now();
+  double load = wait_until_quiet(0);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(load, 0.0);
+  EXPECT_LE(load, 1.0);
+  EXPECT_GE(waited, 0.25);
+  EXPECT_LT(waited, 5.0);
+}
+
 }  // namespace
 }  // namespace kope::eval

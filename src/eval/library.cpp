@@ -410,10 +410,10 @@ Result<std::optional<LibrarySelection>> select_library_config(const HardwareProf
     for (size_t i = 0; i < op.cases.size() && ok; ++i) {
       KOPE_ASSIGN(VerifyOutcome v, verify_case(**session, op, op.cases[i], data[i], std::chrono::milliseconds(600'000), random_seed()));
       if (v.violation) {
-        t.problem = fmt::format("case {} ({}): {}", i, op.case_label(op.cases[i]), v.violation->message);
+        t.problem = fmt::format("case {}: {}", op.case_label(op.cases[i]), v.violation->message);
         ok = false;
       } else if (!v.check.ok) {
-        t.problem = fmt::format("wrong result on case {} ({}): {}", i, op.case_label(op.cases[i]), v.check.first_mismatch);
+        t.problem = fmt::format("wrong result on case {}: {}", op.case_label(op.cases[i]), v.check.first_mismatch);
         ok = false;
       }
     }

@@ -1,6 +1,7 @@
 #include "eval/measure.h"
 
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -301,6 +302,44 @@ CpuBusy cpu_busy(pid_t pid) {
 }
 
 }  // namespace
+
+std::optional<std::string> own_waits_note(std::string_view case_name, double contention, double outside_load,
+                                          const std::vector<WaitComparator>& others, int cpus) {
+  if (outside_load_seen(outside_load) || contention < k_busy_contention || others.empty()) return std::nullopt;
+  const WaitComparator* least = &others.front();
+  for (const auto& o : others) {
+    if (o.contention < least->contention) least = &o;
+  }
+  if (!(contention >= least->contention + 0.05 && contention >= 1.5 * least->contention)) return std::nullopt;
+  std::string cpu_text = cpus > 0 ? fmt::format("the {} CPUs", cpus) : std::string("the CPUs");
+  return fmt::format("{}: the kernel waited for a CPU {:.0f}% of its runnable time, {} {:.0f}% in the same evaluation, while other "
+                     "work used {:.0f}% of the CPUs: the waits are the kernel's own and count in its time. They come from running "
+                     "more threads than {} or from threads that sleep and wake between short parallel regions; no more threads "
+                     "than CPUs and fewer, longer parallel regions (one parallel region around the loops) would lower them",
+                     case_name, 100 * contention, least->name, 100 * least->contention, 100 * outside_load, cpu_text);
+}
+
+double wait_until_quiet(double max_seconds) {
+  constexpr auto k_window = std::chrono::milliseconds(250);
+  auto start = Clock::now();
+  double load = 0;
+  for (;;) {
+    auto own = [] {
+      timespec ts{};
+      ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+    };
+    CpuBusy b0 = cpu_busy(::getpid());
+    double own0 = own();
+    auto t0 = Clock::now();
+    std::this_thread::sleep_for(k_window);
+    CpuBusy b1 = cpu_busy(::getpid());
+    double span = std::chrono::duration<double>(Clock::now() - t0).count();
+    double capacity = span * std::max(1, b1.cpus);
+    load = std::clamp((b1.busy_s - b0.busy_s - (own() - own0)) / capacity, 0.0, 1.0);
+    if (!outside_load_seen(load) || std::chrono::duration<double>(Clock::now() - start).count() >= max_seconds) return load;
+  }
+}
 
 namespace {
 

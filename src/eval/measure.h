@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "eval/compare.h"
@@ -222,6 +223,25 @@ Status time_group(const std::vector<CaseTimer*>& timers, const TimingPlan& plan)
 // prepare + time_group of one + fresh_check (when plan.fresh_check).
 Result<TimingOutcome> time_case(Session& s, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
                                 const TimingPlan& plan, uint64_t rng_seed);
+
+// Another kernel timed in the same evaluation on the same CPUs, and its median wait share.
+struct WaitComparator {
+  std::string name;  // "the incumbent", "the reference"
+  double contention = 0;
+};
+// The note on a kernel's waits for a CPU without outside load (not outside_load_seen), which
+// are its own doing and count in its time. Shown (a value) only when it waited at least
+// k_busy_contention and clearly more than the least-waiting of `others` (by 5 points and half
+// as much again): then the kernel causes them, and the note says what would lower them (no more
+// threads than the `cpus` CPUs, fewer and longer parallel regions). nullopt otherwise, and
+// without others: a wait every kernel shows on this machine is nothing the kernel can change.
+std::optional<std::string> own_waits_note(std::string_view case_name, double contention, double outside_load,
+                                          const std::vector<WaitComparator>& others, int cpus);
+
+// Waits until the outside load on this process's CPUs (what everything but this process used of
+// them, from /proc/stat over 250 ms windows) is below k_outside_load, or `max_seconds` have
+// passed; returns the last window's load. At least one window.
+double wait_until_quiet(double max_seconds);
 
 // "y[3, 17]: got 0.25, expected 0.5" for the first mismatching element of output `o`.
 std::string describe_mismatch(const spec::OpSpec& op, const spec::Case& c, size_t o, const CompareResult& r);

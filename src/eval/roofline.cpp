@@ -37,14 +37,30 @@ std::optional<std::string> apply_roofline(CaseTiming& t, const Roof& roof, const
   t.roofline_working_set_bytes = roof.working_set_bytes;
   t.beyond_roofline = t.median_us > 0 && t.roofline_us > t.median_us + t.ci95_us;
   if (!t.beyond_roofline) return std::nullopt;
+  // The roof is the spec's work count at the measured peaks: a kernel beyond it does less work
+  // than the count assumes (fewer operations for the same result, data reused from a cache the
+  // working set does not fit), or the profile underestimates this machine.
+  const spec::Case* c = t.case_index >= 0 && static_cast<size_t>(t.case_index) < op.cases.size() ? &op.cases[static_cast<size_t>(t.case_index)] : nullptr;
+  std::string flops = fmt::format("flops = {}", op.flops.text()), bytes = fmt::format("bytes = {}", op.bytes.text());
+  if (c) {
+    flops += fmt::format(" = {:.4g} here", op.flops_for(*c));
+    bytes += fmt::format(" = {} here", util::human_bytes(op.bytes_for(*c)));
+  }
+  bool memory = roof.bound() == "memory";
+  std::string count = memory ? bytes : flops;
+  std::string fewer = memory ? "moves fewer bytes than the count assumes (it reuses data from a cache, or reads or writes less than "
+                               "the count's tensors)"
+                             : "does fewer operations than the count assumes (the same result by another form: e.g. a GEMM form "
+                               "needs 2 flops per multiply-add where a count may assume 3)";
   return fmt::format(
-      "case {} ({}) of {}: {:.4g} µs ±{:.2g} per call is {:.0f}% of the roofline of {:.4g} µs ({}; compute roof {:.4g} µs at "
-      "{:.1f} GFLOP/s, memory roof {:.4g} µs at {:.1f} GB/s for {}): faster than the model allows by more than the CI, so "
-      "kope's roofline model is wrong for this case (a kope bug to report, e.g. a hardware profile measured under load: "
-      "`kope hw --refresh` on a quiet machine), not a fault of the kernel",
-      t.case_index, t.label, op.name, t.median_us, t.ci95_us, 100 * t.fraction_of_roofline, t.roofline_us, roof.describe(),
+      "case {} of {}: {:.4g} µs ±{:.2g} per call is {:.0f}% of the roofline of {:.4g} µs ({}; compute roof {:.4g} µs at "
+      "{:.1f} GFLOP/s, memory roof {:.4g} µs at {:.1f} GB/s for {}). The roof is the spec's work count at this machine's "
+      "measured peaks ({}), so a kernel beyond it {}; that is no fault of the kernel, and its fraction of the roofline "
+      "overstates it. If the kernel does all the counted work, the hardware profile underestimates this machine (`kope hw "
+      "--refresh` on a quiet machine)",
+      t.label, op.name, t.median_us, t.ci95_us, 100 * t.fraction_of_roofline, t.roofline_us, roof.describe(),
       roof.compute_seconds * 1e6, roof.gflops, roof.memory_seconds * 1e6, roof.gbps,
-      util::human_bytes(static_cast<double>(roof.working_set_bytes)));
+      util::human_bytes(static_cast<double>(roof.working_set_bytes)), count, fewer);
 }
 
 }  // namespace kope::eval

@@ -78,6 +78,9 @@ Result<eval::EvalResult> FakeEvaluator::evaluate(const spec::OpSpec& op, std::st
   };
   double t = nth_value("fake-time-us:", m_config.reference_us);
   double contention = nth_value("fake-contention:", 0);
+  // The outside load beside the timing: by default enough for waits that disturb to be other
+  // work's doing; `fake-outside-load: 0` makes them the kernel's own (then nothing is disturbed).
+  double outside = nth_value("fake-outside-load:", eval::contention_disturbed(contention) ? std::max(contention, eval::k_outside_load) : 0.0);
   double log_ref = 0, log_lib = 0;
   int n = 0, n_lib = 0;
   for (const auto* c : op.timed_cases()) {
@@ -94,7 +97,8 @@ Result<eval::EvalResult> FakeEvaluator::evaluate(const spec::OpSpec& op, std::st
     ct.fraction_of_roofline = m_config.roofline_us / t;
     ct.floor_us = m_config.floor_us;
     ct.contention = contention;
-    ct.disturbed = eval::contention_disturbed(contention);
+    ct.outside_load = outside;
+    ct.disturbed = eval::contention_disturbed(contention) && eval::outside_load_seen(outside);
     log_ref += std::log(m_config.reference_us / t);
     ++n;
     if (m_config.library_us) {
@@ -121,7 +125,8 @@ Result<eval::EvalResult> FakeEvaluator::evaluate(const spec::OpSpec& op, std::st
     c.decision = eval::classify_ratio_interval(c.lower, *c.upper, c.margin);
     c.full_timing = c.decision == eval::IncumbentDecision::faster;
     c.contention = contention;
-    c.disturbed = eval::contention_disturbed(contention);
+    c.disturbed = eval::contention_disturbed(contention) && eval::outside_load_seen(outside);
+    c.outside_load = outside;
     for (const auto& ct : r.timing) {
       eval::CaseComparison cc;
       cc.case_index = ct.case_index;
@@ -131,6 +136,10 @@ Result<eval::EvalResult> FakeEvaluator::evaluate(const spec::OpSpec& op, std::st
       cc.upper = c.upper;
       cc.pairs = cc.pairs_total = 12;
       cc.contention = contention;
+      cc.candidate_us = t;
+      cc.incumbent_us = inc_t;
+      cc.candidate_contention = contention;
+      cc.outside_load = outside;
       c.cases.push_back(cc);
       c.pairs += cc.pairs_total;
     }

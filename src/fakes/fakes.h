@@ -12,6 +12,9 @@
 //   // fake-message: something broke     (the evaluator's one-line message)
 //   // fake-contention: 0.3, 0           (median contention of the timings, one value per
 //                                         evaluation of this source; the last repeats)
+//   // fake-outside-load: 0              (the outside load beside the timings, a list like the
+//                                         above; default: at least k_outside_load when the
+//                                         contention disturbs, else 0)
 // Given EvalOptions::incumbent_source, it also answers the comparison: the ratio of the two
 // fake times with a ±1% interval, decided by eval::classify_ratio_interval.
 // InMemoryStore implements the agent's memory::Store in memory (natural-key idempotence, the

@@ -1,6 +1,8 @@
 #include "hw/cpu_id.h"
 
+#include <algorithm>
 #include <array>
+#include <utility>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -86,6 +88,50 @@ std::string microarchitecture(const CpuIdentity& id) {
   if (id.vendor == "AuthenticAMD") return amd(id.family, id.model);
   if (id.vendor == "GenuineIntel") return intel(id.family, id.model);
   return "";
+}
+
+std::vector<std::string> gcc_cpu_names(std::string_view uarch) {
+  static const std::pair<std::string_view, std::vector<std::string>> k_names[] = {
+      {"Zen or Zen+", {"znver1"}},
+      {"Zen 2", {"znver2"}},
+      {"Zen 3", {"znver3"}},
+      {"Zen 4", {"znver4"}},
+      {"Zen 5", {"znver5"}},
+      {"Skylake-SP / Cascade Lake", {"skylake-avx512", "cascadelake"}},
+      {"Skylake", {"skylake"}},
+      {"Kaby Lake / Coffee Lake", {"skylake"}},
+      {"Cannon Lake", {"cannonlake"}},
+      {"Ice Lake-SP", {"icelake-server"}},
+      {"Ice Lake", {"icelake-client"}},
+      {"Tiger Lake", {"tigerlake"}},
+      {"Rocket Lake", {"rocketlake"}},
+      {"Alder Lake", {"alderlake"}},
+      {"Raptor Lake", {"raptorlake", "alderlake"}},
+      {"Meteor Lake", {"meteorlake"}},
+      {"Arrow Lake", {"arrowlake"}},
+      {"Lunar Lake", {"lunarlake"}},
+      {"Sapphire Rapids", {"sapphirerapids"}},
+      {"Emerald Rapids", {"emeraldrapids", "sapphirerapids"}},
+      {"Granite Rapids", {"graniterapids"}},
+      {"Sierra Forest", {"sierraforest"}},
+      {"Haswell-EP", {"haswell"}},
+      {"Haswell", {"haswell"}},
+      {"Broadwell-EP", {"broadwell"}},
+      {"Broadwell", {"broadwell"}},
+  };
+  for (const auto& [name, gcc] : k_names) {
+    if (name == uarch) return gcc;
+  }
+  return {};
+}
+
+std::string compiler_tune_note(std::string_view tune, std::string_view uarch) {
+  std::vector<std::string> names = gcc_cpu_names(uarch);
+  if (tune.empty() || names.empty() || std::find(names.begin(), names.end(), tune) != names.end()) return "";
+  std::string own = names.front();
+  return "the compiler targets " + std::string(tune) + ", not " + std::string(uarch) + ": this compiler knows no " + own +
+         ", so -march=native names the nearest CPU it knows and enables each ISA extension this CPU reports one by one; the "
+         "code is tuned for " + std::string(tune) + " and may use every extension listed here";
 }
 
 }  // namespace kope::hw

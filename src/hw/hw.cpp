@@ -155,6 +155,7 @@ double HardwareProfile::gbps_for_working_set(uint64_t ws) const {
 
 double HardwareProfile::gbps_at(uint64_t ws) const {
   if (bandwidth.empty()) return peak_gbps;
+  if (l3_bytes > 0 && ws > l3_bytes && peak_gbps > 0) return peak_gbps;
   if (ws <= bandwidth.front().working_set_bytes) return bandwidth.front().gbps;
   for (size_t i = 1; i < bandwidth.size(); ++i) {
     const BandwidthPoint& lo = bandwidth[i - 1];

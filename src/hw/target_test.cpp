@@ -1,6 +1,8 @@
 #include "kope/target.h"
 
 #include <fmt/format.h>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "kope/hw.h"
@@ -92,6 +94,24 @@ TEST(Roofline, BandwidthCurveIsInterpolatedInLogWorkingSet) {
   HardwareProfile flat;
   flat.peak_gbps = 7;
   EXPECT_DOUBLE_EQ(flat.gbps_at(1 << 20), 7);  // no curve: the DRAM figure
+}
+
+// A working set past the last-level cache streams from DRAM: it gets the DRAM triad figure, not
+// an interpolation toward the cached points above it (issue 29: 76-113 GB/s read for 64-192 MiB
+// sets beside a 66.6 GB/s triad made single-pass DRAM kernels look like 27-46% of their roof).
+TEST(Roofline, WorkingSetsPastTheLastLevelCacheGetTheDramFigure) {
+  HardwareProfile p;
+  p.peak_gbps = 66.6;
+  p.l3_bytes = uint64_t{32} << 20;
+  p.bandwidth = {{uint64_t{16} << 20, 400}, {uint64_t{32} << 20, 250}, {uint64_t{256} << 20, 70}};
+  EXPECT_DOUBLE_EQ(p.gbps_at(uint64_t{32} << 20), 250);   // in the cache: the curve
+  EXPECT_NEAR(p.gbps_at(uint64_t{24} << 20), 400 - 150 * (std::log2(24.0) - 4), 1e-9);  // between points in the cache
+  for (uint64_t mib : {33, 64, 128, 192, 1024}) {
+    EXPECT_DOUBLE_EQ(p.gbps_at(mib << 20), 66.6) << mib << " MiB";
+    EXPECT_DOUBLE_EQ(p.roofline(0, static_cast<double>(mib << 20), false).gbps, 66.6) << mib << " MiB";
+  }
+  p.l3_bytes = 0;  // the cache size unknown: the curve as measured
+  EXPECT_GT(p.gbps_at(uint64_t{128} << 20), 66.6);
 }
 
 // The memory roof reads the curve at the case's bytes; the compute roof uses its dtype's peak.

@@ -32,7 +32,10 @@ json timing_json(const TimingSummary& t) {
               {"disturbed", t.disturbed},      {"contention", t.contention},
               {"roofline_bound", t.roofline_bound}, {"roofline_gbps", t.roofline_gbps},
               {"roofline_gflops", t.roofline_gflops}, {"roofline_working_set_bytes", t.roofline_working_set_bytes},
-              {"beyond_roofline", t.beyond_roofline}, {"floor_us", t.floor_us}};
+              {"beyond_roofline", t.beyond_roofline}, {"floor_us", t.floor_us},
+              {"side_candidate_us", opt(t.side_candidate_us)}, {"side_incumbent_us", opt(t.side_incumbent_us)},
+              {"side_ratio", opt(t.side_ratio)}, {"side_candidate_contention", opt(t.side_candidate_contention)},
+              {"side_incumbent_contention", opt(t.side_incumbent_contention)}};
 }
 
 TimingSummary timing_from(const json& j) {
@@ -53,6 +56,11 @@ TimingSummary timing_from(const json& j) {
   t.roofline_working_set_bytes = j.value("roofline_working_set_bytes", uint64_t{0});
   t.beyond_roofline = j.value("beyond_roofline", false);
   t.floor_us = j.value("floor_us", 0.0);
+  t.side_candidate_us = get_opt<double>(j, "side_candidate_us");
+  t.side_incumbent_us = get_opt<double>(j, "side_incumbent_us");
+  t.side_ratio = get_opt<double>(j, "side_ratio");
+  t.side_candidate_contention = get_opt<double>(j, "side_candidate_contention");
+  t.side_incumbent_contention = get_opt<double>(j, "side_incumbent_contention");
   return t;
 }
 
@@ -138,7 +146,10 @@ json to_json(const Attempt& a) {
                                                                {"disturbed", a.evidence_disturbed},
                                                                {"retimed", a.retimed},
                                                                {"margin_demanded", opt(a.margin_demanded)},
-                                                               {"contention", a.decision_contention}}},
+                                                               {"contention", a.decision_contention},
+                                                               {"decided_by", a.decided_by},
+                                                               {"decided_by_reason", a.decided_by_reason},
+                                                               {"outside_load", a.decision_outside_load}}},
               {"contention", a.contention},
               {"label", a.label},
               {"tokens_prompt", a.tokens_prompt},
@@ -214,6 +225,9 @@ Result<Attempt> attempt_from_json(const json& j) {
       a.retimed = d->value("retimed", false);
       a.margin_demanded = get_opt<double>(*d, "margin_demanded");
       a.decision_contention = d->value("contention", 0.0);
+      a.decided_by = d->value("decided_by", "");
+      a.decided_by_reason = d->value("decided_by_reason", "");
+      a.decision_outside_load = d->value("outside_load", 0.0);
     }
     a.contention = j.value("contention", 0.0);
     a.label = j.value("label", "");

@@ -62,6 +62,15 @@ struct TimingSummary {
   uint64_t roofline_working_set_bytes = 0;
   bool beyond_roofline = false;
   double floor_us = 0;  // the conservative hardware floor (memory's quarantine rule)
+  // Feedback the model can act on (issue 29): this case timed side by side with the incumbent in
+  // the same comparison (eval::CaseComparison): the median per-call time of each kernel's batches
+  // there and the median of the paired ratios incumbent / candidate (> 1: this attempt faster);
+  // the wait shares of both kernels there. Unset without a comparison (runs written before them).
+  std::optional<double> side_candidate_us = {};
+  std::optional<double> side_incumbent_us = {};
+  std::optional<double> side_ratio = {};
+  std::optional<double> side_candidate_contention = {};
+  std::optional<double> side_incumbent_contention = {};
 };
 
 struct Attempt {
@@ -108,6 +117,12 @@ struct Attempt {
   bool evidence_disturbed = false;      // the evidence the decision rested on was disturbed
   bool retimed = false;                 // evaluated once more because the first evidence was disturbed
   std::optional<double> margin_demanded;  // still disturbed: speedup_vs_incumbent had to exceed this
+  // Which rule decided whether it replaced the incumbent (eval::ReplacementRule's name:
+  // "side_by_side", "own_waits", "raised_margin", "recorded_timings", ...) and a sentence saying
+  // why ("" in runs written before it, and without an incumbent to beat).
+  std::string decided_by;
+  std::string decided_by_reason;
+  double decision_outside_load = 0;     // the comparison's outside load (eval::IncumbentComparison::outside_load)
   std::string label;                    // outcome label (effective/partial/ineffective/negative)
   int64_t tokens_prompt = 0;            // reported by the provider (or estimated)
   int64_t tokens_completion = 0;

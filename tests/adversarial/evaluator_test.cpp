@@ -133,6 +133,11 @@ TEST(Evaluator, FastVerdictAgainstTheIncumbent) {
   EXPECT_LT(*lose.upper, 1.0);
   ASSERT_EQ(lose.cases.size(), 1u);
   EXPECT_GT(lose.cases[0].pairs, 0);
+  // Each kernel's own side-by-side figures (issue 29): the slower candidate's batches took longer.
+  EXPECT_GT(lose.cases[0].incumbent_us, 0);
+  EXPECT_GT(lose.cases[0].candidate_us, lose.cases[0].incumbent_us);
+  EXPECT_GE(lose.outside_load, lose.cases[0].outside_load);
+  EXPECT_NE(r->to_json().find("\"candidate_us\""), std::string::npos);
   EXPECT_NE(r->message.find("slower_than_incumbent"), std::string::npos) << r->message;
   EXPECT_NE(r->message.find("early figures"), std::string::npos) << r->message;
   // The early figures are a full record: time, reference, roofline, speedups.

@@ -1,6 +1,7 @@
 // The CPU backend's facts for the prompt's hardware section.
 #include "eval/cpu/cpu.h"
 #include "eval/native.h"
+#include "hw/cpu_id.h"
 #include "util/strings.h"
 
 namespace kope::eval {
@@ -17,7 +18,8 @@ void describe_cpu_device(HardwareGuide& g) {
 std::string cpu_device_section(const HardwareProfile& hw, const HardwareGuide& guide) {
   std::vector<std::string> isa = guide.isa_extensions;
   if (isa.empty()) isa = hw.target.features;
-  std::string tune = guide.compiler_tune.empty() ? "" : fmt::format(" (the compiler targets {})", guide.compiler_tune);
+  std::string why = hw::compiler_tune_note(guide.compiler_tune, guide.microarchitecture);
+  std::string tune = guide.compiler_tune.empty() ? "" : fmt::format(" ({})", why.empty() ? "the compiler targets " + guide.compiler_tune : why);
   std::string out;
   out += fmt::format("- ISA extensions the compile flags enable{}: {}; intrinsics for these, and only these, may be used\n",
                      tune, isa.empty() ? "none beyond the base ISA" : util::join(isa, ", "));
