@@ -35,8 +35,8 @@ std::string still_implausible(const eval::EvalResult& fresh) {
     if (!(t.floor_us > 0)) continue;
     has_floors = true;
     if (t.median_us > 0 && t.median_us < t.floor_us) {
-      return fmt::format("case {} still ran in {:.3g} µs, below its floor of {:.3g} µs", t.case_index, t.median_us,
-                         t.floor_us);
+      return fmt::format("case {} still ran in {:.3g} µs, below its floor of {:.3g} µs",
+                         t.label.empty() ? std::to_string(t.case_index) : t.label, t.median_us, t.floor_us);
     }
   }
   if (!has_floors && fresh.fraction_of_roofline && *fresh.fraction_of_roofline > memory::k_quarantine_roofline_fraction) {
