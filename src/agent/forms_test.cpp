@@ -14,12 +14,7 @@ namespace {
 
 using nlohmann::json;
 using testing::kernel_answer;
-
-spec::OpSpec load_op(const std::string& rel) {
-  auto op = spec::load_op(std::filesystem::path(KOPE_SOURCE_DIR) / "ops" / rel);
-  if (!op) ADD_FAILURE() << op.error().message;
-  return op ? *op : spec::OpSpec{};
-}
+using testing::load_suite_op;
 
 // A kernel answer judged `verdict` with the evaluator's `message`; `body` makes its code differ.
 std::string answer(const std::string& optimisation, const std::string& verdict, const std::string& message,
@@ -77,9 +72,9 @@ bool in_code(const std::string& prompt, const std::string& marker) {
 
 TEST(Forms, AConvPromptHoldsNoCodeOfAnotherCategory) {
   StoreHarness s;
-  spec::OpSpec sgemm = load_op("matmul/sgemm");
-  spec::OpSpec conv1x1 = load_op("conv/conv2d_1x1");
-  spec::OpSpec conv3x3 = load_op("conv/conv2d_3x3");
+  spec::OpSpec sgemm = load_suite_op("matmul/sgemm");
+  spec::OpSpec conv1x1 = load_suite_op("conv/conv2d_1x1");
+  spec::OpSpec conv3x3 = load_suite_op("conv/conv2d_3x3");
   s.h.known_ops = {&sgemm, &conv1x1, &conv3x3};
   s.run(sgemm, {{1, kernel_answer("MATMUL_DRAFT", "correct", 1000)}, {2, kernel_answer("MATMUL_TILED", "correct", 400)}}, "seed");
   s.run(conv1x1, {{1, kernel_answer("CONV_DRAFT", "correct", 1000)}, {2, kernel_answer("CONV_BLOCKED", "correct", 500)}}, "seed");
@@ -111,8 +106,8 @@ TEST(Forms, TheOpPackAndThePerOpPartAreByteIdenticalAcrossAnOpsPrompts) {
   s.h.config.reflect = true;  // lessons, also while the op runs: the pack must not change
   s.h.reflection = R"({"lessons": [{"action": "add", "kind": "strategy", "title": "Block the output channels",
     "text": "Keep a block of output channels in registers and stream the input once per block."}]})";
-  spec::OpSpec conv1x1 = load_op("conv/conv2d_1x1");
-  spec::OpSpec conv3x3 = load_op("conv/conv2d_3x3");
+  spec::OpSpec conv1x1 = load_suite_op("conv/conv2d_1x1");
+  spec::OpSpec conv3x3 = load_suite_op("conv/conv2d_3x3");
   s.h.known_ops = {&conv1x1, &conv3x3};
   s.run(conv1x1, {{1, kernel_answer("CONV_DRAFT", "correct", 1000)}, {2, kernel_answer("CONV_BLOCKED", "correct", 400)}}, "seed");
   size_t before = s.kernel_calls().size();
@@ -153,8 +148,8 @@ TEST(Forms, ARepairShowsTheFixDiffOnlyForTheSameErrorSignature) {
                {2, answer("BOUNDS_FIXED", "correct", "correct on every case", "  for (int64_t i = 0; i < N * D; ++i) y[i] = x[i];")}},
           "seed");
   };
-  spec::OpSpec conv1x1 = load_op("conv/conv2d_1x1");
-  spec::OpSpec conv3x3 = load_op("conv/conv2d_3x3");
+  spec::OpSpec conv1x1 = load_suite_op("conv/conv2d_1x1");
+  spec::OpSpec conv3x3 = load_suite_op("conv/conv2d_3x3");
   {
     StoreHarness s;
     s.h.known_ops = {&conv1x1, &conv3x3};
@@ -181,7 +176,7 @@ TEST(Forms, ARepairShowsTheFixDiffOnlyForTheSameErrorSignature) {
 
 TEST(Forms, TheIncumbentIsShownOnceAndTheLatestCorrectAttemptAsADiff) {
   StoreHarness s;
-  spec::OpSpec conv3x3 = load_op("conv/conv2d_3x3");
+  spec::OpSpec conv3x3 = load_suite_op("conv/conv2d_3x3");
   s.h.known_ops = {&conv3x3};
   s.run(conv3x3, {{1, answer("FIRST", "correct", "ok", "  int first_marker = 1; (void)first_marker;", 1000)},
                   {2, answer("SECOND", "correct", "ok", "  int second_marker = 2; (void)second_marker;", 1000)},

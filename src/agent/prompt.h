@@ -194,6 +194,13 @@ std::string fence_code(std::string_view code, std::string_view lang);
 // lines were left out ("[... 12 more lines not shown ...]"); never cut inside a line (a first
 // line longer than the limit is left out whole).
 std::string cut_at_lines(std::string_view text, size_t max_bytes, size_t max_lines = SIZE_MAX);
+// The longest prefix of `text` made of whole lines within `max_bytes` and `max_lines`: its
+// length in bytes, and how many lines follow it (0: the whole text).
+struct LinePrefix {
+  size_t bytes = 0;
+  size_t lines_left = 0;
+};
+LinePrefix whole_lines_within(std::string_view text, size_t max_bytes, size_t max_lines = SIZE_MAX);
 // The latest attempt's outcome: verdict and message, trimmed diagnostics, first mismatch, and
 // per-case timing deltas against the incumbent and the reference.
 std::string render_feedback(const Attempt& latest, const Attempt* incumbent, std::string_view lang = "cpp");

@@ -19,20 +19,9 @@ namespace kope::agent {
 using nlohmann::json;
 
 std::string fence_code_lines(std::string_view code, std::string_view lang, size_t max_lines, size_t max_bytes) {
-  size_t end = 0, kept = 0;
-  while (end < code.size() && kept < max_lines) {
-    size_t nl = code.find('\n', end);
-    size_t next = nl == std::string_view::npos ? code.size() : nl + 1;
-    if (next > max_bytes) break;
-    end = next;
-    ++kept;
-  }
-  std::string out = fence_code(code.substr(0, end), lang);
-  if (end < code.size()) {
-    std::string_view rest = code.substr(end);
-    size_t lines = static_cast<size_t>(std::count(rest.begin(), rest.end(), '\n')) + (rest.ends_with('\n') ? 0 : 1);
-    out += fmt::format("({} more line{} not shown)\n", lines, lines == 1 ? "" : "s");
-  }
+  LinePrefix p = whole_lines_within(code, max_bytes, max_lines);
+  std::string out = fence_code(code.substr(0, p.bytes), lang);
+  if (p.lines_left > 0) out += fmt::format("({} more line{} not shown)\n", p.lines_left, p.lines_left == 1 ? "" : "s");
   return out;
 }
 

@@ -13,12 +13,7 @@ namespace {
 
 using nlohmann::json;
 using testing::kernel_answer;
-
-spec::OpSpec load_op(const std::string& rel) {
-  auto op = spec::load_op(std::filesystem::path(KOPE_SOURCE_DIR) / "ops" / rel);
-  if (!op) ADD_FAILURE() << op.error().message;
-  return op ? *op : spec::OpSpec{};
-}
+using testing::load_suite_op;
 
 // The harness over a real store (SQLite in memory), every answer carrying `marker` in its code.
 struct StoreHarness {
@@ -53,9 +48,9 @@ struct StoreHarness {
 TEST(Relevance, AConvPromptHoldsNoElementwiseKernel) {
   StoreHarness s;
   s.h.config.reflect = false;
-  spec::OpSpec relu = load_op("elementwise/relu");
-  spec::OpSpec conv1x1 = load_op("conv/conv2d_1x1");
-  spec::OpSpec conv3x3 = load_op("conv/conv2d_3x3");
+  spec::OpSpec relu = load_suite_op("elementwise/relu");
+  spec::OpSpec conv1x1 = load_suite_op("conv/conv2d_1x1");
+  spec::OpSpec conv3x3 = load_suite_op("conv/conv2d_3x3");
   s.h.known_ops = {&relu, &conv1x1, &conv3x3};
   s.run(relu, "ELEMENTWISE_RELU", 1, "seed-run");
   s.run(conv1x1, "CONV_ONE_BY_ONE", 1, "seed-run");

@@ -198,19 +198,24 @@ std::string fence_code(std::string_view code, std::string_view lang) {
   return out + "```\n";
 }
 
-std::string cut_at_lines(std::string_view text, size_t max_bytes, size_t max_lines) {
-  size_t end = 0, lines_kept = 0;
-  while (end < text.size() && lines_kept < max_lines) {
+LinePrefix whole_lines_within(std::string_view text, size_t max_bytes, size_t max_lines) {
+  size_t end = 0, kept = 0;
+  while (end < text.size() && kept < max_lines) {
     size_t nl = text.find('\n', end);
     size_t next = nl == std::string_view::npos ? text.size() : nl + 1;
     if (next > max_bytes) break;
     end = next;
-    ++lines_kept;
+    ++kept;
   }
-  if (end >= text.size()) return std::string(text);
   std::string_view rest = text.substr(end);
-  size_t lines = static_cast<size_t>(std::count(rest.begin(), rest.end(), '\n')) + (rest.ends_with('\n') ? 0 : 1);
-  return fmt::format("{}[... {} more line{} not shown ...]\n", text.substr(0, end), lines, lines == 1 ? "" : "s");
+  size_t left = rest.empty() ? 0 : static_cast<size_t>(std::count(rest.begin(), rest.end(), '\n')) + (rest.ends_with('\n') ? 0 : 1);
+  return {end, left};
+}
+
+std::string cut_at_lines(std::string_view text, size_t max_bytes, size_t max_lines) {
+  LinePrefix p = whole_lines_within(text, max_bytes, max_lines);
+  if (p.lines_left == 0) return std::string(text);
+  return fmt::format("{}[... {} more line{} not shown ...]\n", text.substr(0, p.bytes), p.lines_left, p.lines_left == 1 ? "" : "s");
 }
 
 // "memory: 120 GB/s at 8.0 MiB" / "compute: 576 GFLOP/s" for a timed case; "-" when unknown.

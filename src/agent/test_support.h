@@ -30,6 +30,13 @@ inline spec::OpSpec load_softmax() {
   return op ? *op : spec::OpSpec{};
 }
 
+// The suite's op at `rel` ("conv/conv2d_3x3").
+inline spec::OpSpec load_suite_op(const std::string& rel) {
+  auto op = spec::load_op(std::filesystem::path(KOPE_SOURCE_DIR) / "ops" / rel);
+  if (!op) ADD_FAILURE() << op.error().message;
+  return op ? *op : spec::OpSpec{};
+}
+
 // A copy of softmax under another name (same kernel signature), in `dir`.
 inline spec::OpSpec make_twin(const std::filesystem::path& dir, const std::string& name, const std::string& category) {
   auto src = std::filesystem::path(KOPE_SOURCE_DIR) / "ops/normalization/softmax";
