@@ -166,7 +166,7 @@ OpPackChoice choose_op_pack(const KnowledgeCandidates& knowledge, const std::vec
     context::Item copy = *it;
     copy.section = "op_pack";
     copy.tokens = item_tokens(estimator, copy);
-    if (used + copy.tokens > k_op_pack_tokens) continue;
+    if (used + copy.tokens > k_op_pack_tokens - k_op_pack_heading_tokens) continue;
     copy.admitted_for = it->learned > 0 ? fmt::format("learned value {:+.2f}", it->learned)
                                         : it->category == op.category ? "exact key (lesson for " + op.category + ")"
                                                                       : "lesson for any op";

@@ -28,8 +28,10 @@ namespace kope::agent {
 
 // A kernel this short (in tokens) is shown whole as an exemplar; a longer one as its recipe.
 inline constexpr int64_t k_exemplar_whole_tokens = 1000;
-// The op pack's ceiling and its contents.
+// The op pack's ceiling (its items and its heading: k_op_pack_heading_tokens of it are kept for
+// the heading) and its contents.
 inline constexpr int64_t k_op_pack_tokens = 500;
+inline constexpr int64_t k_op_pack_heading_tokens = 40;
 inline constexpr size_t k_op_pack_lessons = 5;
 inline constexpr size_t k_op_pack_pitfalls = 3;
 // At most this many before -> after hunks in one refinement.

@@ -448,7 +448,11 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
   int64_t headings = std::max<int64_t>(0, estimator.estimate(with_headings) - base_tokens);
   context::Budget b = budget;
   b.system_prompt = system_tokens + headings;
-  if (mode == context::Mode::active || mode == context::Mode::random) b.memory_cap = stage_memory(budget, in.stage);
+  // Under a stage ceiling the items leave room for the headings of about two sections (the
+  // rendering below drops items if more are needed).
+  constexpr int64_t k_heading_room = 60;
+  const int64_t stage_cap = mode == context::Mode::active || mode == context::Mode::random ? stage_memory(budget, in.stage) : 0;
+  if (stage_cap > 0) b.memory_cap = std::max<int64_t>(1, stage_cap - k_heading_room);
   context::Item hot_item;
   hot_item.id = "hot";
   hot_item.tier = context::Tier::hot;
@@ -471,12 +475,16 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
 
   // Render with the chosen items; section headings cost a little, so drop the least valuable
   // item per token until the whole prompt fits.
+  // Under a stage ceiling, the tail's memory with its section headings stays within it too.
+  const int64_t tail_cap = stage_cap;
   std::string user, op_part;
   for (;;) {
     fill_sections(vars, chosen);
     KOPE_ASSIGN(user, render_user(vars, &op_part));
-    int64_t total = system_tokens + estimator.estimate(user);
-    if (total <= out.limit || chosen.empty()) {
+    int64_t user_tokens = estimator.estimate(user);
+    int64_t total = system_tokens + user_tokens;
+    bool within_cap = tail_cap <= 0 || user_tokens - base_tokens <= tail_cap;
+    if ((total <= out.limit && within_cap) || chosen.empty()) {
       out.total_tokens = total;
       break;
     }
