@@ -457,13 +457,34 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
   hot_item.id = "hot";
   hot_item.tier = context::Tier::hot;
   hot_item.tokens = base_tokens;
+  // The memory a selection adds to the prompt as rendered (its items and their headings).
+  auto rendered_memory = [&](const context::Selection& s) -> Result<int64_t> {
+    std::vector<context::Item> items;
+    for (const auto& it : s.chosen) {
+      if (it.tier != context::Tier::hot) items.push_back(it);
+    }
+    TemplateVars v = vars;
+    fill_sections(v, items);
+    KOPE_ASSIGN(std::string u, render_user(v, nullptr));
+    return estimator.estimate(u) - base_tokens;
+  };
+  context::Selection sel;
   if (mode == context::Mode::random) {
-    // The control matches what active admits for this prompt, in tokens.
+    // The control matches what active admits for this prompt, as rendered: its items' count
+    // first, then corrected by what the headings of the sections each one fills make of it.
     context::Selection active =
         context::select({hot_item}, knowledge.match_warm, knowledge.match_cold, b, context::Mode::active);
+    KOPE_ASSIGN(int64_t target, rendered_memory(active));
     b.random_tokens = active.tier_tokens["warm"] + active.tier_tokens["cold"];
+    for (int round = 0; round < 4; ++round) {
+      sel = context::select({hot_item}, knowledge.warm, knowledge.cold, b, mode);
+      KOPE_ASSIGN(int64_t got, rendered_memory(sel));
+      if (std::abs(got - target) <= target / 20 || b.random_tokens <= 0) break;
+      b.random_tokens = std::max<int64_t>(0, b.random_tokens + target - got);
+    }
+  } else {
+    sel = context::select({hot_item}, knowledge.warm, knowledge.cold, b, mode);
   }
-  context::Selection sel = context::select({hot_item}, knowledge.warm, knowledge.cold, b, mode);
   context::Budget formula = budget;
   formula.system_prompt = system_tokens;
   out.knowledge_budget = formula.knowledge(base_tokens);
@@ -476,7 +497,8 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
   // Render with the chosen items; section headings cost a little, so drop the least valuable
   // item per token until the whole prompt fits.
   // Under a stage ceiling, the tail's memory with its section headings stays within it too.
-  const int64_t tail_cap = stage_cap;
+  // (random matches active's rendered memory instead, which is within the ceiling.)
+  const int64_t tail_cap = mode == context::Mode::random ? 0 : stage_cap;
   std::string user, op_part;
   for (;;) {
     fill_sections(vars, chosen);
