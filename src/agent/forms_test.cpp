@@ -139,6 +139,13 @@ TEST(Forms, TheOpPackAndThePerOpPartAreByteIdenticalAcrossAnOpsPrompts) {
     EXPECT_TRUE(pack_item) << prompts[i].dump();
   }
   EXPECT_EQ(packs, 1);
+  // A resumed run gets the same pack back from the log.
+  auto states = run::restore_states(s.h.all_events());
+  ASSERT_TRUE(states) << states.error().message;
+  const run::OpState& st = (*states)["conv2d_3x3"];
+  ASSERT_TRUE(st.op_pack.has_value());
+  EXPECT_FALSE(st.op_pack->items.empty());
+  EXPECT_NE(prefix.find(st.op_pack->text), std::string::npos) << st.op_pack->text;
 }
 
 TEST(Forms, ARepairShowsTheFixDiffOnlyForTheSameErrorSignature) {
