@@ -1,0 +1,46 @@
+#!/bin/bash
+# Issue 28's real-model ablation through the development bridge (../shared/tools/llm_bridge.py):
+# a training phase on 12 operators, then none / passive / active / random on 12 held-out test
+# operators (6 of them at levels 2-4), 4 attempts each, the gap stop rule in every phase.
+#
+# The model is played by helper sessions that answer the bridge's spool (see
+# ../shared/tools/ANSWERER.md): give each phase its own fresh answerers. `kope ablate` runs the
+# phases one after another; `DIR/exp/<phase>/` appearing tells which phase is asking. Keep the
+# machine otherwise quiet while a test phase runs (concurrent work marks timings disturbed).
+#
+# Usage: bench/real_model_ablation.sh DIR [KOPE]   (rerun the same command to resume)
+#        TRAIN=a,b TEST=c,d MODES=none,active bench/real_model_ablation.sh DIR
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DIR=$(mkdir -p "$1" && cd "$1" && pwd)
+KOPE=${2:-$ROOT/build/kope}
+TOOLS=${TOOLS:-$ROOT/../shared/tools}
+PORT=${PORT:-8765}
+TRAIN=${TRAIN:-relu,sigmoid,sum_rows,max_rows,softmax,rmsnorm,cumsum,sgemm,conv2d_3x3,maxpool2d_2x2,matmul_bias_relu,layernorm_residual}
+TEST=${TEST:-silu,mean_rows,log_softmax,conv2d_1x1,sgemm_nt,cumsum_exclusive,matmul_bias_gelu,rmsnorm_residual,conv2d_bias_relu,groupnorm_silu,swiglu_ffn,attention_gqa}
+MODES=${MODES:-none,passive,active,random}
+
+# The bridge: one per DIR, left running between reruns.
+if ! curl -s "http://127.0.0.1:$PORT/v1/models" > /dev/null 2>&1; then
+  nohup python3 "$TOOLS/llm_bridge.py" --port "$PORT" --spool "$DIR/spool" --timeout 3400 > "$DIR/bridge.log" 2>&1 &
+  sleep 1
+fi
+cat > "$DIR/kope.toml" <<TOML
+[llm]
+default = "bridge"
+
+[llm.bridge]
+base_url = "http://127.0.0.1:$PORT/v1"
+model = "bridge"
+api_key_env = ""
+stream = false
+context_window = 128000
+max_output_tokens = 8192
+idle_timeout_s = 3500
+total_timeout_s = 3500
+max_retries = 1
+TOML
+cd "$DIR"
+echo "spool: $DIR/spool (answerers: bash $TOOLS/bridge_claim.sh $DIR/spool)"
+exec "$KOPE" ablate --train "$TRAIN" --test "$TEST" --modes "$MODES" --iterations 4 --dir "$DIR/exp" --llm bridge \
+  --stop-rule gap
