@@ -190,6 +190,18 @@ TEST_F(ClientTest, OpenAiCachedTokensAreAccountedAndTheContentStaysAPlainString)
   ASSERT_TRUE(d) << d.error().message;
   EXPECT_EQ(d->usage.cached_tokens, 448);
   EXPECT_EQ(accounting->total().cached_tokens, 1024 + 448);
+  EXPECT_FALSE(d->usage.estimated);
+
+  // A server that says its counts are estimates (the development bridge) is taken at its word.
+  server.script({test::reply(
+      200,
+      R"({"id":"b","model":"bridge","choices":[{"message":{"content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":900,"completion_tokens":20,"total_tokens":920,"estimated":true}})")});
+  auto b = client(profile())->chat(m, {});
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_TRUE(b->usage.estimated);
+  EXPECT_GT(b->usage.prompt_tokens, 0);
+  EXPECT_NE(b->usage.prompt_tokens, 900) << "kope's own estimate replaces the server's";
+  EXPECT_EQ(b->usage.cached_tokens, 0);
 }
 
 TEST_F(ClientTest, NoKeyMeansNoAuthorizationHeaderAndExtraBodyApplies) {

@@ -19,7 +19,8 @@ std::string content_text(const Json& content) {
 }
 
 // usage {prompt_tokens, completion_tokens, prompt_tokens_details: {cached_tokens}} (OpenAI),
-// prompt_cache_hit_tokens (DeepSeek). Returns false when there is no usage object.
+// prompt_cache_hit_tokens (DeepSeek), "estimated": true (a server that only estimates). Returns
+// false when there is no usage object.
 bool read_usage(const Json& j, Usage& usage) {
   auto it = j.find("usage");
   if (it == j.end() || !it->is_object()) return false;
@@ -31,7 +32,11 @@ bool read_usage(const Json& j, Usage& usage) {
     usage.cached_tokens = json_int(*d, "cached_tokens");
   }
   if (usage.cached_tokens == 0) usage.cached_tokens = json_int(u, "prompt_cache_hit_tokens");
-  usage.estimated = false;
+  // A server that only estimates its counts may say so ("estimated": true, as the development
+  // bridge does): kope then neither calibrates its estimator on them nor takes their cache
+  // figure as reported.
+  auto est = u.find("estimated");
+  usage.estimated = est != u.end() && est->is_boolean() && est->get<bool>();
   return true;
 }
 
