@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cctype>
 #include <cstdlib>
 #include <cmath>
 #include <unordered_map>
@@ -65,9 +66,18 @@ std::string whole_lines(std::string_view text, size_t max_bytes) {
   return fmt::format("{}({} more line{} of the journal not shown)", text.substr(0, end), left, left == 1 ? "" : "s");
 }
 
+// The first line of `s` within `max` bytes, shortened at a clause or word (never mid-word). A
+// description an older kope stored cut mid-word ("micro-k...") is shortened the same way.
 std::string short_line(std::string_view s, size_t max) {
   std::string_view first = s.substr(0, s.find('\n'));
-  return clip_text(first, max);
+  for (std::string_view mark : {std::string_view("..."), std::string_view("\xE2\x80\xA6")}) {
+    if (first.size() > mark.size() + 1 && first.ends_with(mark) &&
+        std::isalnum(static_cast<unsigned char>(first[first.size() - mark.size() - 1]))) {
+      first.remove_suffix(mark.size());
+      return util::shorten_at_clause(first, std::min(max, first.size() - 1));
+    }
+  }
+  return util::shorten_at_clause(first, max);
 }
 
 // The loaded facts of a candidate case.

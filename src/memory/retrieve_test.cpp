@@ -118,6 +118,20 @@ TEST_P(RetrieveTest, KernelSourcesAreFencedInTheirBackendsLanguage) {
   EXPECT_NE(kernel->text.find("```cpp\n// kernel ocl/fast\n"), std::string::npos) << kernel->text;
 }
 
+TEST_P(RetrieveTest, ADescriptionStoredCutMidWordIsShortenedAtAClause) {
+  auto t = temp_store();
+  Database& s = *t.store;
+  CaseRecord c = make_case("old/cut", "softmax", 3.0);
+  c.optimisation = "Flat padded rows, so every tap is one contiguous load; AVX2/FMA register micro-k...";
+  int64_t id = *s.record_case(c);
+  auto items = s.retrieve(query(Stage::refine));
+  ASSERT_TRUE(items) << items.error().message;
+  const RetrievedItem* kernel = find_item(*items, "kernel:" + std::to_string(id));
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(kernel->text.find("micro-k..."), std::string::npos) << kernel->text;
+  EXPECT_NE(kernel->text.find("change: Flat padded rows, so every tap is one contiguous load"), std::string::npos) << kernel->text;
+}
+
 TEST_P(RetrieveTest, AFixForThisOpHereOutranksManyNewerFixesElsewhere) {
   auto t = temp_store();
   int64_t failed = *t.store->record_case(make_case("n/failed", "softmax", 0));
