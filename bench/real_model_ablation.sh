@@ -10,6 +10,9 @@
 #
 # Usage: bench/real_model_ablation.sh DIR [KOPE]   (rerun the same command to resume)
 #        TRAIN=a,b TEST=c,d MODES=none,active bench/real_model_ablation.sh DIR
+#        PHASE=train bench/real_model_ablation.sh DIR   (one phase now: start its fresh answerers,
+#          run it; DIR/spool/STOP is removed before and written after, so they stop when it ends)
+#        JOBS=3 ...   (operators in flight: answers overlap, timings still take the machine alone)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -42,5 +45,10 @@ max_retries = 1
 TOML
 cd "$DIR"
 echo "spool: $DIR/spool (answerers: bash $TOOLS/bridge_claim.sh $DIR/spool)"
-exec "$KOPE" ablate --train "$TRAIN" --test "$TEST" --modes "$MODES" --iterations 4 --dir "$DIR/exp" --llm bridge \
-  --stop-rule gap
+args=(ablate --train "$TRAIN" --test "$TEST" --modes "$MODES" --iterations 4 --dir "$DIR/exp" --llm bridge
+      --stop-rule gap --jobs "${JOBS:-1}")
+if [ -z "${PHASE:-}" ]; then exec "$KOPE" "${args[@]}"; fi
+mkdir -p "$DIR/spool" && rm -f "$DIR/spool/STOP"
+rc=0; "$KOPE" "${args[@]}" --phase "$PHASE" || rc=$?
+touch "$DIR/spool/STOP"
+exit $rc

@@ -314,6 +314,20 @@ TEST_F(AgentE2E, AblateRunsTheModesComputeMatchedAndResumesAfterSigkill) {
   EXPECT_NE(refused.err.find("--train and --test share an operator (e2e_softmax)"), std::string::npos) << refused.err;
   EXPECT_FALSE(fs::exists(dir / "train"));
 
+  // One phase at a time: a test phase waits for training; --phase train runs training alone
+  // and says what is left.
+  std::vector<std::string> only_none = args, only_train = args;
+  only_none.insert(only_none.end(), {"--phase", "none"});
+  Output early = kope(only_none, 60);
+  EXPECT_EQ(early.code, 2) << early.err;
+  EXPECT_NE(early.err.find("run phase train first"), std::string::npos) << early.err;
+  only_train.insert(only_train.end(), {"--phase", "train"});
+  Output trained_only = kope(only_train, 600);
+  ASSERT_EQ(trained_only.code, 0) << trained_only.err;
+  EXPECT_NE(trained_only.out.find("phases left: none, passive, active"), std::string::npos) << trained_only.out;
+  EXPECT_FALSE(fs::exists(dir / "none"));
+  EXPECT_FALSE(fs::exists(dir / "ablation.json"));
+
   util::Process p = spawn_kope(args);
   bool killed = false;
   for (int t = 0; t < 60000 && !killed; ++t) {

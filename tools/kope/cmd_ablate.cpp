@@ -3,7 +3,7 @@
 //   kope ablate --train OPS --test OPS [--modes none,passive,active,random] [--iterations N]
 //               [--dir DIR] [--seed N] [--token-budget N] [--window N] [--jobs N]
 //               [--llm PROFILE] [--policy llm|replay] [--backend cpu] [--suite DIR]
-//               [--run-arg ARG]... [--resamples N] [--json]
+//               [--run-arg ARG]... [--resamples N] [--phase NAME]... [--json]
 //
 // Phase "train": one `kope run` on the training operators builds a memory of its own
 // (DIR/memory/train.db, never the user's; no starter experience). Then, for each mode, a copy
@@ -16,6 +16,9 @@
 // attempts to best, each mode's tokens to target: per operator, the tokens spent up to and
 // including the first kernel within 10% of the best speed any compared mode reached on it
 // (report::compute_tokens_to_target), geomean and median over the operators the mode reached.
+//
+// --phase NAME runs just the named phases (a test phase only once training is complete) and
+// says which are left; the comparison waits until every phase is complete.
 //
 // Resumable: DIR/ablate.json holds the plan; rerunning the same command skips the phases
 // whose results.json is complete, continues an interrupted one with `kope run --resume`
@@ -54,10 +57,11 @@ struct AblateOptions {
   std::string backend = "cpu";
   int resamples = 10000;
   std::string stop_rule = "gap";  // every phase's `kope run --stop-rule` (plans from before it: fixed)
+  std::vector<std::string> only;  // --phase: run just these phases this time (not part of the plan)
   ChildRunOptions run;  // holdout: earlier experience of an op never reaches its phase
 };
 
-// What defines the experiment; a rerun must ask for the same (--jobs, --json and --resamples
+// What defines the experiment; a rerun must ask for the same (--jobs, --json, --resamples and --phase
 // may change: they say how fast it runs or how it is shown, not what it computes).
 json plan_json(const AblateOptions& o) {
   return {{"train", o.train},   {"test", o.test},       {"modes", o.modes},       {"iterations", o.run.iterations},
@@ -261,7 +265,26 @@ Result<int> ablate_command(const AblateOptions& o) {
   const fs::path train_db = dir / "memory" / "train.db";
   std::vector<Phase> phases = {{"train", "active", &o.train, dir / "train", train_db, std::nullopt}};
   for (const auto& m : o.modes) phases.push_back({m, m, &o.test, dir / m, dir / "memory" / (m + ".db"), train_db});
-  for (const auto& p : phases) KOPE_TRY(run_phase(o, p, dir / (p.name + ".log")));
+  for (const auto& name : o.only) {
+    if (std::none_of(phases.begin(), phases.end(), [&](const Phase& p) { return p.name == name; })) {
+      return fail(ErrorKind::usage, "--phase {}: this ablation's phases are train and {}", name, util::join(o.modes, ", "));
+    }
+  }
+  for (const auto& p : phases) {
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), p.name) == o.only.end()) continue;
+    if (p.memory_from && phase_state(phases.front().run_dir) != PhaseState::complete) {
+      return fail(ErrorKind::usage, "phase {} starts from a copy of the training memory: run phase train first", p.name);
+    }
+    KOPE_TRY(run_phase(o, p, dir / (p.name + ".log")));
+  }
+  std::vector<std::string> left;
+  for (const auto& p : phases)
+    if (phase_state(p.run_dir) != PhaseState::complete) left.push_back(p.name);
+  if (!left.empty()) {  // only with --phase: the comparison waits for every phase
+    print(fmt::format("phases left: {} (rerun with --phase, or without it to run them all and compare)\n",
+                      util::join(left, ", ")));
+    return 0;
+  }
 
   std::vector<Phase> tests(phases.begin() + 1, phases.end());
   fs::path html = dir / "ablation.html";
@@ -308,6 +331,10 @@ void register_ablate(CLI::App& app, Action& action) {
   cmd->add_option("--window", o->window, "Cap the model's context window (tokens), every phase");
   cmd->add_option("--jobs", o->jobs, "Operators in flight at once in each phase")->default_val(1)->check(CLI::Range(1, 256));
   cmd->add_option("--backend", o->backend, "Kernel backend")->default_val("cpu");
+  cmd->add_option("--phase", o->only,
+                  "Run just this phase now (train or a mode; repeatable): e.g. to give each phase its own model "
+                  "answerers or machine window. The comparison is made once every phase is complete")
+      ->delimiter(',');
   cmd->add_option("--resamples", o->resamples, "Bootstrap resamples for the comparison's intervals")->default_val(10000);
   cmd->add_option("--stop-rule", o->stop_rule,
                   "Every phase's patience rule (kope run --stop-rule): gap (ends an op when more attempts are unlikely to "
