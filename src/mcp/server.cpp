@@ -81,9 +81,10 @@ std::shared_ptr<std::atomic<bool>> Session::begin(const json& id) {
   return flag;
 }
 
-void Session::end(const json& id) {
+bool Session::end(const json& id) {
   std::lock_guard lock(m_mutex);
   m_in_flight.erase(id.dump());
+  return m_cancelled.erase(id.dump()) > 0;
 }
 
 void Session::cancel_all() {
@@ -97,6 +98,7 @@ bool Session::cancel(const json& id) {
   auto it = m_in_flight.find(id.dump());
   if (it == m_in_flight.end()) return false;
   it->second->store(true);
+  m_cancelled.insert(it->first);
   return true;
 }
 
@@ -214,11 +216,6 @@ std::optional<json> Server::call_tool(Session& session, const Message& m, const 
                    ? params["_meta"]["progressToken"]
                    : json(nullptr);
   auto flag = session.begin(m.id);
-  struct EndGuard {
-    Session& s;
-    const json& id;
-    ~EndGuard() { s.end(id); }
-  } guard{session, m.id};
   ToolContext context(token, send, flag, std::move(alive));
   json result;
   try {
@@ -231,8 +228,10 @@ std::optional<json> Server::call_tool(Session& session, const Message& m, const 
     }
   } catch (const std::exception& e) {
     result = text_result(fmt::format("{} failed inside kope (a bug, please report it): {}", name, e.what()), true);
+  } catch (...) {
+    result = text_result(fmt::format("{} failed inside kope (a bug, please report it)", name), true);
   }
-  if (flag->load()) return std::nullopt;  // cancelled: MCP sends no response
+  if (session.end(m.id)) return std::nullopt;  // cancelled by the client: MCP sends no response
   return make_result(m.id, std::move(result));
 }
 

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -134,10 +135,12 @@ class Session {
  private:
   friend class Server;
   std::shared_ptr<std::atomic<bool>> begin(const json& id);
-  void end(const json& id);
+  // Ends a request; true when the client cancelled it (then it gets no response).
+  bool end(const json& id);
 
   mutable std::mutex m_mutex;
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> m_in_flight;  // by id.dump()
+  std::set<std::string> m_cancelled;  // in flight, and cancelled by notifications/cancelled
   std::string m_protocol_version;
   std::atomic<bool> m_initialized{false};
   bool m_ended = false;
@@ -148,7 +151,9 @@ class Server {
   Server(ServerInfo info, std::vector<Tool> tools, ResourceSource resources);
 
   // Handles one message of `session`'s client and returns the response to send, or nullopt (a
-  // notification, a response, or a request cancelled while it ran: MCP sends no response then).
+  // notification, a response, or a request the client cancelled: MCP sends no response then).
+  // A request stopped because its session ended (Session::cancel_all) still gets its response,
+  // for a transport that can deliver it.
   // `send` delivers the request's notifications (progress) while it runs, on this thread;
   // `alive` (may be empty) tells whether the client is still there.
   std::optional<json> handle(Session& session, const Message& message, const Send& send, std::function<bool()> alive = {});

@@ -172,7 +172,8 @@ TEST(McpServer, SchemaCheckerSubset) {
 }
 
 // The stdio transport over pipes: one message per line, errors for bad lines, and at the end of
-// input a tool still running is cancelled and the transport returns.
+// input a tool still running is cancelled (its answer still written while stdout is open) and
+// the transport returns.
 TEST(McpStdio, ServesLinesAndCancelsAtEndOfInput) {
   Server s = test_server();
   int in[2], out[2];
@@ -197,10 +198,11 @@ TEST(McpStdio, ServesLinesAndCancelsAtEndOfInput) {
   ::close(out[0]);
   EXPECT_TRUE(status);
   auto lines = util::split(util::trim(got), '\n');
-  ASSERT_EQ(lines.size(), 3u) << got;  // ping, the parse error, the unknown method; no reply to the cancelled call
+  ASSERT_EQ(lines.size(), 4u) << got;  // ping, the parse error, the unknown method, then the stopped call
   EXPECT_EQ(json::parse(lines[0])["id"], 1);
   EXPECT_EQ(json::parse(lines[1])["error"]["code"], -32700);
   EXPECT_EQ(json::parse(lines[2])["error"]["code"], -32601);
+  EXPECT_EQ(json::parse(lines[3])["id"], 2);
 }
 
 }  // namespace
