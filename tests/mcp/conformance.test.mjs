@@ -14,14 +14,18 @@ requireNodeModules();
 const expectedFailures = path.join(here, 'conformance-expected-failures.yml');
 const cli = path.join(here, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
 
-// Every listed scenario says why it is expected to fail: a "# reason" comment above it.
+// Every listed scenario says why it is expected to fail: a "# reason" comment above its group
+// (the entries between that comment and it) or on its own line.
 function listedScenarios() {
   const lines = fs.readFileSync(expectedFailures, 'utf8').split('\n');
+  const entry = (line) => line.match(/^\s*-\s*(\S+)/);
   const out = [];
   for (let i = 0; i < lines.length; ++i) {
-    const m = lines[i].match(/^\s*-\s*(\S+)/);
+    const m = entry(lines[i]);
     if (!m) continue;
-    const reason = lines[i - 1]?.trim().startsWith('#') || lines[i].includes('#');
+    let j = i - 1;
+    while (j >= 0 && entry(lines[j])) --j;
+    const reason = lines[i].includes('#') || (j >= 0 && lines[j].trim().startsWith('#'));
     out.push({ scenario: m[1], reason });
   }
   return out;
