@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  childrenOf, kernels, kopeExe, makeProject, rawStdio, requireNodeModules, serverArgs, sleep, startFakeModel,
+  alive, childrenOf, descendantsOf, kernels, kopeExe, makeProject, rawStdio, requireNodeModules, serverArgs, sleep, startFakeModel,
   startHttpServer,
 } from './support.mjs';
 
@@ -133,11 +133,16 @@ function commonTests(ctx) {
       { signal: abort.signal, timeout: 600000, onprogress: () => { progressed = true; } });
     for (let i = 0; i < 600 && ctx.evalChildren().length === 0; ++i) await sleep(100);
     assert.ok(ctx.evalChildren().length > 0, 'the evaluation never started');
-    await sleep(1500);
+    // `kope eval` and what it started (the sandbox, the compiler or the kernel runner).
+    const evaluation = () => ctx.evalChildren().flatMap((p) => [p, ...descendantsOf(p)]);
+    for (let i = 0; i < 600 && evaluation().length < 2; ++i) await sleep(100);
+    await sleep(1000);
+    const started = evaluation();
+    assert.ok(started.length > 1, 'no sandboxed process under kope eval');
     abort.abort('the test cancels');
     await assert.rejects(call);
-    for (let i = 0; i < 100 && ctx.evalChildren().length > 0; ++i) await sleep(100);
-    assert.deepEqual(ctx.evalChildren(), [], 'the cancelled evaluation is still running');
+    for (let i = 0; i < 100 && alive(started).length > 0; ++i) await sleep(100);
+    assert.deepEqual(alive(started), [], 'processes of the cancelled evaluation are still running');
     assert.ok(progressed);
     await ctx.client.ping();
     const ops = structured(await ctx.client.callTool({ name: 'list_ops', arguments: {} }));
@@ -300,9 +305,12 @@ describe('kope mcp over raw stdio', () => {
     for (let i = 0; i < 600 && childrenOf(s.child.pid, ' eval ').length === 0; ++i) await sleep(100);
     assert.ok(childrenOf(s.child.pid, ' eval ').length > 0, 'the evaluation never started');
     await sleep(1000);
+    const evaluation = childrenOf(s.child.pid, ' eval ').flatMap((p) => [p, ...descendantsOf(p)]);
     s.child.stdin.end();
     const exit = await s.exited;
     assert.equal(exit.code, 0, s.stderr());
+    for (let i = 0; i < 50 && alive(evaluation).length > 0; ++i) await sleep(100);
+    assert.deepEqual(alive(evaluation), [], 'processes of the abandoned evaluation are still running');
     const cases = spawnSync(kopeExe, ['memory', '--memory', project.memory, 'check', '--json'], { env: project.env, encoding: 'utf8' });
     assert.equal(cases.status, 0, cases.stderr + cases.stdout);
     const listed = spawnSync(kopeExe, ['memory', '--memory', project.memory, 'cases', '--json'], { env: project.env, encoding: 'utf8' });

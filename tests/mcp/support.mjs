@@ -44,13 +44,15 @@ extern "C" void kope_kernel(const float* x, float* y, int64_t N) {
 `,
   broken: `extern "C" void kope_kernel(const float* x, float* y, long N) { this does not compile }
 `,
-  // Correct, but each call spins for 3 s: an evaluation long enough to cancel.
-  slow: `#include <chrono>
-#include <cstdint>
+  // Correct, but each call first runs a dependent chain of 1.5e9 multiply-adds (seconds; the
+  // compiler cannot shorten it, and it calls no clock, which the evaluator rejects): an
+  // evaluation long enough to cancel.
+  slow: `#include <cstdint>
 extern "C" void kope_kernel(const float* x, float* y, int64_t N) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (std::chrono::steady_clock::now() < end) {}
-  for (int64_t i = 0; i < N; ++i) y[i] = 2.0f * x[i];
+  uint64_t h = static_cast<uint64_t>(N) | 1;
+  for (int64_t k = 0; k < 1500000000LL; ++k) h = h * 6364136223846793005ULL + 1442695040888963407ULL;
+  const float extra = h == 42 ? 1.0f : 0.0f;
+  for (int64_t i = 0; i < N; ++i) y[i] = 2.0f * x[i] + extra;
 }
 `,
 };
@@ -117,6 +119,22 @@ export function childrenOf(pid, needle = '') {
     } catch { /* it ended meanwhile */ }
   }
   return out;
+}
+
+// Every descendant of `pid` (children, their children, ...).
+export function descendantsOf(pid) {
+  const out = [];
+  for (const child of childrenOf(pid)) out.push(child, ...descendantsOf(child));
+  return out;
+}
+
+export function alive(pids) {
+  return pids.filter((p) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${p}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+    } catch { return false; }
+  });
 }
 
 // A raw JSON-RPC conversation with `kope mcp` over stdio: send() writes a line, next() reads one.
