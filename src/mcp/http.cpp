@@ -56,7 +56,7 @@ bool same_secret(std::string_view a, std::string_view b) {
 
 void json_reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 std::string sse_event(const json& message) {

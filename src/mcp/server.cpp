@@ -223,7 +223,9 @@ std::optional<json> Server::call_tool(Session& session, const Message& m, const 
     if (!r) {
       result = text_result(r.error().message, true);
     } else {
-      result = text_result(r->structured.dump(2), r->is_error);
+      // Text a tool read (a compiler's diagnostics, a file) may hold bytes that are no UTF-8:
+      // they are replaced, never a reason to fail the call.
+      result = text_result(r->structured.dump(2, ' ', false, json::error_handler_t::replace), r->is_error);
       result["structuredContent"] = std::move(r->structured);
     }
   } catch (const std::exception& e) {

@@ -29,6 +29,7 @@ Server test_server() {
     ctx.progress(2, 2, "done");
     if (args["text"] == "fail") return fail(ErrorKind::not_found, "no such thing");
     if (args["text"] == "throw") throw std::runtime_error("boom");
+    if (args["text"] == "bytes") return ToolOutcome{json{{"text", std::string("ok \xff\xfe")}}};  // no UTF-8
     return ToolOutcome{json{{"text", args["text"]}}, args["text"] == "bad"};
   };
   Tool wait;
@@ -130,6 +131,9 @@ TEST(McpServer, ToolFailuresAreResultsWithIsError) {
   json bad = call(s, session, R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"bad"}}})");
   EXPECT_TRUE(bad["result"]["isError"].get<bool>());
   EXPECT_EQ(bad["result"]["structuredContent"]["text"], "bad");
+  json bytes = call(s, session, R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"text":"bytes"}}})");
+  EXPECT_FALSE(bytes["result"]["isError"].get<bool>());
+  EXPECT_NE(bytes["result"]["content"][0]["text"].get<std::string>().find("ok \xEF\xBF\xBD"), std::string::npos);  // U+FFFD
   json thrown = call(s, session, R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"throw"}}})");
   EXPECT_TRUE(thrown["result"]["isError"].get<bool>());
   EXPECT_NE(thrown["result"]["content"][0]["text"].get<std::string>().find("boom"), std::string::npos);

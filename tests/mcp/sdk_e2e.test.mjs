@@ -1,7 +1,7 @@
 // `kope mcp` driven end to end by the official MCP TypeScript SDK client, over stdio and over
 // Streamable HTTP: tools, evaluation of a correct and a wrong kernel, retrieval, recording an
 // attempt and reading it back, a short run against the fake model, malformed requests and a
-// cancelled evaluation. Run by ctest (tests/mcp/CMakeLists.txt) as `node --test`.
+// cancelled evaluation. Run by ctest (tests/mcp/CMakeLists.txt) as `node sdk_e2e.test.mjs`.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
@@ -169,6 +169,14 @@ describe('kope mcp over stdio (SDK StdioClientTransport)', () => {
   });
 
   commonTests(ctx);
+
+  test('bench_op times the reference against the roofline (kope bench --json)', LONG, async () => {
+    const j = structured(await ctx.client.callTool({ name: 'bench_op', arguments: { ops: ['e2e_scale'], max_seconds: 0.5, target_ci: 0.2 } },
+      undefined, { timeout: 600000 }));
+    assert.equal(j.rows.length, 1);
+    assert.equal(j.rows[0].op, 'e2e_scale');
+    assert.ok(j.rows[0].reference_us > 0 && j.rows[0].roofline_us > 0);
+  });
 
   test('start_run runs kope run against the fake model; run_status follows it to the end', LONG, async () => {
     const started = structured(await ctx.client.callTool({ name: 'start_run', arguments: {
