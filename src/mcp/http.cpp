@@ -23,6 +23,9 @@ constexpr int k_read_timeout_seconds = 30;
 constexpr int k_write_timeout_seconds = 30;
 constexpr auto k_heartbeat = std::chrono::seconds(1);
 constexpr size_t k_max_body_bytes = 64u << 20;
+// A session without requests for this long, and none in flight, is ended when a new one opens
+// (a client that never sent DELETE).
+constexpr auto k_session_idle = std::chrono::hours(1);
 constexpr const char* k_endpoint = "/mcp";
 
 std::string random_session_id() {
@@ -78,14 +81,35 @@ struct HttpServer::Impl {
   httplib::Server http;
   int port = 0;
   std::mutex mutex;
-  std::map<std::string, std::shared_ptr<Session>> sessions;
+  struct Entry {
+    std::shared_ptr<Session> session;
+    std::chrono::steady_clock::time_point last_used;
+  };
+  std::map<std::string, Entry> sessions;
 
   Impl(Server& s, HttpOptions o) : server(s), options(std::move(o)) {}
 
   std::shared_ptr<Session> session(const std::string& id) {
     std::lock_guard lock(mutex);
     auto it = sessions.find(id);
-    return it == sessions.end() ? nullptr : it->second;
+    if (it == sessions.end()) return nullptr;
+    it->second.last_used = std::chrono::steady_clock::now();
+    return it->second.session;
+  }
+
+  // Opens a session; ends the ones idle for k_session_idle first.
+  void open_session(const std::string& id, std::shared_ptr<Session> s) {
+    auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(mutex);
+    for (auto it = sessions.begin(); it != sessions.end();) {
+      if (now - it->second.last_used > k_session_idle && it->second.session->in_flight() == 0) {
+        it->second.session->cancel_all();
+        it = sessions.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    sessions[id] = Entry{std::move(s), now};
   }
 
   // The checks every request passes first; false when `res` already holds the refusal.
@@ -138,8 +162,7 @@ struct HttpServer::Impl {
       Send none = [](const json&) { return true; };
       auto reply = server.handle(*s, m, none);
       if (reply && reply->contains("result")) {
-        std::lock_guard lock(mutex);
-        sessions[id] = s;
+        open_session(id, s);
         res.set_header("Mcp-Session-Id", id);
       }
       json_reply(res, 200, reply.value_or(json::object()));
@@ -217,7 +240,7 @@ struct HttpServer::Impl {
       std::lock_guard lock(mutex);
       auto it = sessions.find(id);
       if (it != sessions.end()) {
-        s = it->second;
+        s = it->second.session;
         sessions.erase(it);
       }
     }
@@ -267,7 +290,7 @@ int HttpServer::port() const { return m_impl->port; }
 Status HttpServer::serve() {
   bool ok = m_impl->http.listen_after_bind();
   std::lock_guard lock(m_impl->mutex);
-  for (auto& [id, s] : m_impl->sessions) s->cancel_all();
+  for (auto& [id, entry] : m_impl->sessions) entry.session->cancel_all();
   if (!ok) return fail(ErrorKind::io, "the HTTP server stopped with an error");
   return {};
 }
@@ -275,7 +298,7 @@ Status HttpServer::serve() {
 void HttpServer::stop() {
   {
     std::lock_guard lock(m_impl->mutex);
-    for (auto& [id, s] : m_impl->sessions) s->cancel_all();
+    for (auto& [id, entry] : m_impl->sessions) entry.session->cancel_all();
   }
   if (m_impl->http.is_running()) m_impl->http.stop();
 }

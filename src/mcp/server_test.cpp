@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "mcp/http.h"
 #include "mcp/stdio.h"
 #include "util/strings.h"
 
@@ -173,6 +174,13 @@ TEST(McpServer, SchemaCheckerSubset) {
   EXPECT_FALSE(check_schema(json{{"type", "number"}}, json(3)));        // an integer is a number
   EXPECT_FALSE(check_schema(json{{"type", "integer"}}, json(3.0)));     // and 3.0 an integer
   EXPECT_TRUE(check_schema(json{{"type", "integer"}}, json(3.5)));
+}
+
+TEST(McpHttp, LoopbackHosts) {
+  for (const char* h : {"localhost", "127.0.0.1", "127.1.2.3", "::1"}) EXPECT_TRUE(is_loopback_host(h)) << h;
+  for (const char* h : {"0.0.0.0", "10.0.0.1", "evil.example.com", "localhost.evil.com", "", "128.0.0.1"}) {
+    EXPECT_FALSE(is_loopback_host(h)) << h;
+  }
 }
 
 // The stdio transport over pipes: one message per line, errors for bad lines, and at the end of

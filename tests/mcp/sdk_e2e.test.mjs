@@ -259,8 +259,11 @@ describe('kope mcp over Streamable HTTP (SDK StreamableHTTPClientTransport)', ()
     const refused = spawnSync(kopeExe, serverArgs(ctx.project, ['--http', '0.0.0.0:0']), { env: ctx.project.env, encoding: 'utf8' });
     assert.equal(refused.status, 2);
     assert.match(refused.stderr, /--allow-remote and --token-env/);
+    const noToken = spawnSync(kopeExe, serverArgs(ctx.project, ['--http', '0.0.0.0:0', '--allow-remote']), { env: ctx.project.env, encoding: 'utf8' });
+    assert.equal(noToken.status, 2);
     const env = { ...ctx.project.env, KOPE_TEST_MCP_TOKEN: 's3cret' };
     const guarded = await startHttpServer(ctx.project, ['--token-env', 'KOPE_TEST_MCP_TOKEN'], env);
+    const remote = await startHttpServer(ctx.project, ['--allow-remote', '--token-env', 'KOPE_TEST_MCP_TOKEN'], env, '0.0.0.0:0');
     try {
       const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize',
         params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
@@ -269,8 +272,23 @@ describe('kope mcp over Streamable HTTP (SDK StreamableHTTPClientTransport)', ()
       assert.equal((await fetch(guarded.url, { method: 'POST', body, headers: { ...headers, Authorization: 'Bearer wrong' } })).status, 401);
       const ok = await fetch(guarded.url, { method: 'POST', body, headers: { ...headers, Authorization: 'Bearer s3cret' } });
       assert.equal(ok.status, 200);
+      // Served on every address: the token on every request, and no file paths from clients.
+      const url = remote.url.replace('0.0.0.0', '127.0.0.1');
+      const auth = { ...headers, Accept: 'application/json', Authorization: 'Bearer s3cret' };
+      assert.equal((await fetch(url, { method: 'POST', body, headers })).status, 401);
+      const init = await fetch(url, { method: 'POST', body, headers: auth });
+      assert.equal(init.status, 200);
+      const sid = init.headers.get('mcp-session-id');
+      const call = async (args) => (await (await fetch(url, { method: 'POST', headers: { ...auth, 'Mcp-Session-Id': sid },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'show_op', arguments: args } }) })).json()).result;
+      assert.equal((await call({ op: 'e2e_scale' })).isError, false);
+      const withPath = await call({ op: `${ctx.suite}/elementwise/e2e_scale` });
+      assert.equal(withPath.isError, true);
+      assert.match(withPath.content[0].text, /no file paths/);
+      assert.equal((await call({ op: 'e2e_scale', suite: '/etc' })).isError, true);
     } finally {
       guarded.stop();
+      remote.stop();
     }
   });
 });

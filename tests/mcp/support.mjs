@@ -88,8 +88,8 @@ export function serverArgs(project, extra = []) {
 }
 
 // `kope mcp --http 127.0.0.1:0 ...`; resolves with its URL (from its first stderr line) and pid.
-export function startHttpServer(project, extra = [], env = project.env) {
-  const child = spawn(kopeExe, serverArgs(project, ['--http', '127.0.0.1:0', ...extra]), { cwd: project.dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
+export function startHttpServer(project, extra = [], env = project.env, address = '127.0.0.1:0') {
+  const child = spawn(kopeExe, serverArgs(project, ['--http', address, ...extra]), { cwd: project.dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   return new Promise((resolve, reject) => {
     child.stderr.on('data', (d) => {

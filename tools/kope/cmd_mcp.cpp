@@ -86,7 +86,9 @@ Result<int> serve(const McpOptions& o) {
   } else if (o.allow_remote) {
     return fail(ErrorKind::usage, "--allow-remote applies to --http with a non-loopback address");
   }
-  McpKope kope(o.settings);
+  McpSettings settings = o.settings;
+  settings.path_arguments = !o.allow_remote;
+  McpKope kope(settings);
   mcp::ServerInfo info{"kope", "kope kernel evaluator", KOPE_VERSION, instructions()};
   mcp::Server server(info, kope.tools(), kope.resources());
   if (!address) {
@@ -134,7 +136,9 @@ void register_mcp(CLI::App& app, Action& action) {
   auto o = std::make_shared<McpOptions>();
   cmd->add_option("--http", o->http,
                   "Serve Streamable HTTP on ADDR:PORT (default address 127.0.0.1; port 0: any free one) instead of stdio");
-  cmd->add_flag("--allow-remote", o->allow_remote, "Allow --http on a non-loopback address (needs --token-env)");
+  cmd->add_flag("--allow-remote", o->allow_remote,
+                "Allow --http on a non-loopback address (needs --token-env); its clients then name ops and runs only by "
+                "name (no memory, suite or folder paths)");
   cmd->add_option("--token-env", o->token_env,
                   "Name of an environment variable holding a bearer token every HTTP request must carry (Authorization: Bearer)");
   cmd->add_option("--allow-origin", o->allowed_origins,

@@ -274,6 +274,24 @@ RunEvents read_events(const fs::path& dir) {
   return ev;
 }
 
+// Why `arguments` name a file, for a server that accepts no paths from its clients; nullopt when
+// they name none.
+std::optional<std::string> path_argument(const json& arguments) {
+  for (const char* key : {"memory", "suite"}) {
+    if (arguments.contains(key)) return fmt::format("\"{}\"", key);
+  }
+  for (const char* key : {"op", "run", "ops"}) {
+    if (!arguments.contains(key)) continue;
+    const json& v = arguments[key];
+    for (const json& item : v.is_array() ? v : json::array({v})) {
+      if (item.is_string() && item.get<std::string>().find('/') != std::string::npos) {
+        return fmt::format("\"{}\": {}", key, item.get<std::string>());
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 bool safe_name(std::string_view name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
 }
@@ -704,10 +722,20 @@ std::vector<mcp::Tool> McpKope::tools() {
   auto t = std::make_shared<McpTools>(McpTools{*this});
   const json read_only{{"readOnlyHint", true}, {"openWorldHint", false}};
   std::vector<mcp::Tool> out;
+  const bool paths = m_settings.path_arguments;
   auto add = [&](std::string name, std::string title, std::string description, json input, json output, json annotations,
                  std::function<Result<ToolOutcome>(const json&, ToolContext&)> run) {
+    auto guarded = [paths, run = std::move(run)](const json& a, ToolContext& ctx) -> Result<ToolOutcome> {
+      if (!paths) {
+        if (auto what = path_argument(a)) {
+          return fail(ErrorKind::usage, "{}: this server takes no file paths from its clients (it serves remote ones); name ops "
+                      "and runs by name, the memory and suite are the server's", *what);
+        }
+      }
+      return run(a, ctx);
+    };
     out.push_back(mcp::Tool{std::move(name), std::move(title), std::move(description), std::move(input), std::move(output),
-                            std::move(annotations), std::move(run)});
+                            std::move(annotations), std::move(guarded)});
   };
   const json op_summary = object({{"name", str("")}, {"category", str("")}, {"level", integer("")}, {"summary", str("")},
                                   {"cases", integer("")}, {"timed_cases", integer("")}, {"library", nullable("string", "")},

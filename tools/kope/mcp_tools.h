@@ -28,6 +28,10 @@ struct McpSettings {
   double eval_max_seconds = 0;  // --eval-max-seconds: eval_kernel's default timing cap per case (0: kope eval's)
   double eval_ci = 0;           // --eval-ci: its default target CI (0: kope eval's)
   std::filesystem::path runs_dir;  // where start_run puts run directories (<data dir>/runs)
+  // Whether a client may name files: the `memory` and `suite` arguments, an op folder or a run
+  // directory by its path. Off for a server that remote clients reach (--allow-remote): they
+  // get the server's memory, suite and runs, by name.
+  bool path_arguments = true;
 };
 
 // The runs started through the server, and what the tools share. Destroying it stops those runs
