@@ -394,14 +394,17 @@ struct McpTools {
     // kope's own verdict: the source is judged exactly as `kope eval` judges it.
     KOPE_ASSIGN(json evaluation, evaluate(a, s(), ctx, "record_attempt"));
     KOPE_ASSIGN(eval::EvalResult r, eval::EvalResult::from_json(evaluation.dump()));
-    KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
+    // The backend's hardware, as the agent records it: the device's for a device backend.
+    const std::string backend = arg(a, "backend", std::string(eval::default_backend_name()));
+    KOPE_ASSIGN(HardwareProfile host, load_hardware_profile());
+    KOPE_ASSIGN(HardwareProfile hw, eval::backend_profile(backend, host, eval::EvaluatorOptions{}));
     mem::CaseRecord c;
     std::string stamp = util::now_compact_utc() + "-" + random_suffix();
     c.run_id = "mcp-" + stamp;
     c.natural_key = fmt::format("{}/{}/1", c.run_id, op.name);
     c.task = agent::task_info(op);
     c.hardware = {r.target, hw.cpu_model, hw.cores, hw.peak_gflops, hw.peak_gbps};
-    c.toolchain = {r.toolchain, arg(a, "backend", std::string(eval::default_backend_name()))};
+    c.toolchain = {r.toolchain, backend};
     c.parent_id = parent;
     c.stage = stage.value_or(mem::Stage::draft);
     c.optimisation = arg(a, "optimisation", "(an outside agent's kernel, recorded through kope mcp)");
