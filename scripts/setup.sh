@@ -43,20 +43,30 @@ if ! command -v npm >/dev/null 2>&1; then
   missing+=(nodejs npm)
 fi
 
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
 else
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-      echo "setup: missing packages (${missing[*]}) and not root; install them or run as root" >&2
-      exit 1
-    fi
+  if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+    echo "setup: missing packages (${missing[*]}) and not root; install them or run as root" >&2
+    exit 1
   fi
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The MCP tests need node 20 or newer (the conformance suite's dependencies do; Debian 12's nodejs
+# is 18): an older one gets node 20 from the npm registry, as the `node` package.
+node_major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+if [ "$node_major" -lt 20 ]; then
+  echo "setup: node $node_major is too old for the MCP tests; installing node 20 with npm (the node package)"
+  $SUDO npm install --global --no-audit --no-fund node@20
+  hash -r
+  node_major="$(node -p 'process.versions.node.split(".")[0]')"
+  [ "$node_major" -ge 20 ] || { echo "setup: node is still $node_major; put npm's global bin first in PATH" >&2; exit 1; }
 fi
 
 # The MCP tests' npm packages (the MCP SDK, the conformance suite), exactly as locked.

@@ -22,6 +22,10 @@ export function requireNodeModules() {
     console.log(`SKIP: ${path.join(here, 'node_modules')} is missing: run scripts/setup.sh (it runs \`npm ci\` in tests/mcp)`);
     process.exit(SKIP);
   }
+  if (Number(process.versions.node.split('.')[0]) < 20) {
+    console.error(`node ${process.version} is too old: the MCP SDK and the conformance suite need node 20 or newer (scripts/setup.sh installs it)`);
+    process.exit(1);
+  }
   if (!fs.existsSync(kopeExe)) {
     console.error(`kope is not built at ${kopeExe} (set KOPE_EXE)`);
     process.exit(1);
