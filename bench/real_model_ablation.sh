@@ -13,6 +13,9 @@
 #        PHASE=train bench/real_model_ablation.sh DIR   (one phase now: start its fresh answerers,
 #          run it; DIR/spool/STOP is removed before and written after, so they stop when it ends)
 #        JOBS=3 ...   (operators in flight: answers overlap, timings still take the machine alone)
+#        EVAL="--eval-ci 0.05 --eval-max-seconds 3" ...   (every phase's timing precision, the
+#          default here: kope's 2% / 10 s per timed case costs a 2-core machine ~45 s an attempt,
+#          hours over the ~250 attempts of an ablation; the same precision in every mode)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -47,6 +50,7 @@ cd "$DIR"
 echo "spool: $DIR/spool (answerers: bash $TOOLS/bridge_claim.sh $DIR/spool)"
 args=(ablate --train "$TRAIN" --test "$TEST" --modes "$MODES" --iterations 4 --dir "$DIR/exp" --llm bridge
       --stop-rule gap --jobs "${JOBS:-1}")
+for a in ${EVAL:---eval-ci 0.05 --eval-max-seconds 3}; do args+=("--run-arg=$a"); done
 if [ -z "${PHASE:-}" ]; then exec "$KOPE" "${args[@]}"; fi
 mkdir -p "$DIR/spool" && rm -f "$DIR/spool/STOP"
 rc=0; "$KOPE" "${args[@]}" --phase "$PHASE" || rc=$?

@@ -264,6 +264,9 @@ class Evaluator {
   virtual Target target() const = 0;
   virtual std::string toolchain_id() const = 0;
   virtual std::string backend() const = 0;  // "cpu", "opencl", "cuda", "ascend"
+  // The hardware it judges on: the device's for a device backend (CUDA: the GPU), the host's
+  // where kernels run on the host CPU. The one profile the agent, the memory and the prompts see.
+  virtual const HardwareProfile& hardware() const = 0;
 };
 
 // --- Evaluator options ---------------------------------------------------------------------

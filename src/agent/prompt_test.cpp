@@ -360,6 +360,60 @@ TEST(Prompt, HardwareGuideIsPreciseEnoughForIntrinsics) {
   EXPECT_NE(std::find(here.isa_extensions.begin(), here.isa_extensions.end(), "sse2"), here.isa_extensions.end());
 }
 
+// Each backend's hardware section describes the device its kernels run on: the CPU's caches,
+// peaks and triad curve for the CPU and for OpenCL (PoCL runs on this CPU); for CUDA the GPU's
+// peaks and bandwidth and no line of the host's; and no invented peak for a GPU nobody saw.
+TEST(Prompt, EachBackendsHardwareSectionDescribesTheDeviceItRunsOn) {
+  HardwareProfile cpu = testing::fake_hw();
+  cpu.bandwidth = {{uint64_t{1} << 20, 200}, {uint64_t{64} << 20, 20}};
+  const std::vector<std::string> cpu_lines = {"- CPU: Test CPU", "- caches: L1d 32.0 KiB per core", "FP32 FMA throughput: 100 GFLOP/s per core",
+                                              "- DRAM bandwidth: 20.0 GB/s", "triad bandwidth by working set"};
+  for (const char* backend : {"cpu", "opencl"}) {
+    SCOPED_TRACE(backend);
+    HardwareGuide g;
+    g.backend = backend;
+    std::string h = render_hardware(cpu, "the compiler", g);
+    for (const auto& line : cpu_lines) EXPECT_NE(h.find(line), std::string::npos) << line << "\n" << h;
+  }
+
+  HardwareProfile gpu;
+  gpu.target = *Target::parse("cuda-sm90");
+  gpu.cpu_model = "NVIDIA H200";
+  gpu.peak_gflops = 67000;
+  gpu.peak_gbps = 4800;
+  HardwareGuide g;
+  g.backend = "cuda";
+  g.arch = "sm_90";
+  std::string h = render_hardware(gpu, "nvcc 13.0", g);
+  EXPECT_NE(h.find("- target: cuda-sm90"), std::string::npos) << h;
+  EXPECT_NE(h.find("- GPU: NVIDIA H200"), std::string::npos) << h;
+  EXPECT_NE(h.find("FP32 FMA 67.0 TFLOP/s"), std::string::npos) << h;
+  EXPECT_NE(h.find("4800 GB/s"), std::string::npos) << h;
+  for (const char* host : {"- CPU:", "- caches:", "DRAM bandwidth", "per core", "triad bandwidth by working set", "host CPU"}) {
+    EXPECT_EQ(h.find(host), std::string::npos) << host << "\n" << h;
+  }
+  // The probe's facts, when it ran, win over the profile's.
+  g.device_name = "NVIDIA H200 (probed)";
+  g.fp32_gflops = 60000;
+  g.bandwidth = {{0, 4100}};
+  g.peaks_source = "measured on this GPU by kope's probe";
+  h = render_hardware(gpu, "nvcc 13.0", g);
+  EXPECT_NE(h.find("FP32 FMA 60.0 TFLOP/s"), std::string::npos) << h;
+  EXPECT_NE(h.find("4100 GB/s"), std::string::npos) << h;
+  EXPECT_EQ(h.find("67.0 TFLOP/s"), std::string::npos) << h;
+
+  // No GPU seen anywhere: the evaluator's generous placeholder peaks are not stated as facts.
+  HardwareProfile unknown = gpu;
+  unknown.cpu_model.clear();
+  unknown.peak_gflops = 200000;
+  unknown.peak_gbps = 10000;
+  HardwareGuide none;
+  none.backend = "cuda";
+  h = render_hardware(unknown, "nvcc 13.0", none);
+  EXPECT_NE(h.find("no GPU was found"), std::string::npos) << h;
+  EXPECT_EQ(h.find("200.0 TFLOP/s"), std::string::npos) << h;
+}
+
 TEST(Prompt, OpenClPromptsUseCFencesAndHaveNoCppLeftovers) {
   spec::OpSpec op = testing::load_softmax();
   PromptLibrary lib = *PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", "opencl");

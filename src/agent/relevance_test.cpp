@@ -196,7 +196,6 @@ struct GuardFixture {
     sv.evaluator = &h.evaluator;
     sv.store = store.get();
     sv.llm = policy == run::Policy::llm ? h.llm.get() : nullptr;
-    sv.hw = &h.hw;
     sv.prompts = &h.prompts;
     auto report = (*r)->execute(sv);
     EXPECT_TRUE(report) << report.error().message;

@@ -59,49 +59,8 @@ HardwareGuide describe_hardware_guide(std::string_view backend) {
 std::string render_hardware(const HardwareProfile& hw, std::string_view toolchain, const HardwareGuide& guide) {
   std::string out;
   out += fmt::format("- target: {}\n", hw.target.str());
-  if (!hw.cpu_model.empty()) {
-    std::string cpu = hw.cpu_model;
-    std::vector<std::string> ident;
-    if (!guide.microarchitecture.empty()) ident.push_back(guide.microarchitecture + " microarchitecture");
-    if (guide.cpu_family > 0) ident.push_back(fmt::format("CPUID family {:#x} model {:#x}", guide.cpu_family, guide.cpu_model));
-    if (!ident.empty()) cpu += " (" + util::join(ident, ", ") + ")";
-    out += fmt::format("- CPU: {}\n", cpu);
-  }
+  // The backend's device, whole: the host CPU's lines only where kernels run on it.
   out += eval::backend_row_or_default(guide.backend).device_section(hw, guide);
-  if (hw.l1d_bytes || hw.l2_bytes || hw.l3_bytes) {
-    out += fmt::format("- caches: L1d {} per core, L2 {} per core, L3 {} shared\n",
-                       util::human_bytes(static_cast<double>(hw.l1d_bytes)), util::human_bytes(static_cast<double>(hw.l2_bytes)),
-                       util::human_bytes(static_cast<double>(hw.l3_bytes)));
-  }
-  if (hw.peak_gflops > 0) {
-    bool measured_core = hw.peak_gflops_core > 0;
-    double core = measured_core ? hw.peak_gflops_core : hw.peak_gflops / std::max(1, hw.cores);
-    out += fmt::format("- FP32 FMA throughput: {:.0f} GFLOP/s per core ({}), {:.0f} GFLOP/s on all {} cores (measured; an "
-                       "FMA counts as 2 flops)\n",
-                       core, measured_core ? "measured on one core" : "all-core figure / cores", hw.peak_gflops, hw.cores);
-  }
-  if (hw.peak_gbps > 0) {
-    out += fmt::format("- DRAM bandwidth: {:.1f} GB/s, measured with the STREAM triad a[i] = b[i] + s*c[i] on all cores and "
-                       "counted as 24 bytes per element (reads of b and c, write of a): the write-allocate read of a is not "
-                       "counted, so the bytes the memory moves are up to 4/3 of this\n",
-                       hw.peak_gbps);
-  }
-  if (hw.peak_gflops_f64 > 0) {
-    out += fmt::format("- FP64 FMA throughput: {:.0f} GFLOP/s on all cores ({:.0f} per core; measured)\n", hw.peak_gflops_f64,
-                       hw.peak_gflops_f64_core);
-  }
-  if (!hw.bandwidth.empty()) {
-    std::vector<std::string> pts;
-    for (const auto& p : hw.bandwidth) pts.push_back(fmt::format("{} {:.0f} GB/s", util::human_bytes(static_cast<double>(p.working_set_bytes)), p.gbps));
-    out += "- triad bandwidth by working set (same counting): " + util::join(pts, ", ") + "\n";
-    std::string llc = hw.l3_bytes > 0 && hw.peak_gbps > 0
-                          ? fmt::format("; a working set larger than the L3 ({}) streams from DRAM and gets the DRAM figure, {:.1f} GB/s",
-                                        util::human_bytes(static_cast<double>(hw.l3_bytes)), hw.peak_gbps)
-                          : std::string();
-    out += "- roofline of a case: max(flops / the peak of its dtype, bytes / the bandwidth at a working set of `bytes`); the "
-           "bandwidth is read from the table above, interpolated linearly in log2(working set) between its two nearest points "
-           "(so a figure between rows appears in no row)" + llc + "\n";
-  }
   out += fmt::format("- compiler: {}\n", toolchain);
   return out;
 }

@@ -237,7 +237,7 @@ OpEnvironment op_environment(RunServices& services, Shared& shared, const std::v
   env.evaluator = services.evaluator;
   env.store = services.store;
   env.llm = services.llm;
-  env.hw = services.hw;
+  env.hw = &services.evaluator->hardware();  // one hardware: what the evaluator judges on (a GPU's for CUDA)
   shared.guide = services.guide ? *services.guide : describe_hardware_guide(services.evaluator->backend());
   env.guide = &shared.guide;
   env.prompts = services.prompts;

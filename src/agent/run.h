@@ -49,7 +49,6 @@ struct RunServices {
   eval::Evaluator* evaluator = nullptr;
   memory::Store* store = nullptr;
   llm::LlmClient* llm = nullptr;             // null with the replay policy
-  const HardwareProfile* hw = nullptr;
   const HardwareGuide* guide = nullptr;      // null: describe_hardware_guide(evaluator->backend())
   const PromptLibrary* prompts = nullptr;
   ProgressSink* progress = nullptr;          // may be null

@@ -53,7 +53,6 @@ struct RunFixture {
     s.evaluator = &h.evaluator;
     s.store = &h.store;
     s.llm = h.llm.get();
-    s.hw = &h.hw;
     s.prompts = &h.prompts;
     s.cancel = cancel;
     s.progress = progress;
@@ -104,6 +103,73 @@ TEST(Run, TwoOpsInParallelWriteResultsAndConfig) {
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().kind, ErrorKind::usage);
   EXPECT_NE(results_summary(r).find("solved 2/2"), std::string::npos);
+}
+
+// A device backend's run sees one hardware, the evaluator's: the prompts describe the GPU (its
+// peaks and bandwidth) and nothing of the host CPU that launches it, and the memory records the
+// GPU beside its target.
+TEST(Run, ADeviceBackendsAgentPromptsAndMemorySeeTheDeviceNotTheHost) {
+  std::optional<util::TempDir> tmp = *util::TempDir::create("kope-run-device");
+  HardwareProfile gpu;
+  gpu.target = *Target::parse("cuda-sm90");
+  gpu.cpu_model = "NVIDIA H200";
+  gpu.cores = 132;
+  gpu.l2_bytes = uint64_t{50} << 20;
+  gpu.peak_gflops = 67000;
+  gpu.peak_gbps = 4800;
+  fakes::FakeEvaluator::Config cfg;
+  cfg.target = "cuda-sm90";
+  cfg.backend = "cuda";
+  cfg.toolchain = "nvcc 13.0 | -O3 -arch=sm_90";
+  cfg.hardware = gpu;
+  fakes::FakeEvaluator evaluator(cfg);
+  testing::Harness h;  // the host CPU's profile is h.hw ("Test CPU"): it must reach nothing
+  auto prompts = PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", "cuda");
+  ASSERT_TRUE(prompts) << prompts.error().message;
+  HardwareGuide guide;  // what describe_hardware_guide("cuda") says on a machine without a GPU
+  guide.backend = "cuda";
+  guide.arch = "sm_90";
+  std::vector<spec::OpSpec> ops = {testing::load_softmax()};
+  RunConfig c;
+  c.run_id = "dev";
+  c.loop = h.config;
+  c.loop.max_iterations = 2;
+  c.backend = "cuda";
+  c.target = "cuda-sm90";
+  auto run = Run::create(c, ops, tmp->path() / "run");
+  ASSERT_TRUE(run) << run.error().message;
+  RunServices s;
+  s.evaluator = &evaluator;
+  s.store = &h.store;
+  s.llm = h.llm.get();
+  s.guide = &guide;
+  s.prompts = &*prompts;
+  auto report = (*run)->execute(s);
+  ASSERT_TRUE(report) << report.error().message;
+  ASSERT_TRUE(report->complete) << fmt::format("{}", fmt::join(report->errors, "; "));
+
+  int kernel_prompts = 0;
+  for (const auto& call : h.llm->calls()) {
+    if (call.params.purpose == "reflect") continue;
+    ++kernel_prompts;
+    std::string text;
+    for (const auto& m : call.messages) text += m.content + "\n";
+    EXPECT_NE(text.find("- GPU: NVIDIA H200"), std::string::npos) << text;
+    EXPECT_NE(text.find("FP32 FMA 67.0 TFLOP/s"), std::string::npos) << text;
+    EXPECT_NE(text.find("4800 GB/s"), std::string::npos) << text;
+    for (const char* host : {"Test CPU", "- CPU:", "- caches:", "DRAM bandwidth", "GFLOP/s per core", "triad bandwidth by working set",
+                             "OpenMP", "host CPU"}) {
+      EXPECT_EQ(text.find(host), std::string::npos) << "a host line (" << host << ") in a CUDA prompt:\n" << text;
+    }
+  }
+  EXPECT_GE(kernel_prompts, 1);
+  ASSERT_FALSE(h.store.all_cases().empty());
+  for (const auto& rec : h.store.all_cases()) {
+    EXPECT_EQ(rec.hardware.target, "cuda-sm90");
+    EXPECT_EQ(rec.hardware.cpu_model, "NVIDIA H200");
+    EXPECT_DOUBLE_EQ(rec.hardware.peak_gflops, 67000);
+    EXPECT_DOUBLE_EQ(rec.hardware.peak_gbps, 4800);
+  }
 }
 
 TEST(Run, CancelThenResumeGivesTheSameFigures) {

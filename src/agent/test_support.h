@@ -88,7 +88,7 @@ struct Harness {
   spec::OpSpec op = load_softmax();
   HardwareProfile hw = fake_hw();
   PromptLibrary prompts;
-  FakeEvaluator evaluator;
+  FakeEvaluator evaluator{FakeEvaluator::Config{.hardware = fake_hw()}};
   InMemoryStore store;
   LoopConfig config;
   SharedEstimator estimator;

@@ -756,6 +756,7 @@ class SandboxedEvaluator final : public Evaluator {
   Target target() const override { return m_backend->target(); }
   std::string toolchain_id() const override { return m_backend->toolchain_id(); }
   std::string backend() const override { return m_backend->name(); }
+  const HardwareProfile& hardware() const override { return m_hw; }
 
   Result<EvalResult> evaluate(const spec::OpSpec& op, std::string_view source, const EvalOptions& options) override;
 

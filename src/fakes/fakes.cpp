@@ -148,6 +148,14 @@ Result<eval::EvalResult> FakeEvaluator::evaluate(const spec::OpSpec& op, std::st
   return r;
 }
 
+FakeEvaluator::FakeEvaluator(Config c) : m_config(std::move(c)) {
+  if (m_config.hardware) {
+    m_hw = *m_config.hardware;
+  } else {
+    m_hw.target = target();
+  }
+}
+
 Target FakeEvaluator::target() const {
   auto t = Target::parse(m_config.target);
   return t ? *t : Target{};

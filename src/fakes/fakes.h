@@ -45,21 +45,25 @@ class FakeEvaluator : public eval::Evaluator {
     double floor_us = 0;  // every timed case's hardware floor (0: none, as without a profile)
     std::string target = "x86_64-avx2-fma";
     std::string toolchain = "g++ (fake) 12 | -O3";
+    std::string backend = "cpu";
+    std::optional<HardwareProfile> hardware;  // what hardware() says (default: a profile of `target` alone)
   };
-  FakeEvaluator() = default;
-  explicit FakeEvaluator(Config c) : m_config(std::move(c)) {}
+  FakeEvaluator() : FakeEvaluator(Config{}) {}
+  explicit FakeEvaluator(Config c);
 
   Result<eval::EvalResult> evaluate(const spec::OpSpec& op, std::string_view source,
                                     const eval::EvalOptions& options) override;
   Target target() const override;
   std::string toolchain_id() const override { return m_config.toolchain; }
-  std::string backend() const override { return "cpu"; }
+  std::string backend() const override { return m_config.backend; }
+  const HardwareProfile& hardware() const override { return m_hw; }
 
   int calls() const;
   std::vector<std::string> sources() const;  // every source evaluated, in order
 
  private:
   Config m_config;
+  HardwareProfile m_hw;
   mutable std::mutex m_mutex;
   std::vector<std::string> m_sources;
 };

@@ -58,9 +58,15 @@ double unit(uint64_t h) {
 class DemoEvaluator : public eval::Evaluator {
  public:
   DemoEvaluator()
-      : m_without([] {
+      : m_with([] {
+          fakes::FakeEvaluator::Config c;
+          c.hardware = agent::testing::fake_hw();
+          return c;
+        }()),
+        m_without([] {
           fakes::FakeEvaluator::Config c;
           c.library_us = std::nullopt;
+          c.hardware = agent::testing::fake_hw();
           return c;
         }()) {}
   Result<eval::EvalResult> evaluate(const spec::OpSpec& op, std::string_view source,
@@ -71,6 +77,7 @@ class DemoEvaluator : public eval::Evaluator {
   Target target() const override { return m_with.target(); }
   std::string toolchain_id() const override { return m_with.toolchain_id(); }
   std::string backend() const override { return "cpu"; }
+  const HardwareProfile& hardware() const override { return m_with.hardware(); }
 
  private:
   fakes::FakeEvaluator m_with;
@@ -122,7 +129,6 @@ std::vector<DemoRun> make_demo_runs(const fs::path& root, const std::vector<std:
   auto prompts = agent::PromptLibrary::load(fs::path(KOPE_SOURCE_DIR) / "prompts", "cpu");
   EXPECT_TRUE(prompts) << prompts.error().message;
   if (!prompts) return out;
-  HardwareProfile hw = agent::testing::fake_hw();
   EXPECT_TRUE(util::make_dirs(root));
   auto store = memory::open_store(demo_memory(root));
   EXPECT_TRUE(store) << store.error().message;
@@ -190,7 +196,6 @@ std::vector<DemoRun> make_demo_runs(const fs::path& root, const std::vector<std:
     s.evaluator = &evaluator;
     s.store = store->get();
     s.llm = &llm;
-    s.hw = &hw;
     s.prompts = &*prompts;
     auto report = (*run)->execute(s);
     EXPECT_TRUE(report) << report.error().message;

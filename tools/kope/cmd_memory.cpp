@@ -776,9 +776,13 @@ Result<AdmitView> admit_view(mem::Store& store, const mem::RetrievalQuery& base,
   auto mode = context::parse_mode(o.mode);
   if (!mode) return fail(ErrorKind::usage, "--mode: '{}' is not a context mode (active, passive, random, none)", o.mode);
   req.mode = *mode;
-  // The machine's profile (measured once, then cached): the hardware guide of the system message
-  // and the balance that tells an op's bottleneck.
-  KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
+  // The backend's hardware (the device's for a device backend; the host's, measured once and
+  // cached, for the CPU): the hardware guide of the system message and the balance that tells
+  // an op's bottleneck, as in the agent's prompts.
+  KOPE_ASSIGN(HardwareProfile host, load_hardware_profile());
+  auto device = eval::backend_profile(backend, host, eval::EvaluatorOptions{});
+  if (!device) return fail(ErrorKind::unavailable, "the {} backend's hardware is unknown here: {}", backend, device.error().message);
+  const HardwareProfile& hw = *device;
   double balance = hw.peak_gbps > 0 ? hw.peak_gflops / hw.peak_gbps : 0;
   if (q.bottleneck.empty() && balance > 0 && q.task.arithmetic_intensity > 0) {
     q.bottleneck = q.task.arithmetic_intensity < balance ? "memory" : "compute";

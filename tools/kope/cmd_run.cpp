@@ -497,7 +497,6 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   services.evaluator = evaluator.get();
   services.store = store.get();
   services.llm = client.get();
-  services.hw = &hw;
   services.prompts = &prompts;
   services.cancel = &g_cancel;
   if (auto suite = spec::load_suite(cfg.suite_root.empty() ? spec::default_ops_dir() : fs::path(cfg.suite_root))) {

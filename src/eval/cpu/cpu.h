@@ -26,5 +26,9 @@ void describe_cpu_device(HardwareGuide& guide);
 // The prompt's lines on the ISA the compile flags enable (the profile's target features when
 // the guide knows none) and the cores the kernel gets.
 std::string cpu_device_section(const HardwareProfile& hw, const HardwareGuide& guide);
+// Its parts, for backends whose kernels also run on the host CPU (OpenCL on PoCL): the "- CPU:"
+// line, and the caches, peaks, triad curve and roofline rule of a CPU profile.
+std::string cpu_identity_line(const HardwareProfile& hw, const HardwareGuide& guide);
+std::string cpu_memory_lines(const HardwareProfile& hw);
 
 }  // namespace kope::eval

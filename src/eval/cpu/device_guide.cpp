@@ -1,5 +1,10 @@
 // The CPU backend's facts for the prompt's hardware section.
 #include "eval/cpu/cpu.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "eval/native.h"
 #include "hw/cpu_id.h"
 #include "util/strings.h"
@@ -15,6 +20,58 @@ void describe_cpu_device(HardwareGuide& g) {
   }
 }
 
+std::string cpu_identity_line(const HardwareProfile& hw, const HardwareGuide& guide) {
+  std::string out;
+  if (!hw.cpu_model.empty()) {
+    std::string cpu = hw.cpu_model;
+    std::vector<std::string> ident;
+    if (!guide.microarchitecture.empty()) ident.push_back(guide.microarchitecture + " microarchitecture");
+    if (guide.cpu_family > 0) ident.push_back(fmt::format("CPUID family {:#x} model {:#x}", guide.cpu_family, guide.cpu_model));
+    if (!ident.empty()) cpu += " (" + util::join(ident, ", ") + ")";
+    out += fmt::format("- CPU: {}\n", cpu);
+  }
+  return out;
+}
+
+std::string cpu_memory_lines(const HardwareProfile& hw) {
+  std::string out;
+  if (hw.l1d_bytes || hw.l2_bytes || hw.l3_bytes) {
+    out += fmt::format("- caches: L1d {} per core, L2 {} per core, L3 {} shared\n",
+                       util::human_bytes(static_cast<double>(hw.l1d_bytes)), util::human_bytes(static_cast<double>(hw.l2_bytes)),
+                       util::human_bytes(static_cast<double>(hw.l3_bytes)));
+  }
+  if (hw.peak_gflops > 0) {
+    bool measured_core = hw.peak_gflops_core > 0;
+    double core = measured_core ? hw.peak_gflops_core : hw.peak_gflops / std::max(1, hw.cores);
+    out += fmt::format("- FP32 FMA throughput: {:.0f} GFLOP/s per core ({}), {:.0f} GFLOP/s on all {} cores (measured; an "
+                       "FMA counts as 2 flops)\n",
+                       core, measured_core ? "measured on one core" : "all-core figure / cores", hw.peak_gflops, hw.cores);
+  }
+  if (hw.peak_gbps > 0) {
+    out += fmt::format("- DRAM bandwidth: {:.1f} GB/s, measured with the STREAM triad a[i] = b[i] + s*c[i] on all cores and "
+                       "counted as 24 bytes per element (reads of b and c, write of a): the write-allocate read of a is not "
+                       "counted, so the bytes the memory moves are up to 4/3 of this\n",
+                       hw.peak_gbps);
+  }
+  if (hw.peak_gflops_f64 > 0) {
+    out += fmt::format("- FP64 FMA throughput: {:.0f} GFLOP/s on all cores ({:.0f} per core; measured)\n", hw.peak_gflops_f64,
+                       hw.peak_gflops_f64_core);
+  }
+  if (!hw.bandwidth.empty()) {
+    std::vector<std::string> pts;
+    for (const auto& p : hw.bandwidth) pts.push_back(fmt::format("{} {:.0f} GB/s", util::human_bytes(static_cast<double>(p.working_set_bytes)), p.gbps));
+    out += "- triad bandwidth by working set (same counting): " + util::join(pts, ", ") + "\n";
+    std::string llc = hw.l3_bytes > 0 && hw.peak_gbps > 0
+                          ? fmt::format("; a working set larger than the L3 ({}) streams from DRAM and gets the DRAM figure, {:.1f} GB/s",
+                                        util::human_bytes(static_cast<double>(hw.l3_bytes)), hw.peak_gbps)
+                          : std::string();
+    out += "- roofline of a case: max(flops / the peak of its dtype, bytes / the bandwidth at a working set of `bytes`); the "
+           "bandwidth is read from the table above, interpolated linearly in log2(working set) between its two nearest points "
+           "(so a figure between rows appears in no row)" + llc + "\n";
+  }
+  return out;
+}
+
 std::string cpu_device_section(const HardwareProfile& hw, const HardwareGuide& guide) {
   std::vector<std::string> isa = guide.isa_extensions;
   if (isa.empty()) isa = hw.target.features;
@@ -23,8 +80,10 @@ std::string cpu_device_section(const HardwareProfile& hw, const HardwareGuide& g
   std::string out;
   out += fmt::format("- ISA extensions the compile flags enable{}: {}; intrinsics for these, and only these, may be used\n",
                      tune, isa.empty() ? "none beyond the base ISA" : util::join(isa, ", "));
-  out += fmt::format("- cores available to the kernel: {} (OpenMP uses all of them)\n", hw.cores);
-  return out;
+  out += fmt::format("- cores available to the kernel: {0} (OpenMP uses all of them: OMP_NUM_THREADS={0}, threads not pinned "
+                     "to CPUs)\n",
+                     hw.cores);
+  return cpu_identity_line(hw, guide) + out + cpu_memory_lines(hw);
 }
 
 }  // namespace kope::eval

@@ -46,7 +46,17 @@ void describe_measurement(HardwareGuide& g, const std::optional<GpuMeasurement>&
   g.peaks_source = fmt::format("measured on this GPU by kope's probe{}", m->measured_at.empty() ? "" : " at " + m->measured_at);
 }
 
-std::string device_section(const HardwareProfile&, const HardwareGuide& g) {
+// Only the GPU: `hw` is the device's profile (the evaluator's), and nothing of the host CPU that
+// launches the kernels appears (its caches and peaks would mislead).
+std::string device_section(const HardwareProfile& hw, const HardwareGuide& given) {
+  HardwareGuide g = given;
+  if (g.fp32_gflops <= 0 && hw.peak_gflops > 0 && !hw.cpu_model.empty()) {  // a known GPU the guide did not see
+    g.fp32_gflops = hw.peak_gflops;
+    g.fp64_gflops = hw.peak_gflops_f64;
+    if (g.bandwidth.empty() && hw.peak_gbps > 0) g.bandwidth = {{0, hw.peak_gbps}};
+    if (g.device_name.empty()) g.device_name = hw.cpu_model;
+    if (g.peaks_source.empty()) g.peaks_source = "the evaluator's profile of this GPU";
+  }
   auto bytes = [](uint64_t b) { return util::human_bytes(static_cast<double>(b)); };
   auto tflops = [](double gflops) { return fmt::format("{:.1f} TFLOP/s", gflops / 1000.0); };
   std::string out;
@@ -96,7 +106,6 @@ std::string device_section(const HardwareProfile&, const HardwareGuide& g) {
          "launches (events around kope_kernel)\n";
   out += "- the speedup that matters is against the GPU vendor baseline where the op has one (cuBLAS, cuBLASLt, cuDNN, or "
          "kope's straightforward CUDA kernel, labelled cuda-naive), timed the same way on this GPU\n";
-  out += "- any lines below about cores, caches, DRAM or a triad curve describe the host CPU that launches the kernels, not the GPU\n";
   return out;
 }
 

@@ -1,4 +1,5 @@
 // The OpenCL backend's facts for the prompt's hardware section: PoCL's CPU device.
+#include "eval/cpu/cpu.h"
 #include "eval/native.h"
 #include "eval/opencl/opencl.h"
 #include "util/strings.h"
@@ -26,9 +27,11 @@ void describe_device(HardwareGuide& g) {
   g.device_name = p.device_name;
 }
 
+// PoCL's device is this CPU: the section is the CPU's identity, the OpenCL device, and the CPU's
+// caches, peaks and triad curve (the profile the evaluator judges on is the host's).
 std::string device_section(const HardwareProfile& hw, const HardwareGuide& guide) {
   const std::vector<std::string>& isa = guide.isa_extensions;
-  std::string out;
+  std::string out = cpu_identity_line(hw, guide);
   std::string for_cpu = guide.compiler_tune.empty() ? "" : fmt::format(" (it compiles for the CPU '{}')", guide.compiler_tune);
   out += fmt::format("- ISA extensions PoCL's compiler vectorises work-items with{}: {}; OpenCL C has no intrinsics\n", for_cpu,
                      isa.empty() ? "unknown" : util::join(isa, ", "));
@@ -53,7 +56,7 @@ std::string device_section(const HardwareProfile& hw, const HardwareGuide& guide
   if (guide.compute_units > 0 || guide.max_work_group_size > 0) {
     out += fmt::format("- double precision (cl_khr_fp64): {}\n", guide.fp64 ? "supported" : "not supported");
   }
-  return out;
+  return out + cpu_memory_lines(hw);
 }
 
 }  // namespace kope::eval::opencl
