@@ -390,6 +390,56 @@ TEST_F(AgentE2E, AblateRunsTheModesComputeMatchedAndResumesAfterSigkill) {
   EXPECT_NE(again.out.find("passive"), std::string::npos) << again.out;
 }
 
+// `kope ablate --side-by-side`: each mode's best kernel timed against the baseline's in
+// alternating batches, kept in side-by-side.json and ablation.json; a rerun reuses what was
+// measured, and a kernel that changed is measured again.
+TEST_F(AgentE2E, AblateSideBySideTimesEachModesBestKernelAgainstTheBaselines) {
+  configure_model("fake-kernel-model");
+  fs::path dir = project() / "ablation";
+  std::vector<std::string> args = {"ablate", "--train", k_scale.string(), "--test", k_softmax.string(), "--modes", "none,active",
+                                   "--iterations", "1", "--dir", dir.string(), "--seed", "3", "--resamples", "200"};
+  for (const char* a : {"--eval-ci", "0.2", "--eval-max-seconds", "0.5"}) args.push_back(std::string("--run-arg=") + a);
+  ASSERT_EQ(kope(args, 600).code, 0);
+  // The fake model answers every mode alike: give active's best kernel a different text, so
+  // there are two kernels to time (the same code, so their ratio is near 1).
+  json active = read_json(dir / "active" / "results.json");
+  fs::path best = dir / "active" / op_entry(active, "e2e_softmax")["best_code_file"].get<std::string>();
+  ASSERT_TRUE(util::write_file_atomic(best, *util::read_file(best) + "// the active mode's copy\n"));
+
+  std::vector<std::string> sbs = args;
+  sbs.insert(sbs.end(), {"--side-by-side", "--side-by-side-seconds", "1"});
+  Output timed = kope(sbs, 600);
+  ASSERT_EQ(timed.code, 0) << timed.err;
+  EXPECT_NE(timed.err.find("side by side: e2e_softmax active vs none"), std::string::npos) << timed.err;
+  EXPECT_NE(timed.out.find("side by side: each mode's best kernel timed against none's"), std::string::npos) << timed.out;
+  json side = read_json(dir / "side-by-side.json");
+  EXPECT_EQ(side["baseline"], "none");
+  ASSERT_EQ(side["rows"].size(), 1u) << side.dump();
+  const json& row = side["rows"][0];
+  EXPECT_EQ(row["op"], "e2e_softmax");
+  EXPECT_EQ(row["mode"], "active");
+  EXPECT_FALSE(row.contains("problem")) << row.dump();
+  std::set<std::string> decisions = {"faster", "slower", "not_faster", "undecided"};
+  EXPECT_TRUE(decisions.contains(row["decision"].get<std::string>())) << row.dump();
+  EXPECT_GT(row["ratio"].get<double>(), 0.5);  // the same code: near 1, whatever the load
+  EXPECT_LT(row["ratio"].get<double>(), 2.0);
+  EXPECT_GT(row["pairs"].get<int>(), 0);
+  ASSERT_EQ(side["summary"].size(), 2u);  // all operators, and level 1
+  EXPECT_EQ(side["summary"][0]["over"], "all");
+  EXPECT_EQ(side["summary"][0]["ops"], 1);
+  EXPECT_EQ(read_json(dir / "ablation.json")["side_by_side"]["rows"], side["rows"]);
+
+  Output reused = kope(sbs, 600);
+  ASSERT_EQ(reused.code, 0) << reused.err;
+  EXPECT_EQ(reused.err.find("side by side: e2e_softmax"), std::string::npos) << reused.err;
+  EXPECT_EQ(read_json(dir / "side-by-side.json")["rows"], side["rows"]);
+
+  ASSERT_TRUE(util::write_file_atomic(best, *util::read_file(best) + "// changed again\n"));
+  Output again = kope(sbs, 600);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.err.find("side by side: e2e_softmax active vs none"), std::string::npos) << again.err;
+}
+
 TEST_F(AgentE2E, ReplayReusesAKernelOfARelatedOpReverified) {
   configure_model("fake-kernel-model");
   ASSERT_EQ(kope(run_args(project() / "learn", {k_scale.string()}, 5, {"--quiet"})).code, 0);

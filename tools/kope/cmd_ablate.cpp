@@ -3,7 +3,8 @@
 //   kope ablate --train OPS --test OPS [--modes none,passive,active,random] [--iterations N]
 //               [--dir DIR] [--seed N] [--token-budget N] [--window N] [--jobs N]
 //               [--llm PROFILE] [--policy llm|replay] [--backend cpu] [--suite DIR]
-//               [--run-arg ARG]... [--resamples N] [--phase NAME]... [--json]
+//               [--run-arg ARG]... [--resamples N] [--phase NAME]... [--side-by-side [--side-by-side-seconds S]]
+//               [--json]
 //
 // Phase "train": one `kope run` on the training operators builds a memory of its own
 // (DIR/memory/train.db, never the user's; no starter experience). Then, for each mode, a copy
@@ -16,6 +17,11 @@
 // attempts to best, each mode's tokens to target: per operator, the tokens spent up to and
 // including the first kernel within 10% of the best speed any compared mode reached on it
 // (report::compute_tokens_to_target), geomean and median over the operators the mode reached.
+//
+// --side-by-side then times each mode's best kernel against the baseline's, operator by operator,
+// in alternating batches on an otherwise quiet machine (side_by_side.h): the speed comparison no
+// longer rests on timings each run took under its own load. DIR/side-by-side.json keeps it
+// (resumable) and ablation.json carries it.
 //
 // --phase NAME runs just the named phases (a test phase only once training is complete) and
 // says which are left; the comparison waits until every phase is complete.
@@ -38,6 +44,7 @@
 #include "report/figures.h"
 #include "report/html.h"
 #include "report/tables.h"
+#include "side_by_side.h"
 #include "util/fs.h"
 #include "util/strings.h"
 
@@ -58,6 +65,8 @@ struct AblateOptions {
   int resamples = 10000;
   std::string stop_rule = "gap";  // every phase's `kope run --stop-rule` (plans from before it: fixed)
   std::vector<std::string> only;  // --phase: run just these phases this time (not part of the plan)
+  bool side_by_side = false;      // time the modes' best kernels against the baseline's (not part of the plan)
+  double side_by_side_seconds = 30;
   ChildRunOptions run;  // holdout: earlier experience of an op never reaches its phase
 };
 
@@ -299,6 +308,20 @@ Result<int> ablate_command(const AblateOptions& o) {
   }
   json out = {{"experiment", "ablate"}, {"dir", dir.string()}, {"plan", plan_json(o)}, {"phases", summary},
               {"report", html.string()}};
+  if (o.side_by_side) {
+    std::vector<SideBySideRun> runs;
+    for (const auto& p : tests) runs.push_back({p.name, p.run_dir});
+    SideBySideOptions so;
+    so.seconds = o.side_by_side_seconds;
+    so.backend = o.backend;
+    so.suite = o.run.suite;
+    so.resamples = o.resamples;
+    so.seed = o.run.seed;
+    KOPE_ASSIGN(json sbs, side_by_side(runs, dir / "side-by-side.json", so, [&](const std::string& line) {
+      if (!o.run.json_out) std::fprintf(stderr, "kope ablate: %s\n", line.c_str());
+    }));
+    out["side_by_side"] = std::move(sbs);
+  }
   KOPE_TRY(util::write_file_atomic(dir / "ablation.json", out.dump(2) + "\n"));
   if (o.run.json_out) {
     out["comparison"] = report::report_json(compared.first, compared.second);
@@ -307,6 +330,7 @@ Result<int> ablate_command(const AblateOptions& o) {
   }
   print(report::report_text(compared.first, compared.second, false));
   print(targets_text(compared.first));
+  if (out.contains("side_by_side")) print(side_by_side_text(out["side_by_side"]));
   print(fmt::format("ablation: {}\nreport: {}\n", (dir / "ablation.json").string(), html.string()));
   return 0;
 }
@@ -335,6 +359,12 @@ void register_ablate(CLI::App& app, Action& action) {
                   "Run just this phase now (train or a mode; repeatable): e.g. to give each phase its own model "
                   "answerers or machine window. The comparison is made once every phase is complete")
       ->delimiter(',');
+  cmd->add_flag("--side-by-side", o->side_by_side,
+                "Once every phase is complete, time each mode's best kernel against the baseline's in alternating batches, "
+                "operator by operator (keep the machine otherwise quiet; resumable, DIR/side-by-side.json)");
+  cmd->add_option("--side-by-side-seconds", o->side_by_side_seconds, "The side-by-side comparison's budget per operator, seconds")
+      ->default_val(30)
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--resamples", o->resamples, "Bootstrap resamples for the comparison's intervals")->default_val(10000);
   cmd->add_option("--stop-rule", o->stop_rule,
                   "Every phase's patience rule (kope run --stop-rule): gap (ends an op when more attempts are unlikely to "
