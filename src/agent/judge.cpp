@@ -73,11 +73,9 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
 Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const Attempt& first,
                                        const eval::ReplacementDecision& why, eval::EvalOptions opts) {
   const int k = a.iteration;
-  KOPE_TRY(m_ctx.event({{"type", "retime"},
-                        {"iteration", k},
-                        {"contention", compared_side_by_side(first) ? first.decision_contention : first.contention},
-                        {"decision", compared_side_by_side(first) ? first.decision : std::string("recorded_timings")},
-                        {"reason", why.reason}}));
+  KOPE_TRY(m_ctx.emit(run::RetimeEvent{k, compared_side_by_side(first) ? first.decision_contention : first.contention,
+                                        compared_side_by_side(first) ? first.decision : std::string("recorded_timings"),
+                                        why.reason}));
   opts.seed = m_ctx.data_seed();
   opts.quiet_wait_seconds = k_quiet_wait_seconds;
   m_ctx.phase(k, a.stage, "re-timing (disturbed)");
@@ -152,7 +150,7 @@ Status Judge::decide(Attempt& a) const {
 }
 
 Status Judge::reverify_quarantined() {
-  OpState& st = m_ctx.state;
+  const OpState& st = m_ctx.state;
   for (const auto& [k, logged] : st.reverified) KOPE_TRY(apply_reverification(logged));
   for (const Attempt& a : st.attempts) {
     if (a.quarantine_reason.empty() || !a.correct() || st.reverified.contains(a.iteration)) continue;
@@ -178,12 +176,9 @@ Status Judge::reverify_quarantined() {
     const Attempt* inc = st.incumbent();
     auto faster = inc ? relative_speed(inc->timings, a.timings) : std::nullopt;
     e.promoted = v.confirmed && (!inc || (faster && *faster > 1 + m_ctx.cfg.min_improvement));
-    json ev = run::to_json(e);
-    KOPE_TRY(m_ctx.event(ev));
-    if (e.promoted) st.promoted = a.iteration;
+    KOPE_TRY(m_ctx.emit(e));  // applied: re-verified, and the incumbent when promoted
     m_ctx.note(fmt::format("attempt {} (quarantined: {}) {}{}", a.iteration, a.quarantine_reason, v.reason,
                            e.promoted ? "; it is the new incumbent" : ""));
-    st.reverified[a.iteration] = e;
     KOPE_TRY(apply_reverification(e));
   }
   return {};

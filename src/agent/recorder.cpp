@@ -103,8 +103,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
 }
 
 Status Recorder::add(Attempt a) {
-  KOPE_TRY(m_ctx.event({{"type", "attempt"}, {"attempt", to_json(a)}}));
-  m_ctx.state.attempts.push_back(std::move(a));
+  KOPE_TRY(m_ctx.emit(run::AttemptEvent{std::move(a)}));
   return record(m_ctx.state.attempts.back());
 }
 
@@ -144,7 +143,6 @@ Status Recorder::record(const Attempt& a) {
   c.journal = a.journal;
   KOPE_ASSIGN(memory::RecordedCase recorded, env.store->record_attempt(c));
   const int64_t id = recorded.id;
-  m_ctx.state.case_ids[a.iteration] = id;
   m_ctx.keep_error_signature(a.iteration, recorded.assessment.error_signature);
   if (a.policy == Policy::llm && !a.prompt_id.empty()) {
     memory::RetrievalLogEntry entry;
@@ -156,7 +154,7 @@ Status Recorder::record(const Attempt& a) {
     KOPE_TRY(env.store->log_retrieval(entry));
     KOPE_TRY(env.store->credit(a.prompt_id, reward_for(a)));
   }
-  return m_ctx.event({{"type", "recorded"}, {"iteration", a.iteration}, {"case_id", id}});
+  return m_ctx.emit(run::RecordedEvent{a.iteration, id});
 }
 
 double reward_for(const Attempt& a) {
