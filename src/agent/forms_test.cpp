@@ -200,6 +200,29 @@ TEST(Forms, TheIncumbentIsShownOnceAndTheLatestCorrectAttemptAsADiff) {
   EXPECT_NE(third.find("+  int second_marker = 2;"), std::string::npos) << third;
 }
 
+// A latest attempt changed in more places than one diff may show comes whole, never as part of
+// a diff (a model building on it could not rebuild the hunks left out).
+TEST(Forms, ALatestAttemptTooChangedForADiffIsShownWhole) {
+  StoreHarness s;
+  spec::OpSpec conv3x3 = load_suite_op("conv/conv2d_3x3");
+  s.h.known_ops = {&conv3x3};
+  std::string first, second;
+  for (int i = 0; i < 300; ++i) {
+    first += fmt::format("  int first_{0} = {0}; (void)first_{0};\n", i);
+    second += fmt::format("  int second_{0} = {0}; (void)second_{0};\n", i);
+  }
+  s.run(conv3x3, {{1, answer("FIRST", "correct", "ok", first, 1000)},
+                  {2, answer("SECOND", "correct", "ok", second, 1000)},
+                  {3, kernel_answer("THIRD", "correct", 500)}},
+        "conv");
+  auto calls = s.kernel_calls();
+  ASSERT_EQ(calls.size(), 3u);
+  const std::string& third = calls[2][1].content;
+  EXPECT_NE(third.find("Attempt 2's code (too changed from the incumbent to show as a diff)"), std::string::npos) << third;
+  EXPECT_NE(third.find("  int second_299 = 299;"), std::string::npos) << third;
+  EXPECT_EQ(third.find("not shown"), std::string::npos) << third;
+}
+
 TEST(Forms, DiffWithinKeepsWholeHunks) {
   std::string before, after;
   for (int i = 0; i < 200; ++i) {

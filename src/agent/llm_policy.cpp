@@ -63,11 +63,14 @@ Result<PromptInput> LlmPolicy::prompt_input(const Plan& plan, int k) {
       auto code = m_ctx.code_of(last);
       auto inc_code = m_ctx.code_of(*inc);
       if (code && inc_code && *code != *inc_code) {
-        std::string diff = diff_within(*inc_code, *code, k_max_diff_shown, 3);
-        in.feedback += diff.empty()
-                           ? fmt::format("Attempt {}'s code (it differs from the incumbent throughout):\n{}", last.iteration,
-                                         fence_code(cut_at_lines(*code, k_max_code_shown), m_ctx.lang()))
-                           : fmt::format("Attempt {}'s code, as a diff against the incumbent:\n```diff\n{}```\n", last.iteration, diff);
+        // The whole diff or the whole code, never part of a diff: a model building on the
+        // attempt cannot rebuild the hunks it was not shown.
+        std::string diff = diff_within(*inc_code, *code, SIZE_MAX, 3);
+        bool as_diff = !diff.empty() && diff.size() <= k_max_diff_shown;
+        in.feedback += as_diff
+                           ? fmt::format("Attempt {}'s code, as a diff against the incumbent:\n```diff\n{}```\n", last.iteration, diff)
+                           : fmt::format("Attempt {}'s code (too changed from the incumbent to show as a diff):\n{}", last.iteration,
+                                         fence_code(cut_at_lines(*code, k_max_code_shown), m_ctx.lang()));
       } else if (code && inc_code) {
         in.feedback += fmt::format("Attempt {}'s code is the incumbent's, unchanged.\n", last.iteration);
       }

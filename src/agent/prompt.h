@@ -183,7 +183,8 @@ std::string render_timings(const Attempt& a);
 // The most source shown in one code block of a prompt (a kernel longer than this is cut at a
 // line boundary, with a line saying so).
 inline constexpr size_t k_max_code_shown = 24000;
-// The most of a diff shown in one prompt (whole hunks; the rest counted).
+// The largest diff shown in one prompt as a diff (whole hunks; the rest counted). The latest
+// attempt's diff against the incumbent is shown whole or not at all (its code instead).
 inline constexpr size_t k_max_diff_shown = 6000;
 
 // The fence language of a backend's kernels (its row's; "cpp" for a name kope does not know).

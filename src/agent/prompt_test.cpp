@@ -225,6 +225,9 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   EXPECT_NE(fb3.find("beside the incumbent (the same load for both): 1.08x the incumbent's speed (95% interval 0.95x to 1.20x)"),
             std::string::npos) << fb3;
   EXPECT_NE(fb3.find("12 pairs: undecided"), std::string::npos) << fb3;
+  // The tried-table says why a faster-looking attempt did not become the incumbent.
+  std::string side_row = render_tried({side});
+  EXPECT_NE(side_row.find("1.08x vs incumbent timed beside it (undecided; the incumbent stays)"), std::string::npos) << side_row;
   side.decision = "faster_than_incumbent";
   side.margin_demanded = 1.9;
   side.evidence_disturbed = true;

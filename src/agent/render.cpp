@@ -221,13 +221,30 @@ std::string render_incumbent(const Attempt& inc, std::string_view code, std::str
 // evaluator's interleaved comparison) rather than from the incumbent's recorded timings.
 bool compared_side_by_side(const Attempt& a) { return !a.decision.empty() && a.decision != "recorded_timings"; }
 
+// Why a correct attempt compared with the incumbent did not replace it, in a few words.
+std::string replacement_outcome(const Attempt& a) {
+  if (!compared_side_by_side(a)) return "not faster than its recorded timings";
+  switch (eval::parse_incumbent_decision(a.decision).value_or(eval::IncumbentDecision::undecided)) {
+    case eval::IncumbentDecision::faster: return "faster, but below the margin it had to exceed";
+    case eval::IncumbentDecision::slower: return "slower";
+    case eval::IncumbentDecision::not_faster: return "not faster by the margin";
+    case eval::IncumbentDecision::unavailable: return "not compared";
+    case eval::IncumbentDecision::undecided: break;
+  }
+  return "undecided";
+}
+
 std::string describe_outcome(const Attempt& a) {
   if (a.correct()) {
     std::string s = fmt::format("correct, {:.2f}x vs reference", a.speedup_vs_reference.value_or(0));
     if (a.speedup_vs_incumbent) {
       s += fmt::format(", {:.2f}x vs incumbent{}", *a.speedup_vs_incumbent, compared_side_by_side(a) ? " timed beside it" : "");
     }
-    if (a.improved) s += " (new incumbent)";
+    if (a.improved) {
+      s += " (new incumbent)";
+    } else if (a.speedup_vs_incumbent) {
+      s += fmt::format(" ({}; the incumbent stays)", replacement_outcome(a));
+    }
     return s;
   }
   // The cause is never trimmed: it is what the next attempt needs.

@@ -28,6 +28,7 @@ void register_backends(CLI::App& app, Action& action);
 void register_transfer(CLI::App& app, Action& action);
 void register_ablate(CLI::App& app, Action& action);  // `kope ablate`, the context ablation
 void register_prompts(CLI::App& app, Action& action);  // `kope prompts check`
+void register_mcp(CLI::App& app, Action& action);      // `kope mcp`, the MCP server
 
 // Prints to stdout; used by every command so output can be captured in tests.
 void print(std::string_view text);

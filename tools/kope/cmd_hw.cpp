@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "kope/eval.h"
 #include "kope/hw.h"
 #include "util/strings.h"
@@ -9,6 +10,18 @@
 namespace kope::cli {
 
 std::string backends_text(const std::vector<eval::BackendInfo>& list);  // cmd_backends.cpp
+
+Result<nlohmann::json> hardware_json(bool refresh) {
+  KOPE_ASSIGN(HardwareProfile p, load_hardware_profile(refresh));
+  // The profile's own fields, plus what each kernel backend finds here.
+  auto j = nlohmann::json::parse(p.to_json());
+  j["backends"] = nlohmann::json::array();
+  for (const auto& b : eval::list_backends(p)) {
+    j["backends"].push_back({{"name", b.name}, {"target", b.target}, {"usable", b.usable}, {"can_compile", b.can_compile},
+                             {"toolchain", b.toolchain}, {"detail", b.detail}});
+  }
+  return j;
+}
 
 void register_hw(CLI::App& app, Action& action) {
   auto* hw = app.add_subcommand("hw", "Show the hardware profile and measured roofline (cached)");
@@ -21,19 +34,13 @@ void register_hw(CLI::App& app, Action& action) {
   hw->add_flag("--refresh", o->refresh, "Measure again instead of using the cached profile");
   hw->callback([&action, o] {
     action = [o]() -> Result<int> {
-      KOPE_ASSIGN(HardwareProfile p, load_hardware_profile(o->refresh));
-      auto backends = eval::list_backends(p);
       if (o->json) {
-        // The profile's own fields, plus what each kernel backend finds here.
-        auto j = nlohmann::json::parse(p.to_json());
-        j["backends"] = nlohmann::json::array();
-        for (const auto& b : backends) {
-          j["backends"].push_back({{"name", b.name}, {"target", b.target}, {"usable", b.usable}, {"can_compile", b.can_compile},
-                                   {"toolchain", b.toolchain}, {"detail", b.detail}});
-        }
+        KOPE_ASSIGN(nlohmann::json j, hardware_json(o->refresh));
         print(j.dump(2) + "\n");
         return 0;
       }
+      KOPE_ASSIGN(HardwareProfile p, load_hardware_profile(o->refresh));
+      auto backends = eval::list_backends(p);
       std::string out;
       out += fmt::format("target       {}\n", p.target.str());
       out += fmt::format("cpu          {}\n", p.cpu_model);

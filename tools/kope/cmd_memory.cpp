@@ -12,6 +12,7 @@
 #include "agent/retrieval.h"
 #include "agent/reverify.h"
 #include "cli.h"
+#include "cli_json.h"
 #include "kope/hw.h"
 #include "kope/spec.h"
 #include "run_services.h"
@@ -741,18 +742,6 @@ void add_verify(const MemoryCli& cli) {
   cli.on_chosen(s, [o](const Common& common) { return run_verify(common, *o); });
 }
 
-struct RetrieveOptions {
-  std::string op, target, toolchain, backend, stage = "draft", error, bottleneck, text;
-  int limit = 20;
-  int64_t incumbent = 0;
-  // --admit: the prompt's admission for this state, as the agent's active mode makes it.
-  bool admit = false;
-  std::string suite;
-  int64_t window = 128000;
-  int64_t generation = 8192;
-  std::string mode = "active";  // --admit: the context mode whose admission is shown
-};
-
 // `retrieve OP --admit`: what the agent's prompt for this state would hold. The op's spec comes
 // from the suite, the query is the agent's (state and broad, classified into tiers, in the
 // mode's forms), and the prompt is assembled with this machine's hardware guide, and once more
@@ -879,14 +868,13 @@ std::string retrieved_text(const std::vector<mem::RetrievedItem>& items) {
   return out;
 }
 
-// `retrieve OP`: what the agent would be given for a state (the op's features from its newest
-// recorded case).
-Result<int> run_retrieve(const Common& common, const RetrieveOptions& o) {
-  KOPE_ASSIGN(auto store, open(common));
+// The retrieval query of `retrieve OP` for a state (the op's features from its newest recorded
+// case).
+Result<mem::RetrievalQuery> retrieval_query(mem::Database& store, const RetrieveOptions& o) {
   mem::CaseFilter f;
   f.op = o.op;
   f.limit = 1;
-  KOPE_ASSIGN(auto any, store->cases(f));
+  KOPE_ASSIGN(auto any, store.cases(f));
   mem::RetrievalQuery q;
   if (!any.empty()) {
     q.task = any.front().task;
@@ -897,25 +885,50 @@ Result<int> run_retrieve(const Common& common, const RetrieveOptions& o) {
   q.toolchain = o.toolchain;
   q.backend = o.backend;
   q.code_fences = eval::backend_code_fences();
-  q.stage = *mem::parse_stage(o.stage);
+  auto stage = mem::parse_stage(o.stage);
+  if (!stage) return fail(ErrorKind::usage, "stage '{}' is none of draft, repair, refine", o.stage);
+  q.stage = *stage;
   q.last_error_signature = o.error;
   q.bottleneck = o.bottleneck;
   q.text = o.text;
   q.limit = o.limit;
   if (o.incumbent > 0) q.incumbent_case = o.incumbent;
+  return q;
+}
+
+}  // namespace
+
+Result<json> memory_retrieve_json(const std::string& memory, const RetrieveOptions& o) {
+  KOPE_ASSIGN(auto store, mem::open_store(memory.empty() ? mem::default_store_path() : fs::path(memory)));
+  KOPE_ASSIGN(mem::RetrievalQuery q, retrieval_query(*store, o));
   if (o.admit) {
     KOPE_ASSIGN(AdmitView v, admit_view(*store, q, o));
-    print(common.json ? admit_json(v, o).dump(2) + "\n" : admit_text(v, o));
+    return admit_json(v, o);
+  }
+  KOPE_ASSIGN(auto items, store->retrieve(q));
+  json arr = json::array();
+  for (const auto& it : items) arr.push_back(mem::retrieved_json(it));
+  return arr;
+}
+
+namespace {
+
+// `retrieve OP`: what the agent would be given for a state.
+Result<int> run_retrieve(const Common& common, const RetrieveOptions& o) {
+  if (common.json) {
+    KOPE_ASSIGN(json j, memory_retrieve_json(common.memory, o));
+    print(j.dump(2) + "\n");
+    return 0;
+  }
+  KOPE_ASSIGN(auto store, open(common));
+  KOPE_ASSIGN(mem::RetrievalQuery q, retrieval_query(*store, o));
+  if (o.admit) {
+    KOPE_ASSIGN(AdmitView v, admit_view(*store, q, o));
+    print(admit_text(v, o));
     return 0;
   }
   KOPE_ASSIGN(auto items, store->retrieve(q));
-  if (common.json) {
-    json arr = json::array();
-    for (const auto& it : items) arr.push_back(mem::retrieved_json(it));
-    print(arr.dump(2) + "\n");
-  } else {
-    print(retrieved_text(items));
-  }
+  print(retrieved_text(items));
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "eval/kernelbench.h"
 #include "eval/pytorch_reference.h"
 #include "kope/spec.h"
@@ -31,6 +32,8 @@ json tensor_json(const spec::Tensor& t, bool input) {
   }
   return j;
 }
+
+}  // namespace
 
 json op_summary_json(const spec::OpSpec& op) {
   json j;
@@ -91,6 +94,8 @@ json op_json(const spec::OpSpec& op) {
   j["spec_hash"] = op.spec_hash;
   return j;
 }
+
+namespace {
 
 std::string op_text(const spec::OpSpec& op) {
   std::string out;

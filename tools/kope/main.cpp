@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   kope::cli::register_transfer(app, action);
   kope::cli::register_ablate(app, action);
   kope::cli::register_prompts(app, action);
+  kope::cli::register_mcp(app, action);
   if (argc >= 2 && argv[1][0] != '-') {
     std::string names;
     bool known = false;

@@ -80,7 +80,9 @@ std::string cpu_device_section(const HardwareProfile& hw, const HardwareGuide& g
   std::string out;
   out += fmt::format("- ISA extensions the compile flags enable{}: {}; intrinsics for these, and only these, may be used\n",
                      tune, isa.empty() ? "none beyond the base ISA" : util::join(isa, ", "));
-  out += fmt::format("- cores available to the kernel: {} (OpenMP uses all of them)\n", hw.cores);
+  out += fmt::format("- cores available to the kernel: {0} (OpenMP uses all of them: OMP_NUM_THREADS={0}, threads not pinned "
+                     "to CPUs)\n",
+                     hw.cores);
   return cpu_identity_line(hw, guide) + out + cpu_memory_lines(hw);
 }
 
