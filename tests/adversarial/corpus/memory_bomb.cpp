@@ -1,6 +1,7 @@
 // expect: resource_limit
 // op: vadd
 // message: memory
+// call-timeout-s: 30
 #include <cstdint>
 #include <cstring>
 #include <vector>
