@@ -156,7 +156,7 @@ TEST(TypedEvents, EachTypeIsWrittenAndReadBackTheSame) {
                                     run::OpStartedEvent{"llm", "active", "unseen"},
                                     reflect_prompt,
                                     run::LlmErrorEvent{2, "rate_limited", "slow down", 429, "model unavailable (rate_limited): slow down"},
-                                    run::RetimeEvent{4, 0.25, "recorded_timings", "disturbed"},
+                                    run::RetimeEvent{4, 0.25, run::Decision::recorded_timings, "disturbed"},
                                     run::RecordedEvent{4, 17},
                                     reflection,
                                     run::ReflectionFailedEvent{"end", "timeout", "late"},

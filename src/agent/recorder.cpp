@@ -13,11 +13,11 @@ namespace {
 // How the incumbent decision was reached, for the journal.
 std::string decision_note(const Attempt& a) {
   std::string out;
-  if (a.decision == "recorded_timings") {
+  if (a.decision == run::Decision::recorded_timings) {
     out = fmt::format("compared with the incumbent's recorded timings ({}).", format_ratio(a.speedup_vs_incumbent));
   } else {
     out = fmt::format("timed against the incumbent in alternating batches: {}, {} (interval [{}, {}], {} pairs of batches){}.",
-                      a.decision, format_ratio(a.speedup_vs_incumbent), a.decision_lower ? fmt::format("{:.3f}", *a.decision_lower) : "0",
+                      run::decision_name(a.decision), format_ratio(a.speedup_vs_incumbent), a.decision_lower ? fmt::format("{:.3f}", *a.decision_lower) : "0",
                       a.decision_upper ? fmt::format("{:.3f}", *a.decision_upper) : "inf", a.decision_pairs,
                       a.early_figures ? "; the timings above are the comparison's early figures, not timed to the full CI" : "");
   }
@@ -73,7 +73,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
   } else if (a.cases_total > 0) {
     out += fmt::format("Numbers: {} of {} cases passed; label {}.\n", a.cases_passed, a.cases_total, a.label);
   }
-  if (a.correct() && !a.decision.empty()) out += "Decision: " + decision_note(a) + "\n";
+  if (a.correct() && a.decision != run::Decision::none) out += "Decision: " + decision_note(a) + "\n";
   std::string reading;
   if (a.correct() && !a.quarantine_reason.empty()) {
     reading = fmt::format("correct, but the memory quarantined the win ({}); it is held back from the incumbent until it "

@@ -349,7 +349,7 @@ json event_json(const LlmErrorEvent& e) {
 }
 
 json event_json(const RetimeEvent& e) {
-  return {{"type", "retime"}, {"iteration", e.iteration}, {"contention", e.contention}, {"decision", e.decision},
+  return {{"type", "retime"}, {"iteration", e.iteration}, {"contention", e.contention}, {"decision", std::string(decision_name(e.decision))},
           {"reason", e.reason}};
 }
 
@@ -474,8 +474,10 @@ Result<Event> read_llm_error(const json& j) {
 }
 
 Result<Event> read_retime(const json& j) {
-  return RetimeEvent{get(j, "iteration", 0), get(j, "contention", 0.0), get<std::string>(j, "decision", ""),
-                     get<std::string>(j, "reason", "")};
+  const auto name = get<std::string>(j, "decision", "");
+  auto decision = parse_decision(name);
+  if (!decision) return fail(ErrorKind::corrupt, "retime event: unknown incumbent decision '{}'", name);
+  return RetimeEvent{get(j, "iteration", 0), get(j, "contention", 0.0), *decision, get<std::string>(j, "reason", "")};
 }
 
 Result<Event> read_attempt(const json& j) {

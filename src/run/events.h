@@ -194,7 +194,7 @@ struct LlmErrorEvent {
 struct RetimeEvent {
   int iteration = 0;
   double contention = 0;
-  std::string decision;  // the comparison's decision name, or "recorded_timings"
+  Decision decision = Decision::none;  // the comparison's decision, or recorded_timings
   std::string reason;
 };
 
