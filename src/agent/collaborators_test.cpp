@@ -162,7 +162,7 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   close.speedup_vs_reference = 1000.0 / 995.0;  // r is the store's: the ratio of speedups vs the reference
   ASSERT_TRUE(judge.decide(close));
   EXPECT_FALSE(close.improved);
-  EXPECT_EQ(close.decision, "recorded_timings");
+  EXPECT_EQ(close.decision, run::Decision::recorded_timings);
   ASSERT_TRUE(close.speedup_vs_parent);
   EXPECT_NEAR(*close.speedup_vs_parent, 1000.0 / 995.0, 1e-9);
 

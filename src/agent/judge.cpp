@@ -21,7 +21,7 @@ namespace {
 // How long a re-time waits for the machine to be quiet before timing (EvalOptions::quiet_wait_seconds).
 constexpr double k_quiet_wait_seconds = 30;
 
-bool compared_side_by_side(const Attempt& a) { return !a.decision.empty() && a.decision != "recorded_timings"; }
+bool compared_side_by_side(const Attempt& a) { return run::incumbent_decision(a.decision).has_value(); }
 
 bool compared_with_incumbent(const eval::EvalResult& r) {
   return r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable;
@@ -73,11 +73,9 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
 Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const Attempt& first,
                                        const eval::ReplacementDecision& why, eval::EvalOptions opts) {
   const int k = a.iteration;
-  KOPE_TRY(m_ctx.event({{"type", "retime"},
-                        {"iteration", k},
-                        {"contention", compared_side_by_side(first) ? first.decision_contention : first.contention},
-                        {"decision", compared_side_by_side(first) ? first.decision : std::string("recorded_timings")},
-                        {"reason", why.reason}}));
+  KOPE_TRY(m_ctx.emit(run::RetimeEvent{k, compared_side_by_side(first) ? first.decision_contention : first.contention,
+                                        compared_side_by_side(first) ? first.decision : run::Decision::recorded_timings,
+                                        why.reason}));
   opts.seed = m_ctx.data_seed();
   opts.quiet_wait_seconds = k_quiet_wait_seconds;
   m_ctx.phase(k, a.stage, "re-timing (disturbed)");
@@ -93,7 +91,7 @@ eval::ReplacementDecision Judge::replacement(const Attempt& a, const Attempt& in
   e.disturbed = a.evidence_disturbed;
   e.retimed = a.retimed;
   if (e.compared) {
-    e.decision = eval::parse_incumbent_decision(a.decision).value_or(eval::IncumbentDecision::undecided);
+    e.decision = run::incumbent_decision(a.decision).value_or(eval::IncumbentDecision::undecided);
     e.ratio = a.speedup_vs_incumbent.value_or(1);
     e.lower = a.decision_lower.value_or(0);
     if (a.decision_upper) e.upper = *a.decision_upper;
@@ -108,7 +106,7 @@ eval::ReplacementDecision Judge::replacement(const Attempt& a, const Attempt& in
 
 bool Judge::replaces(Attempt& a, const Attempt& inc) const {
   if (!compared_side_by_side(a)) {
-    a.decision = "recorded_timings";
+    a.decision = run::Decision::recorded_timings;
     a.speedup_vs_incumbent = relative_speed(inc.timings, a.timings);
   }
   eval::ReplacementDecision d = replacement(a, inc);
@@ -152,7 +150,7 @@ Status Judge::decide(Attempt& a) const {
 }
 
 Status Judge::reverify_quarantined() {
-  OpState& st = m_ctx.state;
+  const OpState& st = m_ctx.state;
   for (const auto& [k, logged] : st.reverified) KOPE_TRY(apply_reverification(logged));
   for (const Attempt& a : st.attempts) {
     if (a.quarantine_reason.empty() || !a.correct() || st.reverified.contains(a.iteration)) continue;
@@ -178,12 +176,9 @@ Status Judge::reverify_quarantined() {
     const Attempt* inc = st.incumbent();
     auto faster = inc ? relative_speed(inc->timings, a.timings) : std::nullopt;
     e.promoted = v.confirmed && (!inc || (faster && *faster > 1 + m_ctx.cfg.min_improvement));
-    json ev = run::to_json(e);
-    KOPE_TRY(m_ctx.event(ev));
-    if (e.promoted) st.promoted = a.iteration;
+    KOPE_TRY(m_ctx.emit(e));  // applied: re-verified, and the incumbent when promoted
     m_ctx.note(fmt::format("attempt {} (quarantined: {}) {}{}", a.iteration, a.quarantine_reason, v.reason,
                            e.promoted ? "; it is the new incumbent" : ""));
-    st.reverified[a.iteration] = e;
     KOPE_TRY(apply_reverification(e));
   }
   return {};
@@ -237,7 +232,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.eval_seconds = r.wall_seconds;
   a.contention = 0;
   for (const auto& t : r.timing) a.contention = std::max(a.contention, t.contention);
-  a.decision.clear();
+  a.decision = run::Decision::none;
   a.decision_lower.reset();
   a.decision_upper.reset();
   a.decision_pairs = 0;
@@ -246,7 +241,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.early_figures = false;
   if (r.incumbent && r.incumbent->decision != eval::IncumbentDecision::unavailable) {
     const eval::IncumbentComparison& c = *r.incumbent;
-    a.decision = std::string(eval::incumbent_decision_name(c.decision));
+    a.decision = run::decision_of(c.decision);
     if (c.lower > 0) a.decision_lower = c.lower;
     a.decision_upper = c.upper;
     a.decision_pairs = c.pairs;

@@ -69,10 +69,12 @@ Result<OpEnd> Loop::run() {
 }
 
 Result<bool> Loop::step() {
-  OpState& st = m_ctx.state;
+  const OpState& st = m_ctx.state;
   int k = static_cast<int>(st.attempts.size()) + 1;
   Plan plan = plan_next(st, m_ctx.cfg);
   auto t0 = Clock::now();
+  // An answer logged by a process that died before its attempt: its model time was spent there.
+  const bool resumed_answer = st.pending.has_value();
   KOPE_ASSIGN(Next next, m_policy->propose(k, plan));
   if (!next.proposal) {
     m_end = next.end;
@@ -84,9 +86,8 @@ Result<bool> Loop::step() {
   KOPE_TRY(m_judge.decide(a));
   a.journal = journal(a, st, m_ctx.op);
   // A resumed answer's model time was spent by the process that asked.
-  a.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count() + a.llm_seconds * (st.pending ? 1 : 0);
-  st.pending.reset();
-  KOPE_TRY(m_recorder.add(std::move(a)));
+  a.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count() + a.llm_seconds * (resumed_answer ? 1 : 0);
+  KOPE_TRY(m_recorder.add(std::move(a)));  // its attempt event settles the pending answer
   const Attempt& added = st.attempts.back();
   if (m_ctx.env.progress) {
     const Attempt* inc = st.incumbent();
@@ -124,14 +125,13 @@ Result<std::string> Loop::experience_of_op() {
 // Logs the op's start once, then finishes what a killed run left half done: memory writes, then
 // logged reflections, then the reflection the last attempt called for.
 Status Loop::start() {
-  OpState& st = m_ctx.state;
+  const OpState& st = m_ctx.state;
   if (!st.started) {
-    KOPE_ASSIGN(st.experience, experience_of_op());
-    KOPE_TRY(m_ctx.event({{"type", "op_started"},
-                          {"policy", std::string(run::policy_name(m_ctx.cfg.policy))},
-                          {"mode", std::string(context::mode_name(m_ctx.cfg.mode))},
-                          {"experience", st.experience}}));
-    st.started = true;
+    run::OpStartedEvent e;
+    e.policy = run::policy_name(m_ctx.cfg.policy);
+    e.mode = context::mode_name(m_ctx.cfg.mode);
+    KOPE_ASSIGN(e.experience, experience_of_op());
+    KOPE_TRY(m_ctx.emit(std::move(e)));
   }
   if (m_ctx.env.progress) m_ctx.env.progress->op_started(m_ctx.op.name);
   for (const auto& a : st.attempts) {
@@ -143,11 +143,11 @@ Status Loop::start() {
 }
 
 Result<OpEnd> Loop::finish() {
-  OpState& st = m_ctx.state;
+  const OpState& st = m_ctx.state;
   ProgressSink* progress = m_ctx.env.progress;
   if (m_end != OpEnd::finished) {
     std::string why = m_end == OpEnd::cancelled ? "cancelled" : "llm_unavailable";
-    KOPE_TRY(m_ctx.event({{"type", "op_stopped"}, {"reason", why}, {"errors", st.errors}}));
+    KOPE_TRY(m_ctx.emit(run::OpStoppedEvent{why, st.errors}));
     if (progress) progress->op_finished(m_ctx.op.name, why);
     return m_end;
   }
@@ -155,15 +155,14 @@ Result<OpEnd> Loop::finish() {
   KOPE_TRY(m_judge.reverify_quarantined());
   if (m_policy->reflects()) KOPE_TRY(m_reflector.at_end(m_end_reason));
   const Attempt* inc = st.incumbent();
-  st.done = true;
-  st.stop_reason = m_end_reason;
-  KOPE_TRY(m_ctx.event({{"type", "op_done"},
-                        {"stop_reason", m_end_reason},
-                        {"stop_rule", std::string(run::stop_rule_name(m_ctx.cfg.stop_rule))},
-                        {"stop_detail", m_end_detail},
-                        {"attempts", st.attempts.size()},
-                        {"solved", inc != nullptr},
-                        {"best_iteration", inc ? json(inc->iteration) : json(nullptr)}}));
+  run::OpDoneEvent done;
+  done.stop_reason = m_end_reason;
+  done.stop_rule = run::stop_rule_name(m_ctx.cfg.stop_rule);
+  done.stop_detail = m_end_detail;
+  done.attempts = static_cast<int64_t>(st.attempts.size());
+  done.solved = inc != nullptr;
+  if (inc) done.best_iteration = inc->iteration;
+  KOPE_TRY(m_ctx.emit(std::move(done)));
   if (progress) progress->op_finished(m_ctx.op.name, m_end_reason);
   return OpEnd::finished;
 }

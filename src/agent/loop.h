@@ -132,6 +132,9 @@ struct OpEnvironment {
   std::vector<const spec::OpSpec*> known_ops;
   // The contamination guard (RunConfig::holdout): inactive unless the run holds its ops out.
   memory::Holdout holdout;
+  // Called after each event of an op is logged and applied, with the op's state then (tests
+  // compare it with the state the log rebuilds); may be empty. Called on the op's thread.
+  std::function<void(const std::string& op, const OpState& state)> on_event;
 };
 
 enum class OpEnd { finished, cancelled, llm_unavailable };

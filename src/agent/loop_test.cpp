@@ -892,7 +892,7 @@ TEST(Loop, FastVerdictDecidesAgainstTheIncumbent) {
     OpState st;
     ASSERT_TRUE(h.run(st));
     ASSERT_EQ(st.attempts.size(), 3u);
-    EXPECT_TRUE(st.attempts[0].decision.empty());  // nothing to beat
+    EXPECT_EQ(st.attempts[0].decision, run::Decision::none);  // nothing to beat
     const Attempt& slower = st.attempts[1];
     const Attempt& faster = st.attempts[2];
     EXPECT_FALSE(slower.improved);
@@ -902,12 +902,12 @@ TEST(Loop, FastVerdictDecidesAgainstTheIncumbent) {
     EXPECT_EQ(slower.label, "ineffective");
     EXPECT_NEAR(*faster.speedup_vs_incumbent, 1.25, 1e-9);
     if (fast) {
-      EXPECT_EQ(slower.decision, "slower_than_incumbent");
+      EXPECT_EQ(slower.decision, run::Decision::slower);
       EXPECT_TRUE(slower.early_figures);
       EXPECT_NEAR(*slower.decision_upper, 500.0 / 550 * 1.01, 1e-9);
       EXPECT_EQ(slower.decision_pairs, 12 * static_cast<int>(h.op.timed_cases().size()));
       EXPECT_NE(slower.journal.find("early figures"), std::string::npos) << slower.journal;
-      EXPECT_EQ(faster.decision, "faster_than_incumbent");
+      EXPECT_EQ(faster.decision, run::Decision::faster);
       EXPECT_FALSE(faster.early_figures);
       EXPECT_NE(faster.journal.find("alternating batches: faster_than_incumbent"), std::string::npos) << faster.journal;
       // The incumbent's source went to the evaluator with each later candidate.
@@ -919,7 +919,7 @@ TEST(Loop, FastVerdictDecidesAgainstTheIncumbent) {
       EXPECT_EQ(back->early_figures, true);
       EXPECT_EQ(back->decision_upper, slower.decision_upper);
     } else {
-      EXPECT_EQ(slower.decision, "recorded_timings");
+      EXPECT_EQ(slower.decision, run::Decision::recorded_timings);
       EXPECT_FALSE(slower.early_figures);
       EXPECT_NE(slower.journal.find("recorded timings"), std::string::npos) << slower.journal;
     }
@@ -964,7 +964,7 @@ TEST(Loop, OwnWaitsDoNotRaiseTheMargin) {
   ASSERT_TRUE(h.run(st));
   ASSERT_EQ(st.attempts.size(), 2u);
   const Attempt& b = st.attempts[1];
-  EXPECT_EQ(b.decision, "faster_than_incumbent");
+  EXPECT_EQ(b.decision, run::Decision::faster);
   EXPECT_TRUE(b.improved) << b.journal;
   EXPECT_FALSE(b.retimed);
   EXPECT_FALSE(b.margin_demanded);

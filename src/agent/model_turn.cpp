@@ -93,35 +93,51 @@ Result<AssembledPrompt> ModelTurn::assemble(int k, const Plan& plan, const Promp
     }
     new_pack = std::move(pack);
   }
-  json event{{"type", "prompt"},
-             {"iteration", k},
-             {"purpose", std::string(memory::stage_name(plan.stage))},
-             {"mode", std::string(context::mode_name(m_ctx.cfg.mode))},
-             {"tier_tokens", prompt.tier_tokens},
-             {"total_tokens", prompt.total_tokens},
-             {"limit", prompt.limit},
-             {"knowledge_budget", prompt.knowledge_budget},
-             {"admitted", prompt.admitted},
-             {"admission", run::admission_json(prompt.admission)},
-             {"dropped", prompt.dropped},
-             {"hot_truncated", prompt.hot_truncated},
-             {"token_scale", prompt.token_scale},
-             {"prefix_tokens", prompt.prefix_tokens},
-             {"shrink", shrink}};
-  if (new_pack) event["op_pack"] = run::op_pack_json(*new_pack);
-  KOPE_TRY(m_ctx.event(std::move(event)));
-  if (new_pack) m_ctx.state.op_pack = std::move(new_pack);
-  for (const auto& id : prompt.admitted) {
-    if (id.starts_with("note:")) m_ctx.state.notes_shown.insert(id);  // not offered again in this task
-  }
+  run::PromptEvent event;
+  event.iteration = k;
+  event.purpose = memory::stage_name(plan.stage);
+  event.mode = context::mode_name(m_ctx.cfg.mode);
+  event.tier_tokens = prompt.tier_tokens;
+  event.total_tokens = prompt.total_tokens;
+  event.limit = prompt.limit;
+  event.knowledge_budget = prompt.knowledge_budget;
+  event.admitted = prompt.admitted;
+  event.admission = prompt.admission;
+  event.dropped = prompt.dropped;
+  event.hot_truncated = prompt.hot_truncated;
+  event.token_scale = prompt.token_scale;
+  event.prefix_tokens = prompt.prefix_tokens;
+  event.shrink = shrink;
+  event.op_pack = std::move(new_pack);
+  // Applied, it fixes the op pack and marks the notes shown (not offered again in this task).
+  KOPE_TRY(m_ctx.emit(std::move(event)));
   return prompt;
 }
 
 Result<ModelTurn::AfterFailure> ModelTurn::after_failure(int k, const llm::LlmError& err, const AssembledPrompt& prompt,
                                                          Retry& retry) {
   std::string cls(llm::failure_class_name(err.cls));
-  KOPE_TRY(m_ctx.event({{"type", "llm_error"}, {"iteration", k}, {"class", cls}, {"message", err.message},
-                        {"http_status", err.http_status}}));
+  run::LlmErrorEvent event{k, cls, err.message, err.http_status, ""};
+  // A failure that ends the op says why with its event (applied, it is one of the op's errors).
+  switch (err.cls) {
+    case llm::FailureClass::context_length:
+      if (retry.shrinks >= m_ctx.cfg.context_shrink_retries) {
+        event.stop_error = "the prompt does not fit the model's window even without memory: " + err.message;
+      }
+      break;
+    case llm::FailureClass::content_filtered:
+    case llm::FailureClass::malformed:
+    case llm::FailureClass::unauthorized:
+    case llm::FailureClass::not_found:
+    case llm::FailureClass::bad_request:
+    case llm::FailureClass::cancelled:
+      break;
+    default:
+      if (retry.backoffs >= m_ctx.cfg.backoff_seconds.size()) {
+        event.stop_error = fmt::format("model unavailable ({}): {}", cls, err.message);
+      }
+  }
+  KOPE_TRY(m_ctx.emit(std::move(event)));
   switch (err.cls) {
     case llm::FailureClass::context_length:
       if (retry.shrinks < m_ctx.cfg.context_shrink_retries) {
@@ -131,7 +147,6 @@ Result<ModelTurn::AfterFailure> ModelTurn::after_failure(int k, const llm::LlmEr
         m_ctx.env.estimator->calibrate(prompt.total_tokens, prompt.total_tokens * 5 / 4 + 1);
         return AfterFailure::again();
       }
-      m_ctx.state.errors.push_back("the prompt does not fit the model's window even without memory: " + err.message);
       return AfterFailure::stop(OpEnd::llm_unavailable);
     case llm::FailureClass::content_filtered:
     case llm::FailureClass::malformed:
@@ -149,7 +164,6 @@ Result<ModelTurn::AfterFailure> ModelTurn::after_failure(int k, const llm::LlmEr
         wait_backoff(wait);
         return AfterFailure::again();
       }
-      m_ctx.state.errors.push_back(fmt::format("model unavailable ({}): {}", cls, err.message));
       return AfterFailure::stop(OpEnd::llm_unavailable);
   }
 }
@@ -188,7 +202,7 @@ Result<ModelAnswer> ModelTurn::keep(int k, const Plan& plan, const AssembledProm
   e.llm_seconds = reply.latency;
   e.finish_reason = reply.finish;
   e.provider_problem = reply.provider_problem;
-  KOPE_TRY(m_ctx.event(run::to_json(e)));
+  KOPE_TRY(m_ctx.emit(e));
   out.text = reply.text;
   return out;
 }

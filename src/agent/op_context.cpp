@@ -14,7 +14,7 @@
 namespace kope::agent {
 
 OpContext::OpContext(const OpEnvironment& e, const spec::OpSpec& o, OpState& s)
-    : env(e), cfg(*e.config), op(o), state(s), op_dir(op_dir_name(o.name)),
+    : env(e), cfg(*e.config), op(o), state(s), op_dir(op_dir_name(o.name)), m_state(s),
       m_data_seed(cfg.seed ? derived_seed(0, "eval-data") : util::random_seed()) {}
 
 bool OpContext::cancelled() const {
@@ -35,9 +35,11 @@ void OpContext::note(std::string_view line) const {
   if (env.progress) env.progress->note(op.name, line);
 }
 
-Status OpContext::event(nlohmann::json e) const {
-  e["op"] = op.name;
-  return env.events->append(std::move(e));
+Status OpContext::emit(run::Event e) const {
+  KOPE_TRY(env.events->append(e, op.name));
+  KOPE_TRY(run::apply(m_state, e, op.name));
+  if (env.on_event) env.on_event(op.name, m_state);
+  return {};
 }
 
 Result<std::string> OpContext::write_run_file(const std::string& rel, std::string_view content) const {

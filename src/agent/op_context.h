@@ -14,9 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "agent/loop.h"
+#include "run/events.h"
 
 namespace kope::agent {
 
@@ -27,7 +26,8 @@ class OpContext {
   const OpEnvironment& env;
   const LoopConfig& cfg;
   const spec::OpSpec& op;
-  OpState& state;
+  // The op's state, read-only: it changes only by emit() (run::apply).
+  const OpState& state;
   const std::string op_dir;  // op_dir_name(op.name): candidates/<op_dir>/, transcripts/<op_dir>/
 
   // The user asked to stop, or another op hit an error the run cannot go on from.
@@ -42,8 +42,10 @@ class OpContext {
   uint64_t data_seed() const { return m_data_seed; }
   void phase(int k, memory::Stage stage, std::string_view what) const;
   void note(std::string_view line) const;
-  // Appends `e` to the event log with this op's name.
-  Status event(nlohmann::json e) const;
+  // Logs `e` with this op's name, then applies it to the op's state (run::apply): the only way
+  // the loop and its collaborators change the state. Fails with io when the log cannot be
+  // written (the state is then unchanged).
+  Status emit(run::Event e) const;
 
   // Writes a file resume depends on (answers, candidate sources) atomically and fsynced;
   // returns `rel`, its path relative to the run directory.
@@ -73,6 +75,7 @@ class OpContext {
   std::optional<std::string> error_signature(int k) const;
 
  private:
+  OpState& m_state;
   std::map<int, std::string> m_code;
   std::map<int, std::string> m_error_signatures;
   std::optional<std::string> m_reference;

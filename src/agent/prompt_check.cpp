@@ -368,13 +368,11 @@ struct LoggedEstimate {
   }
 };
 
-bool positive_number(const json& ev, const char* key) {
-  return ev.contains(key) && ev[key].is_number() && ev[key].get<double>() > 0;
-}
+bool positive(const std::optional<double>& v) { return v && *v > 0; }
 
-int64_t tier(const json& tiers, const char* name) {
+int64_t tier(const std::map<std::string, int64_t>& tiers, const char* name) {
   auto it = tiers.find(name);
-  return it != tiers.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+  return it != tiers.end() ? it->second : 0;
 }
 
 }  // namespace
@@ -417,13 +415,22 @@ std::vector<PromptFinding> check_prompt_text(const PromptText& text, const std::
   return out;
 }
 
-std::vector<PromptFinding> check_prompt_tokens(const PromptText& text, const json& ev, const std::string& file,
+std::vector<PromptFinding> check_prompt_tokens(const PromptText& text, const json& line, const std::string& file,
+                                               const std::string& prompt) {
+  auto e = run::parse_event(line);
+  if (!e) return {{file, prompt, 0, "log", e.error().message}};
+  const auto* ev = std::get_if<run::PromptEvent>(&e->event);
+  if (!ev) return {{file, prompt, 0, "log", "the event is not a prompt event"}};
+  return check_prompt_tokens(text, *ev, file, prompt);
+}
+
+std::vector<PromptFinding> check_prompt_tokens(const PromptText& text, const run::PromptEvent& ev, const std::string& file,
                                                const std::string& prompt) {
   std::vector<PromptFinding> out;
   auto add = [&](std::string msg) { out.push_back({file, prompt, 0, "tokens", std::move(msg)}); };
-  const json tiers = ev.value("tier_tokens", json::object());
+  const auto& tiers = ev.tier_tokens;
   int64_t sys = tier(tiers, "system"), hot = tier(tiers, "hot"), warm = tier(tiers, "warm"), cold = tier(tiers, "cold");
-  int64_t total = ev.value("total_tokens", int64_t{-1});
+  int64_t total = ev.total_tokens.value_or(-1);
   if (total < 0) {
     add("the prompt event has no total_tokens");
     return out;
@@ -436,13 +443,13 @@ std::vector<PromptFinding> check_prompt_tokens(const PromptText& text, const jso
     if (v < 0) add(fmt::format("the {} tier has {} tokens", name, v));
   }
   // What the estimates used: logged, or (older runs) the ratio the system message implies.
-  const bool logged = positive_number(ev, "token_scale") || positive_number(ev, "tokens_per_byte");
+  const bool logged = positive(ev.token_scale) || positive(ev.tokens_per_byte);
   LoggedEstimate estimate;
-  if (positive_number(ev, "token_scale")) {
-    estimate = {false, ev["token_scale"].get<double>()};
+  if (positive(ev.token_scale)) {
+    estimate = {false, *ev.token_scale};
   } else {
     estimate.per_byte = true;
-    estimate.value = logged ? ev["tokens_per_byte"].get<double>()
+    estimate.value = logged ? *ev.tokens_per_byte
                             : (text.system.empty() ? 0.0 : static_cast<double>(sys) / static_cast<double>(text.system.size()));
   }
   if (estimate.value <= 0) {
@@ -461,7 +468,7 @@ std::vector<PromptFinding> check_prompt_tokens(const PromptText& text, const jso
     add(fmt::format("the total says {} tokens, but the text ({} + {} bytes) is {} tokens at {}", total,
                     text.system.size(), text.user.size(), sys_text + user_text, estimate.describe()));
   }
-  if (ev.value("purpose", std::string()) == "reflect") {
+  if (ev.reflect()) {
     if (warm != 0 || cold != 0) add("a reflection prompt has no knowledge tiers, but warm/cold are not 0");
     return out;
   }
@@ -485,16 +492,15 @@ Result<PromptCheckReport> check_run_prompts(const std::filesystem::path& run_dir
   if (!std::filesystem::is_regular_file(run_dir / "events.jsonl", ec)) {
     return fail(ErrorKind::not_found, "{} is not a run directory (no events.jsonl)", run_dir.string());
   }
-  KOPE_ASSIGN(auto events, run::read_events(run_dir / "events.jsonl"));
+  KOPE_ASSIGN(auto events, run::read_log(run_dir / "events.jsonl"));
   // The last prompt event of each transcript (a context-length retry logs one per try).
-  std::map<std::string, json> prompt_of;
+  std::map<std::string, run::PromptEvent> prompt_of;
   for (const auto& e : events) {
-    if (e.value("type", std::string()) != "prompt") continue;
-    std::string dir = op_dir_name(e.value("op", std::string()));
-    std::string purpose = e.value("purpose", std::string());
-    std::string name = purpose == "reflect" ? "reflect-" + e.value("key", std::string())
-                                            : fmt::format("{}-{}", e.value("iteration", 0), purpose);
-    prompt_of[dir + "/" + name] = e;
+    const auto* p = std::get_if<run::PromptEvent>(&e.event);
+    if (!p) continue;
+    std::string dir = op_dir_name(e.op);
+    std::string name = p->reflect() ? "reflect-" + p->key : fmt::format("{}-{}", p->iteration.value_or(0), p->purpose);
+    prompt_of[dir + "/" + name] = *p;
   }
   PromptCheckReport report;
   std::filesystem::path root = run_dir / "transcripts";

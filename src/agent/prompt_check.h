@@ -29,6 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run/events.h"
+
 #include "kope/error.h"
 
 namespace kope::agent {
@@ -67,6 +69,10 @@ Result<PromptText> parse_transcript(std::string_view transcript);
 std::vector<PromptFinding> check_prompt_text(const PromptText& text, const std::string& file, const std::string& prompt);
 
 // The token rules for one prompt against its logged "prompt" event.
+std::vector<PromptFinding> check_prompt_tokens(const PromptText& text, const run::PromptEvent& prompt_event,
+                                               const std::string& file, const std::string& prompt);
+// The same over the event's JSON line (read by run::parse_event); a line that is not a prompt
+// event is one "log" finding.
 std::vector<PromptFinding> check_prompt_tokens(const PromptText& text, const nlohmann::json& prompt_event,
                                                const std::string& file, const std::string& prompt);
 

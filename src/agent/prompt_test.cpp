@@ -212,7 +212,7 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   // say +200%. The feedback names the figure that decided, its interval and why it stays.
   Attempt side = a;
   side.timings = {{9, "N=4096 D=1024", 600, 2, 1000, 800.0, 50, 0.2}};
-  side.decision = "undecided";
+  side.decision = run::Decision::undecided;
   side.speedup_vs_incumbent = 1.08;
   side.decision_lower = 0.95;
   side.decision_upper = 1.2;
@@ -228,7 +228,7 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   // The tried-table says why a faster-looking attempt did not become the incumbent.
   std::string side_row = render_tried({side});
   EXPECT_NE(side_row.find("1.08x vs incumbent timed beside it (undecided; the incumbent stays)"), std::string::npos) << side_row;
-  side.decision = "faster_than_incumbent";
+  side.decision = run::Decision::faster;
   side.margin_demanded = 1.9;
   side.evidence_disturbed = true;
   std::string fb4 = render_feedback(side, &inc);
@@ -276,7 +276,7 @@ TEST(Prompt, FeedbackShowsSideBySideFiguresPerCaseAndTheDecidingRule) {
   a.timings[1].side_candidate_us = 9.5;
   a.timings[1].side_incumbent_us = 11;
   a.timings[1].side_ratio = 1.16;
-  a.decision = "faster_than_incumbent";
+  a.decision = run::Decision::faster;
   a.speedup_vs_incumbent = 1.34;
   a.decision_lower = 1.12;
   a.decision_upper = 1.9;

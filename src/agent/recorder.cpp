@@ -13,11 +13,11 @@ namespace {
 // How the incumbent decision was reached, for the journal.
 std::string decision_note(const Attempt& a) {
   std::string out;
-  if (a.decision == "recorded_timings") {
+  if (a.decision == run::Decision::recorded_timings) {
     out = fmt::format("compared with the incumbent's recorded timings ({}).", format_ratio(a.speedup_vs_incumbent));
   } else {
     out = fmt::format("timed against the incumbent in alternating batches: {}, {} (interval [{}, {}], {} pairs of batches){}.",
-                      a.decision, format_ratio(a.speedup_vs_incumbent), a.decision_lower ? fmt::format("{:.3f}", *a.decision_lower) : "0",
+                      run::decision_name(a.decision), format_ratio(a.speedup_vs_incumbent), a.decision_lower ? fmt::format("{:.3f}", *a.decision_lower) : "0",
                       a.decision_upper ? fmt::format("{:.3f}", *a.decision_upper) : "inf", a.decision_pairs,
                       a.early_figures ? "; the timings above are the comparison's early figures, not timed to the full CI" : "");
   }
@@ -73,7 +73,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
   } else if (a.cases_total > 0) {
     out += fmt::format("Numbers: {} of {} cases passed; label {}.\n", a.cases_passed, a.cases_total, a.label);
   }
-  if (a.correct() && !a.decision.empty()) out += "Decision: " + decision_note(a) + "\n";
+  if (a.correct() && a.decision != run::Decision::none) out += "Decision: " + decision_note(a) + "\n";
   std::string reading;
   if (a.correct() && !a.quarantine_reason.empty()) {
     reading = fmt::format("correct, but the memory quarantined the win ({}); it is held back from the incumbent until it "
@@ -103,8 +103,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
 }
 
 Status Recorder::add(Attempt a) {
-  KOPE_TRY(m_ctx.event({{"type", "attempt"}, {"attempt", to_json(a)}}));
-  m_ctx.state.attempts.push_back(std::move(a));
+  KOPE_TRY(m_ctx.emit(run::AttemptEvent{std::move(a)}));
   return record(m_ctx.state.attempts.back());
 }
 
@@ -144,7 +143,6 @@ Status Recorder::record(const Attempt& a) {
   c.journal = a.journal;
   KOPE_ASSIGN(memory::RecordedCase recorded, env.store->record_attempt(c));
   const int64_t id = recorded.id;
-  m_ctx.state.case_ids[a.iteration] = id;
   m_ctx.keep_error_signature(a.iteration, recorded.assessment.error_signature);
   if (a.policy == Policy::llm && !a.prompt_id.empty()) {
     memory::RetrievalLogEntry entry;
@@ -156,7 +154,7 @@ Status Recorder::record(const Attempt& a) {
     KOPE_TRY(env.store->log_retrieval(entry));
     KOPE_TRY(env.store->credit(a.prompt_id, reward_for(a)));
   }
-  return m_ctx.event({{"type", "recorded"}, {"iteration", a.iteration}, {"case_id", id}});
+  return m_ctx.emit(run::RecordedEvent{a.iteration, id});
 }
 
 double reward_for(const Attempt& a) {

@@ -115,7 +115,7 @@ Status Reflector::at_end(const std::string& stop_reason) {
 
 Status Reflector::resume() {
   if (!m_ctx.cfg.reflect || !m_ctx.env.llm) return {};
-  for (auto& [key, rec] : m_ctx.state.reflections) {
+  for (const auto& [key, rec] : m_ctx.state.reflections) {
     if (!rec.applied) KOPE_TRY(apply(rec));
   }
   return {};
@@ -236,9 +236,13 @@ Result<bool> Reflector::ask(const std::string& key, const Subject& subject) {
   int64_t estimated = 0;
   for (const auto& m : messages) estimated += est.estimate(m.content);
   int64_t system_tokens = est.estimate(messages[0].content);
-  KOPE_TRY(m_ctx.event({{"type", "prompt"}, {"purpose", "reflect"}, {"key", key}, {"total_tokens", estimated},
-                        {"token_scale", est.scale()},
-                        {"tier_tokens", {{"system", system_tokens}, {"hot", estimated - system_tokens}, {"warm", 0}, {"cold", 0}}}}));
+  run::PromptEvent prompt_event;
+  prompt_event.purpose = "reflect";
+  prompt_event.key = key;
+  prompt_event.total_tokens = estimated;
+  prompt_event.token_scale = est.scale();
+  prompt_event.tier_tokens = {{"system", system_tokens}, {"hot", estimated - system_tokens}, {"warm", 0}, {"cold", 0}};
+  KOPE_TRY(m_ctx.emit(std::move(prompt_event)));
   int k = static_cast<int>(m_ctx.state.attempts.size());
   llm::ChatParams params;
   params.max_output_tokens = static_cast<int>(std::min<int64_t>(1500, m_ctx.cfg.budget.generation));
@@ -248,40 +252,32 @@ Result<bool> Reflector::ask(const std::string& key, const Subject& subject) {
   auto r = env.llm->chat(messages, params);
   if (!r) {
     // A reflection is an extra; its failure never stops the op.
-    KOPE_TRY(m_ctx.event({{"type", "reflection_failed"}, {"key", key},
-                          {"class", std::string(llm::failure_class_name(r.error().cls))}, {"message", r.error().message}}));
+    KOPE_TRY(m_ctx.emit(
+        run::ReflectionFailedEvent{key, std::string(llm::failure_class_name(r.error().cls)), r.error().message}));
     return false;
   }
   if (!r->usage.estimated && r->usage.prompt_tokens > 0) env.estimator->calibrate(estimated, r->usage.prompt_tokens);
   KOPE_TRY(m_ctx.write_transcript(fmt::format("transcripts/{}/reflect-{}.md", m_ctx.op_dir, key),
                                   render_transcript(messages, r->text)));
   ParsedLessons parsed = parse_lessons(r->text, lessons);
-  ReflectionRecord rec;
-  rec.key = key;
-  rec.deltas = parsed.deltas;
-  rec.tokens_prompt = r->usage.prompt_tokens;
-  rec.tokens_completion = r->usage.completion_tokens;
-  rec.cost_usd = r->cost_usd;
-  json deltas = json::array();
-  for (const auto& d : parsed.deltas) deltas.push_back(delta_to_json(d));
-  KOPE_TRY(m_ctx.event({{"type", "reflection"},
-                        {"key", key},
-                        {"trigger", subject.trigger},
-                        {"attempt", subject.attempt},
-                        {"deltas", deltas},
-                        {"problems", parsed.problems},
-                        {"parsed", parsed.parsed},
-                        {"tokens_prompt", rec.tokens_prompt},
-                        {"tokens_completion", rec.tokens_completion},
-                        {"cost_usd", rec.cost_usd}}));
-  m_ctx.state.reflections.emplace(key, std::move(rec));
+  run::ReflectionEvent e;
+  e.key = key;
+  e.trigger = subject.trigger;
+  e.attempt = subject.attempt;
+  e.deltas = parsed.deltas;
+  e.problems = parsed.problems;
+  e.parsed = parsed.parsed;
+  e.tokens_prompt = r->usage.prompt_tokens;
+  e.tokens_completion = r->usage.completion_tokens;
+  e.cost_usd = r->cost_usd;
+  KOPE_TRY(m_ctx.emit(std::move(e)));
   return true;
 }
 
 // Applies the logged deltas; an add that is already there (a crash between applying and
 // logging) is not repeated.
-Status Reflector::apply(ReflectionRecord& rec) {
-  rec.lesson_ids.clear();
+Status Reflector::apply(const ReflectionRecord& rec) {
+  std::vector<std::string> lesson_ids;
   std::vector<std::string> problems;
   for (const auto& d : rec.deltas) {
     if (d.op == memory::LessonDelta::Op::add) {
@@ -290,19 +286,18 @@ Status Reflector::apply(ReflectionRecord& rec) {
         return l.title == d.lesson.title && l.text == d.lesson.text;
       });
       if (same != existing.end()) {
-        rec.lesson_ids.push_back(same->id);
+        lesson_ids.push_back(same->id);
         continue;
       }
     }
     auto id = m_ctx.env.store->apply(d);
     if (id) {
-      rec.lesson_ids.push_back(*id);
+      lesson_ids.push_back(*id);
     } else {
       problems.push_back(id.error().message);
     }
   }
-  rec.applied = true;
-  return m_ctx.event({{"type", "reflection_applied"}, {"key", rec.key}, {"lesson_ids", rec.lesson_ids}, {"problems", problems}});
+  return m_ctx.emit(run::ReflectionAppliedEvent{rec.key, std::move(lesson_ids), std::move(problems)});
 }
 
 }  // namespace kope::agent

@@ -71,7 +71,7 @@ class Reflector {
   // The lesson blocks of the prompt: this task's own (from its earlier reflections) and the
   // others in the op's scope (retrieval's first), with the ids `lessons` may vote on and edit.
   Status lessons_for_prompt(const std::string& key, ReflectionInput& in, LessonContext& lessons);
-  Status apply(ReflectionRecord& rec);
+  Status apply(const ReflectionRecord& rec);
   // The code of `a` as a titled, fenced block; "" when it has none.
   std::string code_block(const Attempt& a, const std::string& title);
   // What failed attempt `a` reported, and its error signature (into `subject`).

@@ -219,12 +219,12 @@ std::string render_incumbent(const Attempt& inc, std::string_view code, std::str
 
 // Whether the incumbent decision came from timing the two kernels side by side (the
 // evaluator's interleaved comparison) rather than from the incumbent's recorded timings.
-bool compared_side_by_side(const Attempt& a) { return !a.decision.empty() && a.decision != "recorded_timings"; }
+bool compared_side_by_side(const Attempt& a) { return run::incumbent_decision(a.decision).has_value(); }
 
 // Why a correct attempt compared with the incumbent did not replace it, in a few words.
 std::string replacement_outcome(const Attempt& a) {
   if (!compared_side_by_side(a)) return "not faster than its recorded timings";
-  switch (eval::parse_incumbent_decision(a.decision).value_or(eval::IncumbentDecision::undecided)) {
+  switch (run::incumbent_decision(a.decision).value_or(eval::IncumbentDecision::undecided)) {
     case eval::IncumbentDecision::faster: return "faster, but below the margin it had to exceed";
     case eval::IncumbentDecision::slower: return "slower";
     case eval::IncumbentDecision::not_faster: return "not faster by the margin";
@@ -265,7 +265,7 @@ std::string render_decision(const Attempt& a) {
                                ? fmt::format(" (95% interval {:.2f}x to {:.2f}x)", *a.decision_lower, *a.decision_upper)
                                : " (too few pairs for an interval)";
     std::string verdict = "undecided within the comparison's time, and an undecided kernel does not replace the incumbent";
-    auto d = eval::parse_incumbent_decision(a.decision);
+    auto d = run::incumbent_decision(a.decision);
     if (d == eval::IncumbentDecision::faster) verdict = "faster";
     if (d == eval::IncumbentDecision::slower) verdict = "slower";
     if (d == eval::IncumbentDecision::not_faster) verdict = "not faster by more than the required margin";

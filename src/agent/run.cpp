@@ -202,19 +202,32 @@ Result<RunReport> Run::collect_tasks(bool cancelled) {
     }
   }
   RunReport report;
-  KOPE_TRY(finish(report, complete, cancelled, {{"tasks", tasks.size()}}));
+  run::RunEndedEvent end;
+  end.tasks = static_cast<int64_t>(tasks.size());
+  KOPE_TRY(finish(report, complete, cancelled, std::move(end)));
   return report;
 }
 
-Status Run::finish(RunReport& report, bool complete, bool cancelled, nlohmann::json detail) {
+Status Run::log_started(const std::string& executor, std::optional<int64_t> tasks) {
+  run::RunStartedEvent e;
+  e.resumed = m_resumed;
+  e.run_id = m_config.run_id;
+  e.ops = static_cast<int64_t>(m_ops.size());
+  if (executor.empty()) e.jobs = m_config.jobs;
+  e.executor = executor;
+  e.tasks = tasks;
+  return m_events->append(e);
+}
+
+Status Run::finish(RunReport& report, bool complete, bool cancelled, run::RunEndedEvent end) {
   report.complete = complete;
   report.cancelled = !complete && cancelled;
   KOPE_TRY(write_results(complete));
   report.results = results(complete);
   report.results_path = m_dir / "results.json";
-  json event = {{"type", complete ? "run_finished" : "run_stopped"}, {"complete", complete}, {"cancelled", report.cancelled}};
-  event.update(detail);
-  return m_events->append(std::move(event));
+  end.complete = complete;
+  end.cancelled = report.cancelled;
+  return m_events->append(end);
 }
 
 Status Run::write_results(bool complete) {
@@ -270,7 +283,7 @@ void note_op_end(const spec::OpSpec& op, const Result<OpEnd>& end, const OpState
     // else (evaluator, memory, model credentials, disk) stops the run.
     ErrorKind kind = end.error().kind;
     if (kind != ErrorKind::config && kind != ErrorKind::not_found) abort = true;
-    (void)events.append({{"type", "op_error"}, {"op", op.name}, {"message", end.error().message}});
+    (void)events.append(run::OpErrorEvent{end.error().message}, op.name);
   } else if (*end == OpEnd::llm_unavailable) {
     for (const auto& e : st.errors) report.errors.push_back(op.name + ": " + e);
   }
@@ -291,10 +304,7 @@ Result<RunReport> Run::execute(RunServices& services) {
   if (m_config.holdout) env.holdout = holdout_of(m_config);
   const std::atomic<bool>* user_cancel = env.cancel;
 
-  KOPE_TRY(m_events->append({{"type", m_resumed ? "run_resumed" : "run_started"},
-                             {"run_id", m_config.run_id},
-                             {"ops", m_ops.size()},
-                             {"jobs", m_config.jobs}}));
+  KOPE_TRY(log_started());
   std::vector<size_t> todo;
   {
     std::lock_guard lock(m_mutex);
@@ -330,7 +340,9 @@ Result<RunReport> Run::execute(RunServices& services) {
 
   bool complete = true;
   for (const auto& op : m_ops) complete = complete && m_states[op.name].done;
-  KOPE_TRY(finish(report, complete, user_cancel->load(), {{"errors", report.errors}}));
+  run::RunEndedEvent end;
+  end.errors = report.errors;
+  KOPE_TRY(finish(report, complete, user_cancel->load(), std::move(end)));
   return report;
 }
 

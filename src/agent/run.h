@@ -99,8 +99,12 @@ class Run {
   // when a task's event log is damaged or the run directory cannot be written.
   Result<RunReport> collect_tasks(bool cancelled);
 
+  // Logs the run's start, the one writer of run_started (run_resumed when the run was opened
+  // to resume): its id and op count; a run in this process adds its jobs, a coordinator of task
+  // runs its `executor` ("slurm") and task count. Fails with io when the log cannot be written.
+  Status log_started(const std::string& executor = {}, std::optional<int64_t> tasks = {});
   // Appends an event of the run itself (no "op": the operators' states ignore it) to its log.
-  Status log(nlohmann::json event) { return m_events->append(std::move(event)); }
+  Status log(const run::Event& event) { return m_events->append(event); }
 
   // results.json's content for the current states.
   nlohmann::json results(bool complete) const;
@@ -109,8 +113,8 @@ class Run {
   Run() = default;
   Status write_results(bool complete);
   // The run's end: `report` filled (complete, cancelled, results), results.json written, and
-  // run_finished or run_stopped logged with `detail`'s fields.
-  Status finish(RunReport& report, bool complete, bool cancelled, nlohmann::json detail);
+  // run_finished or run_stopped logged with `end`'s detail (its complete and cancelled set here).
+  Status finish(RunReport& report, bool complete, bool cancelled, run::RunEndedEvent end);
 
   RunConfig m_config;
   std::vector<spec::OpSpec> m_ops;

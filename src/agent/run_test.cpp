@@ -323,6 +323,34 @@ TEST(Results, FiguresOverStatedSets) {
   EXPECT_DOUBLE_EQ(back->timings[0].contention, 0.5);
 }
 
+TEST(Attempt, DecisionKeepsItsJsonSpellingBothWays) {
+  const std::pair<run::Decision, const char*> spellings[] = {
+      {run::Decision::faster, "faster_than_incumbent"},
+      {run::Decision::slower, "slower_than_incumbent"},
+      {run::Decision::not_faster, "not_faster_than_incumbent"},
+      {run::Decision::undecided, "undecided"},
+      {run::Decision::recorded_timings, "recorded_timings"},
+  };
+  Attempt a;
+  a.iteration = 2;
+  EXPECT_EQ(to_json(a)["incumbent_decision"], nullptr);
+  for (const auto& [decision, name] : spellings) {
+    a.decision = decision;
+    json j = to_json(a);
+    EXPECT_EQ(j["incumbent_decision"]["decision"], name);
+    auto back = attempt_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->decision, decision) << name;
+  }
+  EXPECT_EQ(run::decision_of(eval::IncumbentDecision::unavailable), run::Decision::none);
+  EXPECT_EQ(run::incumbent_decision(run::Decision::recorded_timings), std::nullopt);
+  json unknown = to_json(a);
+  unknown["incumbent_decision"]["decision"] = "quicker";
+  auto bad = attempt_from_json(unknown);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, ErrorKind::corrupt);
+}
+
 TEST(Events, TornLastLineIsDroppedAndTheLogContinues) {
   auto dir = util::TempDir::create("kope-events");
   auto path = dir->path() / "events.jsonl";

@@ -105,16 +105,18 @@ Status load_events(RunData& run) {
   if (!fs::exists(events_path, ec)) {
     return fail(ErrorKind::not_found, "{} has no events.jsonl (the run's event log)", run.dir.string());
   }
-  KOPE_ASSIGN(auto events, run::read_events(events_path));
-  KOPE_ASSIGN(auto task_events, run::task_op_events(run.dir));
-  events.insert(events.end(), std::make_move_iterator(task_events.begin()), std::make_move_iterator(task_events.end()));
-  auto states = run::restore_states(events);
+  KOPE_ASSIGN(auto lines, run::read_events(events_path));
+  KOPE_ASSIGN(auto task_lines, run::task_op_events(run.dir));
+  lines.insert(lines.end(), std::make_move_iterator(task_lines.begin()), std::make_move_iterator(task_lines.end()));
+  auto events = run::parse_events(lines);
+  if (!events) return std::unexpected(std::move(events.error()).with_context(events_path.string() + ": "));
+  auto states = run::restore_states(*events);
   if (!states)
     return std::unexpected(std::move(states.error()).with_context(events_path.string() + ": "));
   run.states = std::move(*states);
-  for (const auto& e : events) {
-    if (e.value("type", "") != "op_started" || !e.contains("op") || !e["op"].is_string()) continue;
-    run.started_seq.try_emplace(e["op"].get<std::string>(), e.value("seq", int64_t{0}));
+  for (const auto& e : *events) {
+    if (!std::holds_alternative<run::OpStartedEvent>(e.event) || e.op.empty()) continue;
+    run.started_seq.try_emplace(e.op, e.seq);
   }
   return {};
 }

@@ -74,6 +74,53 @@ std::optional<Policy> parse_policy(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// Decision's name table: a side-by-side decision is spelled as the evaluator spells it.
+struct DecisionName {
+  Decision decision;
+  std::optional<eval::IncumbentDecision> compared;
+  std::string_view name;  // the spelling when not compared
+};
+constexpr DecisionName k_decision_names[] = {
+    {Decision::none, std::nullopt, ""},
+    {Decision::faster, eval::IncumbentDecision::faster, {}},
+    {Decision::slower, eval::IncumbentDecision::slower, {}},
+    {Decision::not_faster, eval::IncumbentDecision::not_faster, {}},
+    {Decision::undecided, eval::IncumbentDecision::undecided, {}},
+    {Decision::recorded_timings, std::nullopt, "recorded_timings"},
+};
+
+}  // namespace
+
+std::string_view decision_name(Decision d) {
+  for (const auto& n : k_decision_names) {
+    if (n.decision == d) return n.compared ? eval::incumbent_decision_name(*n.compared) : n.name;
+  }
+  return "";
+}
+
+std::optional<Decision> parse_decision(std::string_view name) {
+  for (const auto& n : k_decision_names) {
+    if (decision_name(n.decision) == name) return n.decision;
+  }
+  return std::nullopt;
+}
+
+Decision decision_of(eval::IncumbentDecision d) {
+  for (const auto& n : k_decision_names) {
+    if (n.compared == d) return n.decision;
+  }
+  return Decision::none;
+}
+
+std::optional<eval::IncumbentDecision> incumbent_decision(Decision d) {
+  for (const auto& n : k_decision_names) {
+    if (n.decision == d) return n.compared;
+  }
+  return std::nullopt;
+}
+
 json admission_json(const std::vector<Admission>& list) {
   json out = json::array();
   for (const auto& a : list) {
@@ -137,8 +184,8 @@ json to_json(const Attempt& a) {
               {"library_config", a.library_config ? eval::library_config_to_json(*a.library_config) : json(nullptr)},
               {"improved", a.improved},
               {"quarantine_reason", a.quarantine_reason},
-              {"incumbent_decision", a.decision.empty() ? json(nullptr)
-                                                        : json{{"decision", a.decision},
+              {"incumbent_decision", a.decision == Decision::none ? json(nullptr)
+                                                        : json{{"decision", std::string(decision_name(a.decision))},
                                                                {"lower", opt(a.decision_lower)},
                                                                {"upper", opt(a.decision_upper)},
                                                                {"pairs", a.decision_pairs},
@@ -216,7 +263,10 @@ Result<Attempt> attempt_from_json(const json& j) {
     a.improved = j.value("improved", false);
     a.quarantine_reason = j.value("quarantine_reason", "");
     if (auto d = j.find("incumbent_decision"); d != j.end() && d->is_object()) {
-      a.decision = d->value("decision", "");
+      const std::string decision = d->value("decision", "");
+      auto parsed_decision = parse_decision(decision);
+      if (!parsed_decision) return fail(ErrorKind::corrupt, "attempt {}: unknown incumbent decision '{}'", a.iteration, decision);
+      a.decision = *parsed_decision;
       a.decision_lower = get_opt<double>(*d, "lower");
       a.decision_upper = get_opt<double>(*d, "upper");
       a.decision_pairs = d->value("pairs", 0);

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,21 @@ namespace kope::run {
 // Verdict recorded for an answer that held no usable code (never produced by the evaluator):
 // the attempt counts, the memory records it as `compile_error` with this message prefix.
 inline constexpr std::string_view k_no_code_message = "no code in answer";
+
+// How a correct attempt was compared with the incumbent (Attempt::decision): timed beside it by
+// the evaluator, keeping that comparison's decision (faster ... undecided), or compared with the
+// incumbent's recorded timings (recorded_timings); none without an incumbent to beat.
+enum class Decision { none, faster, slower, not_faster, undecided, recorded_timings };
+
+// The JSON spelling, from one table: a side-by-side decision as eval::incumbent_decision_name
+// spells it ("faster_than_incumbent", ...), "recorded_timings", and "" for none.
+std::string_view decision_name(Decision d);
+// The decision named `name` (decision_name's spelling, "" for none); nullopt for any other string.
+std::optional<Decision> parse_decision(std::string_view name);
+// The side-by-side comparison's decision `d` as an attempt keeps it (unavailable: none).
+Decision decision_of(eval::IncumbentDecision d);
+// The evaluator's decision behind a side-by-side Decision; nullopt for none and recorded_timings.
+std::optional<eval::IncumbentDecision> incumbent_decision(Decision d);
 
 // Why one knowledge item entered a prompt: its tier and section, its tokens, the value the
 // selection ranked it by, the score parts behind that value (relevance, learned, similarity,
@@ -104,10 +120,8 @@ struct Attempt {
   // Why the memory quarantined this correct attempt ("" when it did not): an implausible win is
   // held back from the incumbent until re-verified at the end of the op (OpState::reverified).
   std::string quarantine_reason;
-  // How the incumbent decision was reached (set when there was an incumbent to beat).
-  // decision: the evaluator's interleaved comparison (eval::incumbent_decision_name), or
-  // "recorded_timings" when the candidate was compared with the incumbent's recorded timings.
-  std::string decision;
+  // How the incumbent decision was reached (none without an incumbent to beat).
+  Decision decision = Decision::none;
   std::optional<double> decision_lower;  // the interval of speedup_vs_incumbent, when measured
   std::optional<double> decision_upper;
   int decision_pairs = 0;               // pairs of batches the comparison timed

@@ -2,9 +2,10 @@
 //
 // OpState is everything the loop (agent/loop.h) and the reports (report/run_data.h) read about
 // an op: its attempts, the memory case each was recorded as, a logged answer whose attempt was
-// not (the run died in between), its reflections, whether it finished and why. The loop keeps
-// it current as it logs each step; restore_states() rebuilds it from the log alone, so a
-// resumed run and a report see exactly what was logged. Plain values; thread-compatible.
+// not yet logged, its reflections, whether it finished and why. Only apply() changes it: the
+// loop applies each event as it logs it, and restore_states() folds the log through the same
+// function, so a resumed run and a report see exactly what was logged. Plain values;
+// thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,21 +36,11 @@ struct ReflectionRecord {
   std::vector<std::string> lesson_ids;
 };
 
-// The op pack (agent/forms.h) an op's first prompt fixed: the text its per-op part shows in every
-// prompt of the op, and its items' admission. Logged as the first prompt event's "op_pack".
-struct OpPackRecord {
-  std::string text;
-  std::vector<Admission> items;
-};
-nlohmann::json op_pack_json(const OpPackRecord& pack);
-// Lenient on the items (as admission_from_json); fails with corrupt without a text.
-Result<OpPackRecord> op_pack_from_json(const nlohmann::json& j);
-
 // Everything the loop knows about one op, rebuilt from the event log on resume.
 struct OpState {
   std::vector<Attempt> attempts;
   std::map<int, int64_t> case_ids;          // iteration -> memory case id
-  std::optional<AnswerEvent> pending;       // a logged answer whose attempt was not logged
+  std::optional<AnswerEvent> pending;       // a logged answer whose attempt is not logged yet
   std::map<std::string, ReflectionRecord> reflections;
   bool started = false;
   bool done = false;
@@ -73,12 +65,20 @@ struct OpState {
   double wall_seconds() const;
 };
 
-// Rebuilds every op's state from a run's events (keyed by op name). Fails with corrupt naming
-// the event when one is malformed or the attempts are out of order.
+// What `e` does to an op's state: the one function that changes an OpState. The loop logs an
+// event, then applies it (OpContext::emit); a resumed run and a report fold the log through it
+// (restore_states), so the live state and the rebuilt one cannot drift. Events that are not
+// about an op's state leave it as it is. Fails with corrupt when an attempt does not follow
+// the op's last one (`op` names the op in the message).
+Status apply(OpState& st, const Event& e, std::string_view op = {});
+
+// Rebuilds every op's state from a run's events (keyed by op name; events without an op are
+// skipped). Fails with corrupt naming the event when one is malformed or the attempts are out
+// of order.
+Result<std::map<std::string, OpState>> restore_states(const std::vector<LoggedEvent>& events);
 Result<std::map<std::string, OpState>> restore_states(const std::vector<nlohmann::json>& events);
 
-// Serialising lesson deltas for the event log ("reflection" events).
-nlohmann::json delta_to_json(const memory::LessonDelta& d);
-Result<memory::LessonDelta> delta_from_json(const nlohmann::json& j);
+// The state as JSON, every field (for comparing states in tests, and for debugging).
+nlohmann::json state_json(const OpState& st);
 
 }  // namespace kope::run

@@ -518,5 +518,42 @@ TEST_F(AgentE2E, CtrlCStopsCleanlyAndSaysHowToResume) {
   EXPECT_EQ(stats->cases, attempts);  // no attempt lost or recorded twice
 }
 
+// A run recorded by kope before the typed events (tests/runs/before-typed-events, a complete
+// run of both e2e ops), its log cut as if killed after e2e_softmax's first attempt: it resumes
+// to the end with the attempts it had kept, and reports.
+TEST_F(AgentE2E, ARunRecordedBeforeTypedEventsResumesAndReports) {
+  configure_model("fake-kernel-model");
+  fs::path dir = project() / "old-run";
+  fs::copy(k_e2e.parent_path() / "runs/before-typed-events", dir, fs::copy_options::recursive);
+  // Its config names the machine it ran on: this project's op folders, its memory (kept beside
+  // it) and server.
+  json config = read_json(dir / "config.json");
+  fs::rename(dir / "memory.db", memory_path());
+  config["memory"] = memory_path().string();
+  config["model"]["base_url"] = fmt::format("http://127.0.0.1:{}/v1", s_server.port());
+  for (auto& op : config["ops"]) op["dir"] = (op["name"] == "e2e_scale" ? k_scale : k_softmax).string();
+  ASSERT_TRUE(util::write_file_atomic(dir / "config.json", config.dump(2) + "\n"));
+  std::vector<json> logged = events(dir);
+  ASSERT_EQ(logged.size(), 47u);
+  std::string cut;
+  for (size_t i = 0; i < 30; ++i) cut += logged[i].dump() + "\n";  // ... through softmax's first "recorded"
+  ASSERT_EQ(logged[29]["type"], "recorded");
+  ASSERT_TRUE(util::write_file_atomic(dir / "events.jsonl", cut));
+
+  auto o = kope({"run", "--resume", dir.string(), "--quiet"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  json r = read_json(dir / "results.json");
+  EXPECT_TRUE(r["complete"].get<bool>());
+  EXPECT_EQ(op_entry(r, "e2e_scale")["attempts"], 4);
+  EXPECT_EQ(op_entry(r, "e2e_softmax")["attempts"], 4);
+  EXPECT_TRUE(op_entry(r, "e2e_softmax")["solved"].get<bool>());
+  EXPECT_EQ(events(dir, "run_resumed").size(), 1u);
+  EXPECT_EQ(events(dir, "attempt").size(), 8u);
+  EXPECT_EQ(events(dir, "op_done").size(), 2u);
+
+  auto rep = kope({"report", dir.string(), "--json"});
+  ASSERT_EQ(rep.code, 0) << rep.err;
+}
+
 }  // namespace
 }  // namespace kope

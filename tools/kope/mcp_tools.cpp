@@ -11,6 +11,7 @@
 #include <future>
 #include <random>
 #include <thread>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -24,6 +25,7 @@
 #include "kope/spec.h"
 #include "kope/verdict.h"
 #include "memory/json_io.h"
+#include "run/events.h"
 #include "util/fs.h"
 #include "util/strings.h"
 #include "util/subprocess.h"
@@ -238,37 +240,38 @@ struct RunEvents {
   int64_t events = 0;
 };
 
+// The run's progress from its event log, read leniently (the run may be writing it): a line
+// that is not JSON, or an event run::parse_event cannot read, is counted and otherwise skipped.
 RunEvents read_events(const fs::path& dir) {
   RunEvents ev;
   auto text = util::read_file(dir / "events.jsonl");
   if (!text) return ev;
   for (const auto& line : util::split(*text, '\n')) {
-    json e = json::parse(line, nullptr, false);
-    if (!e.is_object()) continue;  // a line being written
+    json j = json::parse(line, nullptr, false);
+    if (!j.is_object()) continue;  // a line being written
     ++ev.events;
-    std::string type = e.value("type", "");
-    if (type == "run_started" || type == "run_resumed") {
-      if (e.contains("ops") && e["ops"].is_number()) ev.ops_total = e["ops"].get<int64_t>();
-      ev.run_id = e.value("run_id", "");
+    auto e = run::parse_event(j);
+    if (!e) continue;
+    if (const auto* s = std::get_if<run::RunStartedEvent>(&e->event)) {
+      if (s->ops) ev.ops_total = *s->ops;
+      ev.run_id = s->run_id;
       continue;
     }
-    if (!e.contains("op") || !e["op"].is_string()) continue;
-    auto& op = ev.ops[e["op"].get<std::string>()];
-    if (type == "op_started") {
+    if (e->op.empty()) continue;
+    auto& op = ev.ops[e->op];
+    if (std::holds_alternative<run::OpStartedEvent>(e->event)) {
       op.started = true;
-    } else if (type == "attempt" && e.contains("attempt") && e["attempt"].is_object()) {
-      const json& at = e["attempt"];
+    } else if (const auto* at = std::get_if<run::AttemptEvent>(&e->event)) {
       ++op.attempts;
-      if (at.value("verdict", "") == "correct") {
+      if (at->attempt.correct()) {
         ++op.correct;
-        if (at.contains("speedup_vs_reference") && at["speedup_vs_reference"].is_number()) {
-          double v = at["speedup_vs_reference"].get<double>();
-          if (!op.best_speedup || v > *op.best_speedup) op.best_speedup = v;
+        if (const auto& v = at->attempt.speedup_vs_reference; v && (!op.best_speedup || *v > *op.best_speedup)) {
+          op.best_speedup = *v;
         }
       }
-    } else if (type == "op_done") {
+    } else if (const auto* d = std::get_if<run::OpDoneEvent>(&e->event)) {
       op.done = true;
-      op.stop_reason = e.value("stop_reason", "");
+      op.stop_reason = d->stop_reason;
     }
   }
   return ev;

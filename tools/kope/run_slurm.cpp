@@ -174,7 +174,7 @@ Status submit(agent::Run& run, Plan& p, const std::vector<int>& indices, const S
   }
   p.submissions.push_back({{"job_id", job_id}, {"indices", indices}, {"time", util::now_iso8601()}});
   KOPE_TRY(write_plan(run.dir(), p));
-  KOPE_TRY(run.log({{"type", "slurm_submitted"}, {"job_id", job_id}, {"indices", indices}}));
+  KOPE_TRY(run.log(run::SlurmSubmittedEvent{job_id, indices}));
   console.say(fmt::format("kope run: submitted Slurm job array {} ({} task{}: {}); cancel the run with Ctrl-C", job_id,
                           indices.size(), indices.size() == 1 ? "" : "s", cluster::index_list(indices)));
   return {};
@@ -183,11 +183,10 @@ Status submit(agent::Run& run, Plan& p, const std::vector<int>& indices, const S
 // A task's progress from its event log: attempts so far and operators done.
 std::string task_progress(const fs::path& run_dir, const Task& t) {
   int attempts = 0, done = 0;
-  if (auto events = run::read_events(task_dir(run_dir, t.index) / "events.jsonl")) {
+  if (auto events = run::read_log(task_dir(run_dir, t.index) / "events.jsonl")) {
     for (const auto& e : *events) {
-      std::string type = e.value("type", "");
-      attempts += type == "attempt";
-      done += type == "op_done";
+      attempts += std::holds_alternative<run::AttemptEvent>(e.event);
+      done += std::holds_alternative<run::OpDoneEvent>(e.event);
     }
   }
   return fmt::format("{} attempt{}, {}/{} op{} done", attempts, attempts == 1 ? "" : "s", done, t.ops.size(),
@@ -262,8 +261,7 @@ Result<bool> watch(agent::Run& run, Plan& p, const SlurmConsole& console) {
         if (gone || cluster::is_final_state(state)) {
           t->state = gone ? (task_finished(run.dir(), t->index) ? "COMPLETED" : "UNKNOWN") : state;
           t->reason = gone ? "no longer known to Slurm" : it->second.reason;
-          KOPE_TRY(run.log({{"type", "slurm_task_ended"}, {"index", t->index}, {"job_id", t->job_id}, {"state", t->state},
-                            {"reason", t->reason}}));
+          KOPE_TRY(run.log(run::SlurmTaskEndedEvent{t->index, t->job_id, t->state, t->reason}));
           changed = true;
         }
       }
@@ -305,8 +303,7 @@ Result<agent::RunReport> dispatch_to_slurm(agent::Run& run, const SlurmSettings&
   p.cwd = fs::current_path().string();
   p.task_args = task_args;
   p.tasks = plan_tasks(run, settings.chunk);
-  KOPE_TRY(run.log({{"type", "run_started"}, {"run_id", run.config().run_id}, {"ops", run.ops().size()}, {"executor", "slurm"},
-                    {"tasks", p.tasks.size()}}));
+  KOPE_TRY(run.log_started("slurm", static_cast<int64_t>(p.tasks.size())));
   std::vector<int> all;
   for (const auto& t : p.tasks) all.push_back(t.index);
   KOPE_TRY(submit(run, p, all, console));
@@ -316,7 +313,7 @@ Result<agent::RunReport> dispatch_to_slurm(agent::Run& run, const SlurmSettings&
 
 Result<agent::RunReport> resume_on_slurm(agent::Run& run, const SlurmConsole& console) {
   KOPE_ASSIGN(Plan p, read_plan(run.dir()));
-  KOPE_TRY(run.log({{"type", "run_resumed"}, {"run_id", run.config().run_id}, {"executor", "slurm"}}));
+  KOPE_TRY(run.log_started("slurm", static_cast<int64_t>(p.tasks.size())));
   std::map<std::string, std::map<int, cluster::TaskState>> states;
   std::vector<int> again;
   for (auto& t : p.tasks) {
