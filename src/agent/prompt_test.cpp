@@ -498,7 +498,9 @@ TEST(Prompt, CodeIsCutOnlyAtLineBoundaries) {
   EXPECT_NE(cut.find("more lines not shown ...]"), std::string::npos);
   EXPECT_EQ(cut.find("more bytes cut"), std::string::npos);
   for (auto& line : util::split(cut, '\n')) {
-    if (!line.empty() && !line.starts_with("[...")) EXPECT_TRUE(line.ends_with("of the kernel;")) << line;
+    if (!line.empty() && !line.starts_with("[...")) {
+      EXPECT_TRUE(line.ends_with("of the kernel;")) << line;
+    }
   }
   EXPECT_EQ(cut_at_lines(code, code.size()), code);
   EXPECT_EQ(cut_at_lines(code, 10000, 3), "line 0 of the kernel;\nline 1 of the kernel;\nline 2 of the kernel;\n[... 97 more lines not shown ...]\n");
