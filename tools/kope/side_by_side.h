@@ -38,7 +38,7 @@ struct SideBySideOptions {
 // Compares every run after the first (the baseline) with it, operator by operator, over the
 // operators both solved. Rows already in `cache` for the same operator, mode and kernels are
 // reused (the comparison is resumable); `cache` is rewritten after every operator. Returns
-// {"rows": [...], "summary": [...]} (docs/design.md §5 documents the fields).
+// {"rows": [...], "summary": [...]} (docs/design.md §10 documents the fields).
 Result<nlohmann::json> side_by_side(const std::vector<SideBySideRun>& runs, const std::filesystem::path& cache,
                                     const SideBySideOptions& options, const std::function<void(const std::string&)>& say);
 
