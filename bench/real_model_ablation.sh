@@ -13,6 +13,10 @@
 #        PHASE=train bench/real_model_ablation.sh DIR   (one phase now: start its fresh answerers,
 #          run it; DIR/spool/STOP is removed before and written after, so they stop when it ends)
 #        JOBS=3 ...   (operators in flight: answers overlap, timings still take the machine alone)
+#        SIDE_BY_SIDE=15 bench/real_model_ablation.sh DIR   (once every phase is complete: the comparison,
+#          then each mode's best kernel timed against none's in alternating batches, 15 s per
+#          operator, on a machine with nothing else running; the answerers of a phase load a
+#          2-core machine enough to make the runs' own recorded speedups unreliable)
 #        EVAL="--eval-ci 0.05 --eval-max-seconds 3" ...   (every phase's timing precision, the
 #          default here: kope's 2% / 10 s per timed case costs a 2-core machine ~45 s an attempt,
 #          hours over the ~250 attempts of an ablation; the same precision in every mode)
@@ -51,6 +55,7 @@ echo "spool: $DIR/spool (answerers: bash $TOOLS/bridge_claim.sh $DIR/spool)"
 args=(ablate --train "$TRAIN" --test "$TEST" --modes "$MODES" --iterations 4 --dir "$DIR/exp" --llm bridge
       --stop-rule gap --jobs "${JOBS:-1}")
 for a in ${EVAL:---eval-ci 0.05 --eval-max-seconds 3}; do args+=("--run-arg=$a"); done
+if [ -n "${SIDE_BY_SIDE:-}" ]; then args+=(--side-by-side --side-by-side-seconds "$SIDE_BY_SIDE"); fi
 if [ -z "${PHASE:-}" ]; then exec "$KOPE" "${args[@]}"; fi
 mkdir -p "$DIR/spool" && rm -f "$DIR/spool/STOP"
 rc=0; "$KOPE" "${args[@]}" --phase "$PHASE" || rc=$?
