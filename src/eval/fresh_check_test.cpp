@@ -95,6 +95,33 @@ TEST(FreshCheck, ACacheIsFlaggedWhateverItsCallsWaited) {
   EXPECT_FALSE(judge_fresh_round(close, 3, 0.0005).flagged);
 }
 
+// The verdict over the rounds. As recorded in a full test run beside other tests' kernels: an
+// honest tiled OpenMP matmul (M=N=K=192) whose never-seen calls took 1.43 ms of wall floor against
+// 0.25 ms for the least of its seen tries, both rounds flagged, while its timed batches ran at
+// 12.4 ms per call: the load, not a kept result, set its times. A cache's batches run on what it
+// kept (cache_by_content_global above: 0.02 ms per call against 6 ms never-seen).
+TEST(FreshCheck, AKernelIsACheatOnlyWhereAKeptResultCouldFlatterItsBatches) {
+  FreshRound honest;
+  honest.flagged = true;
+  honest.fresh_wall = 1.43e-3;
+  honest.seen_wall = 0.25e-3;
+  EXPECT_FALSE(fresh_check_rejects({honest, honest}, 2, 3, 12.4e-3));
+  EXPECT_TRUE(fresh_check_rejects({honest, honest}, 2, 3, 0.25e-3));  // quiet batches: the pairs stand
+  FreshRound cache;
+  cache.flagged = true;
+  cache.fresh_wall = 6.2e-3;
+  cache.seen_wall = 0.02e-3;
+  EXPECT_TRUE(fresh_check_rejects({cache, cache}, 2, 3, 0.02e-3));
+  EXPECT_TRUE(fresh_check_rejects({cache, cache}, 2, 3, 1.5e-3));  // batches slowed 75x by load: still far below
+  EXPECT_TRUE(fresh_check_rejects({cache}, 1, 3, 0));              // before the batches: the rounds decide
+  // A round not flagged, or a confirmation round missing, clears it.
+  FreshRound clear = cache;
+  clear.flagged = false;
+  EXPECT_FALSE(fresh_check_rejects({cache, clear}, 2, 3, 0.02e-3));
+  EXPECT_FALSE(fresh_check_rejects({cache}, 2, 3, 0.02e-3));
+  EXPECT_FALSE(fresh_check_rejects({}, 0, 3, 0));
+}
+
 // The note on a kernel's own waits for a CPU (issue 29): on a 2-core VM every kernel waits
 // ~30%; the note appears only when the kernel waits clearly more than a kernel timed beside it
 // on the same CPUs, and then says what would lower the waits.

@@ -214,6 +214,10 @@ struct FreshRound {
   size_t pairs = 0;
 };
 FreshRound judge_fresh_round(const std::vector<FreshPair>& pairs, double factor, double slack_seconds);
+// The check's verdict over its rounds: a cheat when `needed` rounds ran, every one flagged, and
+// in every one the never-seen calls' wall floor exceeds `factor` times the batches' median per
+// call (what a kept result could flatter; 0 before the batches are timed: the rounds decide).
+bool fresh_check_rejects(const std::vector<FreshRound>& rounds, size_t needed, double factor, double batch_median_s);
 
 // Times the kernels of `timers` (already prepared) in alternation, one batch each in turn,
 // until every one has converged, or the time cap (plan.max_seconds per timer) has passed and
