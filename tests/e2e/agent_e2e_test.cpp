@@ -421,8 +421,8 @@ TEST_F(AgentE2E, AblateSideBySideTimesEachModesBestKernelAgainstTheBaselines) {
   EXPECT_FALSE(row.contains("problem")) << row.dump();
   std::set<std::string> decisions = {"faster", "slower", "not_faster", "undecided"};
   EXPECT_TRUE(decisions.contains(row["decision"].get<std::string>())) << row.dump();
-  EXPECT_GT(row["ratio"].get<double>(), 0.5);  // the same code: near 1, whatever the load
-  EXPECT_LT(row["ratio"].get<double>(), 2.0);
+  EXPECT_GT(row["ratio"].get<double>(), 1.0 / 3);  // the same code: near 1 (loose: the machine may be busy)
+  EXPECT_LT(row["ratio"].get<double>(), 3.0);
   EXPECT_GT(row["pairs"].get<int>(), 0);
   ASSERT_EQ(side["summary"].size(), 2u);  // all operators, and level 1
   EXPECT_EQ(side["summary"][0]["over"], "all");
