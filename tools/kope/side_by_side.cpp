@@ -173,8 +173,9 @@ Result<json> side_by_side(const std::vector<SideBySideRun>& runs, const fs::path
   KOPE_ASSIGN(HardwareProfile hw, load_hardware_profile());
   std::unique_ptr<eval::Evaluator> evaluator;
   json rows = json::array();
+  json out;
   auto save = [&]() -> Status {
-    json out = {{"baseline", runs[0].label}, {"rows", rows}, {"summary", summarise(runs, rows, o)}};
+    out = {{"baseline", runs[0].label}, {"rows", rows}, {"summary", summarise(runs, rows, o)}};
     return util::write_file_atomic(cache, out.dump(2) + "\n");
   };
   const fs::path suite = o.suite.empty() ? spec::default_ops_dir() : fs::path(o.suite);
@@ -216,7 +217,7 @@ Result<json> side_by_side(const std::vector<SideBySideRun>& runs, const fs::path
     }
   }
   KOPE_TRY(save());
-  return json{{"baseline", runs[0].label}, {"rows", rows}, {"summary", summarise(runs, rows, o)}};
+  return out;
 }
 
 std::string side_by_side_text(const json& result) {
