@@ -206,9 +206,26 @@ TEST_F(AgentE2E, ContextModesPutExactlyTheirTiersIntoPrompts) {
 // Kills `kope run` with SIGKILL once `when` holds for its event log, then resumes it.
 TEST_F(AgentE2E, ResumeAfterSigkillMatchesAStraightRun) {
   configure_model("fake-fixed-usage-model");
-  fs::path straight = project() / "straight";
-  auto o = kope(run_args(straight, {k_scale.string()}, 6, {"--quiet"}, project() / "m0.db"));
-  ASSERT_EQ(o.code, 0) << o.err;
+  // A `timeout` verdict comes from the machine's load (a kernel that loads or returns late while
+  // the other tests page-fault beside it), not from the run: such a run cannot be compared, so it
+  // is run again (the timeouts' messages go to the log).
+  auto timed_out = [](const fs::path& dir) {
+    bool any = false;
+    for (const auto& e : events(dir, "attempt")) {
+      if (e["attempt"].value("verdict", "") != "timeout") continue;
+      any = true;
+      std::cerr << dir.filename().string() << ": attempt " << e["attempt"].value("iteration", 0)
+                << " timed out: " << e["attempt"].value("message", "") << "\n";
+    }
+    return any;
+  };
+  fs::path straight;
+  for (int run = 0; run < 3; ++run) {
+    straight = project() / fmt::format("straight-{}", run);
+    auto o = kope(run_args(straight, {k_scale.string()}, 6, {"--quiet"}, project() / fmt::format("m0-{}.db", run)));
+    ASSERT_EQ(o.code, 0) << o.err;
+    if (!timed_out(straight)) break;
+  }
   json ref = read_json(straight / "results.json");
 
   struct Point {
@@ -225,10 +242,13 @@ TEST_F(AgentE2E, ResumeAfterSigkillMatchesAStraightRun) {
       {"after a memory write", [&](const std::vector<json>& ev) { return count(ev, "recorded") >= 3; }},
       {"after a reflection", [&](const std::vector<json>& ev) { return count(ev, "reflection") >= 1; }},
   };
-  for (size_t i = 0; i < points.size(); ++i) {
+  for (size_t n = 0; n < 2 * points.size(); ++n) {
+    // Each point once, and once more where its runs timed out (above).
+    size_t i = n % points.size();
+    if (n >= points.size() && !timed_out(project() / fmt::format("killed-{}", i))) continue;
     SCOPED_TRACE(points[i].name);
-    fs::path dir = project() / fmt::format("killed-{}", i);
-    fs::path mem = project() / fmt::format("m{}.db", i + 1);
+    fs::path dir = project() / fmt::format("killed-{}", n);
+    fs::path mem = project() / fmt::format("m{}.db", n + 1);
     auto args = run_args(dir, {k_scale.string()}, 6, {"--quiet"}, mem);
     util::Process p = spawn_kope(args);
     bool killed = false;
@@ -248,6 +268,7 @@ TEST_F(AgentE2E, ResumeAfterSigkillMatchesAStraightRun) {
     ASSERT_EQ(resumed.code, 0) << resumed.err;
     json got = read_json(dir / "results.json");
     EXPECT_TRUE(got["complete"].get<bool>());
+    if (n < points.size() && timed_out(dir)) continue;  // compared on its second run
     EXPECT_EQ(deterministic(op_entry(got, "e2e_scale")), deterministic(op_entry(ref, "e2e_scale")));
     EXPECT_EQ(got["figures"]["pass_rate"], ref["figures"]["pass_rate"]);
     EXPECT_EQ(got["figures"]["solved"], ref["figures"]["solved"]);
