@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 28's real-model ablation through the development bridge (../shared/tools/llm_bridge.py):
 # a training phase on 12 operators, then none / passive / active / random on 12 held-out test
-# operators (6 of them at levels 2-4), 4 attempts each, the gap stop rule in every phase.
+# operators (6 of them at levels 2-4), 4 attempts each, the gap stop rule in every phase
+# (STOP_RULE=evidence: the gap rule shortened where memory says refinements seldom won).
 #
 # The model is played by helper sessions that answer the bridge's spool (see
 # ../shared/tools/ANSWERER.md): give each phase its own fresh answerers. `kope ablate` runs the
@@ -53,7 +54,7 @@ TOML
 cd "$DIR"
 echo "spool: $DIR/spool (answerers: bash $TOOLS/bridge_claim.sh $DIR/spool)"
 args=(ablate --train "$TRAIN" --test "$TEST" --modes "$MODES" --iterations 4 --dir "$DIR/exp" --llm bridge
-      --stop-rule gap --jobs "${JOBS:-1}")
+      --stop-rule "${STOP_RULE:-gap}" --jobs "${JOBS:-1}")
 for a in ${EVAL:---eval-ci 0.05 --eval-max-seconds 3}; do args+=("--run-arg=$a"); done
 if [ -n "${SIDE_BY_SIDE:-}" ]; then args+=(--side-by-side --side-by-side-seconds "$SIDE_BY_SIDE"); fi
 if [ -z "${PHASE:-}" ]; then exec "$KOPE" "${args[@]}"; fi

@@ -559,6 +559,117 @@ TEST(GapStopRule, TheLoopRecordsWhyItStopped) {
   EXPECT_EQ(done[0].at("stop_detail"), "5 attempts without a new incumbent (patience 5 at 40% of the roofline)");
 }
 
+TEST(EvidenceStopRule, ShortensTheGapRulesPatienceWhereMemorySaysRefinementsSeldomWon) {
+  run::RefineEvidence seldom{"normalization", 8, 1};  // w = 2 / 10
+  // The gap rule's patience without its floor, times w / 0.5, rounded, at least 1.
+  EXPECT_EQ(evidence_patience(0.15, 2, seldom), 2);   // 6 x 0.4 = 2.4
+  EXPECT_EQ(evidence_patience(0.5, 2, seldom), 2);    // 4 x 0.4 = 1.6
+  EXPECT_EQ(evidence_patience(0.95, 2, seldom), 1);   // 2 x 0.4 = 0.8
+  EXPECT_EQ(evidence_patience(std::nullopt, 2, seldom), 3);  // unknown: the widest gap, 7 x 0.4
+  EXPECT_EQ(evidence_patience(0.5, 2, run::RefineEvidence{"conv", 30, 0}), 1);
+  // Memory has not spoken: too few refinements, or they won as often as not.
+  EXPECT_FALSE(evidence_patience(0.5, 2, run::RefineEvidence{"conv", 2, 0}));
+  EXPECT_FALSE(evidence_patience(0.5, 2, run::RefineEvidence{"conv", 6, 3}));
+  EXPECT_EQ(evidence_patience(0.5, 2, run::RefineEvidence{"conv", 6, 2}), 3);  // w = 3/8: 4 x 0.75
+
+  run::LoopConfig cfg;
+  cfg.max_iterations = 20;
+  cfg.roofline_target = 0.8;
+  cfg.stop_rule = run::StopRule::evidence;
+  cfg.gap_patience = 2;
+  cfg.gap_floor = 0.3;
+  OpState st;
+  st.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.15, true));
+  st.attempts.push_back(attempt_at(2, eval::Verdict::correct, memory::Stage::refine, 0.12));
+  EXPECT_FALSE(stop_decision(st, cfg));  // below the gap rule's floor, and no evidence: go on
+  st.op_pack = run::OpPackRecord{"", {}, seldom};
+  EXPECT_FALSE(stop_decision(st, cfg));  // 1 attempt of the 2 allowed
+  st.attempts.push_back(attempt_at(3, eval::Verdict::compile_error, memory::Stage::refine));
+  auto d = stop_decision(st, cfg);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->reason, "unlikely_to_pay");
+  EXPECT_EQ(d->detail,
+            "2 attempts without a new incumbent (patience 2: 1 of the 8 refinements of normalization operators memory holds "
+            "for this machine won)");
+  // The gap rule ignores the evidence.
+  cfg.stop_rule = run::StopRule::gap;
+  EXPECT_FALSE(stop_decision(st, cfg));
+}
+
+TEST(EvidenceStopRule, AnOpPacksEvidenceIsLoggedAndReadBack) {
+  run::OpPackRecord pack{"## pack", {}, run::RefineEvidence{"conv", 5, 2}};
+  auto back = run::op_pack_from_json(run::op_pack_json(pack));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->evidence, pack.evidence);
+  // Runs from before it: no evidence.
+  auto old = run::op_pack_from_json(nlohmann::json{{"text", "## pack"}, {"items", nlohmann::json::array()}});
+  ASSERT_TRUE(old);
+  EXPECT_FALSE(old->evidence);
+  auto bad = run::op_pack_from_json(nlohmann::json{{"text", "x"}, {"evidence", {{"category", "conv"}}}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("evidence"), std::string::npos) << bad.error().message;
+}
+
+// Refinements of another normalization op in memory, `wins` of `n` at least 1.05x their parent.
+void record_refinements(testing::Harness& h, int n, int wins, const std::string& target) {
+  memory::CaseRecord parent;
+  parent.natural_key = "earlier/layernorm/1";
+  parent.run_id = "earlier";
+  parent.task = task_info(h.op);
+  parent.task.op = "layernorm";
+  parent.task.spec_hash = "spec-layernorm";
+  parent.hardware.target = target;
+  parent.verdict = eval::Verdict::correct;
+  parent.speedup_vs_reference = 2;
+  parent.code = "// parent";
+  auto pid = h.store.record_case(parent);
+  ASSERT_TRUE(pid);
+  for (int k = 0; k < n; ++k) {
+    memory::CaseRecord c = parent;
+    c.natural_key = fmt::format("earlier/layernorm/{}", k + 2);
+    c.parent_id = *pid;
+    c.stage = memory::Stage::refine;
+    c.speedup_vs_parent = k < wins ? 1.3 : 0.9;
+    c.speedup_vs_reference = 2 * *c.speedup_vs_parent;
+    c.code = fmt::format("// child {}", k);
+    ASSERT_TRUE(h.store.record_case(c));
+  }
+}
+
+TEST(EvidenceStopRule, TheLoopStopsSoonerWithMemoryThanWithout) {
+  auto run_with = [](context::Mode mode, const std::string& target) {
+    testing::Harness h;
+    h.config.max_iterations = 10;
+    h.config.stop_rule = run::StopRule::evidence;
+    h.config.gap_patience = 2;
+    h.config.mode = mode;
+    record_refinements(h, 8, 1, target);
+    // The fake roofline is 100 us: 250 us is 40% of it, the gap rule's patience 5; with the
+    // evidence (w = 0.2), 2.
+    h.answers = {{1, testing::kernel_answer("base", "correct", 250)}};
+    for (int k = 2; k <= 10; ++k) h.answers[k] = testing::kernel_answer("no better", "correct", 250);
+    OpState st;
+    EXPECT_TRUE(h.run(st));
+    return std::make_pair(st, h.events_of("op_done"));
+  };
+  std::string here = testing::Harness().evaluator.target().str();
+  auto [active, done] = run_with(context::Mode::active, here);
+  EXPECT_EQ(active.attempts.size(), 3u);
+  EXPECT_EQ(active.stop_reason, "unlikely_to_pay");
+  ASSERT_TRUE(active.op_pack && active.op_pack->evidence);
+  EXPECT_EQ(*active.op_pack->evidence, (run::RefineEvidence{"normalization", 8, 1}));
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].at("stop_rule"), "evidence");
+  // Mode none asks memory nothing: the gap rule's patience.
+  auto [none, none_done] = run_with(context::Mode::none, here);
+  EXPECT_EQ(none.attempts.size(), 6u);
+  EXPECT_EQ(none.stop_reason, "near_roof");
+  // Refinements recorded for another target are no evidence here.
+  auto [elsewhere, elsewhere_done] = run_with(context::Mode::active, "some-other-target");
+  EXPECT_EQ(elsewhere.attempts.size(), 6u);
+  EXPECT_EQ(elsewhere.stop_reason, "near_roof");
+}
+
 TEST(StopRuleConfig, RoundTripsAndOlderConfigsReadAsFixed) {
   run::LoopConfig c;
   c.stop_rule = run::StopRule::gap;

@@ -88,6 +88,7 @@ Result<AssembledPrompt> ModelTurn::assemble(int k, const Plan& plan, const Promp
   if (!m_ctx.state.op_pack && m_ctx.cfg.mode != context::Mode::none) {
     run::OpPackRecord pack;
     pack.text = knowledge.op_pack_text;
+    pack.evidence = knowledge.evidence;
     for (const auto& a : prompt.admission) {
       if (a.section == "op_pack") pack.items.push_back(a);
     }

@@ -33,6 +33,14 @@ std::optional<int> gap_patience(double fraction, int base, double floor) {
   return base + static_cast<int>(std::floor(gap / k_gap_step + 1e-9));
 }
 
+std::optional<int> evidence_patience(std::optional<double> fraction, int base, const run::RefineEvidence& ev) {
+  if (ev.refinements < k_evidence_min_refinements) return std::nullopt;
+  double w = (ev.wins + 1.0) / (ev.refinements + 2.0);
+  if (w >= k_evidence_even) return std::nullopt;
+  int gap = *gap_patience(std::clamp(fraction.value_or(0.0), 0.0, 1.0), base, 0.0);
+  return std::max(1, static_cast<int>(std::lround(gap * w / k_evidence_even)));
+}
+
 std::optional<StopDecision> stop_decision(const run::OpState& state, const run::LoopConfig& cfg) {
   const auto& attempts = state.attempts;
   int limit = cfg.policy == Policy::replay ? cfg.replay_limit : cfg.max_iterations;
@@ -53,6 +61,16 @@ std::optional<StopDecision> stop_decision(const run::OpState& state, const run::
     return std::nullopt;
   }
   std::optional<double> fraction = roof_fraction(*inc);
+  if (cfg.stop_rule == run::StopRule::evidence && cfg.gap_patience > 0 && state.op_pack && state.op_pack->evidence) {
+    const run::RefineEvidence& ev = *state.op_pack->evidence;
+    std::optional<int> allowed = evidence_patience(fraction, cfg.gap_patience, ev);
+    if (allowed && since >= *allowed) {
+      return StopDecision{"unlikely_to_pay",
+                          fmt::format("{} attempts without a new incumbent (patience {}: {} of the {} refinements of {} "
+                                      "operators memory holds for this machine won)",
+                                      since, *allowed, ev.wins, ev.refinements, ev.category)};
+    }
+  }
   if (!fraction || cfg.gap_patience <= 0) return std::nullopt;
   std::optional<int> allowed = gap_patience(*fraction, cfg.gap_patience, cfg.gap_floor);
   if (allowed && since >= *allowed) {

@@ -28,7 +28,8 @@ Plan plan_next(const run::OpState& state, const run::LoopConfig& cfg);
 // Why the op stops now: the rule's name and, for the patience rules, the facts it weighed.
 struct StopDecision {
   // "iterations", "token_budget", "time_limit", "roofline", "no_improvement" (the fixed
-  // patience rule), "near_roof" (the gap rule), or a replay rule (agent/replay.h).
+  // patience rule), "near_roof" (the gap rule), "unlikely_to_pay" (the evidence rule), or a
+  // replay rule (agent/replay.h).
   std::string reason;
   // For the patience rules: "4 attempts without a new incumbent (patience 4 at 55% of the
   // roofline)"; "" for the others.
@@ -39,7 +40,8 @@ struct StopDecision {
 // iteration limit, replay's rules, the token budget, the time limit, the incumbent reaching
 // roofline_target on every timed case, then the patience rule cfg.stop_rule selects (the same
 // whatever the context mode): `fixed`, cfg.patience attempts without a new incumbent; `gap`,
-// see gap_patience. Neither patience rule applies to replay. Pure.
+// see gap_patience; `evidence`, see evidence_patience, else as `gap`. No patience rule applies to
+// replay. Pure.
 std::optional<StopDecision> stop_decision(const run::OpState& state, const run::LoopConfig& cfg);
 // stop_decision's reason alone.
 std::optional<std::string> stop_reason(const run::OpState& state, const run::LoopConfig& cfg);
@@ -54,5 +56,18 @@ std::optional<double> roof_fraction(const run::Attempt& incumbent);
 // left to gain and only the other limits stop the op (likewise when the fraction is unknown).
 inline constexpr double k_gap_step = 0.2;
 std::optional<int> gap_patience(double fraction, int base, double floor);
+
+// The evidence rule's patience, where memory has spoken: the op pack recorded `ev`, at least
+// k_evidence_min_refinements refinements of operators of the op's category on this machine, and
+// their smoothed win rate w = (wins + 1) / (refinements + 2) is below k_evidence_even (a
+// refinement there won less often than not). Then the patience is the gap rule's at the
+// incumbent's `fraction` without its floor (an unknown fraction counts as 0, the widest gap),
+// scaled by w / k_evidence_even, rounded, and at least 1: 6 at 15% of the roof becomes 2 where
+// 1 of 8 refinements won. nullopt otherwise, where the gap rule decides. The rule is the same in
+// every context mode; mode none's op has no op pack, so no evidence: finding out sooner that more
+// attempts will not pay is one way memory saves tokens.
+inline constexpr int k_evidence_min_refinements = 3;
+inline constexpr double k_evidence_even = 0.5;
+std::optional<int> evidence_patience(std::optional<double> fraction, int base, const run::RefineEvidence& ev);
 
 }  // namespace kope::agent

@@ -102,6 +102,9 @@ struct KnowledgeCandidates {
   // items admitted (and credited) in every prompt of the op.
   std::vector<context::Item> op_pack;
   std::string op_pack_text;
+  // What memory says of refinements of the op's category here, fixed with the op pack
+  // (refine_evidence; the evidence stop rule's input).
+  std::optional<run::RefineEvidence> evidence;
   // random mode: the active candidates whose admitted token count the random control matches.
   std::vector<context::Item> match_warm, match_cold;
 };

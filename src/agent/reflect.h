@@ -49,7 +49,12 @@ struct ReflectionInput {
 // by id and title, for votes. `editable` receives the ids shown whole, `listed` every id.
 std::string render_lessons_in_scope(const std::vector<memory::Lesson>& in_scope, size_t whole,
                                     std::set<std::string>* listed, std::set<std::string>* editable);
-inline constexpr size_t k_lessons_shown_whole = 12;
+// A reflection shows the other lessons in scope that retrieval ranks first: this many whole, and
+// up to k_lessons_listed in all (whole or by title). Twelve whole lessons made up a third of a
+// reflection prompt (about 2,000 tokens) in the real-model ablation of issue 28; few of them were
+// voted on or edited.
+inline constexpr size_t k_lessons_shown_whole = 4;
+inline constexpr size_t k_lessons_listed = 16;
 
 Result<std::vector<llm::Message>> build_reflection_prompt(const PromptLibrary& lib, const ReflectionInput& in);
 

@@ -187,8 +187,8 @@ Status Reflector::lessons_for_prompt(const std::string& key, ReflectionInput& in
   std::set<std::string> editable;
   in.task_lessons = render_lessons_in_scope(own, SIZE_MAX, &lessons.known_ids, &editable);
   if (in.memory) {
-    // Every other active lesson in the op's scope is listed by id; the ones retrieval ranks
-    // first (then the most helpful) are shown whole, so that they can be voted on and edited.
+    // The other active lessons in the op's scope that retrieval ranks first (then the most
+    // helpful) are listed by id, the first of them whole, so that they can be voted on and edited.
     memory::RetrievalQuery q = state_query(m_ctx, plan_next(m_ctx.state, m_ctx.cfg));
     q.limit = 30;
     KOPE_ASSIGN(auto items, m_ctx.env.store->retrieve(q));
@@ -203,6 +203,7 @@ Status Reflector::lessons_for_prompt(const std::string& key, ReflectionInput& in
     for (const auto& l : in_scope) {
       if (placed.insert(l.id).second) ordered.push_back(l);
     }
+    if (ordered.size() > k_lessons_listed) ordered.resize(k_lessons_listed);
     in.existing = render_lessons_in_scope(ordered, k_lessons_shown_whole, &lessons.known_ids, &editable);
   }
   lessons.editable_ids = std::move(editable);

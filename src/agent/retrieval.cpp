@@ -91,6 +91,26 @@ std::vector<context::Item> op_pack_items(const run::OpPackRecord& pack) {
   return items;
 }
 
+Result<std::optional<run::RefineEvidence>> refine_evidence(memory::Store& store, const memory::RetrievalQuery& q) {
+  memory::CaseFilter f;
+  f.target = q.target;
+  f.stage = memory::Stage::refine;
+  f.foreign_origin = false;
+  f.limit = 5000;
+  KOPE_ASSIGN(auto cases, store.cases(f));
+  run::RefineEvidence ev;
+  ev.category = q.task.category;
+  for (const auto& c : cases) {
+    if (c.task.category != q.task.category || c.verdict == eval::Verdict::bad_answer) continue;
+    if (c.quarantine_status == "quarantined" || c.quarantine_status == "refuted") continue;
+    if (q.holdout.excludes(c.task.op, c.task.spec_hash, c.run_id)) continue;
+    ++ev.refinements;
+    if (c.verdict == eval::Verdict::correct && c.outcome == memory::Outcome::effective) ++ev.wins;
+  }
+  if (ev.refinements == 0) return std::optional<run::RefineEvidence>();
+  return std::optional<run::RefineEvidence>(ev);
+}
+
 Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeRequest& req, const PromptLibrary& lib,
                                           const SharedEstimator& estimator,
                                           const std::vector<const spec::OpSpec*>& known_ops) {
@@ -107,10 +127,13 @@ Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeR
   // The op pack: as the first prompt fixed it, or chosen now.
   std::vector<context::Item> pack;
   std::string pack_text;
+  std::optional<run::RefineEvidence> evidence;
   if (req.op_pack) {
     pack = op_pack_items(*req.op_pack);
     pack_text = req.op_pack->text;
+    evidence = req.op_pack->evidence;
   } else {
+    KOPE_ASSIGN(evidence, refine_evidence(store, req.query));
     OpPackChoice chosen = choose_op_pack(raw, retrieved, op, estimator);
     if (req.mode == context::Mode::random) {
       int64_t tokens = 0;
@@ -150,6 +173,7 @@ Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeR
   without(out.cold);
   out.op_pack = std::move(pack);
   out.op_pack_text = std::move(pack_text);
+  out.evidence = std::move(evidence);
   return out;
 }
 

@@ -45,6 +45,13 @@ Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeR
 // prompt, the incumbent's code.
 Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan);
 
+// What `store` holds about refinements of operators of the query's category on its target: the
+// native refine-stage cases (not foreign, not quarantined or refuted, not a bad answer, which
+// evaluated nothing; the held-out ops' left out as retrieval leaves them out), and how many of
+// them won (correct, outcome effective). nullopt where there is none. Read once per op, when its
+// op pack is fixed (the evidence stop rule, agent/plan.h).
+Result<std::optional<run::RefineEvidence>> refine_evidence(memory::Store& store, const memory::RetrievalQuery& q);
+
 // The op pack's items from its record in the op's state (its admission as logged).
 std::vector<context::Item> op_pack_items(const run::OpPackRecord& pack);
 

@@ -40,6 +40,16 @@ Decision decision_of(eval::IncumbentDecision d);
 // The evaluator's decision behind a side-by-side Decision; nullopt for none and recorded_timings.
 std::optional<eval::IncumbentDecision> incumbent_decision(Decision d);
 
+// What memory held, when an op pack was fixed (OpPackRecord::evidence), about refinements of
+// operators of the op's category on this machine (the evidence stop rule's input,
+// agent/plan.h); absent in runs from before it and where memory held no such refinement.
+struct RefineEvidence {
+  std::string category;
+  int refinements = 0;  // correct or not, native to this target, other ops (or this one, not held out)
+  int wins = 0;         // of them, correct and at least 1.05x their parent (outcome effective)
+  bool operator==(const RefineEvidence&) const = default;
+};
+
 // Why one knowledge item entered a prompt: its tier and section, its tokens, the value the
 // selection ranked it by, the score parts behind that value (relevance, learned, similarity,
 // recency, ... as the scorer produced them) and a short reason. The prompt event's

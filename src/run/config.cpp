@@ -20,11 +20,19 @@ constexpr int k_config_version = 1;
 
 }  // namespace
 
-std::string_view stop_rule_name(StopRule r) { return r == StopRule::gap ? "gap" : "fixed"; }
+std::string_view stop_rule_name(StopRule r) {
+  switch (r) {
+    case StopRule::gap: return "gap";
+    case StopRule::evidence: return "evidence";
+    case StopRule::fixed: break;
+  }
+  return "fixed";
+}
 
 std::optional<StopRule> parse_stop_rule(std::string_view s) {
   if (s == "fixed") return StopRule::fixed;
   if (s == "gap") return StopRule::gap;
+  if (s == "evidence") return StopRule::evidence;
   return std::nullopt;
 }
 
@@ -84,7 +92,7 @@ Result<LoopConfig> loop_config_from_json(const json& j) {
     // Runs written before the gap rule existed stopped by the fixed rule.
     std::string stop_rule = j.value("stop_rule", "fixed");
     auto rule = parse_stop_rule(stop_rule);
-    if (!rule) return fail(ErrorKind::corrupt, "unknown stop_rule \"{}\" (fixed or gap)", stop_rule);
+    if (!rule) return fail(ErrorKind::corrupt, "unknown stop_rule \"{}\" (fixed, gap or evidence)", stop_rule);
     c.stop_rule = *rule;
     c.gap_patience = j.value("gap_patience", c.gap_patience);
     c.gap_floor = j.value("gap_floor", c.gap_floor);

@@ -23,9 +23,10 @@ namespace kope::run {
 
 // The patience rule that ends an op once more attempts are unlikely to pay (agent/plan.h):
 // `fixed`, `patience` attempts without a new incumbent; `gap`, patience that grows with the
-// incumbent's gap to its roofline (gap_patience, gap_floor).
-enum class StopRule { fixed, gap };
-std::string_view stop_rule_name(StopRule r);              // "fixed", "gap"
+// incumbent's gap to its roofline (gap_patience, gap_floor); `evidence`, the gap rule's patience
+// shortened where memory says refinements of similar operators on this machine seldom won.
+enum class StopRule { fixed, gap, evidence };
+std::string_view stop_rule_name(StopRule r);              // "fixed", "gap", "evidence"
 std::optional<StopRule> parse_stop_rule(std::string_view s);  // nullopt for any other string
 
 struct LoopConfig {

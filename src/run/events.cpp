@@ -206,13 +206,29 @@ Result<ReverifiedEvent> reverified_from_json(const json& j) {
   }
 }
 
-json op_pack_json(const OpPackRecord& pack) { return json{{"text", pack.text}, {"items", admission_json(pack.items)}}; }
+json op_pack_json(const OpPackRecord& pack) {
+  json j{{"text", pack.text}, {"items", admission_json(pack.items)}};
+  if (pack.evidence) {
+    j["evidence"] = json{{"category", pack.evidence->category},
+                         {"refinements", pack.evidence->refinements},
+                         {"wins", pack.evidence->wins}};
+  }
+  return j;
+}
 
 Result<OpPackRecord> op_pack_from_json(const json& j) {
   if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
     return fail(ErrorKind::corrupt, "event log: an op_pack without its text");
   }
-  return OpPackRecord{j["text"].get<std::string>(), admission_from_json(j.value("items", json::array()))};
+  OpPackRecord pack{j["text"].get<std::string>(), admission_from_json(j.value("items", json::array())), std::nullopt};
+  if (auto e = j.find("evidence"); e != j.end() && e->is_object()) {
+    try {
+      pack.evidence = RefineEvidence{e->value("category", ""), e->at("refinements").get<int>(), e->at("wins").get<int>()};
+    } catch (const json::exception& ex) {
+      return fail(ErrorKind::corrupt, "event log: a malformed op_pack evidence: {}", ex.what());
+    }
+  }
+  return pack;
 }
 
 json delta_to_json(const memory::LessonDelta& d) {

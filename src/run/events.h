@@ -98,9 +98,11 @@ Result<ReverifiedEvent> reverified_from_json(const nlohmann::json& j);
 
 // The op pack (agent/forms.h) an op's first prompt fixed: the text its per-op part shows in every
 // prompt of the op, and its items' admission. Logged as the first prompt event's "op_pack".
+// `evidence`: see RefineEvidence (run/attempt.h).
 struct OpPackRecord {
   std::string text;
   std::vector<Admission> items;
+  std::optional<RefineEvidence> evidence;
 };
 nlohmann::json op_pack_json(const OpPackRecord& pack);
 // Lenient on the items (as admission_from_json); fails with corrupt without a text.

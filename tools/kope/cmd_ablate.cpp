@@ -367,10 +367,11 @@ void register_ablate(CLI::App& app, Action& action) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--resamples", o->resamples, "Bootstrap resamples for the comparison's intervals")->default_val(10000);
   cmd->add_option("--stop-rule", o->stop_rule,
-                  "Every phase's patience rule (kope run --stop-rule): gap (ends an op when more attempts are unlikely to "
-                  "pay, the same rule in every mode) or fixed")
+                  "Every phase's patience rule (kope run --stop-rule), the same in every mode: gap (ends an op when more "
+                  "attempts are unlikely to pay), evidence (gap, shortened where memory says refinements of similar "
+                  "operators seldom won; mode none has no memory to ask) or fixed")
       ->default_val("gap")
-      ->check(CLI::IsMember({"fixed", "gap"}));
+      ->check(CLI::IsMember({"fixed", "gap", "evidence"}));
   add_child_run_options(cmd, o->run,
                         {"phase", "Experiment directory (default: <data dir>/ablate/seed-<seed>); rerun to resume",
                          "Print ablation.json with the comparison",

@@ -166,7 +166,7 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
   l.roofline_target = o.roofline_target;
   l.patience = o.patience;
   auto stop_rule = run::parse_stop_rule(o.stop_rule);
-  if (!stop_rule) return fail(ErrorKind::usage, "--stop-rule must be fixed or gap (got '{}')", o.stop_rule);
+  if (!stop_rule) return fail(ErrorKind::usage, "--stop-rule must be fixed, gap or evidence (got '{}')", o.stop_rule);
   l.stop_rule = *stop_rule;
   l.gap_patience = o.gap_patience;
   l.reflect = !o.no_reflect;
@@ -533,10 +533,12 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_option("--patience", o->patience, "Stop an operator after this many attempts without a faster kernel; 0 = never")
       ->default_val(4);
   cmd->add_option("--stop-rule", o->stop_rule,
-                  "Patience rule: fixed (--patience attempts without a faster kernel) or gap (patience that grows with the "
-                  "best kernel's gap to the roofline, from --gap-patience; only once it reaches 30% of the roofline)")
+                  "Patience rule: fixed (--patience attempts without a faster kernel), gap (patience that grows with the "
+                  "best kernel's gap to the roofline, from --gap-patience; only once it reaches 30% of the roofline) or "
+                  "evidence (gap's patience, shortened where memory says refinements of the operator's category seldom won "
+                  "on this machine)")
       ->default_val("fixed");
-  cmd->add_option("--gap-patience", o->gap_patience, "With --stop-rule gap: attempts without a faster kernel allowed near the roofline; 0 = never")
+  cmd->add_option("--gap-patience", o->gap_patience, "With --stop-rule gap or evidence: attempts without a faster kernel allowed near the roofline; 0 = never")
       ->default_val(2);
   cmd->add_option("--context", o->context,
                   "Context management: active, passive (all relevant memory), none (no memory) or random (random memory "
