@@ -11,9 +11,9 @@
 //                  linearly in log2(working set) between the two neighbouring measured points,
 //                  the first point's bandwidth below the curve, the last point's (DRAM) above it;
 //   roofline     = max(compute roof, memory roof).
-// Peaks are measured by a probe compiled with the same compiler and flags candidates use
-// (-O3 -march=native -fopenmp), then cached in cache_dir()/hw.json; a cached profile is reused
-// only when the CPU model, core count and target still match.
+// Peaks are measured by a probe compiled with the same compiler and flags candidates use (-O3
+// -march=native -fopenmp, or the --isa level's, hw/isa.h), then cached in cache_dir()/hw.json
+// (hw-x86-64-v3.json per level); reused only when the CPU model, core count and target match.
 #pragma once
 
 #include <cstdint>
@@ -122,7 +122,7 @@ struct HardwareProfile {
 // Reads the cached profile when it matches this machine and was measured by this probe version
 // (an older file, e.g. one without the FP64 peak, is measured again and replaced), otherwise
 // measures (a few seconds) and caches it. `refresh` forces a new measurement. Fails with io when the probe cannot be
-// compiled or run.
+// compiled or run, with config when $KOPE_ISA names no level.
 Result<HardwareProfile> load_hardware_profile(bool refresh = false);
 
 // The host's static facts without measuring (target, model, cores, caches, memory).

@@ -22,7 +22,7 @@ struct Target {
   // Parses "arch-feature-feature"; fails on an empty string, empty parts or characters other
   // than [a-z0-9_.].
   static Result<Target> parse(std::string_view text);
-  // The host CPU: arch plus the SIMD features this process can use (cpuid).
+  // The host CPU (cpuid) at the ISA level of $KOPE_ISA (hw/isa.h: host_cpu_target() is the CPU's own).
   static Target host();
 
   // Canonical text: arch, then known features in a fixed order, then unknown ones sorted.

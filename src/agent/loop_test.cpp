@@ -727,6 +727,19 @@ TEST(Loop, ReplayTriesTheNextKernelOnlyWhenOneFailsHere) {
   }
 }
 
+// Under --isa x86-64-v3 on an AVX-512 CPU the run's target is an AVX2 host's: a kernel recorded
+// on an AVX2 host (which runs here) is replayed before a faster one recorded on an AVX-512 host.
+TEST(Loop, ReplayPrefersKernelsOfATargetThatRunsHere) {
+  Harness h;
+  ASSERT_EQ(h.evaluator.target().str(), "x86_64-avx2-fma");
+  record_replayable(h, h.op, "x86_64-avx2-fma-avx512-avx512vnni-avx512bf16", 100, "avx512 kernel", "g++ other");
+  int64_t avx2 = record_replayable(h, h.op, "x86_64-avx2-fma", 300, "avx2 kernel", "g++ avx2 host");
+  OpState st = run_replay(h);
+  ASSERT_EQ(st.attempts.size(), 1u);
+  EXPECT_EQ(st.attempts[0].source_case_id, avx2);
+  EXPECT_EQ(st.stop_reason, "replay_verified");
+}
+
 // An op memory holds no kernel of its own for may try another op's kernel with the same
 // parameter types (re-verified here like any other).
 TEST(Loop, ReplayTriesAnotherOpsKernelOnlyForAnOpWithoutItsOwn) {

@@ -1,10 +1,15 @@
 #include "agent/prompt.h"
 
+#include <cstdlib>
+#include <optional>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "agent/test_support.h"
+#include "eval/native.h"
+#include "kope/hw.h"
+#include "hw/isa.h"
 #include "util/strings.h"
 
 namespace kope::agent {
@@ -171,6 +176,66 @@ TEST(Prompt, NeverExceedsTheWindow) {
       }
     }
   }
+}
+
+// $KOPE_ISA for one scope (what --isa sets), restored after.
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(const char* level) {
+    if (const char* old = std::getenv("KOPE_ISA")) m_old = old;
+    ::setenv("KOPE_ISA", level, 1);
+  }
+  ~ScopedIsa() {
+    if (m_old) {
+      ::setenv("KOPE_ISA", m_old->c_str(), 1);
+    } else {
+      ::unsetenv("KOPE_ISA");
+    }
+  }
+  ScopedIsa(const ScopedIsa&) = delete;
+  ScopedIsa& operator=(const ScopedIsa&) = delete;
+
+ private:
+  std::optional<std::string> m_old;
+};
+
+// The system prompt under x86-64-v3 on this CPU: what the real toolchain and guide give.
+std::string system_prompt_for_host(Fixture& f) {
+  auto tc = eval::cpu_toolchain();
+  EXPECT_TRUE(tc) << tc.error().message;
+  PromptInput in = f.input();
+  in.toolchain = tc ? tc->id() : "";
+  in.hardware = render_hardware(describe_host(), in.toolchain, describe_hardware_guide("cpu"));
+  context::Budget budget;
+  budget.window = 32000;
+  budget.generation = 4000;
+  auto p = assemble_prompt(f.lib, in, {}, budget, context::Mode::active, f.est);
+  EXPECT_TRUE(p) << p.error().message;
+  return p ? p->messages[0].content + p->messages[1].content : "";
+}
+
+// Under --isa x86-64-v3 the prompt describes the level's vector ISA (AVX2, FMA) and target, not
+// this CPU's: no AVX-512 is offered even on an AVX-512 CPU.
+TEST(Prompt, IsaLevelDescribesTheLevelNotTheHost) {
+  if (!target_at_level(host_cpu_target(), IsaLevel::x86_64_v3)) GTEST_SKIP() << "this CPU is not x86-64-v3 (AVX2 + FMA)";
+  Fixture f;
+  std::string v3;
+  {
+    ScopedIsa isa("x86-64-v3");
+    v3 = system_prompt_for_host(f);
+  }
+  EXPECT_NE(v3.find("- target: x86_64-avx2-fma\n"), std::string::npos) << v3;
+  EXPECT_NE(v3.find("- ISA level: x86-64-v3: kernels are compiled for any x86-64-v3 CPU"), std::string::npos) << v3;
+  EXPECT_NE(v3.find("-march=x86-64-v3 -mtune=native"), std::string::npos) << v3;
+  EXPECT_NE(v3.find("avx2, fma"), std::string::npos) << v3;
+  EXPECT_EQ(util::to_lower(v3).find("avx512"), std::string::npos) << v3;
+  EXPECT_EQ(v3.find("-march=native"), std::string::npos) << v3;
+
+  // The same CPU without a level offers its own ISA (so the check above can fail).
+  if (!host_cpu_target().has("avx512")) GTEST_SKIP() << "this CPU has no AVX-512: the native prompt has none to compare";
+  std::string native = system_prompt_for_host(f);
+  EXPECT_NE(native.find("avx512f"), std::string::npos) << native;
+  EXPECT_EQ(native.find("ISA level:"), std::string::npos) << native;
 }
 
 TEST(Prompt, HotTierIsCutToFitAndFailsOnlyWhenImpossible) {

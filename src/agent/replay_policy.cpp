@@ -8,6 +8,7 @@
 
 #include "agent/replay.h"
 #include "eval/registry.h"
+#include "hw/isa.h"
 #include "util/hash.h"
 
 namespace kope::agent {
@@ -21,13 +22,14 @@ Result<std::vector<memory::CaseRecord>> cases_if_any(memory::Store& store, const
   return found ? std::move(*found) : std::vector<memory::CaseRecord>{};
 }
 
-// Best first: this op's own kernels, then native records, then the faster at its source, then
-// the older case.
+// Best first: this op's own kernels, then native records, then those recorded on a target this
+// one runs, then the faster at its source, then the older case.
 void order_candidates(std::vector<ReplayCandidate>& out, const spec::OpSpec& op) {
   std::stable_sort(out.begin(), out.end(), [&](const ReplayCandidate& a, const ReplayCandidate& b) {
     bool a_same = replay_same_op(a.source.task, op), b_same = replay_same_op(b.source.task, op);
     if (a_same != b_same) return a_same;
     if (a.native != b.native) return a.native;
+    if (a.runs_here != b.runs_here) return a.runs_here;
     double sa = a.source.speedup_vs_reference.value_or(0), sb = b.source.speedup_vs_reference.value_or(0);
     if (sa != sb) return sa > sb;
     return a.source.id < b.source.id;
@@ -95,7 +97,8 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
   const OpEnvironment& env = m_ctx.env;
   const spec::OpSpec& op = m_ctx.op;
   std::string types = signature_types(spec::render_signature(op));
-  std::string here = env.evaluator->target().str();
+  Target here_target = env.evaluator->target();
+  std::string here = here_target.str();
   std::string toolchain = env.evaluator->toolchain_id();
   std::set<std::string> tried;
   for (const auto& a : m_ctx.state.attempts) tried.insert(a.code_hash);
@@ -112,7 +115,9 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
     has_own = has_own || replay_same_op(c.task, op);
     std::string h = util::sha256_hex(c.code);
     if (tried.contains(h) || failed.contains(h)) return;
-    ReplayCandidate cand{c, c.hardware.target == here && c.toolchain.id == toolchain};
+    auto source_target = Target::parse(c.hardware.target);
+    ReplayCandidate cand{c, c.hardware.target == here && c.toolchain.id == toolchain,
+                         source_target && target_runs_on(*source_target, here_target)};
     auto it = by_code.find(h);
     // Prefer the native record of a kernel, then the faster one.
     if (it == by_code.end() || (cand.native && !it->second.native) ||

@@ -22,6 +22,9 @@ namespace kope::agent {
 struct ReplayCandidate {
   memory::CaseRecord source;
   bool native = false;  // recorded on this target and toolchain
+  // Recorded on a target whose features this one has (Target::runs_on): under --isa x86-64-v3
+  // on an AVX-512 CPU, an AVX2 host's kernel, not an AVX-512 one that would not compile.
+  bool runs_here = false;
 };
 
 class ReplayPolicy : public CandidatePolicy {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "eval/pytorch_reference.h"
+#include "hw/isa.h"
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/strings.h"
@@ -17,30 +18,43 @@ namespace kope::eval {
 
 std::string Toolchain::id() const { return fmt::format("{} | {}", version, util::join(flags, " ")); }
 
+// $KOPE_CXXFLAGS (default "-O3 -march=native -fopenmp") for the ISA level of $KOPE_ISA
+// (hw/isa.h): below native, the -march flag becomes the level's (-march=x86-64-v3 -mtune=native)
+// and a -mtune is dropped. Cached per level.
 Result<Toolchain> cpu_toolchain() {
+  KOPE_ASSIGN(IsaLevel level, isa_level_from_env());
   static std::mutex mu;
-  static std::optional<Result<Toolchain>> cached;
+  static std::map<IsaLevel, Result<Toolchain>> cached;
   std::lock_guard lock(mu);
-  if (cached) return *cached;
+  if (auto it = cached.find(level); it != cached.end()) return it->second;
   Toolchain tc;
   tc.compiler = util::get_env("KOPE_CXX").value_or("g++");
   std::string flags = util::get_env("KOPE_CXXFLAGS").value_or("-O3 -march=native -fopenmp");
   for (auto& f : util::split(flags, ' ')) {
-    if (!util::trim(f).empty()) tc.flags.emplace_back(util::trim(f));
+    std::string flag(util::trim(f));
+    if (flag.empty()) continue;
+    if (level != IsaLevel::native && (flag.starts_with("-march=") || flag.starts_with("-mtune="))) {
+      if (flag.starts_with("-march=")) {
+        for (auto& l : isa_level_flags(level)) tc.flags.push_back(l);
+      }
+      continue;
+    }
+    tc.flags.push_back(flag);
   }
   util::RunOptions ro;
   ro.spawn.argv = {tc.compiler, "--version"};
   ro.timeout = std::chrono::seconds(30);
   auto r = util::run(ro);
+  Result<Toolchain> out = tc;
   if (!r) {
-    cached = std::unexpected(Error{ErrorKind::unavailable, fmt::format("the C++ compiler '{}' cannot be run: {}", tc.compiler, r.error().message)});
+    out = std::unexpected(Error{ErrorKind::unavailable, fmt::format("the C++ compiler '{}' cannot be run: {}", tc.compiler, r.error().message)});
   } else if (!r->status.success()) {
-    cached = std::unexpected(Error{ErrorKind::unavailable, fmt::format("'{} --version' {}", tc.compiler, r->status.describe())});
+    out = std::unexpected(Error{ErrorKind::unavailable, fmt::format("'{} --version' {}", tc.compiler, r->status.describe())});
   } else {
-    tc.version = std::string(util::trim(r->out.substr(0, r->out.find('\n'))));
-    cached = tc;
+    out->version = std::string(util::trim(r->out.substr(0, r->out.find('\n'))));
   }
-  return *cached;
+  cached.emplace(level, out);
+  return out;
 }
 
 CompilerTarget compiler_target_from_macros(std::string_view macros) {

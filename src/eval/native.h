@@ -27,8 +27,8 @@ struct Toolchain {
   std::string id() const;
 };
 
-// The CPU C++ toolchain: $KOPE_CXX (default g++) with $KOPE_CXXFLAGS (default
-// "-O3 -march=native -fopenmp"). Cached after the first call; thread-safe.
+// The CPU C++ toolchain: $KOPE_CXX (default g++) with $KOPE_CXXFLAGS (default "-O3 -march=native
+// -fopenmp"; -march=x86-64-v3 -mtune=native under $KOPE_ISA, hw/isa.h). Cached per level; thread-safe.
 Result<Toolchain> cpu_toolchain();
 
 // What `tc`'s flags make the compiler generate code for, read from its predefined macros

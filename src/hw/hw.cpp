@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hw/isa.h"
 #include "hw/probe_source.h"
 #include "util/file_lock.h"
 #include "util/fs.h"
@@ -63,9 +64,14 @@ Result<HardwareProfile> measure() {
   auto src = dir.path() / "probe.cpp";
   auto exe = dir.path() / "probe";
   KOPE_TRY(util::write_file_atomic(src, hw::k_probe_source));
+  // The probe measures what kernels of the chosen ISA level can reach (an x86-64-v3 kernel
+  // on an AVX-512 CPU has AVX2's FMA peak).
+  KOPE_ASSIGN(IsaLevel level, isa_level_from_env());
   util::RunOptions cc;
-  cc.spawn.argv = {cxx, "-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-std=gnu++17",
-                   src.string(), "-o", exe.string()};
+  cc.spawn.argv = {cxx, "-O3"};
+  for (auto& f : isa_level_flags(level)) cc.spawn.argv.push_back(f);
+  for (const auto& f : {"-fopenmp", "-ffp-contract=fast", "-std=gnu++17"}) cc.spawn.argv.emplace_back(f);
+  for (const auto& f : {src.string(), std::string("-o"), exe.string()}) cc.spawn.argv.push_back(f);
   cc.timeout = std::chrono::seconds(120);
   KOPE_ASSIGN(util::RunResult built, util::run(cc));
   if (!built.status.success()) {
@@ -282,7 +288,10 @@ Result<HardwareProfile> HardwareProfile::from_json(std::string_view text) {
 }
 
 Result<HardwareProfile> load_hardware_profile(bool refresh) {
-  auto path = util::cache_dir() / "hw.json";
+  // One cached profile per ISA level (hw.json for native, hw-x86-64-v3.json, ...): switching
+  // --isa does not measure again.
+  KOPE_ASSIGN(IsaLevel level, isa_level_from_env());
+  auto path = util::cache_dir() / (level == IsaLevel::native ? std::string("hw.json") : fmt::format("hw-{}.json", isa_level_name(level)));
   HardwareProfile host = describe_host();
   if (!refresh) {
     if (auto text = util::read_file(path)) {

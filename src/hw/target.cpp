@@ -6,6 +6,9 @@
 #include <sstream>
 
 #include "kope/target.h"
+
+#include "hw/isa.h"
+#include "util/fs.h"
 #include "util/strings.h"
 
 namespace kope {
@@ -82,7 +85,91 @@ std::string Target::family() const {
   return arch;
 }
 
+std::string_view isa_level_name(IsaLevel level) {
+  switch (level) {
+    case IsaLevel::native: return "native";
+    case IsaLevel::x86_64_v3: return "x86-64-v3";
+    case IsaLevel::x86_64_v4: return "x86-64-v4";
+  }
+  return "native";
+}
+
+const std::vector<std::string>& isa_level_names() {
+  static const std::vector<std::string> k = {"native", "x86-64-v3", "x86-64-v4"};
+  return k;
+}
+
+Result<IsaLevel> parse_isa_level(std::string_view name) {
+  for (IsaLevel l : {IsaLevel::native, IsaLevel::x86_64_v3, IsaLevel::x86_64_v4}) {
+    if (name == isa_level_name(l)) return l;
+  }
+  return fail(ErrorKind::config, "unknown ISA level '{}' (expected {})", name, util::join(isa_level_names(), ", "));
+}
+
+Result<IsaLevel> isa_level_from_env() {
+  auto v = util::get_env("KOPE_ISA");
+  if (!v || v->empty()) return IsaLevel::native;
+  auto level = parse_isa_level(*v);
+  if (!level) return fail(ErrorKind::config, "$KOPE_ISA: {}", level.error().message);
+  return level;
+}
+
+std::vector<std::string> isa_level_flags(IsaLevel level) {
+  if (level == IsaLevel::native) return {"-march=native"};
+  return {"-march=" + std::string(isa_level_name(level)), "-mtune=native"};
+}
+
+IsaLevel isa_level_of_flags(const std::vector<std::string>& flags) {
+  IsaLevel level = IsaLevel::native;
+  for (const auto& f : flags) {
+    if (!f.starts_with("-march=")) continue;
+    auto named = parse_isa_level(std::string_view(f).substr(7));
+    level = named ? *named : IsaLevel::native;
+  }
+  return level;
+}
+
+Result<Target> target_at_level(const Target& cpu, IsaLevel level) {
+  if (level == IsaLevel::native) return cpu;
+  if (cpu.arch != "x86_64") {
+    return fail(ErrorKind::config, "--isa {} needs an x86-64 CPU; this CPU is {}", isa_level_name(level), cpu.str());
+  }
+  // The features kope's target names for each level (x86-64-v4 is AVX-512 F, BW, CD, DQ and
+  // VL: kope's "avx512"); the levels' other instructions (BMI, MOVBE, ...) are not named.
+  std::vector<std::string> wanted = {"avx2", "fma"};
+  if (level == IsaLevel::x86_64_v4) wanted.push_back("avx512");
+  std::vector<std::string> missing;
+  for (const auto& f : wanted) {
+    if (!cpu.has(f)) missing.push_back(f);
+  }
+  if (!missing.empty()) {
+    return fail(ErrorKind::config, "--isa {}: this CPU ({}) lacks {}, which the level requires; choose a level it has ({})",
+                isa_level_name(level), cpu.str(), util::join(missing, ", "),
+                level == IsaLevel::x86_64_v4 && cpu.has("avx2") && cpu.has("fma") ? "x86-64-v3 or native" : "native");
+  }
+  Target t;
+  t.arch = cpu.arch;
+  t.features = wanted;
+  return t;
+}
+
+bool target_runs_on(const Target& built_for, const Target& host) {
+  if (built_for.arch != host.arch) return false;
+  return std::all_of(built_for.features.begin(), built_for.features.end(), [&](const std::string& f) { return host.has(f); });
+}
+
+// The target kernels are built for here: the CPU at the level of $KOPE_ISA (hw/isa.h); the CPU
+// itself when the variable is unset, invalid or names a level it lacks (the CLI refuses those
+// before setting it).
 Target Target::host() {
+  Target cpu = host_cpu_target();
+  auto level = isa_level_from_env();
+  if (!level) return cpu;
+  auto t = target_at_level(cpu, *level);
+  return t ? *t : cpu;
+}
+
+Target host_cpu_target() {
   Target t;
   struct utsname u {};
   ::uname(&u);

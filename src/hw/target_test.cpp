@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hw/isa.h"
 #include "kope/hw.h"
 
 namespace kope {
@@ -30,6 +31,53 @@ TEST(Target, RejectsMalformed) {
   EXPECT_FALSE(Target::parse("x86_64--fma"));
   EXPECT_FALSE(Target::parse("X86"));
   EXPECT_FALSE(Target::parse("x86 64"));
+}
+
+TEST(IsaLevel, NamesRoundTrip) {
+  for (const auto& name : isa_level_names()) {
+    auto level = parse_isa_level(name);
+    ASSERT_TRUE(level) << name;
+    EXPECT_EQ(isa_level_name(*level), name);
+  }
+  auto bad = parse_isa_level("x86-64-v9");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("x86-64-v3"), std::string::npos) << bad.error().message;
+  EXPECT_EQ(isa_level_flags(IsaLevel::native), std::vector<std::string>{"-march=native"});
+  EXPECT_EQ(isa_level_flags(IsaLevel::x86_64_v3), (std::vector<std::string>{"-march=x86-64-v3", "-mtune=native"}));
+  EXPECT_EQ(isa_level_of_flags({"-O3", "-march=x86-64-v3", "-mtune=native"}), IsaLevel::x86_64_v3);
+  EXPECT_EQ(isa_level_of_flags({"-O3", "-march=native"}), IsaLevel::native);
+  EXPECT_EQ(isa_level_of_flags({"-O3"}), IsaLevel::native);
+}
+
+// A level names the target a CPU of exactly that level has, so memory recorded under it is
+// what such a CPU reads.
+TEST(IsaLevel, TargetIsTheOneACpuOfTheLevelHas) {
+  Target zen5 = *Target::parse("x86_64-avx2-fma-avx512-avx512vnni-avx512bf16");
+  EXPECT_EQ(target_at_level(zen5, IsaLevel::x86_64_v3)->str(), "x86_64-avx2-fma");
+  EXPECT_EQ(target_at_level(zen5, IsaLevel::x86_64_v4)->str(), "x86_64-avx2-fma-avx512");
+  EXPECT_EQ(target_at_level(zen5, IsaLevel::native)->str(), zen5.str());
+  Target avx2 = *Target::parse("x86_64-avx2-fma");
+  EXPECT_EQ(target_at_level(avx2, IsaLevel::x86_64_v3)->str(), "x86_64-avx2-fma");
+}
+
+TEST(Target, RunsOnTargetsWithItsFeatures) {
+  Target avx2 = *Target::parse("x86_64-avx2-fma"), zen5 = *Target::parse("x86_64-avx2-fma-avx512-avx512vnni");
+  EXPECT_TRUE(target_runs_on(avx2, zen5));
+  EXPECT_TRUE(target_runs_on(avx2, avx2));
+  EXPECT_FALSE(target_runs_on(zen5, avx2));
+  EXPECT_FALSE(target_runs_on(avx2, *Target::parse("aarch64-neon")));
+}
+
+TEST(IsaLevel, RefusedWhereTheCpuLacksItOrIsNotX86) {
+  auto v4 = target_at_level(*Target::parse("x86_64-avx2-fma"), IsaLevel::x86_64_v4);
+  ASSERT_FALSE(v4);
+  EXPECT_EQ(v4.error().kind, ErrorKind::config);
+  EXPECT_NE(v4.error().message.find("lacks avx512"), std::string::npos) << v4.error().message;
+  EXPECT_NE(v4.error().message.find("x86-64-v3 or native"), std::string::npos) << v4.error().message;
+  auto arm = target_at_level(*Target::parse("aarch64-neon-sve"), IsaLevel::x86_64_v3);
+  ASSERT_FALSE(arm);
+  EXPECT_NE(arm.error().message.find("needs an x86-64 CPU"), std::string::npos) << arm.error().message;
+  EXPECT_TRUE(target_at_level(*Target::parse("aarch64-neon"), IsaLevel::native));
 }
 
 TEST(Target, HostRoundTrips) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness.h"
+#include "hw/isa.h"
 #include "util/fs.h"
 #include "util/subprocess.h"
 
@@ -22,6 +23,11 @@ fs::path cli_cache() {
     HardwareProfile p = test_profile();
     p.cores = describe_host().cores;
     EXPECT_TRUE(util::write_file_atomic(d / "hw.json", p.to_json()));
+    // The profile `--isa x86-64-v3` reads: this CPU at that level (where it has the level).
+    if (auto v3 = target_at_level(host_cpu_target(), IsaLevel::x86_64_v3)) {
+      p.target = *v3;
+      EXPECT_TRUE(util::write_file_atomic(d / "hw-x86-64-v3.json", p.to_json()));
+    }
     return d;
   }();
   return dir;
@@ -174,6 +180,49 @@ TEST(EvalCli, UsageAndConfigurationErrorsExitTwo) {
   EXPECT_EQ(kope({"eval", corpus("noop.cpp")}).code, 2);  // --op is required
   EXPECT_EQ(kope({"eval", corpus("honest_vadd_naive.cpp"), "--op", op_dir("elementwise/vadd"), "--flag", "-Wl,-rpath,/tmp"}).code, 2);
   EXPECT_EQ(kope({"bench"}).code, 2);  // nothing selected
+}
+
+// `--isa x86-64-v3` compiles for AVX2 + FMA: an AVX-512 kernel gets a compile error that names
+// AVX-512 and the level, whatever CPU runs the test (the compile needs no AVX-512 hardware).
+TEST(EvalCli, IsaLevelRejectsInstructionsAboveIt) {
+  if (!target_at_level(host_cpu_target(), IsaLevel::x86_64_v3)) GTEST_SKIP() << "this CPU is not x86-64-v3 (AVX2 + FMA)";
+  std::string avx512 = (fs::path(KOPE_SOURCE_DIR) / "tests/adversarial/isa/vadd_avx512.cpp").string();
+  Cli c = kope({"eval", avx512, "--op", op_dir("elementwise/vadd"), "--isa", "x86-64-v3", "--json", "--no-time"});
+  ASSERT_EQ(c.code, 1) << c.out << c.err;
+  json j = json::parse(c.out);
+  EXPECT_EQ(j["verdict"], "compile_error");
+  std::string message = j["message"].get<std::string>();
+  EXPECT_NE(message.find("AVX-512 instructions"), std::string::npos) << message;
+  EXPECT_NE(message.find("_mm512_add_ps"), std::string::npos) << message;
+  EXPECT_NE(message.find("target level x86-64-v3"), std::string::npos) << message;
+  EXPECT_EQ(j["target"], "x86_64-avx2-fma");
+
+  // An extra flag may not lift the code above the level either.
+  Cli lifted = kope({"eval", avx512, "--op", op_dir("elementwise/vadd"), "--isa", "x86-64-v3", "--flag", "-mavx512f", "--json", "--no-time"});
+  ASSERT_EQ(lifted.code, 1) << lifted.out << lifted.err;
+  json jl = json::parse(lifted.out);
+  EXPECT_EQ(jl["verdict"], "compile_error");
+  EXPECT_NE(jl["message"].get<std::string>().find("-mavx512f enable instructions (avx512f"), std::string::npos) << jl["message"];
+}
+
+// The same level takes an AVX2 kernel, and names the target an AVX2 CPU has.
+TEST(EvalCli, IsaLevelAcceptsKernelsWithinIt) {
+  if (!target_at_level(host_cpu_target(), IsaLevel::x86_64_v3)) GTEST_SKIP() << "this CPU is not x86-64-v3 (AVX2 + FMA)";
+  Cli c = kope({"eval", corpus("honest_vadd_omp_avx.cpp"), "--op", op_dir("elementwise/vadd"), "--isa", "x86-64-v3", "--json", "--no-time"});
+  ASSERT_EQ(c.code, 0) << c.out << c.err;
+  json j = json::parse(c.out);
+  EXPECT_EQ(j["verdict"], "correct");
+  EXPECT_EQ(j["target"], "x86_64-avx2-fma");
+}
+
+// A level this CPU lacks, or no level at all, is a configuration error (exit 2) naming it.
+TEST(EvalCli, IsaLevelTheCpuLacksIsRefused) {
+  Cli bogus = kope({"eval", corpus("honest_vadd_naive.cpp"), "--op", op_dir("elementwise/vadd"), "--isa", "x86-64-v9"});
+  EXPECT_EQ(bogus.code, 2) << bogus.out << bogus.err;
+  if (target_at_level(host_cpu_target(), IsaLevel::x86_64_v4)) GTEST_SKIP() << "this CPU has x86-64-v4: no level to refuse";
+  Cli c = kope({"eval", corpus("honest_vadd_naive.cpp"), "--op", op_dir("elementwise/vadd"), "--isa", "x86-64-v4", "--no-time"});
+  EXPECT_EQ(c.code, 2) << c.out << c.err;
+  EXPECT_NE(c.err.find("--isa x86-64-v4"), std::string::npos) << c.err;
 }
 
 TEST(EvalCli, UnknownCommandIsNamedWithTheCommandsThereAre) {

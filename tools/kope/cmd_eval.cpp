@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "isa_option.h"
 #include "eval/registry.h"
 #include "kope/eval.h"
 #include "kope/hw.h"
@@ -152,6 +153,7 @@ void register_eval_command(CLI::App& app, Action& action) {
     double margin = 0.01;
     double comparison_seconds = eval::EvalOptions{}.comparison_seconds;
     std::string suite;
+    std::string isa;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("kernel", o->kernel, "The kernel's source file (C++, OpenCL C or CUDA, per --backend)")->required();
@@ -173,6 +175,7 @@ void register_eval_command(CLI::App& app, Action& action) {
   cmd->add_option("--seed", o->seed, "Data seed (default: fresh)");
   cmd->add_option("--max-seconds", o->max_seconds, "Timing cap per timed case, seconds")->check(CLI::PositiveNumber);
   cmd->add_option("--target-ci", o->target_ci, "Stop timing when the 95% CI is within this fraction of the median")->check(CLI::Range(0.001, 0.5));
+  add_isa_option(cmd, o->isa);
   cmd->add_option("--flag", o->flags, "Extra compile flag (-O, -f, -m, -D, -U, -W, -g; OpenCL: -D and -cl-*); repeatable")->allow_extra_args(false);
   cmd->add_option("--threads", o->threads, "OpenMP threads for the kernel (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--refresh-baselines", o->refresh, "Time the reference and library again instead of using cached times");
@@ -182,6 +185,7 @@ void register_eval_command(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"environment", "best"}));
   cmd->callback([&action, o] {
     action = [o]() -> Result<int> {
+      KOPE_TRY(apply_isa(o->isa));
       KOPE_ASSIGN(std::string source, util::read_file(o->kernel));
       KOPE_ASSIGN(spec::OpSpec op, spec::resolve_op(o->op, o->suite.empty() ? spec::default_ops_dir() : spec::fs::path(o->suite)));
       KOPE_ASSIGN(HardwareProfile hw, profile());
@@ -223,6 +227,7 @@ struct BenchOptions {
   std::string library_config = "environment";
   std::string suite;
   std::string backend = "cpu";
+  std::string isa;
 };
 
 // What `kope bench` collects over the ops: the JSON rows, the table, the library configurations.
@@ -375,8 +380,12 @@ void register_bench_command(CLI::App& app, Action& action) {
                   "Library baseline configuration: environment (as the environment sets it) or best (measure the "
                   "configurations this CPU runs, verify each, keep the fastest correct one; cached)")
       ->check(CLI::IsMember({"environment", "best"}));
+  add_isa_option(cmd, o->isa);
   cmd->callback([&action, o] {
-    action = [o]() -> Result<int> { return run_bench(*o); };
+    action = [o]() -> Result<int> {
+      KOPE_TRY(apply_isa(o->isa));
+      return run_bench(*o);
+    };
   });
 }
 

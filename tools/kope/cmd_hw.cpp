@@ -1,15 +1,38 @@
 // `kope hw`: the hardware profile (target, cores, caches, measured peaks).
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "cli_json.h"
+#include "hw/isa.h"
+#include "isa_option.h"
 #include "kope/eval.h"
 #include "kope/hw.h"
+#include "util/fs.h"
 #include "util/strings.h"
 
 namespace kope::cli {
 
 std::string backends_text(const std::vector<eval::BackendInfo>& list);  // cmd_backends.cpp
+
+void add_isa_option(CLI::App* cmd, std::string& isa) {
+  cmd->add_option("--isa", isa,
+                  "ISA level candidates are compiled for: native (this CPU's own ISA), or x86-64-v3 (AVX2, FMA) / "
+                  "x86-64-v4 (AVX-512) below it; also names the target memory records")
+      ->default_str("native")
+      ->check(CLI::IsMember(isa_level_names()));
+}
+
+Status apply_isa(const std::string& isa) {
+  std::string name = isa.empty() ? util::get_env("KOPE_ISA").value_or("native") : isa;
+  KOPE_ASSIGN(IsaLevel level, parse_isa_level(name));
+  KOPE_TRY(target_at_level(host_cpu_target(), level));
+  if (::setenv("KOPE_ISA", std::string(isa_level_name(level)).c_str(), 1) != 0) {
+    return fail(ErrorKind::internal, "cannot set $KOPE_ISA");
+  }
+  return {};
+}
 
 Result<nlohmann::json> hardware_json(bool refresh) {
   KOPE_ASSIGN(HardwareProfile p, load_hardware_profile(refresh));
@@ -28,12 +51,15 @@ void register_hw(CLI::App& app, Action& action) {
   struct Options {
     bool json = false;
     bool refresh = false;
+    std::string isa;
   };
   auto o = std::make_shared<Options>();
   hw->add_flag("--json", o->json, "Print JSON");
   hw->add_flag("--refresh", o->refresh, "Measure again instead of using the cached profile");
+  add_isa_option(hw, o->isa);
   hw->callback([&action, o] {
     action = [o]() -> Result<int> {
+      KOPE_TRY(apply_isa(o->isa));
       if (o->json) {
         KOPE_ASSIGN(nlohmann::json j, hardware_json(o->refresh));
         print(j.dump(2) + "\n");

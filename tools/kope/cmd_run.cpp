@@ -31,6 +31,7 @@
 #include "run/results.h"
 #include "run/tasks.h"
 #include "cli.h"
+#include "isa_option.h"
 #include "eval/registry.h"
 #include "kope/eval.h"
 #include "kope/hw.h"
@@ -69,6 +70,7 @@ extern "C" void on_interrupt(int) {
 
 struct RunOptions {
   std::vector<std::string> ops;
+  std::string isa;  // --isa; empty: $KOPE_ISA or native
   int level = 0;
   std::string backend = std::string(eval::default_backend_name());
   std::string llm;
@@ -472,6 +474,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   Say say = [&](const std::string& line) {
     if (!o.quiet) std::fprintf(stderr, "%s\n", line.c_str());
   };
+  KOPE_TRY(apply_isa(o.isa));
   if (o.resume.empty() ? o.executor == "slurm" : is_slurm_run(o.resume)) return slurm_command(o, given, task_args, say);
 
   std::optional<llm::Profile> profile;
@@ -523,6 +526,7 @@ void register_run(CLI::App& app, Action& action) {
       ->delimiter(',');
   cmd->add_option("--level", o->level, "Only operators of this difficulty level (1-4)")->check(CLI::Range(1, 4));
   cmd->add_option("--backend", o->backend, "Kernel backend")->default_val(std::string(eval::default_backend_name()));
+  add_isa_option(cmd, o->isa);
   cmd->add_option("--llm", o->llm, "Model profile to use (default: the configured default profile)");
   cmd->add_option("--iterations", o->iterations, "Attempts per operator")->default_val(8);
   cmd->add_option("--token-budget", o->token_budget, "Tokens (prompt + completion) per operator; 0 = unlimited")

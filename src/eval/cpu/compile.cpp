@@ -4,10 +4,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <regex>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "eval/cpu/cpu.h"
 #include "eval/sandbox.h"
+#include "hw/isa.h"
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/strings.h"
@@ -24,6 +30,60 @@ constexpr const char* k_recipe = "kope-cpu-build-4";
 constexpr const char* k_std = "-std=c++17";
 
 }  // namespace
+
+std::string isa_mismatch_message(std::string_view diagnostics, const Toolchain& tc) {
+  // The header an intrinsic is defined in names its instruction set (avx512fintrin.h:
+  // avx512f); the intrinsic is the first _mm name on the line.
+  static const std::regex k_header(R"(([a-z0-9_]+)intrin\.h:)");
+  static const std::regex k_intrinsic(R"(\b(_mm[0-9]*_[A-Za-z0-9_]+|_tile_[A-Za-z0-9_]+)\b)");
+  // Clang: "always_inline function '_mm512_add_ps' requires target feature 'avx512f', ...".
+  static const std::regex k_clang_feature(R"(requires target feature '([a-z0-9.\-]+)')");
+  std::set<std::string> isas, intrinsics;
+  for (const auto& line : util::split(diagnostics, '\n')) {
+    std::smatch m;
+    if (line.find("target specific option mismatch") != std::string::npos) {
+      if (std::regex_search(line, m, k_header)) isas.insert(m[1].str());
+    } else if (std::regex_search(line, m, k_clang_feature)) {
+      isas.insert(m[1].str());
+    } else {
+      continue;
+    }
+    if (std::regex_search(line, m, k_intrinsic)) intrinsics.insert(m[1].str());
+  }
+  if (isas.empty() && intrinsics.empty()) return "";
+  std::set<std::string> families;
+  for (const auto& isa : isas) {
+    if (isa.starts_with("avx512")) {
+      families.insert("AVX-512");
+    } else if (isa.starts_with("amx")) {
+      families.insert("AMX");
+    } else {
+      std::string upper = isa;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      families.insert(upper);
+    }
+  }
+  if (families.empty()) {  // no header named: judge by the intrinsics' prefix
+    for (const auto& i : intrinsics) families.insert(i.starts_with("_mm512_") ? "AVX-512" : i.starts_with("_tile_") ? "AMX" : "SIMD");
+  }
+  std::vector<std::string> named(intrinsics.begin(), intrinsics.end());
+  if (named.size() > 6) {
+    named.resize(6);
+    named.push_back("...");
+  }
+  std::string what = util::join(std::vector<std::string>(isas.begin(), isas.end()), ", ");
+  if (!named.empty()) what += (what.empty() ? "" : ": ") + util::join(named, ", ");
+  std::string flags = util::join(tc.flags, " ");
+  std::string fam = util::join(std::vector<std::string>(families.begin(), families.end()), " and ");
+  if (IsaLevel level = isa_level_of_flags(tc.flags); level != IsaLevel::native) {
+    return fmt::format("the kernel uses {} instructions ({}) that the target level {} does not have (kernels are compiled with "
+                       "{}): use only the ISA extensions the hardware section lists",
+                       fam, what, isa_level_name(level), flags);
+  }
+  return fmt::format("the kernel uses {} instructions ({}) that the compile flags ({}) do not enable: use only the ISA "
+                     "extensions the hardware section lists",
+                     fam, what, flags);
+}
 
 std::string extra_flag_problem(std::string_view f) {
   static const char* const k_denied[] = {"-Wl,", "-Wa,", "-Wp,", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-fplugin",
@@ -92,6 +152,8 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
     std::string why = extra_flag_problem(f);
     if (!why.empty()) return fail(ErrorKind::usage, "extra compile flag {}", why);
   }
+  KOPE_ASSIGN(std::string above, flags_above_level(extra_flags));
+  if (!above.empty()) return compile_error(std::move(above));
   if (source.size() > m_limits.source_bytes) {
     return compile_error(fmt::format("the source is {} long; the limit is {}", util::human_bytes(static_cast<double>(source.size())),
                                      util::human_bytes(static_cast<double>(m_limits.source_bytes))));
@@ -108,6 +170,31 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
   b.build = [&](const fs::path& scratch) { return build_fresh(op, source, flags, shim_o, scratch); };
   b.conclude = [&](const fs::path& dir, const json& stored) { return conclude(op, *policy, dir, stored); };
   return run_candidate_build(b);
+}
+
+// Below native, extra -m flags (-mavx512f, -march=native) must not lift the code above the
+// level: the extensions the flags add are read from the compiler's predefined macros.
+Result<std::string> CpuCompiler::flags_above_level(const std::vector<std::string>& extra_flags) const {
+  IsaLevel level = isa_level_of_flags(m_tc.flags);
+  if (level == IsaLevel::native) return std::string();
+  std::vector<std::string> machine;
+  for (const auto& f : extra_flags) {
+    if (f.starts_with("-m")) machine.push_back(f);
+  }
+  if (machine.empty()) return std::string();
+  KOPE_ASSIGN(CompilerTarget base, compiler_target(m_tc));
+  Toolchain with = m_tc;
+  for (const auto& f : machine) with.flags.push_back(f);
+  auto lifted = compiler_target(with);
+  if (!lifted) return std::string();  // a flag the compiler rejects: the compile reports it
+  std::vector<std::string> added;
+  for (const auto& ext : lifted->isa_extensions) {
+    if (std::find(base.isa_extensions.begin(), base.isa_extensions.end(), ext) == base.isa_extensions.end()) added.push_back(ext);
+  }
+  if (added.empty()) return std::string();
+  return fmt::format("the extra flags {} enable instructions ({}) that the target level {} does not have (kernels are compiled "
+                     "with {}): use only the ISA extensions the hardware section lists",
+                     util::join(machine, " "), util::join(added, ", "), isa_level_name(level), util::join(m_tc.flags, " "));
 }
 
 // Applies the inspection to a built object and turns everything into an outcome.
@@ -168,7 +255,10 @@ Result<FreshBuild> CpuCompiler::build_fresh(const spec::OpSpec& op, std::string_
   if (!limited.uncached.message.empty()) return limited;
 
   if (r.status.exited && r.status.code == 10) {
-    std::string first = first_line_where(compile_diag, [](std::string_view l) { return l.find("error") != std::string_view::npos; });
+    std::string first = isa_mismatch_message(compile_diag, m_tc);
+    if (first.empty()) {
+      first = first_line_where(compile_diag, [](std::string_view l) { return l.find("error") != std::string_view::npos; });
+    }
     return FreshBuild{compile_error_record(first, compile_diag), {}};
   }
   if (!r.status.exited || (r.status.code != 0 && r.status.code != 12)) {

@@ -41,6 +41,8 @@ class CpuCompiler {
 
  private:
   Result<fs::path> shim_object(const spec::OpSpec& op) const;
+  // Below native: why `extra_flags` lift the code above the ISA level ("" when they do not).
+  Result<std::string> flags_above_level(const std::vector<std::string>& extra_flags) const;
   Result<FreshBuild> build_fresh(const spec::OpSpec& op, std::string_view source, const std::vector<std::string>& flags,
                                  const fs::path& shim_o, const fs::path& scratch) const;
   FreshBuild limit_outcome(const util::RunResult& r, std::string diagnostics) const;
@@ -50,6 +52,14 @@ class CpuCompiler {
   bool m_inspect;
   fs::path m_compiler;  // resolved absolute path
 };
+
+// What a compile error caused by instructions the flags do not enable (GCC: "inlining failed in
+// call to 'always_inline' '__m512 _mm512_add_ps(__m512, __m512)': target specific option
+// mismatch"; Clang: "always_inline function '_mm512_add_ps' requires target feature 'avx512f'")
+// means, naming the instruction sets and intrinsics the kernel used: "the kernel
+// uses AVX-512 instructions (avx512f: _mm512_add_ps) that the target level x86-64-v3 does not
+// have (...)". "" when the diagnostics show no such mismatch.
+std::string isa_mismatch_message(std::string_view diagnostics, const Toolchain& tc);
 
 // Why a user-supplied extra flag may not be passed to the compiler, or "" when it may.
 std::string extra_flag_problem(std::string_view flag);

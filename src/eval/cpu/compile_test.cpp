@@ -40,6 +40,34 @@ TEST(Diagnostics, TrimsToLinesAndBytes) {
   EXPECT_LE(small.size(), 300u + 40u);
 }
 
+// GCC 12's error for an AVX-512 intrinsic under -march=x86-64-v3 becomes a message naming the
+// instruction set, the intrinsics and the level.
+TEST(Diagnostics, NamesInstructionsAboveTheIsaLevel) {
+  std::string diag =
+      "In file included from /usr/lib/gcc/x86_64-linux-gnu/12/include/immintrin.h:49,\n"
+      "                 from kernel.cpp:1:\n"
+      "/usr/lib/gcc/x86_64-linux-gnu/12/include/avx512fintrin.h:12598:1: error: inlining failed in call to "
+      "‘always_inline’ ‘__m512 _mm512_add_ps(__m512, __m512)’: target specific "
+      "option mismatch\n"
+      "kernel.cpp:2:85: note: called from here\n"
+      "/usr/lib/gcc/x86_64-linux-gnu/12/include/avx512fintrin.h:6331:1: error: inlining failed in call to 'always_inline' "
+      "'__m512 _mm512_loadu_ps(const void*)': target specific option mismatch\n";
+  Toolchain tc;
+  tc.flags = {"-O3", "-march=x86-64-v3", "-mtune=native", "-fopenmp"};
+  std::string m = isa_mismatch_message(diag, tc);
+  EXPECT_EQ(m,
+            "the kernel uses AVX-512 instructions (avx512f: _mm512_add_ps, _mm512_loadu_ps) that the target level x86-64-v3 "
+            "does not have (kernels are compiled with -O3 -march=x86-64-v3 -mtune=native -fopenmp): use only the ISA "
+            "extensions the hardware section lists");
+  tc.flags = {"-O3", "-march=native"};
+  EXPECT_NE(isa_mismatch_message(diag, tc).find("that the compile flags (-O3 -march=native) do not enable"), std::string::npos);
+  EXPECT_EQ(isa_mismatch_message("kernel.cpp:5:3: error: 'foo' was not declared in this scope\n", tc), "");
+  std::string clang =
+      "kernel.cpp:9:16: error: always_inline function '_mm512_add_ps' requires target feature 'avx512f', but would be "
+      "inlined into function 'kope_kernel' that is compiled without support for 'avx512f'\n";
+  EXPECT_NE(isa_mismatch_message(clang, tc).find("AVX-512 instructions (avx512f: _mm512_add_ps)"), std::string::npos);
+}
+
 TEST(ExtraFlags, OnlyCodeGenerationFlags) {
   for (const char* ok : {"-O2", "-ffast-math", "-funroll-loops", "-mavx2", "-DBLOCK=64", "-Wall", "-g"}) {
     EXPECT_EQ(extra_flag_problem(ok), "") << ok;

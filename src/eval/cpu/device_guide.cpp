@@ -7,6 +7,7 @@
 
 #include "eval/native.h"
 #include "hw/cpu_id.h"
+#include "hw/isa.h"
 #include "util/strings.h"
 
 namespace kope::eval {
@@ -75,9 +76,17 @@ std::string cpu_memory_lines(const HardwareProfile& hw) {
 std::string cpu_device_section(const HardwareProfile& hw, const HardwareGuide& guide) {
   std::vector<std::string> isa = guide.isa_extensions;
   if (isa.empty()) isa = hw.target.features;
-  std::string why = hw::compiler_tune_note(guide.compiler_tune, guide.microarchitecture);
+  // Below the host's ISA ($KOPE_ISA, like the guide's extensions) the flags name the level, not
+  // this CPU: the note on how -march=native picks a CPU does not apply.
+  IsaLevel level = isa_level_from_env().value_or(IsaLevel::native);
+  std::string why = level == IsaLevel::native ? hw::compiler_tune_note(guide.compiler_tune, guide.microarchitecture) : "";
   std::string tune = guide.compiler_tune.empty() ? "" : fmt::format(" ({})", why.empty() ? "the compiler targets " + guide.compiler_tune : why);
   std::string out;
+  if (level != IsaLevel::native) {
+    out += fmt::format("- ISA level: {0}: kernels are compiled for any {0} CPU ({1}), not for this CPU's own ISA; the code "
+                       "must run on every {0} CPU, so only the extensions below are available\n",
+                       isa_level_name(level), util::join(isa_level_flags(level), " "));
+  }
   out += fmt::format("- ISA extensions the compile flags enable{}: {}; intrinsics for these, and only these, may be used\n",
                      tune, isa.empty() ? "none beyond the base ISA" : util::join(isa, ", "));
   out += fmt::format("- cores available to the kernel: {0} (OpenMP uses all of them: OMP_NUM_THREADS={0}, threads not pinned "
