@@ -29,7 +29,9 @@
 #include "eval/library.h"
 #include "eval/decision.h"
 #include "eval/measure.h"
+#include "eval/notes.h"
 #include "eval/stats.h"
+#include "eval/verdict_rules.h"
 #include "util/file_lock.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -828,7 +830,8 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
     mark_unchecked(res, op, 0, build.status == BuildOutcome::Status::rejected ? "not run: the kernel was rejected" : "not run: the kernel did not compile");
     return finish(res);
   }
-  std::string notes = build.diagnostics;
+  Notes notes;
+  notes.add(build.diagnostics);
 
   uint64_t in = max_extent(op, true), out = max_extent(op, false);
   KOPE_ASSIGN(auto session, Session::start(build.shared_object, m_backend->runner_options(proto::Mode::candidate, in + out), in, out));
@@ -836,8 +839,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
     ref.stop();
     res.verdict = v;
     res.message = std::move(message);
-    std::string tail = session->output_tail();
-    res.diagnostics = notes.empty() ? tail : notes + (tail.empty() ? "" : "\n" + tail);
+    res.diagnostics = notes.text_with_output(session->output_tail());
     mark_unchecked(res, op, unchecked_from, why);
     session.reset();
     return finish(res);
@@ -886,7 +888,7 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
     session->close();
     ref.stop();
     res.message = fmt::format("matches the reference on all {} cases{}", op.cases.size(), options.time ? " (the op has no timed cases)" : " (not timed)");
-    res.diagnostics = notes;
+    res.diagnostics = notes.text();
     return finish(res);
   }
 
@@ -946,44 +948,29 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
       ct.library_ci95_us = lb->timing->ci95_us;
       if (lb->config && !res.library_config) res.library_config = lb->config;
     } else if (lb && !lb->problem.empty()) {
-      notes += (notes.empty() ? "" : "\n") + fmt::format("case {}: {}", ct.label, lb->problem);
+      notes.add(fmt::format("case {}: {}", ct.label, lb->problem));
     }
     double flops = op.flops_for(*c), bytes = op.bytes_for(*c);
     ct.floor_us = m_hw.floor_seconds(compute_floor_applies(op) ? flops : 0, bytes, op.case_buffer_bytes(*c)) /
                   HardwareProfile::k_floor_headroom * 1e6;
-    // A trusted baseline that beats the floor means the profile underestimates this machine
-    // (e.g. it was measured under load): the floor then drops to that baseline's time.
-    for (double trusted : {ct.reference_us, ct.library_us.value_or(0.0)}) {
-      if (trusted > 0 && trusted < ct.floor_us) {
-        notes += (notes.empty() ? "" : "\n") +
-                 fmt::format("case {}: a baseline ran in {:.3g} µs, below the hardware profile's floor of {:.3g} µs; the profile looks "
-                             "pessimistic (re-measure with `kope hw --refresh` on an idle machine)",
-                             ct.label, trusted, ct.floor_us);
-        ct.floor_us = trusted;
-      }
-    }
+    LoweredFloor lowered = lower_floor_to_baselines(ct.label, ct.floor_us, {ct.reference_us, ct.library_us.value_or(0.0)});
+    ct.floor_us = lowered.floor_us;
+    for (std::string& note : lowered.notes) notes.add(std::move(note));
     ct.fresh_us = t.fresh_s * 1e6;
     if (!t.wall_samples_s.empty()) {
       double wall = median(t.wall_samples_s);
       ct.wall_us = wall * 1e6;
       // A kernel that leaves the work to the host shows as a device that is idle for most of
       // the call (the static inspection rejects the usual ways; this catches the rest).
-      // The bound is loose on purpose: the wall time includes downloading the outputs, which
-      // for a memory-bound kernel on a fast GPU is 100x its device time.
-      if (wall > 1e-3 && t.median_s < 0.001 * wall) {
-        return std::pair{Verdict::rejected,
-                         fmt::format("case {}: the device ran kernels for {:.3g} µs of a {:.3g} µs call: the work is not being done "
-                                     "on the device (CPU fallback)", ct.label, t.median_s * 1e6, wall * 1e6)};
-      }
+      if (auto bad = rule_cpu_fallback(ct.label, t.median_s, wall)) return std::pair{bad->verdict, std::move(bad->message)};
     }
     ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
     ct.outside_load = t.outside_load;
     ct.disturbed = t.disturbed || g.baseline_disturbed;
     if (ct.disturbed) {
-      notes += (notes.empty() ? "" : "\n") +
-               fmt::format("case {}: timing disturbed by other load: the {} waited for a CPU in too many batches to trust "
+      notes.add(fmt::format("case {}: timing disturbed by other load: the {} waited for a CPU in too many batches to trust "
                            "the figures (the kernel's median wait {:.0f}% of its runnable time; other work used {:.0f}% of its CPUs)",
-                           ct.label, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention, 100 * ct.outside_load);
+                           ct.label, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention, 100 * ct.outside_load));
     } else if (ct.contention > k_busy_contention && !outside_load_seen(ct.outside_load)) {
       // Waits of its own: worth a note only when a kernel timed on the same CPUs in this
       // evaluation waited clearly less (a wait every kernel shows here is the machine's).
@@ -995,25 +982,21 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
         }
       }
       if (auto note = own_waits_note("case " + ct.label, ct.contention, ct.outside_load, others, m_hw.cores)) {
-        notes += (notes.empty() ? "" : "\n") + *note;
+        notes.add(*note);
       }
     } else if (ct.contention > k_busy_contention) {
-      notes += (notes.empty() ? "" : "\n") +
-               fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "
+      notes.add(fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "
                            "undisturbed)",
                            ct.label, 100 * ct.contention, std::count_if(t.contention.begin(), t.contention.end(), [](double x) { return x < k_clean_contention; }),
-                           t.contention.size());
+                           t.contention.size()));
     }
     // The working-set roofline; a time beyond it by more than the CI is the model's bug.
     if (auto note = apply_roofline(ct, case_roofline(m_hw, op, *c), op)) {
       res.roofline_notes.push_back(*note);
-      notes += (notes.empty() ? "" : "\n") + *note;
+      notes.add(*note);
     }
-    if (ct.floor_us > 0 && ct.median_us < m_options.floor_margin * ct.floor_us) {
-      return std::pair{Verdict::rejected,
-                       fmt::format("case {}: {:.3g} µs per call is below the hardware floor of {:.3g} µs for {:.3g} flop and "
-                                   "{} (x{} margin): not physically possible here, so the work is not being done",
-                                   ct.label, ct.median_us, ct.floor_us, flops, util::human_bytes(bytes), m_options.floor_margin)};
+    if (auto bad = rule_below_floor(ct.label, ct.median_us, ct.floor_us, m_options.floor_margin, flops, bytes)) {
+      return std::pair{bad->verdict, std::move(bad->message)};
     }
     vs_ref.push_back(ct.reference_us / ct.median_us);
     if (ct.library_us) vs_lib.push_back(*ct.library_us / ct.median_us);
@@ -1092,13 +1075,13 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
   if (res.disturbed) res.message += fmt::format("; timing disturbed by other load on {} of {} timed cases", disturbed, res.timing.size());
   if (comparison) {
     if (comparison->decision == IncumbentDecision::unavailable) {
-      notes += (notes.empty() ? "" : "\n") + describe_comparison(*comparison);
+      notes.add(describe_comparison(*comparison));
     } else {
       res.message += "; " + describe_comparison(*comparison);
     }
     res.incumbent = comparison;
   }
-  res.diagnostics = notes;
+  res.diagnostics = notes.text();
   return finish(res);
 }
 
