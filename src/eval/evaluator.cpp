@@ -29,7 +29,9 @@
 #include "eval/library.h"
 #include "eval/decision.h"
 #include "eval/measure.h"
+#include "eval/notes.h"
 #include "eval/stats.h"
+#include "eval/verdict_rules.h"
 #include "util/file_lock.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -748,6 +750,116 @@ std::string describe_comparison(const IncumbentComparison& c) {
 
 // --- the evaluator -----------------------------------------------------------------------------
 
+void mark_unchecked(EvalResult& r, const spec::OpSpec& op, size_t from, std::string_view why) {
+  for (size_t i = from; i < op.cases.size(); ++i) {
+    CaseCheck c;
+    c.case_index = static_cast<int>(i);
+    c.label = op.case_label(op.cases[i]);
+    c.ok = false;
+    c.first_mismatch = std::string(why);
+    if (i < r.cases.size()) {
+      r.cases[i] = c;
+    } else {
+      r.cases.push_back(c);
+    }
+  }
+}
+
+// --- one evaluation's steps --------------------------------------------------------------------
+
+// What one evaluation's steps share: the op, the result being filled in, the notes for its
+// diagnostics, the reference pipeline, the candidate's runner and the timing lock. The members
+// are torn down in reverse: the timing lock first, then the candidate's runner, then the
+// reference pipeline.
+struct EvalRun {
+  EvalRun(const Backend& backend, const spec::OpSpec& op_in, std::string_view source, const EvalOptions& options_in,
+          const EvaluatorOptions& evaluator_options)
+      : op(op_in), options(options_in), res(new_result(backend, op_in, source, options_in)), rng(res.seed ^ 0x6b6f7065ULL),
+        in_bytes(max_extent(op_in, true)), out_bytes(max_extent(op_in, false)),
+        ref(backend, op_in, res.seed, options_in.time, evaluator_options) {}
+
+  static EvalResult new_result(const Backend& backend, const spec::OpSpec& op, std::string_view source, const EvalOptions& options) {
+    EvalResult r;
+    r.op = op.name;
+    r.target = backend.target().str();
+    r.toolchain = backend.toolchain_id();
+    r.code_hash = util::sha256_hex(source);
+    r.seed = options.seed.value_or(util::random_seed());
+    return r;
+  }
+
+  // The result as it stands, with the evaluation's wall time.
+  EvalResult finish() {
+    res.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return res;
+  }
+
+  // Ends the evaluation with a failure verdict: cases from `unchecked_from` on are marked `why`,
+  // and the diagnostics are the notes followed by the candidate's output.
+  EvalResult fail(Verdict v, std::string message, size_t unchecked_from, std::string_view why) {
+    timing_lock.reset();
+    ref.stop();
+    res.verdict = v;
+    res.message = std::move(message);
+    res.diagnostics = notes.text_with_output(session->output_tail());
+    mark_unchecked(res, op, unchecked_from, why);
+    session.reset();
+    return finish();
+  }
+
+  // Ends the evaluation with the candidate's failure while timed on case `c`: no timings are kept.
+  EvalResult fail_timing(const spec::Case& c, const Violation& v) {
+    timing_lock.reset();
+    res.timing.clear();
+    return fail(v.verdict, fmt::format("case {}: {}", op.case_label(c), v.message), op.cases.size(), "");
+  }
+
+  const spec::OpSpec& op;
+  const EvalOptions& options;
+  Clock::time_point t0 = Clock::now();
+  EvalResult res;
+  Notes notes;
+  Trace trace;
+  std::mt19937_64 rng;
+  uint64_t in_bytes = 0, out_bytes = 0;  // the largest case's inputs and outputs (the runners' arenas)
+  ReferencePipeline ref;
+  std::unique_ptr<Session> session;             // the candidate's runner, from the build on
+  std::optional<util::SharedLock> timing_lock;  // held while timing
+};
+
+// The incumbent's runner for fast verdicts; the comparison says why there is none.
+struct IncumbentRunner {
+  std::unique_ptr<Session> session;
+  std::optional<IncumbentComparison> comparison;  // set when the evaluation compares with an incumbent
+};
+
+// The baselines the timed cases are measured against.
+struct Baselines {
+  LibraryChoice choice;                    // the library's configuration
+  Session* reference = nullptr;            // the reference pipeline's runner
+  std::unique_ptr<Session> library;        // started by the first case that times the library
+};
+
+// The outcome of the comparison with the incumbent.
+struct Compared {
+  std::optional<IncumbentComparison> comparison;
+  // Per timed case, the candidate's timer in the comparison (every case when it ran through):
+  // its samples are the case's figures when the comparison stands, and a full timing goes on
+  // from them and from its fresh-data check.
+  std::vector<std::unique_ptr<CaseTimer>> timers;
+  // The candidate is timed in full: there is no comparison, or it found the candidate faster
+  // or could not be made.
+  bool full = true;
+  // The candidate failed while being compared: on which timed case, and how.
+  std::optional<std::pair<const spec::Case*, Violation>> violation;
+};
+
+// One timed case's timing: the candidate's and the baselines'.
+struct TimedCase {
+  TimingOutcome candidate;
+  GroupResult group;
+};
+
 class SandboxedEvaluator final : public Evaluator {
  public:
   SandboxedEvaluator(std::unique_ptr<Backend> backend, HardwareProfile hw, EvaluatorOptions options)
@@ -766,45 +878,33 @@ class SandboxedEvaluator final : public Evaluator {
     return std::max(m_options.min_call_timeout, scaled);
   }
 
+  // The steps of evaluate(), in order. A step that returns an EvalResult ends the evaluation
+  // with it.
+  Result<std::optional<EvalResult>> build(EvalRun& run, std::string_view source) const;
+  Result<std::optional<EvalResult>> verify(EvalRun& run) const;
+  EvalResult pass_untimed(EvalRun& run) const;
+  IncumbentRunner start_incumbent(EvalRun& run, std::future<Result<BuildOutcome>>& build) const;
+  Status lock_for_timing(EvalRun& run) const;
+  Result<Compared> compare(EvalRun& run, IncumbentRunner& incumbent) const;
+  Result<TimedCase> time_case(EvalRun& run, const spec::Case& c, size_t i, const Compared& compared, Baselines& baselines) const;
+  std::optional<RuleVerdict> judge_case(EvalRun& run, const spec::Case& c, const TimedCase& t,
+                                        const std::optional<IncumbentComparison>& comparison) const;
+  EvalResult summarise(EvalRun& run, std::optional<IncumbentComparison> comparison) const;
+
+  // judge_case's parts.
+  CaseTiming case_figures(EvalRun& run, const spec::Case& c, const TimedCase& t) const;
+  void note_waits(EvalRun& run, const CaseTiming& ct, const TimedCase& t, const std::optional<IncumbentComparison>& comparison) const;
+
   std::unique_ptr<Backend> m_backend;
   HardwareProfile m_hw;
   EvaluatorOptions m_options;
 };
 
-void mark_unchecked(EvalResult& r, const spec::OpSpec& op, size_t from, std::string_view why) {
-  for (size_t i = from; i < op.cases.size(); ++i) {
-    CaseCheck c;
-    c.case_index = static_cast<int>(i);
-    c.label = op.case_label(op.cases[i]);
-    c.ok = false;
-    c.first_mismatch = std::string(why);
-    if (i < r.cases.size()) {
-      r.cases[i] = c;
-    } else {
-      r.cases.push_back(c);
-    }
-  }
-}
-
 Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::string_view source, const EvalOptions& options) {
   const spec::OpSpec op = m_backend->baseline_op(op_in);  // with the library baseline of the backend's device
-  auto t0 = Clock::now();
-  EvalResult res;
-  res.op = op.name;
-  res.target = m_backend->target().str();
-  res.toolchain = m_backend->toolchain_id();
-  res.code_hash = util::sha256_hex(source);
-  res.seed = options.seed.value_or(util::random_seed());
   KOPE_TRY(check_op_fits(op, *m_backend));
-  auto finish = [&](EvalResult& r) {
-    r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    return r;
-  };
-  std::mt19937_64 rng(res.seed ^ 0x6b6f7065ULL);
-
-  Trace trace;
-  ReferencePipeline ref(*m_backend, op, res.seed, options.time, m_options);
-  ref.start();
+  EvalRun run(*m_backend, op, source, options, m_options);
+  run.ref.start();
   // Fast verdicts: the incumbent is built beside the candidate (normally a compile-cache hit).
   std::future<Result<BuildOutcome>> incumbent_build;
   if (options.time && options.incumbent_source && !op.timed_cases().empty()) {
@@ -813,58 +913,85 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
     });
   }
 
+  KOPE_ASSIGN(std::optional<EvalResult> unbuilt, build(run, source));
+  if (unbuilt) return *unbuilt;
+  KOPE_ASSIGN(std::optional<EvalResult> wrong, verify(run));
+  if (wrong) return *wrong;
+  auto timed = op.timed_cases();
+  if (!options.time || timed.empty()) return pass_untimed(run);
+
+  Baselines baselines;
+  // --library-config best selects (and caches) the library's configuration before the lock.
+  KOPE_ASSIGN(baselines.choice, choose_library(m_hw, op, m_options, options));
+  IncumbentRunner incumbent = start_incumbent(run, incumbent_build);
+  KOPE_ASSIGN(baselines.reference, run.ref.session());
+  KOPE_TRY(lock_for_timing(run));
+  KOPE_ASSIGN(Compared compared, compare(run, incumbent));
+  if (compared.violation) return run.fail_timing(*compared.violation->first, compared.violation->second);
+  for (size_t i = 0; i < timed.size(); ++i) {
+    KOPE_ASSIGN(TimedCase t, time_case(run, *timed[i], i, compared, baselines));
+    if (t.candidate.violation) return run.fail_timing(*timed[i], *t.candidate.violation);
+    if (auto bad = judge_case(run, *timed[i], t, compared.comparison)) {
+      return run.fail(bad->verdict, std::move(bad->message), op.cases.size(), "");
+    }
+  }
+  return summarise(run, std::move(compared.comparison));
+}
+
+// Build: the candidate's sandboxed build and its runner. Ends the evaluation when the kernel
+// does not compile, is rejected or cannot be loaded.
+Result<std::optional<EvalResult>> SandboxedEvaluator::build(EvalRun& run, std::string_view source) const {
   // Compiles and verification hold the machine lock shared: they wait while any kope times.
   KOPE_ASSIGN(util::SharedLock build_work, util::lock_for_work());
-  KOPE_ASSIGN(BuildOutcome build, m_backend->build_candidate(op, source, options.extra_flags));
+  KOPE_ASSIGN(BuildOutcome build, m_backend->build_candidate(run.op, source, run.options.extra_flags));
   build_work.release();
-  trace(fmt::format("built ({}{})", build.message, build.cached ? ", cached" : ""));
+  run.trace(fmt::format("built ({}{})", build.message, build.cached ? ", cached" : ""));
+  EvalResult& res = run.res;
   res.compile_seconds = build.seconds;
   res.compile_cached = build.cached;
   if (build.status != BuildOutcome::Status::ok) {
-    ref.stop();
-    res.verdict = build.status == BuildOutcome::Status::rejected ? Verdict::rejected : Verdict::compile_error;
+    run.ref.stop();
+    bool rejected = build.status == BuildOutcome::Status::rejected;
+    res.verdict = rejected ? Verdict::rejected : Verdict::compile_error;
     res.message = build.message;
     res.diagnostics = build.diagnostics;
-    mark_unchecked(res, op, 0, build.status == BuildOutcome::Status::rejected ? "not run: the kernel was rejected" : "not run: the kernel did not compile");
-    return finish(res);
+    mark_unchecked(res, run.op, 0, rejected ? "not run: the kernel was rejected" : "not run: the kernel did not compile");
+    return run.finish();
   }
-  std::string notes = build.diagnostics;
+  run.notes.add(build.diagnostics);
 
-  uint64_t in = max_extent(op, true), out = max_extent(op, false);
-  KOPE_ASSIGN(auto session, Session::start(build.shared_object, m_backend->runner_options(proto::Mode::candidate, in + out), in, out));
-  auto fail_verdict = [&](Verdict v, std::string message, size_t unchecked_from, std::string_view why) {
-    ref.stop();
-    res.verdict = v;
-    res.message = std::move(message);
-    std::string tail = session->output_tail();
-    res.diagnostics = notes.empty() ? tail : notes + (tail.empty() ? "" : "\n" + tail);
-    mark_unchecked(res, op, unchecked_from, why);
-    session.reset();
-    return finish(res);
-  };
-  trace("candidate runner started");
-  if (session->failure()) {
-    return fail_verdict(session->failure()->verdict, "cannot be loaded: " + session->failure()->message, 0, "not run: the kernel could not be loaded");
+  KOPE_ASSIGN(run.session, Session::start(build.shared_object, m_backend->runner_options(proto::Mode::candidate, run.in_bytes + run.out_bytes),
+                                          run.in_bytes, run.out_bytes));
+  run.trace("candidate runner started");
+  if (run.session->failure()) {
+    return run.fail(run.session->failure()->verdict, "cannot be loaded: " + run.session->failure()->message, 0,
+                    "not run: the kernel could not be loaded");
   }
+  return std::nullopt;
+}
 
-  // Verification: every case, in order, as soon as its expected outputs exist.
+// Verify: every case, in order, as soon as its expected outputs exist. Ends the evaluation
+// when the kernel fails on a case or gives a wrong result on any.
+Result<std::optional<EvalResult>> SandboxedEvaluator::verify(EvalRun& run) const {
+  const spec::OpSpec& op = run.op;
+  EvalResult& res = run.res;
   std::optional<size_t> first_wrong;
   size_t wrong = 0;
   res.cases.clear();
   for (size_t i = 0; i < op.cases.size(); ++i) {
     const spec::Case& c = op.cases[i];
-    KOPE_ASSIGN(const CaseData * data, ref.wait(i));
-    trace(fmt::format("case {}: reference outputs ready", i));
+    KOPE_ASSIGN(const CaseData * data, run.ref.wait(i));
+    run.trace(fmt::format("case {}: reference outputs ready", i));
     KOPE_ASSIGN(util::SharedLock verify_work, util::lock_for_work());
-    KOPE_ASSIGN(VerifyOutcome v, verify_case(*session, op, c, *data, call_timeout(data->reference_call_seconds), rng()));
+    KOPE_ASSIGN(VerifyOutcome v, verify_case(*run.session, op, c, *data, call_timeout(data->reference_call_seconds), run.rng()));
     verify_work.release();
-    trace(fmt::format("case {}: verified", i));
+    run.trace(fmt::format("case {}: verified", i));
     if (v.violation) {
       res.cases.push_back(v.check);
       res.cases.back().ok = false;
       res.cases.back().first_mismatch = v.violation->message;
-      return fail_verdict(v.violation->verdict, fmt::format("case {}: {}", op.case_label(c), v.violation->message), i + 1,
-                          "not checked: the kernel failed on an earlier case");
+      return run.fail(v.violation->verdict, fmt::format("case {}: {}", op.case_label(c), v.violation->message), i + 1,
+                      "not checked: the kernel failed on an earlier case");
     }
     if (!v.check.ok) {
       ++wrong;
@@ -874,211 +1001,211 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
   }
   if (first_wrong) {
     const CaseCheck& w = res.cases[*first_wrong];
-    return fail_verdict(Verdict::wrong_result,
-                        fmt::format("case {}: {}{}", w.label, w.first_mismatch,
-                                    wrong > 1 ? fmt::format("; {} of {} cases wrong", wrong, op.cases.size()) : std::string()),
-                        op.cases.size(), "");
+    return run.fail(Verdict::wrong_result,
+                    fmt::format("case {}: {}{}", w.label, w.first_mismatch,
+                                wrong > 1 ? fmt::format("; {} of {} cases wrong", wrong, op.cases.size()) : std::string()),
+                    op.cases.size(), "");
   }
-
   res.verdict = Verdict::correct;
-  auto timed = op.timed_cases();
-  if (!options.time || timed.empty()) {
-    session->close();
-    ref.stop();
-    res.message = fmt::format("matches the reference on all {} cases{}", op.cases.size(), options.time ? " (the op has no timed cases)" : " (not timed)");
-    res.diagnostics = notes;
-    return finish(res);
-  }
+  return std::nullopt;
+}
 
-  // --library-config best selects (and caches) the library's configuration before the lock.
-  KOPE_ASSIGN(LibraryChoice library_choice, choose_library(m_hw, op, m_options, options));
-  // The incumbent (fast verdicts): its build was started beside the candidate's.
-  std::unique_ptr<Session> incumbent_session;
-  std::optional<IncumbentComparison> comparison;
-  if (incumbent_build.valid()) {
-    comparison.emplace();
-    comparison->alpha = options.decision_alpha;
-    comparison->margin = options.incumbent_margin;
-    auto ib = incumbent_build.get();
-    if (!ib) {
-      comparison->problem = "the incumbent could not be built: " + ib.error().message;
-    } else if (ib->status != BuildOutcome::Status::ok) {
-      comparison->problem = "the incumbent did not build: " + ib->message;
+// A correct kernel that is not timed (not asked, or the op has no timed cases).
+EvalResult SandboxedEvaluator::pass_untimed(EvalRun& run) const {
+  run.session->close();
+  run.ref.stop();
+  run.res.message = fmt::format("matches the reference on all {} cases{}", run.op.cases.size(),
+                                run.options.time ? " (the op has no timed cases)" : " (not timed)");
+  run.res.diagnostics = run.notes.text();
+  return run.finish();
+}
+
+// The incumbent (fast verdicts): its build was started beside the candidate's. An incumbent
+// that cannot be run leaves a comparison that says why, never the candidate's verdict.
+IncumbentRunner SandboxedEvaluator::start_incumbent(EvalRun& run, std::future<Result<BuildOutcome>>& build) const {
+  IncumbentRunner inc;
+  if (!build.valid()) return inc;
+  IncumbentComparison& cmp = inc.comparison.emplace();
+  cmp.alpha = run.options.decision_alpha;
+  cmp.margin = run.options.incumbent_margin;
+  auto ib = build.get();
+  if (!ib) {
+    cmp.problem = "the incumbent could not be built: " + ib.error().message;
+  } else if (ib->status != BuildOutcome::Status::ok) {
+    cmp.problem = "the incumbent did not build: " + ib->message;
+  } else {
+    auto is = Session::start(ib->shared_object, m_backend->runner_options(proto::Mode::candidate, run.in_bytes + run.out_bytes),
+                             run.in_bytes, run.out_bytes);
+    if (!is) {
+      cmp.problem = "the incumbent's runner did not start: " + is.error().message;
+    } else if ((*is)->failure()) {
+      cmp.problem = "the incumbent cannot be loaded: " + (*is)->failure()->message;
     } else {
-      auto is = Session::start(ib->shared_object, m_backend->runner_options(proto::Mode::candidate, in + out), in, out);
-      if (!is) {
-        comparison->problem = "the incumbent's runner did not start: " + is.error().message;
-      } else if ((*is)->failure()) {
-        comparison->problem = "the incumbent cannot be loaded: " + (*is)->failure()->message;
-      } else {
-        incumbent_session = std::move(*is);
-      }
+      inc.session = std::move(*is);
     }
-    trace(fmt::format("incumbent {}", incumbent_session ? "ready" : comparison->problem));
   }
+  run.trace(fmt::format("incumbent {}", inc.session ? "ready" : cmp.problem));
+  return inc;
+}
 
-  // Timing: exclusive on this machine.
-  KOPE_ASSIGN(Session * ref_session, ref.session());
-  KOPE_ASSIGN(util::SharedLock lock, util::lock_for_timing());
-  trace("timing lock held");
-  if (options.quiet_wait_seconds > 0) {
-    double load = wait_until_quiet(options.quiet_wait_seconds);
-    trace(fmt::format("waited for a quiet machine: other work uses {:.0f}% of the CPUs", 100 * load));
+// Timing is exclusive on this machine.
+Status SandboxedEvaluator::lock_for_timing(EvalRun& run) const {
+  KOPE_ASSIGN(run.timing_lock, util::lock_for_timing());
+  run.trace("timing lock held");
+  if (run.options.quiet_wait_seconds > 0) {
+    double load = wait_until_quiet(run.options.quiet_wait_seconds);
+    run.trace(fmt::format("waited for a quiet machine: other work uses {:.0f}% of the CPUs", 100 * load));
   }
-  std::unique_ptr<Session> library_session;
+  return {};
+}
+
+// Compare: the candidate against the incumbent, when there is one; the comparison decides
+// whether the candidate is timed in full.
+Result<Compared> SandboxedEvaluator::compare(EvalRun& run, IncumbentRunner& incumbent) const {
+  Compared out;
+  out.comparison = std::move(incumbent.comparison);
+  if (incumbent.session) {
+    auto timed = run.op.timed_cases();
+    TimingPlan cand_plan = make_plan(m_options, run.options, true, m_backend->device_clock());
+    KOPE_ASSIGN(ComparisonRun cr, compare_with_incumbent(run.op, timed, [&](size_t i) { return run.ref.wait(i); }, *run.session,
+                                                         *incumbent.session, cand_plan, run.options, run.rng, run.trace));
+    incumbent.session->close();
+    incumbent.session.reset();
+    run.trace(fmt::format("compared with the incumbent: {}", incumbent_decision_name(cr.comparison.decision)));
+    if (cr.violation) {
+      const spec::Case* c = *std::find_if(timed.begin(), timed.end(), [&](const spec::Case* x) { return x->index == cr.violation->first; });
+      out.violation.emplace(c, cr.violation->second);
+      return out;
+    }
+    out.comparison = cr.comparison;
+    if (cr.timers.size() == timed.size()) out.timers = std::move(cr.timers);
+    // Not a new incumbent: the comparison's figures stand, with the (cached) baselines.
+    out.full = cr.comparison.decision == IncumbentDecision::faster || cr.comparison.decision == IncumbentDecision::unavailable;
+  }
+  if (out.comparison) out.comparison->full_timing = out.full;
+  return out;
+}
+
+// Time: timed case `c` (the i-th) with its baselines. In a full timing the candidate is timed
+// beside them (going on from its comparison's samples when there are some); otherwise its
+// comparison's figures stand and only the baselines are timed (or read from the cache).
+Result<TimedCase> SandboxedEvaluator::time_case(EvalRun& run, const spec::Case& c, size_t i, const Compared& compared,
+                                                Baselines& baselines) const {
+  KOPE_ASSIGN(const CaseData * data, run.ref.wait(static_cast<size_t>(c.index)));
+  if (!compared.full) {
+    KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, run.op, c, *data, nullptr, baselines.reference, &baselines.library,
+                                               m_options, run.options, run.rng(), baselines.choice));
+    return TimedCase{compared.timers[i]->outcome(), std::move(g)};
+  }
+  CaseTimer* resume = compared.timers.empty() ? nullptr : compared.timers[i].get();
+  KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, run.op, c, *data, run.session.get(), baselines.reference, &baselines.library,
+                                             m_options, run.options, run.rng(), baselines.choice, resume));
+  run.trace(fmt::format("case {}: timed", c.index));
+  TimingOutcome candidate = *g.candidate;
+  return TimedCase{std::move(candidate), std::move(g)};
+}
+
+// Figures: one timed case's figures from its timing, judged by the verdict rules
+// (verdict_rules.h). Returns the failure verdict when the figures show the work is not being
+// done; otherwise the case's figures join the result.
+std::optional<RuleVerdict> SandboxedEvaluator::judge_case(EvalRun& run, const spec::Case& c, const TimedCase& t,
+                                                          const std::optional<IncumbentComparison>& comparison) const {
+  CaseTiming ct = case_figures(run, c, t);
+  // A kernel that leaves the work to the host shows as a device that is idle for most of the
+  // call (the static inspection rejects the usual ways; this catches the rest).
+  const TimingOutcome& ot = t.candidate;
+  if (auto bad = rule_cpu_fallback(ct.label, ot.median_s, ot.wall_samples_s.empty() ? 0.0 : median(ot.wall_samples_s))) return bad;
+  note_waits(run, ct, t, comparison);
+  // The working-set roofline; a time beyond it by more than the CI is the model's bug.
+  if (auto note = apply_roofline(ct, case_roofline(m_hw, run.op, c), run.op)) {
+    run.res.roofline_notes.push_back(*note);
+    run.notes.add(*note);
+  }
+  if (auto bad = rule_below_floor(ct.label, ct.median_us, ct.floor_us, m_options.floor_margin, run.op.flops_for(c), run.op.bytes_for(c))) {
+    return bad;
+  }
+  run.res.timing.push_back(std::move(ct));
+  return std::nullopt;
+}
+
+// The case's times from the candidate's timing and the baselines, its floor and its waits, with
+// the notes on a baseline's problem and on a floor the baselines beat.
+CaseTiming SandboxedEvaluator::case_figures(EvalRun& run, const spec::Case& c, const TimedCase& timed) const {
+  const spec::OpSpec& op = run.op;
+  const TimingOutcome& t = timed.candidate;
+  const BaselineResult& rb = timed.group.reference;
+  const std::optional<BaselineResult>& lb = timed.group.library;
+  CaseTiming ct;
+  ct.case_index = c.index;
+  ct.label = op.case_label(c);
+  ct.median_us = t.median_s * 1e6;
+  ct.ci95_us = t.ci95_s * 1e6;
+  for (double smp : t.samples_s) ct.samples_us.push_back(smp * 1e6);
+  ct.calls_per_batch = t.calls_per_batch;
+  ct.reference_us = rb.timing->median_us;
+  ct.reference_ci95_us = rb.timing->ci95_us;
+  if (lb && lb->timing) {
+    ct.library_us = lb->timing->median_us;
+    ct.library_ci95_us = lb->timing->ci95_us;
+    if (lb->config && !run.res.library_config) run.res.library_config = lb->config;
+  } else if (lb && !lb->problem.empty()) {
+    run.notes.add(fmt::format("case {}: {}", ct.label, lb->problem));
+  }
+  ct.floor_us = m_hw.floor_seconds(compute_floor_applies(op) ? op.flops_for(c) : 0, op.bytes_for(c), op.case_buffer_bytes(c)) /
+                HardwareProfile::k_floor_headroom * 1e6;
+  LoweredFloor lowered = lower_floor_to_baselines(ct.label, ct.floor_us, {ct.reference_us, ct.library_us.value_or(0.0)});
+  ct.floor_us = lowered.floor_us;
+  for (std::string& note : lowered.notes) run.notes.add(std::move(note));
+  ct.fresh_us = t.fresh_s * 1e6;
+  if (!t.wall_samples_s.empty()) ct.wall_us = median(t.wall_samples_s) * 1e6;
+  ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
+  ct.outside_load = t.outside_load;
+  ct.disturbed = t.disturbed || timed.group.baseline_disturbed;
+  return ct;
+}
+
+// The note on the case's waits for a CPU, when they make its figures doubtful.
+void SandboxedEvaluator::note_waits(EvalRun& run, const CaseTiming& ct, const TimedCase& timed,
+                                    const std::optional<IncumbentComparison>& comparison) const {
+  const TimingOutcome& t = timed.candidate;
+  if (ct.disturbed) {
+    run.notes.add(fmt::format("case {}: timing disturbed by other load: the {} waited for a CPU in too many batches to trust "
+                              "the figures (the kernel's median wait {:.0f}% of its runnable time; other work used {:.0f}% of its CPUs)",
+                              ct.label, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention, 100 * ct.outside_load));
+  } else if (ct.contention > k_busy_contention && !outside_load_seen(ct.outside_load)) {
+    // Waits of its own: worth a note only when a kernel timed on the same CPUs in this
+    // evaluation waited clearly less (a wait every kernel shows here is the machine's).
+    std::vector<WaitComparator> others;
+    if (timed.group.reference_contention) others.push_back({"the reference", *timed.group.reference_contention});
+    if (comparison) {
+      for (const CaseComparison& cc : comparison->cases) {
+        if (cc.case_index == ct.case_index && cc.incumbent_us > 0) others.push_back({"the incumbent (timed beside it)", cc.incumbent_contention});
+      }
+    }
+    if (auto note = own_waits_note("case " + ct.label, ct.contention, ct.outside_load, others, m_hw.cores)) {
+      run.notes.add(*note);
+    }
+  } else if (ct.contention > k_busy_contention) {
+    run.notes.add(fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "
+                              "undisturbed)",
+                              ct.label, 100 * ct.contention, std::count_if(t.contention.begin(), t.contention.end(), [](double x) { return x < k_clean_contention; }),
+                              t.contention.size()));
+  }
+}
+
+// Figures: the op's speedups over the timed cases and the verdict's message; the timing lock
+// and the runners go.
+EvalResult SandboxedEvaluator::summarise(EvalRun& run, std::optional<IncumbentComparison> comparison) const {
+  run.timing_lock.reset();
+  run.session->close();
+  run.ref.stop();
+  EvalResult& res = run.res;
   std::vector<double> vs_ref, vs_lib, fractions;
-  // One timed case's figures from the candidate's timing and the baselines; a failure verdict
-  // (CPU fallback, below the floor) when the figures show the work is not being done.
-  auto add_case = [&](const spec::Case* c, const TimingOutcome& t, const GroupResult& g) -> std::optional<std::pair<Verdict, std::string>> {
-    const BaselineResult& rb = g.reference;
-    const std::optional<BaselineResult>& lb = g.library;
-    CaseTiming ct;
-    ct.case_index = c->index;
-    ct.label = op.case_label(*c);
-    ct.median_us = t.median_s * 1e6;
-    ct.ci95_us = t.ci95_s * 1e6;
-    for (double smp : t.samples_s) ct.samples_us.push_back(smp * 1e6);
-    ct.calls_per_batch = t.calls_per_batch;
-    ct.reference_us = rb.timing->median_us;
-    ct.reference_ci95_us = rb.timing->ci95_us;
-    if (lb && lb->timing) {
-      ct.library_us = lb->timing->median_us;
-      ct.library_ci95_us = lb->timing->ci95_us;
-      if (lb->config && !res.library_config) res.library_config = lb->config;
-    } else if (lb && !lb->problem.empty()) {
-      notes += (notes.empty() ? "" : "\n") + fmt::format("case {}: {}", ct.label, lb->problem);
-    }
-    double flops = op.flops_for(*c), bytes = op.bytes_for(*c);
-    ct.floor_us = m_hw.floor_seconds(compute_floor_applies(op) ? flops : 0, bytes, op.case_buffer_bytes(*c)) /
-                  HardwareProfile::k_floor_headroom * 1e6;
-    // A trusted baseline that beats the floor means the profile underestimates this machine
-    // (e.g. it was measured under load): the floor then drops to that baseline's time.
-    for (double trusted : {ct.reference_us, ct.library_us.value_or(0.0)}) {
-      if (trusted > 0 && trusted < ct.floor_us) {
-        notes += (notes.empty() ? "" : "\n") +
-                 fmt::format("case {}: a baseline ran in {:.3g} µs, below the hardware profile's floor of {:.3g} µs; the profile looks "
-                             "pessimistic (re-measure with `kope hw --refresh` on an idle machine)",
-                             ct.label, trusted, ct.floor_us);
-        ct.floor_us = trusted;
-      }
-    }
-    ct.fresh_us = t.fresh_s * 1e6;
-    if (!t.wall_samples_s.empty()) {
-      double wall = median(t.wall_samples_s);
-      ct.wall_us = wall * 1e6;
-      // A kernel that leaves the work to the host shows as a device that is idle for most of
-      // the call (the static inspection rejects the usual ways; this catches the rest).
-      // The bound is loose on purpose: the wall time includes downloading the outputs, which
-      // for a memory-bound kernel on a fast GPU is 100x its device time.
-      if (wall > 1e-3 && t.median_s < 0.001 * wall) {
-        return std::pair{Verdict::rejected,
-                         fmt::format("case {}: the device ran kernels for {:.3g} µs of a {:.3g} µs call: the work is not being done "
-                                     "on the device (CPU fallback)", ct.label, t.median_s * 1e6, wall * 1e6)};
-      }
-    }
-    ct.contention = t.contention.empty() ? 0.0 : median(t.contention);
-    ct.outside_load = t.outside_load;
-    ct.disturbed = t.disturbed || g.baseline_disturbed;
-    if (ct.disturbed) {
-      notes += (notes.empty() ? "" : "\n") +
-               fmt::format("case {}: timing disturbed by other load: the {} waited for a CPU in too many batches to trust "
-                           "the figures (the kernel's median wait {:.0f}% of its runnable time; other work used {:.0f}% of its CPUs)",
-                           ct.label, t.disturbed ? "kernel" : "baseline timed beside it", 100 * ct.contention, 100 * ct.outside_load);
-    } else if (ct.contention > k_busy_contention && !outside_load_seen(ct.outside_load)) {
-      // Waits of its own: worth a note only when a kernel timed on the same CPUs in this
-      // evaluation waited clearly less (a wait every kernel shows here is the machine's).
-      std::vector<WaitComparator> others;
-      if (g.reference_contention) others.push_back({"the reference", *g.reference_contention});
-      if (comparison) {
-        for (const CaseComparison& cc : comparison->cases) {
-          if (cc.case_index == c->index && cc.incumbent_us > 0) others.push_back({"the incumbent (timed beside it)", cc.incumbent_contention});
-        }
-      }
-      if (auto note = own_waits_note("case " + ct.label, ct.contention, ct.outside_load, others, m_hw.cores)) {
-        notes += (notes.empty() ? "" : "\n") + *note;
-      }
-    } else if (ct.contention > k_busy_contention) {
-      notes += (notes.empty() ? "" : "\n") +
-               fmt::format("case {}: timings disturbed by other load (the kernel waited for a CPU {:.0f}% of the time; {} of {} batches "
-                           "undisturbed)",
-                           ct.label, 100 * ct.contention, std::count_if(t.contention.begin(), t.contention.end(), [](double x) { return x < k_clean_contention; }),
-                           t.contention.size());
-    }
-    // The working-set roofline; a time beyond it by more than the CI is the model's bug.
-    if (auto note = apply_roofline(ct, case_roofline(m_hw, op, *c), op)) {
-      res.roofline_notes.push_back(*note);
-      notes += (notes.empty() ? "" : "\n") + *note;
-    }
-    if (ct.floor_us > 0 && ct.median_us < m_options.floor_margin * ct.floor_us) {
-      return std::pair{Verdict::rejected,
-                       fmt::format("case {}: {:.3g} µs per call is below the hardware floor of {:.3g} µs for {:.3g} flop and "
-                                   "{} (x{} margin): not physically possible here, so the work is not being done",
-                                   ct.label, ct.median_us, ct.floor_us, flops, util::human_bytes(bytes), m_options.floor_margin)};
-    }
+  for (const CaseTiming& ct : res.timing) {
     vs_ref.push_back(ct.reference_us / ct.median_us);
     if (ct.library_us) vs_lib.push_back(*ct.library_us / ct.median_us);
     if (ct.fraction_of_roofline > 0) fractions.push_back(ct.fraction_of_roofline);
-    res.timing.push_back(std::move(ct));
-    return std::nullopt;
-  };
-  auto timing_failed = [&](const spec::Case* c, const Violation& v) {
-    lock.release();
-    res.timing.clear();
-    return fail_verdict(v.verdict, fmt::format("case {}: {}", op.case_label(*c), v.message), op.cases.size(), "");
-  };
-
-  bool full = true;
-  // Per timed case, the candidate's timer in the comparison (a full timing goes on from its
-  // samples and its fresh-data check).
-  std::vector<std::unique_ptr<CaseTimer>> comparison_timers;
-  if (incumbent_session) {
-    TimingPlan cand_plan = make_plan(m_options, options, true, m_backend->device_clock());
-    KOPE_ASSIGN(ComparisonRun run, compare_with_incumbent(op, timed, [&](size_t i) { return ref.wait(i); }, *session,
-                                                          *incumbent_session, cand_plan, options, rng, trace));
-    incumbent_session->close();
-    incumbent_session.reset();
-    trace(fmt::format("compared with the incumbent: {}", incumbent_decision_name(run.comparison.decision)));
-    if (run.violation) {
-      const spec::Case* c = *std::find_if(timed.begin(), timed.end(), [&](const spec::Case* x) { return x->index == run.violation->first; });
-      return timing_failed(c, run.violation->second);
-    }
-    comparison = run.comparison;
-    if (run.timers.size() == timed.size()) comparison_timers = std::move(run.timers);
-    if (comparison->decision != IncumbentDecision::faster && comparison->decision != IncumbentDecision::unavailable) {
-      // Not a new incumbent: the comparison's figures stand, with the (cached) baselines.
-      full = false;
-      for (size_t i = 0; i < timed.size(); ++i) {
-        const spec::Case* c = timed[i];
-        KOPE_ASSIGN(const CaseData * data, ref.wait(static_cast<size_t>(c->index)));
-        KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, nullptr, ref_session, &library_session, m_options,
-                                                   options, rng(), library_choice));
-        if (auto bad = add_case(c, comparison_timers[i]->outcome(), g)) {
-          lock.release();
-          return fail_verdict(bad->first, bad->second, op.cases.size(), "");
-        }
-      }
-    }
   }
-  if (comparison) comparison->full_timing = full;
-  if (full) {
-    for (size_t i = 0; i < timed.size(); ++i) {
-      const spec::Case* c = timed[i];
-      KOPE_ASSIGN(const CaseData * data, ref.wait(static_cast<size_t>(c->index)));
-      CaseTimer* resume = comparison_timers.empty() ? nullptr : comparison_timers[i].get();
-      KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, op, *c, *data, session.get(), ref_session, &library_session, m_options,
-                                                 options, rng(), library_choice, resume));
-      const TimingOutcome& t = *g.candidate;
-      trace(fmt::format("case {}: timed", c->index));
-      if (t.violation) return timing_failed(c, *t.violation);
-      if (auto bad = add_case(c, t, g)) {
-        lock.release();
-        return fail_verdict(bad->first, bad->second, op.cases.size(), "");
-      }
-    }
-  }
-  lock.release();
-  session->close();
-  ref.stop();
   size_t disturbed = static_cast<size_t>(std::count_if(res.timing.begin(), res.timing.end(), [](const CaseTiming& t) { return t.disturbed; }));
   res.disturbed = disturbed > 0;
   res.speedup_vs_reference = geomean(vs_ref);
@@ -1086,20 +1213,20 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
   if (!fractions.empty()) res.fraction_of_roofline = geomean(fractions);
   std::string forced = res.library_config ? res.library_config->forced_note() : std::string();
   res.message = fmt::format("matches the reference on all {} cases; {:.3g}x the reference's speed{} (geomean over {} timed case{})",
-                            op.cases.size(), *res.speedup_vs_reference,
+                            run.op.cases.size(), *res.speedup_vs_reference,
                             res.speedup_vs_library ? fmt::format(", {:.3g}x the library's{}", *res.speedup_vs_library, forced) : std::string(),
                             res.timing.size(), res.timing.size() == 1 ? "" : "s");
   if (res.disturbed) res.message += fmt::format("; timing disturbed by other load on {} of {} timed cases", disturbed, res.timing.size());
   if (comparison) {
     if (comparison->decision == IncumbentDecision::unavailable) {
-      notes += (notes.empty() ? "" : "\n") + describe_comparison(*comparison);
+      run.notes.add(describe_comparison(*comparison));
     } else {
       res.message += "; " + describe_comparison(*comparison);
     }
     res.incumbent = comparison;
   }
-  res.diagnostics = notes;
-  return finish(res);
+  res.diagnostics = run.notes.text();
+  return run.finish();
 }
 
 }  // namespace

@@ -939,6 +939,31 @@ Result<bool> CaseTimer::resume() {
   return true;
 }
 
+namespace {
+
+// The fresh-data check's rejection: what the rounds `done` measured, stated in full.
+Violation fresh_check_violation(const std::vector<FreshRound>& done, bool cpu, int seen_tries, double fresh_factor, double median_s) {
+  std::string detail;
+  for (size_t r = 0; r < done.size(); ++r) {
+    const FreshRound& rd = done[r];
+    detail += fmt::format("{}round {} ({} pair{}): {} vs {} of {}, {} vs {} wall, median ratios {:.2f}x and {:.2f}x",
+                          r ? "; " : "", r + 1, rd.pairs, rd.pairs == 1 ? "" : "s", fmt_seconds(rd.fresh_cpu), fmt_seconds(rd.seen_cpu),
+                          cpu ? "CPU time" : "time", fmt_seconds(rd.fresh_wall), fmt_seconds(rd.seen_wall), rd.cpu_ratio, rd.wall_ratio);
+  }
+  const FreshRound& first = done.front();
+  return Violation{
+      Verdict::rejected,
+      fmt::format("needed {} of {} on never-seen inputs but {} on inputs it had seen before ({}; single verified calls in "
+                  "interleaved pairs of alternating order, each after the same warm-up call and a fresh write of its inputs; "
+                  "never-seen calls counted without the time their threads waited for a CPU or could have spun for a waiting "
+                  "one, seen calls in full, the least of up to {} tries; limit {:.3g}x in both CPU and wall time, medians "
+                  "over the pairs; {} per call in batches): results may not be cached between calls",
+                  fmt_seconds(first.fresh_cpu), cpu ? "CPU time" : "time", fmt_seconds(first.seen_cpu), detail, seen_tries,
+                  fresh_factor, fmt_seconds(median_s))};
+}
+
+}  // namespace
+
 Result<bool> CaseTimer::fresh_check() {
   Impl& t = *m;
   if (t.out.violation) return false;
@@ -1074,23 +1099,7 @@ Result<bool> CaseTimer::fresh_check() {
                  done.front().fresh_wall * 1e3, t.plan.fresh_factor, t.out.median_s * 1e3);
   }
   if (rejected) {
-    std::string detail;
-    for (size_t r = 0; r < done.size(); ++r) {
-      const FreshRound& rd = done[r];
-      detail += fmt::format("{}round {} ({} pair{}): {} vs {} of {}, {} vs {} wall, median ratios {:.2f}x and {:.2f}x",
-                            r ? "; " : "", r + 1, rd.pairs, rd.pairs == 1 ? "" : "s", fmt_seconds(rd.fresh_cpu), fmt_seconds(rd.seen_cpu),
-                            cpu ? "CPU time" : "time", fmt_seconds(rd.fresh_wall), fmt_seconds(rd.seen_wall), rd.cpu_ratio, rd.wall_ratio);
-    }
-    const FreshRound& first = done.front();
-    t.out.violation = Violation{
-        Verdict::rejected,
-        fmt::format("needed {} of {} on never-seen inputs but {} on inputs it had seen before ({}; single verified calls in "
-                    "interleaved pairs of alternating order, each after the same warm-up call and a fresh write of its inputs; "
-                    "never-seen calls counted without the time their threads waited for a CPU or could have spun for a waiting "
-                    "one, seen calls in full, the least of up to {} tries; limit {:.3g}x in both CPU and wall time, medians "
-                    "over the pairs; {} per call in batches): results may not be cached between calls",
-                    fmt_seconds(first.fresh_cpu), cpu ? "CPU time" : "time", fmt_seconds(first.seen_cpu), detail, k_seen_tries,
-                    t.plan.fresh_factor, fmt_seconds(t.out.median_s))};
+    t.out.violation = fresh_check_violation(done, cpu, k_seen_tries, t.plan.fresh_factor, t.out.median_s);
     return false;
   }
   return true;

@@ -435,6 +435,70 @@ static void describe_libraries(void* handle, char* out, size_t size) {
   }
 }
 
+// Answers the parent's commands until it says exit or goes away.
+[[noreturn]] static void serve() {
+  alignas(64) static unsigned char buf[sizeof(proto::MapRequest) + 64];
+  for (;;) {
+    ssize_t n = ::read(g_sock, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) ::_exit(0);  // the parent is gone
+    if (static_cast<size_t>(n) < sizeof(proto::Header)) ::_exit(5);
+    proto::Header h;
+    std::memcpy(&h, buf, sizeof h);
+    switch (static_cast<proto::Op>(h.op)) {
+      case proto::Op::map: {
+        if (static_cast<size_t>(n) != sizeof(proto::MapRequest)) ::_exit(5);
+        char why[200] = {};
+        bool ok = do_map(*reinterpret_cast<const proto::MapRequest*>(buf), why, sizeof why);
+        if (ok) send_reply(h, proto::ReplyKind::ok, 0);
+        else send_reply(h, proto::ReplyKind::error, 1, "%s", why);
+        break;
+      }
+      case proto::Op::call: {
+        if (static_cast<size_t>(n) != sizeof(proto::CallRequest)) ::_exit(5);
+        proto::CallRequest c;
+        std::memcpy(&c, buf, sizeof c);
+        if (c.in_slot >= g_in_slots || c.out_slot >= g_out_slots) {
+          send_reply(h, proto::ReplyKind::error, 1, "slot out of range");
+          break;
+        }
+        call_kernel(c.in_slot, c.out_slot);
+        std::fflush(stdout);
+        send_reply(h, proto::ReplyKind::done, 0);
+        break;
+      }
+      case proto::Op::batch: {
+        if (static_cast<size_t>(n) != sizeof(proto::BatchRequest)) ::_exit(5);
+        proto::BatchRequest b;
+        std::memcpy(&b, buf, sizeof b);
+        bool ok = b.combo_count > 0 && b.combo_count <= proto::k_max_combos;
+        for (uint32_t i = 0; ok && i < b.combo_count; ++i) ok = b.combo_in[i] < g_in_slots && b.combo_out[i] < g_out_slots;
+        if (!ok) {
+          send_reply(h, proto::ReplyKind::error, 1, "bad batch");
+          break;
+        }
+        uint32_t k = b.phase % b.combo_count;
+        for (uint64_t j = 0; j < b.calls; ++j) {
+          call_kernel(b.combo_in[k], b.combo_out[k]);
+          if (++k == b.combo_count) k = 0;
+        }
+        std::fflush(stdout);
+        send_reply(h, proto::ReplyKind::done, 0);
+        break;
+      }
+      case proto::Op::ping:
+        send_reply(h, proto::ReplyKind::done, 0);
+        break;
+      case proto::Op::exit:
+        std::fflush(stdout);
+        send_reply(h, proto::ReplyKind::done, 0);
+        ::_exit(0);
+      default:
+        send_reply(h, proto::ReplyKind::error, 1, "unknown command %u", h.op);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   int status_fd = -1;
   int threads = 0;
@@ -539,64 +603,5 @@ int main(int argc, char** argv) {
     if (::write(g_sock, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(4);
   }
 
-  alignas(64) static unsigned char buf[sizeof(proto::MapRequest) + 64];
-  for (;;) {
-    ssize_t n = ::read(g_sock, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ::_exit(0);  // the parent is gone
-    if (static_cast<size_t>(n) < sizeof(proto::Header)) ::_exit(5);
-    proto::Header h;
-    std::memcpy(&h, buf, sizeof h);
-    switch (static_cast<proto::Op>(h.op)) {
-      case proto::Op::map: {
-        if (static_cast<size_t>(n) != sizeof(proto::MapRequest)) ::_exit(5);
-        char why[200] = {};
-        bool ok = do_map(*reinterpret_cast<const proto::MapRequest*>(buf), why, sizeof why);
-        if (ok) send_reply(h, proto::ReplyKind::ok, 0);
-        else send_reply(h, proto::ReplyKind::error, 1, "%s", why);
-        break;
-      }
-      case proto::Op::call: {
-        if (static_cast<size_t>(n) != sizeof(proto::CallRequest)) ::_exit(5);
-        proto::CallRequest c;
-        std::memcpy(&c, buf, sizeof c);
-        if (c.in_slot >= g_in_slots || c.out_slot >= g_out_slots) {
-          send_reply(h, proto::ReplyKind::error, 1, "slot out of range");
-          break;
-        }
-        call_kernel(c.in_slot, c.out_slot);
-        std::fflush(stdout);
-        send_reply(h, proto::ReplyKind::done, 0);
-        break;
-      }
-      case proto::Op::batch: {
-        if (static_cast<size_t>(n) != sizeof(proto::BatchRequest)) ::_exit(5);
-        proto::BatchRequest b;
-        std::memcpy(&b, buf, sizeof b);
-        bool ok = b.combo_count > 0 && b.combo_count <= proto::k_max_combos;
-        for (uint32_t i = 0; ok && i < b.combo_count; ++i) ok = b.combo_in[i] < g_in_slots && b.combo_out[i] < g_out_slots;
-        if (!ok) {
-          send_reply(h, proto::ReplyKind::error, 1, "bad batch");
-          break;
-        }
-        uint32_t k = b.phase % b.combo_count;
-        for (uint64_t j = 0; j < b.calls; ++j) {
-          call_kernel(b.combo_in[k], b.combo_out[k]);
-          if (++k == b.combo_count) k = 0;
-        }
-        std::fflush(stdout);
-        send_reply(h, proto::ReplyKind::done, 0);
-        break;
-      }
-      case proto::Op::ping:
-        send_reply(h, proto::ReplyKind::done, 0);
-        break;
-      case proto::Op::exit:
-        std::fflush(stdout);
-        send_reply(h, proto::ReplyKind::done, 0);
-        ::_exit(0);
-      default:
-        send_reply(h, proto::ReplyKind::error, 1, "unknown command %u", h.op);
-    }
-  }
+  serve();
 }
