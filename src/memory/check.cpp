@@ -113,24 +113,12 @@ Status check_postgres(Db& db, Problems& p) {
   return {};
 }
 
-}  // namespace
-
-Result<CheckReport> SqliteStore::check() {
-  std::lock_guard lock(m_mutex);
-  CheckReport report;
-  Problems p{report.problems, {}};
-
-  // 1. The database's own checks.
-  if (m_db->postgres()) {
-    KOPE_TRY(check_postgres(*m_db, p));
-  } else {
-    KOPE_TRY(check_sqlite(*m_db, p));
-  }
-
-  // 2. Lineage: parents exist and are older; every case has its derived row and FTS entry.
+// Lineage: parents exist and are older; every case has its derived row and its journal index
+// entry. Sets report.cases_checked.
+Status check_lineage(Db& db, Problems& p, CheckReport& report) {
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.id, c.parent_id FROM cases c LEFT JOIN cases p ON p.id = c.parent_id "
-                                       "WHERE c.parent_id IS NOT NULL AND (p.id IS NULL OR p.id >= c.id)"));
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT c.id, c.parent_id FROM cases c LEFT JOIN cases p ON p.id = c.parent_id "
+                                    "WHERE c.parent_id IS NOT NULL AND (p.id IS NULL OR p.id >= c.id)"));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) break;
@@ -138,8 +126,8 @@ Result<CheckReport> SqliteStore::check() {
     }
   }
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.id FROM cases c LEFT JOIN case_derived d ON d.case_id = c.id "
-                                       "WHERE d.case_id IS NULL"));
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT c.id FROM cases c LEFT JOIN case_derived d ON d.case_id = c.id "
+                                    "WHERE d.case_id IS NULL"));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) break;
@@ -147,30 +135,35 @@ Result<CheckReport> SqliteStore::check() {
     }
   }
   {
-    KOPE_ASSIGN(auto n_cases, m_db->query_int("SELECT count(*) FROM cases"));
-    KOPE_ASSIGN(auto n_fts, m_db->query_int("SELECT count(*) FROM journal_fts"));
+    KOPE_ASSIGN(auto n_cases, db.query_int("SELECT count(*) FROM cases"));
+    KOPE_ASSIGN(auto n_fts, db.query_int("SELECT count(*) FROM journal_fts"));
     report.cases_checked = n_cases.value_or(0);
     if (n_cases.value_or(0) != n_fts.value_or(0)) {
       p.add("fts", fmt::format("journal index holds {} entries for {} cases", n_fts.value_or(0), n_cases.value_or(0)));
     }
   }
+  return {};
+}
 
-  // Per-run counts.
-  {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT g.run_id FROM (SELECT run_id, count(*) AS n, min(id) AS lo, max(id) AS hi "
-                                       "FROM cases GROUP BY run_id) g LEFT JOIN runs r ON r.run_id = g.run_id "
-                                       "WHERE r.run_id IS NULL OR r.cases <> g.n OR r.first_case <> g.lo OR r.last_case <> g.hi"));
-    for (;;) {
-      KOPE_ASSIGN(bool row, st.step());
-      if (!row) break;
-      p.add("runs", fmt::format("run '{}': its counts disagree with its cases", st.text(0)));
-    }
+// Per-run counts (cases, first and last case) agree with the run's cases.
+Status check_runs(Db& db, Problems& p) {
+  KOPE_ASSIGN(Stmt st, db.prepare("SELECT g.run_id FROM (SELECT run_id, count(*) AS n, min(id) AS lo, max(id) AS hi "
+                                  "FROM cases GROUP BY run_id) g LEFT JOIN runs r ON r.run_id = g.run_id "
+                                  "WHERE r.run_id IS NULL OR r.cases <> g.n OR r.first_case <> g.lo OR r.last_case <> g.hi"));
+  for (;;) {
+    KOPE_ASSIGN(bool row, st.step());
+    if (!row) break;
+    p.add("runs", fmt::format("run '{}': its counts disagree with its cases", st.text(0)));
   }
+  return {};
+}
 
-  // 3. Code blobs: present, decompressing to their size and hash; counters agree.
+// Code blobs: every case's blob is present; each blob decompresses to its size and hash; the
+// blob counters agree. Sets report.blobs_checked.
+Status check_blobs(Db& db, Problems& p, CheckReport& report) {
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.id, c.code_id FROM cases c LEFT JOIN blob b ON b.id = c.code_id "
-                                       "WHERE c.code_id IS NOT NULL AND b.id IS NULL"));
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT c.id, c.code_id FROM cases c LEFT JOIN blob b ON b.id = c.code_id "
+                                    "WHERE c.code_id IS NOT NULL AND b.id IS NULL"));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) break;
@@ -179,7 +172,7 @@ Result<CheckReport> SqliteStore::check() {
   }
   {
     int64_t raw_total = 0, stored_total = 0;
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, hash, raw_size, data FROM blob"));
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT id, hash, raw_size, data FROM blob"));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) break;
@@ -196,46 +189,50 @@ Result<CheckReport> SqliteStore::check() {
     }
     for (auto [name, expected] : std::array<std::pair<const char*, int64_t>, 3>{
              {{"blobs", report.blobs_checked}, {"code_bytes_raw", raw_total}, {"code_bytes_stored", stored_total}}}) {
-      KOPE_ASSIGN(auto v, m_db->query_int(fmt::format("SELECT value FROM counters WHERE name = '{}'", name)));
+      KOPE_ASSIGN(auto v, db.query_int(fmt::format("SELECT value FROM counters WHERE name = '{}'", name)));
       if (v.value_or(0) != expected) {
         p.add("counters", fmt::format("counter {} is {}, the blobs say {}", name, v.value_or(0), expected));
       }
     }
   }
+  return {};
+}
 
-  // 4. Downstream scores, recomputed bottom-up (children have larger ids than their parents).
+// Downstream scores d(v), recomputed bottom-up (children have larger ids than their parents).
+Status check_downstream(Db& db, Problems& p) {
+  struct Row {
+    std::optional<int64_t> parent;
+    double own = 0;
+    double stored = 0;
+  };
+  std::vector<std::pair<int64_t, Row>> rows;
   {
-    struct Row {
-      std::optional<int64_t> parent;
-      double own = 0;
-      double stored = 0;
-    };
-    std::vector<std::pair<int64_t, Row>> rows;
-    {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT c.id, c.parent_id, c.ratio, d.quarantine, d.downstream FROM cases c "
-                                         "JOIN case_derived d ON d.case_id = c.id ORDER BY c.id"));
-      for (;;) {
-        KOPE_ASSIGN(bool row, st.step());
-        if (!row) break;
-        int64_t q = st.int64(3);
-        bool evidence = q == 0 || q == 2;
-        rows.emplace_back(st.int64(0), Row{st.opt_int64(1), k_downstream_self * (evidence ? st.real(2) : 0.0), st.real(4)});
-      }
-    }
-    std::unordered_map<int64_t, double> child_sum;
-    for (auto it = rows.rbegin(); it != rows.rend(); ++it) {
-      const auto& [id, r] = *it;
-      double d = r.own + k_downstream_self * k_downstream_decay * child_sum[id];
-      if (std::abs(d - r.stored) > 1e-6 * std::max(1.0, std::abs(d))) {
-        p.add("downstream", fmt::format("case {}: d(v) is {:.9g}, recomputed {:.9g}", id, r.stored, d));
-      }
-      if (r.parent) child_sum[*r.parent] += d;
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT c.id, c.parent_id, c.ratio, d.quarantine, d.downstream FROM cases c "
+                                    "JOIN case_derived d ON d.case_id = c.id ORDER BY c.id"));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      int64_t q = st.int64(3);
+      bool evidence = q == 0 || q == 2;
+      rows.emplace_back(st.int64(0), Row{st.opt_int64(1), k_downstream_self * (evidence ? st.real(2) : 0.0), st.real(4)});
     }
   }
+  std::unordered_map<int64_t, double> child_sum;
+  for (auto it = rows.rbegin(); it != rows.rend(); ++it) {
+    const auto& [id, r] = *it;
+    double d = r.own + k_downstream_self * k_downstream_decay * child_sum[id];
+    if (std::abs(d - r.stored) > 1e-6 * std::max(1.0, std::abs(d))) {
+      p.add("downstream", fmt::format("case {}: d(v) is {:.9g}, recomputed {:.9g}", id, r.stored, d));
+    }
+    if (r.parent) child_sum[*r.parent] += d;
+  }
+  return {};
+}
 
-  // 5. Per-task summaries agree with the cases.
+// Per-task summaries agree with the cases; fix links agree with the lineage.
+Status check_summaries(Db& db, Problems& p) {
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare(
+    KOPE_ASSIGN(Stmt st, db.prepare(
                              "SELECT g.task_id, g.hardware_id, g.toolchain_id, g.foreign_origin, g.n, g.n_correct, "
                              "g.first_correct, g.best, s.n_cases, s.n_correct, s.first_correct, s.best_speedup "
                              "FROM (SELECT c.task_id, c.hardware_id, c.toolchain_id, c.foreign_origin, count(*) AS n, "
@@ -258,18 +255,22 @@ Result<CheckReport> SqliteStore::check() {
     }
   }
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT f.fix_case, f.failed_case FROM fix_link f JOIN cases c ON c.id = f.fix_case "
-                                       "WHERE c.parent_id IS DISTINCT FROM f.failed_case OR c.verdict <> 'correct'"));
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT f.fix_case, f.failed_case FROM fix_link f JOIN cases c ON c.id = f.fix_case "
+                                    "WHERE c.parent_id IS DISTINCT FROM f.failed_case OR c.verdict <> 'correct'"));
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) break;
       p.add("fix_link", fmt::format("fix link {} -> {} does not match the lineage", st.int64(1), st.int64(0)));
     }
   }
+  return {};
+}
 
-  // 6. Lessons: every lesson's log starts with `add` and replays to its current counts and status.
+// Lessons: every lesson's log starts with `add` and replays to its current counts and status;
+// the lesson index holds one entry per lesson. Sets report.lessons_checked.
+Status check_lessons(Db& db, Problems& p, CheckReport& report) {
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare(
+    KOPE_ASSIGN(Stmt st, db.prepare(
                              "SELECT l.id, l.helpful, l.harmful, l.status, l.merged_into, "
                              "(SELECT op FROM lesson_delta WHERE lesson_id = l.id ORDER BY seq LIMIT 1), "
                              "(SELECT helpful_after || ' ' || harmful_after || ' ' || status_after FROM lesson_delta "
@@ -297,12 +298,39 @@ Result<CheckReport> SqliteStore::check() {
     }
   }
   {
-    KOPE_ASSIGN(auto n_lessons, m_db->query_int("SELECT count(*) FROM lessons"));
-    KOPE_ASSIGN(auto n_fts, m_db->query_int("SELECT count(*) FROM lesson_fts"));
+    KOPE_ASSIGN(auto n_lessons, db.query_int("SELECT count(*) FROM lessons"));
+    KOPE_ASSIGN(auto n_fts, db.query_int("SELECT count(*) FROM lesson_fts"));
     if (n_lessons.value_or(0) != n_fts.value_or(0)) {
       p.add("fts", fmt::format("lesson index holds {} entries for {} lessons", n_fts.value_or(0), n_lessons.value_or(0)));
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Result<CheckReport> SqliteStore::check() {
+  std::lock_guard lock(m_mutex);
+  CheckReport report;
+  Problems p{report.problems, {}};
+
+  // 1. The database's own checks.
+  if (m_db->postgres()) {
+    KOPE_TRY(check_postgres(*m_db, p));
+  } else {
+    KOPE_TRY(check_sqlite(*m_db, p));
+  }
+  // 2. Lineage, then per-run counts.
+  KOPE_TRY(check_lineage(*m_db, p, report));
+  KOPE_TRY(check_runs(*m_db, p));
+  // 3. Code blobs and their counters.
+  KOPE_TRY(check_blobs(*m_db, p, report));
+  // 4. Downstream scores.
+  KOPE_TRY(check_downstream(*m_db, p));
+  // 5. Per-task summaries and fix links.
+  KOPE_TRY(check_summaries(*m_db, p));
+  // 6. Lessons.
+  KOPE_TRY(check_lessons(*m_db, p, report));
   p.summarise();
   return report;
 }
