@@ -336,6 +336,195 @@ Status SqliteStore::export_dot(std::ostream& out, const ExportOptions& options) 
 // ----------------------------------------------------------------------------------------------
 // Import and merge
 
+// import_json, step 1: the export's cases in its order, each added unless already here (the same
+// attempt from the same origin); `key_map` learns each exported natural key's local id.
+Status SqliteStore::import_cases_locked(const json& doc, const ImportOptions& options, ImportReport& report,
+                                        std::unordered_map<std::string, int64_t>& key_map) {
+  const json empty = json::array();
+  const json& cases = doc.contains("cases") && doc["cases"].is_array() ? doc["cases"] : empty;
+  for (const auto& jc : cases) {
+    KOPE_ASSIGN(CaseRecord c, case_from_json(jc));
+    const std::string exported_key = c.natural_key;
+    if (c.origin.empty()) c.origin = report.origin;
+    KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
+    if (existing) {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT o.instance FROM cases c JOIN origin o ON o.id = c.origin_id "
+                                         "WHERE c.id = ?"));
+      st.bind(1, *existing);
+      KOPE_ASSIGN(bool row, st.step());
+      if (row && st.text(0) == c.origin) {
+        key_map[exported_key] = *existing;
+        ++report.cases_skipped;
+        continue;
+      }
+      // Same key, different attempt from another database: keep both.
+      c.natural_key = exported_key + "@" + c.origin.substr(0, 8);
+      KOPE_ASSIGN(auto renamed, case_id_by_key_locked(c.natural_key));
+      if (renamed) {
+        key_map[exported_key] = *renamed;
+        ++report.cases_skipped;
+        continue;
+      }
+      ++report.cases_renamed;
+    }
+    std::string parent_key = c.parent_key;
+    c.parent_key.clear();
+    c.parent_id.reset();
+    if (!parent_key.empty()) {
+      if (auto it = key_map.find(parent_key); it != key_map.end()) {
+        c.parent_id = it->second;
+      } else {
+        KOPE_ASSIGN(auto local, case_id_by_key_locked(parent_key));
+        if (local) c.parent_id = local;
+      }
+    }
+    KOPE_ASSIGN(int64_t origin_id, ensure_origin_locked(c.origin));
+    InsertSource src{origin_id, options.foreign || c.foreign_origin, c.created_at, std::nullopt, {}};
+    if (!c.quarantine_status.empty()) src.quarantine_state = quarantine_state_from(c.quarantine_status);
+    if (!c.quarantine_reason.empty()) src.review_note = "imported: " + c.quarantine_reason;
+    c.error_signature = c.error_signature;  // kept as exported
+    KOPE_ASSIGN(RecordedCase recorded, insert_case_locked(c, src));
+    key_map[exported_key] = recorded.id;
+    ++report.cases_added;
+  }
+  return {};
+}
+
+// import_json, step 2: the export's lessons, one by one through import_lesson_locked.
+Status SqliteStore::import_lessons_locked(const json& doc, const std::string& source,
+                                          const ImportOptions& options,
+                                          const std::unordered_map<std::string, int64_t>& key_map,
+                                          ImportReport& report) {
+  const json empty = json::array();
+  const json& lessons = doc.contains("lessons") && doc["lessons"].is_array() ? doc["lessons"] : empty;
+  // Lessons that were merged away come after the lessons they were merged into.
+  std::vector<const json*> order;
+  for (const auto& jl : lessons) order.push_back(&jl);
+  std::stable_sort(order.begin(), order.end(), [](const json* a, const json* b) {
+    return (str_from(*a, "status") == "merged") < (str_from(*b, "status") == "merged");
+  });
+  for (const json* pj : order) {
+    KOPE_TRY(import_lesson_locked(*pj, source, options, key_map, report));
+  }
+  return {};
+}
+
+// One lesson of an import: a lesson already here only takes over the provenance the export adds;
+// an active or quarantined one that duplicates a lesson here (nearly) is merged into it; any
+// other is inserted.
+Status SqliteStore::import_lesson_locked(const json& jl, const std::string& source, const ImportOptions& options,
+                                         const std::unordered_map<std::string, int64_t>& key_map,
+                                         ImportReport& report) {
+  std::string id = str_from(jl, "id");
+  if (id.empty()) return fail(ErrorKind::config, "{}: a lesson has no id", source);
+  KOPE_ASSIGN(auto known, resolve_lesson_locked(id));
+  Lesson l;
+  auto kind = parse_lesson_kind(str_from(jl, "kind"));
+  auto status = parse_lesson_status(str_from(jl, "status"));
+  if (!kind || !status) return fail(ErrorKind::config, "{}: lesson {} has an unknown kind or status", source, id);
+  l.kind = *kind;
+  l.status = *status;
+  l.title = str_from(jl, "title");
+  l.text = str_from(jl, "text");
+  l.error_signature = str_from(jl, "error_signature");
+  if (auto it = jl.find("scope"); it != jl.end() && it->is_object()) {
+    l.scope = {str_from(*it, "category"), str_from(*it, "backend"), str_from(*it, "target"), str_from(*it, "toolchain")};
+  }
+  l.helpful = static_cast<int>(std::max<int64_t>(0, int_from(jl, "helpful")));
+  l.harmful = static_cast<int>(std::max<int64_t>(0, int_from(jl, "harmful")));
+  if (auto it = jl.find("value"); it != jl.end() && it->is_object()) {
+    for (auto v = it->begin(); v != it->end(); ++v) {
+      if (v.value().is_number()) l.value[v.key()] = v.value().get<double>();
+    }
+  }
+  l.merged_into = str_from(jl, "merged_into");
+  l.valid_from = str_from(jl, "valid_from");
+  l.valid_to = str_from(jl, "valid_to");
+  if (auto it = jl.find("source_keys"); it != jl.end() && it->is_array()) {
+    for (const auto& k : *it) {
+      if (!k.is_string()) continue;
+      auto m = key_map.find(k.get<std::string>());
+      if (m != key_map.end()) {
+        l.source_cases.push_back(m->second);
+      } else {
+        KOPE_ASSIGN(auto local, case_id_by_key_locked(k.get<std::string>()));
+        if (local) l.source_cases.push_back(*local);
+      }
+    }
+  }
+  std::string lesson_origin = str_from(jl, "origin").empty() ? report.origin : str_from(jl, "origin");
+  if (known) {
+    // Already here (same content-addressed id, or imported before): only provenance the
+    // other database adds is taken over, logged.
+    std::vector<int64_t> fresh;
+    for (int64_t cid : l.source_cases) {
+      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT 1 FROM lesson_source WHERE lesson_id = ? AND case_id = ?"));
+      st.bind(1, *known).bind(2, cid);
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) fresh.push_back(cid);
+    }
+    if (!fresh.empty()) {
+      KOPE_TRY(add_lesson_sources_locked(*known, fresh));
+      json payload{{"sources_added", fresh}, {"origin", lesson_origin}};
+      KOPE_TRY(log_delta_locked(*known, "add",
+                                fmt::format("imported again from {} ({}): provenance added", report.origin, source),
+                                std::nullopt, payload.dump()));
+    }
+    ++report.lessons_skipped;
+    return {};
+  }
+  bool foreign = options.foreign || jl.value("foreign_origin", false);
+  if (l.status == LessonStatus::merged) {
+    KOPE_ASSIGN(auto into, resolve_lesson_locked(l.merged_into));
+    if (into) {
+      l.merged_into = *into;
+    } else {
+      l.status = LessonStatus::deprecated;  // its target did not come along
+      l.merged_into.clear();
+    }
+  }
+  if (l.status == LessonStatus::active || l.status == LessonStatus::quarantined) {
+    KOPE_ASSIGN(auto dup, find_duplicate_locked(l));
+    if (dup) {
+      KOPE_TRY(add_lesson_sources_locked(dup->first, l.source_cases));
+      KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO lesson_alias(alias, lesson_id) VALUES (?, ?)"));
+      KOPE_TRY(st.bind(1, id).bind(2, dup->first).run());
+      json payload{{"duplicate", dup->second >= 1.0 ? "exact" : "near"}, {"similarity", dup->second},
+                   {"proposed_id", id}, {"title", l.title}, {"text", l.text}, {"origin", lesson_origin}};
+      KOPE_TRY(log_delta_locked(dup->first, "add",
+                                fmt::format("imported from {} ({}) and merged as a duplicate (similarity {:.2f})",
+                                            report.origin, source, dup->second),
+                                std::nullopt, payload.dump()));
+      ++report.lessons_merged;
+      return {};
+    }
+  }
+  KOPE_ASSIGN(int64_t origin_id, ensure_origin_locked(lesson_origin));
+  json payload{{"imported_from", report.origin}, {"source", source},
+               {"history", jl.contains("history") ? jl["history"] : json::array()}};
+  KOPE_TRY(insert_lesson_locked(l, id, origin_id, foreign,
+                                fmt::format("imported from {} ({}){}", report.origin, source,
+                                            foreign ? " as foreign" : ""),
+                                std::nullopt, payload.dump()));
+  ++report.lessons_added;
+  return {};
+}
+
+// import_json, step 3: the import log row, and the export's provenance beside it.
+Status SqliteStore::log_import_locked(const std::string& source, const ImportOptions& options,
+                                      const ImportReport& report) {
+  KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO import_log(origin, source, foreign_origin, cases_added, "
+                                     "lessons_added, imported_at) VALUES (?, ?, ?, ?, ?, ?)"));
+  st.bind(1, report.origin).bind(2, source).bind(3, int64_t{options.foreign ? 1 : 0});
+  st.bind(4, report.cases_added).bind(5, report.lessons_added).bind(6, util::now_iso8601());
+  KOPE_TRY(st.run());
+  if (report.provenance.empty()) return {};
+  // Kept beside the import log row, so `kope memory stats` can say where the experience came from.
+  KOPE_ASSIGN(Stmt pm, m_db->prepare("INSERT INTO meta(key, value) VALUES (?, ?) "
+                                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+  return pm.bind(1, fmt::format("import_provenance:{}", m_db->last_insert_rowid())).bind(2, report.provenance).run();
+}
+
 Result<ImportReport> SqliteStore::import_json(std::string_view text, const ImportOptions& options) {
   json doc = json::parse(text, nullptr, false);
   std::string source = options.source.empty() ? std::string("input") : options.source;
@@ -366,166 +555,9 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
     report = parsed;  // an import sent again after a lost connection counts afresh
     auto body = [&]() -> Status {
       std::unordered_map<std::string, int64_t> key_map;  // exported natural key -> local id
-      const json empty = json::array();
-      const json& cases = doc.contains("cases") && doc["cases"].is_array() ? doc["cases"] : empty;
-      for (const auto& jc : cases) {
-        KOPE_ASSIGN(CaseRecord c, case_from_json(jc));
-        const std::string exported_key = c.natural_key;
-        if (c.origin.empty()) c.origin = report.origin;
-        KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
-        if (existing) {
-          KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT o.instance FROM cases c JOIN origin o ON o.id = c.origin_id "
-                                             "WHERE c.id = ?"));
-          st.bind(1, *existing);
-          KOPE_ASSIGN(bool row, st.step());
-          if (row && st.text(0) == c.origin) {
-            key_map[exported_key] = *existing;
-            ++report.cases_skipped;
-            continue;
-          }
-          // Same key, different attempt from another database: keep both.
-          c.natural_key = exported_key + "@" + c.origin.substr(0, 8);
-          KOPE_ASSIGN(auto renamed, case_id_by_key_locked(c.natural_key));
-          if (renamed) {
-            key_map[exported_key] = *renamed;
-            ++report.cases_skipped;
-            continue;
-          }
-          ++report.cases_renamed;
-        }
-        std::string parent_key = c.parent_key;
-        c.parent_key.clear();
-        c.parent_id.reset();
-        if (!parent_key.empty()) {
-          if (auto it = key_map.find(parent_key); it != key_map.end()) {
-            c.parent_id = it->second;
-          } else {
-            KOPE_ASSIGN(auto local, case_id_by_key_locked(parent_key));
-            if (local) c.parent_id = local;
-          }
-        }
-        KOPE_ASSIGN(int64_t origin_id, ensure_origin_locked(c.origin));
-        InsertSource src{origin_id, options.foreign || c.foreign_origin, c.created_at, std::nullopt, {}};
-        if (!c.quarantine_status.empty()) src.quarantine_state = quarantine_state_from(c.quarantine_status);
-        if (!c.quarantine_reason.empty()) src.review_note = "imported: " + c.quarantine_reason;
-        c.error_signature = c.error_signature;  // kept as exported
-        KOPE_ASSIGN(RecordedCase recorded, insert_case_locked(c, src));
-        key_map[exported_key] = recorded.id;
-        ++report.cases_added;
-      }
-
-      const json& lessons = doc.contains("lessons") && doc["lessons"].is_array() ? doc["lessons"] : empty;
-      // Lessons that were merged away come after the lessons they were merged into.
-      std::vector<const json*> order;
-      for (const auto& jl : lessons) order.push_back(&jl);
-      std::stable_sort(order.begin(), order.end(), [](const json* a, const json* b) {
-        return (str_from(*a, "status") == "merged") < (str_from(*b, "status") == "merged");
-      });
-      for (const json* pj : order) {
-        const json& jl = *pj;
-        std::string id = str_from(jl, "id");
-        if (id.empty()) return fail(ErrorKind::config, "{}: a lesson has no id", source);
-        KOPE_ASSIGN(auto known, resolve_lesson_locked(id));
-        Lesson l;
-        auto kind = parse_lesson_kind(str_from(jl, "kind"));
-        auto status = parse_lesson_status(str_from(jl, "status"));
-        if (!kind || !status) return fail(ErrorKind::config, "{}: lesson {} has an unknown kind or status", source, id);
-        l.kind = *kind;
-        l.status = *status;
-        l.title = str_from(jl, "title");
-        l.text = str_from(jl, "text");
-        l.error_signature = str_from(jl, "error_signature");
-        if (auto it = jl.find("scope"); it != jl.end() && it->is_object()) {
-          l.scope = {str_from(*it, "category"), str_from(*it, "backend"), str_from(*it, "target"), str_from(*it, "toolchain")};
-        }
-        l.helpful = static_cast<int>(std::max<int64_t>(0, int_from(jl, "helpful")));
-        l.harmful = static_cast<int>(std::max<int64_t>(0, int_from(jl, "harmful")));
-        if (auto it = jl.find("value"); it != jl.end() && it->is_object()) {
-          for (auto v = it->begin(); v != it->end(); ++v) {
-            if (v.value().is_number()) l.value[v.key()] = v.value().get<double>();
-          }
-        }
-        l.merged_into = str_from(jl, "merged_into");
-        l.valid_from = str_from(jl, "valid_from");
-        l.valid_to = str_from(jl, "valid_to");
-        if (auto it = jl.find("source_keys"); it != jl.end() && it->is_array()) {
-          for (const auto& k : *it) {
-            if (!k.is_string()) continue;
-            auto m = key_map.find(k.get<std::string>());
-            if (m != key_map.end()) {
-              l.source_cases.push_back(m->second);
-            } else {
-              KOPE_ASSIGN(auto local, case_id_by_key_locked(k.get<std::string>()));
-              if (local) l.source_cases.push_back(*local);
-            }
-          }
-        }
-        std::string lesson_origin = str_from(jl, "origin").empty() ? report.origin : str_from(jl, "origin");
-        if (known) {
-          // Already here (same content-addressed id, or imported before): only provenance the
-          // other database adds is taken over, logged.
-          std::vector<int64_t> fresh;
-          for (int64_t cid : l.source_cases) {
-            KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT 1 FROM lesson_source WHERE lesson_id = ? AND case_id = ?"));
-            st.bind(1, *known).bind(2, cid);
-            KOPE_ASSIGN(bool row, st.step());
-            if (!row) fresh.push_back(cid);
-          }
-          if (!fresh.empty()) {
-            KOPE_TRY(add_lesson_sources_locked(*known, fresh));
-            json payload{{"sources_added", fresh}, {"origin", lesson_origin}};
-            KOPE_TRY(log_delta_locked(*known, "add",
-                                      fmt::format("imported again from {} ({}): provenance added", report.origin, source),
-                                      std::nullopt, payload.dump()));
-          }
-          ++report.lessons_skipped;
-          continue;
-        }
-        bool foreign = options.foreign || jl.value("foreign_origin", false);
-        if (l.status == LessonStatus::merged) {
-          KOPE_ASSIGN(auto into, resolve_lesson_locked(l.merged_into));
-          if (into) {
-            l.merged_into = *into;
-          } else {
-            l.status = LessonStatus::deprecated;  // its target did not come along
-            l.merged_into.clear();
-          }
-        }
-        if (l.status == LessonStatus::active || l.status == LessonStatus::quarantined) {
-          KOPE_ASSIGN(auto dup, find_duplicate_locked(l));
-          if (dup) {
-            KOPE_TRY(add_lesson_sources_locked(dup->first, l.source_cases));
-            KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO lesson_alias(alias, lesson_id) VALUES (?, ?)"));
-            KOPE_TRY(st.bind(1, id).bind(2, dup->first).run());
-            json payload{{"duplicate", dup->second >= 1.0 ? "exact" : "near"}, {"similarity", dup->second},
-                         {"proposed_id", id}, {"title", l.title}, {"text", l.text}, {"origin", lesson_origin}};
-            KOPE_TRY(log_delta_locked(dup->first, "add",
-                                      fmt::format("imported from {} ({}) and merged as a duplicate (similarity {:.2f})",
-                                                  report.origin, source, dup->second),
-                                      std::nullopt, payload.dump()));
-            ++report.lessons_merged;
-            continue;
-          }
-        }
-        KOPE_ASSIGN(int64_t origin_id, ensure_origin_locked(lesson_origin));
-        json payload{{"imported_from", report.origin}, {"source", source},
-                     {"history", jl.contains("history") ? jl["history"] : json::array()}};
-        KOPE_TRY(insert_lesson_locked(l, id, origin_id, foreign,
-                                      fmt::format("imported from {} ({}){}", report.origin, source,
-                                                  foreign ? " as foreign" : ""),
-                                      std::nullopt, payload.dump()));
-        ++report.lessons_added;
-      }
-      KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO import_log(origin, source, foreign_origin, cases_added, "
-                                         "lessons_added, imported_at) VALUES (?, ?, ?, ?, ?, ?)"));
-      st.bind(1, report.origin).bind(2, source).bind(3, int64_t{options.foreign ? 1 : 0});
-      st.bind(4, report.cases_added).bind(5, report.lessons_added).bind(6, util::now_iso8601());
-      KOPE_TRY(st.run());
-      if (report.provenance.empty()) return {};
-      // Kept beside the import log row, so `kope memory stats` can say where the experience came from.
-      KOPE_ASSIGN(Stmt pm, m_db->prepare("INSERT INTO meta(key, value) VALUES (?, ?) "
-                                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
-      return pm.bind(1, fmt::format("import_provenance:{}", m_db->last_insert_rowid())).bind(2, report.provenance).run();
+      KOPE_TRY(import_cases_locked(doc, options, report, key_map));
+      KOPE_TRY(import_lessons_locked(doc, source, options, key_map, report));
+      return log_import_locked(source, options, report);
     };
     if (auto s = body(); !s) {  // the transaction rolls back (and resets the caches)
       return std::unexpected(std::move(s).error().with_context(fmt::format("importing {}", source)));

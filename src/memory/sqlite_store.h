@@ -20,6 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "kope/memory.h"
 #include "memory/db.h"
 
@@ -219,6 +221,15 @@ class SqliteStore final : public Database {
   Status maybe_deprecate_locked(const std::string& id);
 
   // --- exchange (exchange.cpp)
+  // import_json's steps, inside its transaction: the cases (mapping each exported natural key to
+  // its local case id in `key_map`), the lessons (one by one), then the import log row.
+  Status import_cases_locked(const nlohmann::json& doc, const ImportOptions& options, ImportReport& report,
+                             std::unordered_map<std::string, int64_t>& key_map);
+  Status import_lessons_locked(const nlohmann::json& doc, const std::string& source, const ImportOptions& options,
+                               const std::unordered_map<std::string, int64_t>& key_map, ImportReport& report);
+  Status import_lesson_locked(const nlohmann::json& jl, const std::string& source, const ImportOptions& options,
+                              const std::unordered_map<std::string, int64_t>& key_map, ImportReport& report);
+  Status log_import_locked(const std::string& source, const ImportOptions& options, const ImportReport& report);
   Result<ImportReport> merge_from_server(const std::string& url, const ImportOptions& options);
   // Imports everything `other` exports, as from `source`.
   Result<ImportReport> import_export_of(SqliteStore& other, const std::string& source, const ImportOptions& options);
