@@ -104,6 +104,191 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return fmt::format("{:g} s", static_cast<double>(ms.count()) / 1000.0);
 }
 
+// The failure `kind` with `message` (redacted), and what `t` got before it failed.
+std::unexpected<HttpError> transfer_error(HttpFailure kind, std::string message,
+                                          const Transfer& t) {
+  HttpError e;
+  e.kind = kind;
+  e.message = redact(message);
+  long status = 0;
+  if (t.easy != nullptr) curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+  e.status = static_cast<int>(status);
+  e.partial_body = t.response.body;
+  e.seconds = seconds_between(t.start, Clock::now());
+  return std::unexpected(std::move(e));
+}
+
+using HeaderList = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
+
+// The request's headers as curl's list, plus an empty "Expect:" (no 100-continue round trip).
+HeaderList header_list_of(const HttpRequest& request) {
+  curl_slist* header_list = nullptr;
+  for (const auto& [k, v] : request.headers) {
+    header_list = curl_slist_append(header_list, fmt::format("{}: {}", k, v).c_str());
+  }
+  header_list = curl_slist_append(header_list, "Expect:");  // no 100-continue round trip
+  return HeaderList(header_list, &curl_slist_free_all);
+}
+
+// Sets every option of the easy handle `e` for `request`: its callbacks write into `t`.
+void configure_easy(CURL* e, const HttpRequest& request, curl_slist* header_list, Transfer& t,
+                    char* errbuf, CURLSH* share) {
+  curl_easy_setopt(e, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, request.body.data());
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, header_list);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "kope/" KOPE_VERSION);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(request.connect_timeout.count()));
+  // Our loop enforces the total timeout; curl's copy is a backstop a little later.
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(request.total_timeout.count() + 2000));
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, k_tcp_keepalive_idle_s);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, k_tcp_keepalive_interval_s);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+  if (share != nullptr) curl_easy_setopt(e, CURLOPT_SHARE, share);
+}
+
+// Drives the transfer of `e` on `multi` until curl has finished it, checking cancellation and
+// the total and idle timeouts every k_http_poll_slice; an error when one of them stopped it.
+std::expected<void, HttpError> drive_transfer(CURLM* multi, CURL* e, const HttpRequest& request,
+                                              const std::string& host, Transfer& t) {
+  const Clock::time_point deadline = t.start + request.total_timeout;
+  bool idle_clock_started = request.streaming;
+  int running = 1;
+  while (running != 0) {
+    CURLMcode mc = curl_multi_perform(multi, &running);
+    if (mc != CURLM_OK)
+      return transfer_error(HttpFailure::transport,
+                            fmt::format("libcurl: {}", curl_multi_strerror(mc)), t);
+    if (running == 0) break;
+    const Clock::time_point now = Clock::now();
+    if (cancelled(request))
+      return transfer_error(HttpFailure::cancelled, "cancelled while waiting for the response", t);
+    if (now >= deadline) {
+      return transfer_error(HttpFailure::timeout,
+                            fmt::format("total timeout: no complete response from {} within {}",
+                                        host, seconds_text(request.total_timeout)),
+                            t);
+    }
+    if (!idle_clock_started && t.got_first_byte) idle_clock_started = true;
+    if (idle_clock_started) {
+      // Connecting is bounded by the connect timeout, not the idle one.
+      curl_off_t pretransfer_us = 0;
+      curl_easy_getinfo(e, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us);
+      if (pretransfer_us > 0) {
+        Clock::time_point sent = t.start + std::chrono::microseconds(pretransfer_us);
+        t.last_activity = std::max(t.last_activity, sent);
+        if (now - t.last_activity >= request.idle_timeout) {
+          return transfer_error(HttpFailure::timeout,
+                                fmt::format("idle timeout: no data from {} for {}{}", host,
+                                            seconds_text(request.idle_timeout),
+                                            t.got_first_byte ? " (the response stalled)" : ""),
+                                t);
+        }
+      }
+    }
+    curl_multi_poll(multi, nullptr, 0, static_cast<int>(k_http_poll_slice.count()), nullptr);
+  }
+  return {};
+}
+
+// curl's result for `e` once the transfer is over (CURLE_OK when it reports none).
+CURLcode transfer_result(CURLM* multi, CURL* e) {
+  CURLcode code = CURLE_OK;
+  int queued = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+    if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) code = msg->data.result;
+  }
+  return code;
+}
+
+// Fills t.response's status, content type, stop flag and timings from the finished `e`.
+void complete_response(CURL* e, Transfer& t) {
+  long status = 0;
+  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+  t.response.status = static_cast<int>(status);
+  t.response.stopped_early = t.stopped_early;
+  const char* ctype = nullptr;
+  if (curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ctype) == CURLE_OK && ctype != nullptr) {
+    t.response.content_type = ctype;
+  }
+  const Clock::time_point end = Clock::now();
+  t.response.seconds = seconds_between(t.start, end);
+  t.response.first_byte_seconds =
+      t.got_first_byte ? seconds_between(t.start, t.first_byte) : t.response.seconds;
+}
+
+// The failure curl's `code` means for the transfer `t` of `e`, classified and named with the
+// host (`errbuf` is curl's own detail, when it wrote one).
+std::unexpected<HttpError> classify_failure(CURLcode code, CURL* e, const char* errbuf,
+                                            const HttpRequest& request, const std::string& host,
+                                            const Transfer& t) {
+  std::string detail =
+      errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(code));
+  switch (code) {
+    case CURLE_OPERATION_TIMEDOUT: {
+      curl_off_t connect_us = 0;
+      curl_easy_getinfo(e, CURLINFO_CONNECT_TIME_T, &connect_us);
+      if (connect_us == 0) {
+        return transfer_error(HttpFailure::timeout,
+                              fmt::format("connect timeout: cannot connect to {} within {}", host,
+                                          seconds_text(request.connect_timeout)),
+                              t);
+      }
+      return transfer_error(HttpFailure::timeout,
+                            fmt::format("total timeout: {} ({})", host, detail), t);
+    }
+    case CURLE_PARTIAL_FILE:
+      return transfer_error(
+          HttpFailure::truncated,
+          fmt::format("truncated response from {}: the connection closed after {} body bytes ({})",
+                      host, t.body_bytes, detail),
+          t);
+    case CURLE_WRITE_ERROR:
+      if (t.too_large) {
+        return transfer_error(
+            HttpFailure::transport,
+            fmt::format("response from {} exceeds {} bytes; stopped", host, k_max_body_bytes), t);
+      }
+      break;
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return transfer_error(HttpFailure::transport,
+                            fmt::format("unreachable: cannot resolve host {} ({})", host, detail),
+                            t);
+    case CURLE_COULDNT_CONNECT:
+      return transfer_error(HttpFailure::transport,
+                            fmt::format("unreachable: cannot connect to {} ({})", host, detail), t);
+    case CURLE_GOT_NOTHING:
+      return transfer_error(
+          HttpFailure::transport,
+          fmt::format("{} closed the connection without answering ({})", host, detail), t);
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+      if (t.got_first_byte && t.response.status != 0 && t.body_bytes > 0) {
+        return transfer_error(
+            HttpFailure::truncated,
+            fmt::format("truncated response from {}: connection failed after {} body bytes ({})",
+                        host, t.body_bytes, detail),
+            t);
+      }
+      return transfer_error(HttpFailure::transport,
+                            fmt::format("connection to {} failed: {}", host, detail), t);
+    default:
+      break;
+  }
+  return transfer_error(HttpFailure::transport,
+                        fmt::format("request to {} failed: {}", host, detail), t);
+}
+
 }  // namespace
 
 std::string_view HttpResponse::header(std::string_view name) const {
@@ -144,65 +329,27 @@ struct HttpClient::Impl {
 HttpClient::HttpClient() : m_impl(std::make_unique<Impl>()) {}
 HttpClient::~HttpClient() = default;
 
+// Sends the request and waits for the whole answer: set up, drive, then complete or classify.
 std::expected<HttpResponse, HttpError> HttpClient::post(const HttpRequest& request) {
   const std::string host = host_of(request.url);
-  auto error = [&](HttpFailure kind, std::string message, const Transfer& t) {
-    HttpError e;
-    e.kind = kind;
-    e.message = redact(message);
-    long status = 0;
-    if (t.easy != nullptr) curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
-    e.status = static_cast<int>(status);
-    e.partial_body = t.response.body;
-    e.seconds = seconds_between(t.start, Clock::now());
-    return std::unexpected(std::move(e));
-  };
-
   Transfer t;
   t.request = &request;
   t.start = Clock::now();
   t.last_activity = t.start;
   if (cancelled(request))
-    return error(HttpFailure::cancelled, "cancelled before the request was sent", t);
+    return transfer_error(HttpFailure::cancelled, "cancelled before the request was sent", t);
 
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
   std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(),
                                                               &curl_multi_cleanup);
-  if (!easy || !multi) return error(HttpFailure::transport, "cannot initialise libcurl", t);
+  if (!easy || !multi)
+    return transfer_error(HttpFailure::transport, "cannot initialise libcurl", t);
   t.easy = easy.get();
 
-  curl_slist* header_list = nullptr;
-  for (const auto& [k, v] : request.headers) {
-    header_list = curl_slist_append(header_list, fmt::format("{}: {}", k, v).c_str());
-  }
-  header_list = curl_slist_append(header_list, "Expect:");  // no 100-continue round trip
-  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers_guard(header_list,
-                                                                            &curl_slist_free_all);
-
+  HeaderList headers_guard = header_list_of(request);
   std::array<char, CURL_ERROR_SIZE> errbuf{};
   CURL* e = easy.get();
-  curl_easy_setopt(e, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_POST, 1L);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, request.body.data());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, header_list);
-  curl_easy_setopt(e, CURLOPT_USERAGENT, "kope/" KOPE_VERSION);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(request.connect_timeout.count()));
-  // Our loop enforces the total timeout; curl's copy is a backstop a little later.
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(request.total_timeout.count() + 2000));
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, k_tcp_keepalive_idle_s);
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, k_tcp_keepalive_interval_s);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
-  curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf.data());
-  if (m_impl->share != nullptr) curl_easy_setopt(e, CURLOPT_SHARE, m_impl->share);
+  configure_easy(e, request, headers_guard.get(), t, errbuf.data(), m_impl->share);
 
   curl_multi_add_handle(multi.get(), e);
   struct Remove {
@@ -211,116 +358,13 @@ std::expected<HttpResponse, HttpError> HttpClient::post(const HttpRequest& reque
     ~Remove() { curl_multi_remove_handle(m, e); }
   } remove_guard{multi.get(), e};
 
-  const Clock::time_point deadline = t.start + request.total_timeout;
-  bool idle_clock_started = request.streaming;
-  int running = 1;
-  while (running != 0) {
-    CURLMcode mc = curl_multi_perform(multi.get(), &running);
-    if (mc != CURLM_OK)
-      return error(HttpFailure::transport, fmt::format("libcurl: {}", curl_multi_strerror(mc)), t);
-    if (running == 0) break;
-    const Clock::time_point now = Clock::now();
-    if (cancelled(request))
-      return error(HttpFailure::cancelled, "cancelled while waiting for the response", t);
-    if (now >= deadline) {
-      return error(HttpFailure::timeout,
-                   fmt::format("total timeout: no complete response from {} within {}", host,
-                               seconds_text(request.total_timeout)),
-                   t);
-    }
-    if (!idle_clock_started && t.got_first_byte) idle_clock_started = true;
-    if (idle_clock_started) {
-      // Connecting is bounded by the connect timeout, not the idle one.
-      curl_off_t pretransfer_us = 0;
-      curl_easy_getinfo(e, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us);
-      if (pretransfer_us > 0) {
-        Clock::time_point sent = t.start + std::chrono::microseconds(pretransfer_us);
-        t.last_activity = std::max(t.last_activity, sent);
-        if (now - t.last_activity >= request.idle_timeout) {
-          return error(HttpFailure::timeout,
-                       fmt::format("idle timeout: no data from {} for {}{}", host,
-                                   seconds_text(request.idle_timeout),
-                                   t.got_first_byte ? " (the response stalled)" : ""),
-                       t);
-        }
-      }
-    }
-    curl_multi_poll(multi.get(), nullptr, 0, static_cast<int>(k_http_poll_slice.count()), nullptr);
-  }
-
-  CURLcode code = CURLE_OK;
-  int queued = 0;
-  while (CURLMsg* msg = curl_multi_info_read(multi.get(), &queued)) {
-    if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) code = msg->data.result;
-  }
-
-  long status = 0;
-  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-  t.response.status = static_cast<int>(status);
-  t.response.stopped_early = t.stopped_early;
-  const char* ctype = nullptr;
-  if (curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ctype) == CURLE_OK && ctype != nullptr) {
-    t.response.content_type = ctype;
-  }
-  const Clock::time_point end = Clock::now();
-  t.response.seconds = seconds_between(t.start, end);
-  t.response.first_byte_seconds =
-      t.got_first_byte ? seconds_between(t.start, t.first_byte) : t.response.seconds;
-
+  if (auto driven = drive_transfer(multi.get(), e, request, host, t); !driven)
+    return std::unexpected(std::move(driven).error());
+  const CURLcode code = transfer_result(multi.get(), e);
+  complete_response(e, t);
   if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && t.stopped_early))
     return std::move(t.response);
-
-  std::string detail =
-      errbuf[0] != '\0' ? std::string(errbuf.data()) : std::string(curl_easy_strerror(code));
-  switch (code) {
-    case CURLE_OPERATION_TIMEDOUT: {
-      curl_off_t connect_us = 0;
-      curl_easy_getinfo(e, CURLINFO_CONNECT_TIME_T, &connect_us);
-      if (connect_us == 0) {
-        return error(HttpFailure::timeout,
-                     fmt::format("connect timeout: cannot connect to {} within {}", host,
-                                 seconds_text(request.connect_timeout)),
-                     t);
-      }
-      return error(HttpFailure::timeout, fmt::format("total timeout: {} ({})", host, detail), t);
-    }
-    case CURLE_PARTIAL_FILE:
-      return error(
-          HttpFailure::truncated,
-          fmt::format("truncated response from {}: the connection closed after {} body bytes ({})",
-                      host, t.body_bytes, detail),
-          t);
-    case CURLE_WRITE_ERROR:
-      if (t.too_large) {
-        return error(
-            HttpFailure::transport,
-            fmt::format("response from {} exceeds {} bytes; stopped", host, k_max_body_bytes), t);
-      }
-      break;
-    case CURLE_COULDNT_RESOLVE_HOST:
-      return error(HttpFailure::transport,
-                   fmt::format("unreachable: cannot resolve host {} ({})", host, detail), t);
-    case CURLE_COULDNT_CONNECT:
-      return error(HttpFailure::transport,
-                   fmt::format("unreachable: cannot connect to {} ({})", host, detail), t);
-    case CURLE_GOT_NOTHING:
-      return error(HttpFailure::transport,
-                   fmt::format("{} closed the connection without answering ({})", host, detail), t);
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-      if (t.got_first_byte && t.response.status != 0 && t.body_bytes > 0) {
-        return error(
-            HttpFailure::truncated,
-            fmt::format("truncated response from {}: connection failed after {} body bytes ({})",
-                        host, t.body_bytes, detail),
-            t);
-      }
-      return error(HttpFailure::transport, fmt::format("connection to {} failed: {}", host, detail),
-                   t);
-    default:
-      break;
-  }
-  return error(HttpFailure::transport, fmt::format("request to {} failed: {}", host, detail), t);
+  return classify_failure(code, e, errbuf.data(), request, host, t);
 }
 
 std::string host_of(std::string_view url) {

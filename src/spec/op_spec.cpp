@@ -343,12 +343,8 @@ Result<std::string> parse_reference(const Context& ctx, const toml::table& root)
   return file;
 }
 
-Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
-  KOPE_TRY(check_keys(ctx, root,
-                      {"name", "category", "level", "summary", "dims", "zero_dims", "inputs", "outputs", "inouts", "attrs",
-                       "flops", "bytes", "tolerance", "cases", "reference", "source"},
-                      "op.toml"));
-  OpSpec op;
+// The op's identity: name, category, level, summary, source and which file is the reference.
+Status parse_identity(const Context& ctx, const toml::table& root, OpSpec& op) {
   KOPE_ASSIGN(op.name, get_string(ctx, root, "name", "op.toml"));
   if (op.name.empty() || !std::all_of(op.name.begin(), op.name.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
@@ -372,7 +368,11 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
   KOPE_TRY(get_string(ctx, root, "source", "op.toml", /*required=*/false));
   KOPE_ASSIGN(std::string reference_file, parse_reference(ctx, root));
   op.reference_path = reference_file;  // made absolute to the folder by parse_op
+  return {};
+}
 
+// `dims`: the names of the op's size parameters, distinct C identifiers.
+Status parse_dims(const Context& ctx, const toml::table& root, OpSpec& op) {
   const toml::node* dims = root.get("dims");
   if (dims == nullptr) return ctx.at(root.source(), "op.toml is missing the required key 'dims' (an array of dim names)");
   if (!dims->is_array()) return ctx.at(dims->source(), "'dims' must be an array of names, not {}", type_name(*dims));
@@ -383,26 +383,33 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
     if (std::find(op.dims.begin(), op.dims.end(), name) != op.dims.end()) return ctx.at(d.source(), "dim '{}' is declared twice", name);
     op.dims.push_back(name);
   }
+  return {};
+}
 
-  auto parse_tensors = [&](std::string_view key, Role role, std::vector<Tensor>& out) -> Status {
-    const toml::node* n = root.get(key);
-    if (n == nullptr) {
-      // `inouts` is optional, and so is `outputs` beside it (an op may only update in place).
-      if (role == Role::inout || (role == Role::output && root.get("inouts") != nullptr)) return {};
-      return ctx.at(root.source(), "op.toml is missing the required key '{}' (an array of tensors)", key);
-    }
-    if (!n->is_array()) return ctx.at(n->source(), "'{}' must be an array of tables, not {}", key, type_name(*n));
-    size_t i = 0;
-    for (const auto& item : *n->as_array()) {
-      KOPE_ASSIGN(Tensor t, parse_tensor(ctx, item, role, i++, op.dims));
-      out.push_back(std::move(t));
-    }
-    return {};
-  };
-  KOPE_TRY(parse_tensors("inputs", Role::input, op.inputs));
-  KOPE_TRY(parse_tensors("outputs", Role::output, op.outputs));
+// One array of tensors (`inputs`, `outputs` or `inouts`), appended to `out`.
+Status parse_tensor_list(const Context& ctx, const toml::table& root, std::string_view key, Role role,
+                         const std::vector<std::string>& dims, std::vector<Tensor>& out) {
+  const toml::node* n = root.get(key);
+  if (n == nullptr) {
+    // `inouts` is optional, and so is `outputs` beside it (an op may only update in place).
+    if (role == Role::inout || (role == Role::output && root.get("inouts") != nullptr)) return {};
+    return ctx.at(root.source(), "op.toml is missing the required key '{}' (an array of tensors)", key);
+  }
+  if (!n->is_array()) return ctx.at(n->source(), "'{}' must be an array of tables, not {}", key, type_name(*n));
+  size_t i = 0;
+  for (const auto& item : *n->as_array()) {
+    KOPE_ASSIGN(Tensor t, parse_tensor(ctx, item, role, i++, dims));
+    out.push_back(std::move(t));
+  }
+  return {};
+}
+
+// `inputs`, `outputs` and `inouts`; each inout joins both the inputs and the outputs.
+Status parse_tensors(const Context& ctx, const toml::table& root, OpSpec& op) {
+  KOPE_TRY(parse_tensor_list(ctx, root, "inputs", Role::input, op.dims, op.inputs));
+  KOPE_TRY(parse_tensor_list(ctx, root, "outputs", Role::output, op.dims, op.outputs));
   std::vector<Tensor> inouts;
-  KOPE_TRY(parse_tensors("inouts", Role::inout, inouts));
+  KOPE_TRY(parse_tensor_list(ctx, root, "inouts", Role::inout, op.dims, inouts));
   if (op.outputs.empty() && inouts.empty()) {
     const toml::node* where = root.get("outputs") ? root.get("outputs") : &root;
     return ctx.at(where->source(), "an op needs at least one output (or inout)");
@@ -413,7 +420,11 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
     op.inputs.push_back(t);
     op.outputs.push_back(t);
   }
+  return {};
+}
 
+// The optional `attrs` (scalar parameters) and `zero_dims` (dims a case may set to 0).
+Status parse_attrs_and_zero_dims(const Context& ctx, const toml::table& root, OpSpec& op) {
   if (const toml::node* attrs = root.get("attrs")) {
     if (!attrs->is_array()) return ctx.at(attrs->source(), "'attrs' must be an array of tables, not {}", type_name(*attrs));
     size_t i = 0;
@@ -432,8 +443,12 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
       op.zero_dims.insert(std::string(d.as_string()->get()));
     }
   }
+  return {};
+}
 
-  // Every name becomes a C parameter: they must be distinct.
+// Every name becomes a C parameter: they must be distinct. A dim's location is the `dims` key's.
+Status check_distinct_names(const Context& ctx, const toml::table& root, const OpSpec& op) {
+  const toml::node* dims = root.get("dims");
   std::map<std::string, SourceLoc> seen;
   auto claim = [&](const std::string& name, SourceLoc loc) -> Status {
     if (seen.contains(name)) return ctx.at_loc(loc, "name '{}' is used twice (tensors, dims and attrs share one namespace: they are all kernel parameters)", name);
@@ -446,7 +461,11 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
     if (!t.inout) KOPE_TRY(claim(t.name, t.loc));  // claimed as an input already
   }
   for (const auto& a : op.attrs) KOPE_TRY(claim(a.name, a.loc));
+  return {};
+}
 
+// The `flops` and `bytes` expressions over the dims, and the `tolerance` table.
+Status parse_costs_and_tolerance(const Context& ctx, const toml::table& root, OpSpec& op) {
   for (std::string_view key : {"flops", "bytes"}) {
     const toml::node* n = root.get(key);
     if (n == nullptr) return ctx.at(root.source(), "op.toml is missing the required key '{}' (an expression over dims, e.g. \"2*N*D\")", key);
@@ -465,7 +484,11 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
     if (!(x >= 0) || !std::isfinite(x)) return ctx.at(v->source(), "tolerance {} is {}; it must be a finite number >= 0", key, x);
     (key == "atol" ? op.tolerance.atol : op.tolerance.rtol) = x;
   }
+  return {};
+}
 
+// `cases`, at least one; an attr one of them sets to another value becomes per_case.
+Status parse_cases(const Context& ctx, const toml::table& root, OpSpec& op) {
   const toml::node* cases = root.get("cases");
   if (cases == nullptr) return ctx.at(root.source(), "op.toml is missing the required key 'cases' (an array of {{ dim = value }} tables)");
   if (!cases->is_array()) return ctx.at(cases->source(), "'cases' must be an array of tables, not {}", type_name(*cases));
@@ -481,8 +504,11 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
       if (mine.value != op.attrs[a].value || mine.ivalue != op.attrs[a].ivalue) op.attrs[a].per_case = true;
     }
   }
+  return {};
+}
 
-  // Every shape, flops and bytes expression must give a sensible value on every case.
+// Every shape, flops and bytes expression must give a sensible value on every case.
+Status check_cases(const Context& ctx, const OpSpec& op) {
   for (const auto& c : op.cases) {
     DimValues dv = op.dim_values(c);
     for (const auto* list : {&op.inputs, &op.outputs}) {
@@ -512,6 +538,24 @@ Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
       if (!std::isfinite(v) || v < 0) return ctx.at_loc(c.loc, "case #{} ({}): '{}' evaluates to {}; expected a finite value >= 0", c.index + 1, op.case_label(c), e->text(), v);
     }
   }
+  return {};
+}
+
+// The whole op.toml, section by section in the order its errors are reported.
+Result<OpSpec> parse_table(const Context& ctx, const toml::table& root) {
+  KOPE_TRY(check_keys(ctx, root,
+                      {"name", "category", "level", "summary", "dims", "zero_dims", "inputs", "outputs", "inouts", "attrs",
+                       "flops", "bytes", "tolerance", "cases", "reference", "source"},
+                      "op.toml"));
+  OpSpec op;
+  KOPE_TRY(parse_identity(ctx, root, op));
+  KOPE_TRY(parse_dims(ctx, root, op));
+  KOPE_TRY(parse_tensors(ctx, root, op));
+  KOPE_TRY(parse_attrs_and_zero_dims(ctx, root, op));
+  KOPE_TRY(check_distinct_names(ctx, root, op));
+  KOPE_TRY(parse_costs_and_tolerance(ctx, root, op));
+  KOPE_TRY(parse_cases(ctx, root, op));
+  KOPE_TRY(check_cases(ctx, op));
   return op;
 }
 
