@@ -153,6 +153,7 @@ json config_to_json(const RunConfig& c) {
               {"model", c.model},
               {"target", c.target},
               {"toolchain", c.toolchain},
+              {"isa", c.isa},
               {"ops", ops}};
 }
 
@@ -179,6 +180,7 @@ Result<RunConfig> config_from_json(const json& j) {
     c.model = j.value("model", json::object());
     c.target = j.value("target", "");
     c.toolchain = j.value("toolchain", "");
+    c.isa = j.value("isa", "native");
     for (const auto& o : j.at("ops")) {
       c.ops.push_back({o.at("name").get<std::string>(), o.at("dir").get<std::string>(), o.value("spec_hash", "")});
     }

@@ -81,6 +81,9 @@ struct RunConfig {
   nlohmann::json model = nlohmann::json::object();  // provider, model, base_url, window, ... (no secrets)
   std::string target;
   std::string toolchain;
+  // The ISA level candidates are compiled for (hw/isa.h: "native", "x86-64-v3", ...): a resume
+  // compiles for it again. Runs from before it: "native".
+  std::string isa = "native";
   struct OpRef {
     std::string name;
     std::string dir;

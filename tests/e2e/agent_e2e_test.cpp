@@ -7,6 +7,7 @@
 #include <set>
 
 #include "e2e_fixture.h"
+#include "hw/isa.h"
 #include "kope/memory.h"
 
 namespace kope {
@@ -282,6 +283,27 @@ TEST_F(AgentE2E, ResumeAfterSigkillMatchesAStraightRun) {
       auto c = (*store)->find_case(fmt::format("{}/e2e_scale/{}", got["run_id"].get<std::string>(), k));
       EXPECT_TRUE(c && *c) << k;
     }
+  }
+}
+
+// A run made with --isa records its level; `--resume` without --isa compiles for it again (a
+// native resume on an AVX-512 host would be another target, and refused).
+TEST_F(AgentE2E, AResumeCompilesForTheIsaLevelTheRunRecorded) {
+  configure_model("fake-fixed-usage-model");
+  fs::path dir = project() / "v3";
+  auto o = kope(run_args(dir, {k_scale.string()}, 2, {"--quiet", "--isa", "x86-64-v3"}));
+  if (o.code == 2 && o.err.find("x86-64-v3") != std::string::npos) GTEST_SKIP() << "this CPU has no x86-64-v3: " << o.err;
+  ASSERT_EQ(o.code, 0) << o.err;
+  json cfg = read_json(dir / "config.json");
+  EXPECT_EQ(cfg["isa"], "x86-64-v3");
+  EXPECT_EQ(cfg["target"], "x86_64-avx2-fma");
+  auto resumed = kope({"run", "--resume", dir.string(), "--quiet"});
+  EXPECT_EQ(resumed.code, 0) << resumed.err;
+  // A level given on the command line still wins, and a target that differs is refused.
+  auto native = kope({"run", "--resume", dir.string(), "--quiet", "--isa", "native"});
+  if (host_cpu_target().str() != "x86_64-avx2-fma") {
+    EXPECT_NE(native.code, 0);
+    EXPECT_NE(native.err.find("was made on target x86_64-avx2-fma"), std::string::npos) << native.err;
   }
 }
 

@@ -155,6 +155,7 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
   c.level = o.level;
   c.backend = o.backend;
   c.library_config = o.library_config;
+  c.isa = util::get_env("KOPE_ISA").value_or("native");  // set by apply_isa
   c.suite_root = o.suite.empty() ? spec::default_ops_dir().string() : fs::absolute(o.suite).string();
   c.jobs = std::max(1, o.jobs);
   c.seed = o.seed ? *o.seed : std::random_device{}();
@@ -211,6 +212,17 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
 
 // Prints a line of progress on stderr unless --quiet.
 using Say = std::function<void(const std::string&)>;
+
+// The ISA level a run directory's config.json records, for a resume given neither --isa nor
+// $KOPE_ISA; "" (apply_isa's default) when it records none or cannot be read (opening the run
+// then says why).
+std::string recorded_isa(const fs::path& run_dir) {
+  if (util::get_env("KOPE_ISA").value_or("") != "") return "";
+  auto text = util::read_file(run_dir / "config.json");
+  if (!text) return "";
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  return j.is_object() ? j.value("isa", "") : "";
+}
 
 // --resume: the run directory's run, continued as it was configured (only --jobs may change);
 // its model profile, when it used one, must still be configured.
@@ -474,7 +486,7 @@ Result<int> run_command(const RunOptions& o, const std::vector<std::string>& giv
   Say say = [&](const std::string& line) {
     if (!o.quiet) std::fprintf(stderr, "%s\n", line.c_str());
   };
-  KOPE_TRY(apply_isa(o.isa));
+  KOPE_TRY(apply_isa(o.isa.empty() && !o.resume.empty() ? recorded_isa(o.resume) : o.isa));
   if (o.resume.empty() ? o.executor == "slurm" : is_slurm_run(o.resume)) return slurm_command(o, given, task_args, say);
 
   std::optional<llm::Profile> profile;
