@@ -96,13 +96,13 @@ Result<std::optional<run::RefineEvidence>> refine_evidence(memory::Store& store,
   f.target = q.target;
   f.stage = memory::Stage::refine;
   f.foreign_origin = false;
+  f.quarantined = false;  // neither quarantined nor refuted
   f.limit = 5000;
   KOPE_ASSIGN(auto cases, store.cases(f));
   run::RefineEvidence ev;
   ev.category = q.task.category;
   for (const auto& c : cases) {
     if (c.task.category != q.task.category || c.verdict == eval::Verdict::bad_answer) continue;
-    if (c.quarantine_status == "quarantined" || c.quarantine_status == "refuted") continue;
     if (q.holdout.excludes(c.task.op, c.task.spec_hash, c.run_id)) continue;
     ++ev.refinements;
     if (c.verdict == eval::Verdict::correct && c.outcome == memory::Outcome::effective) ++ev.wins;
