@@ -533,6 +533,21 @@ TEST(GapStopRule, StopsAfterThePatienceItsGapAllows) {
   EXPECT_EQ(stop_reason(near, cfg), "roofline");
   cfg.stop_rule = run::StopRule::fixed;
   EXPECT_EQ(stop_reason(near, cfg), "roofline");
+  // The library target: once the incumbent is that many times as fast as the library, and only
+  // on an op with a library baseline.
+  cfg.library_target = 1.2;
+  OpState lib;
+  lib.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.4, true));
+  EXPECT_FALSE(stop_decision(lib, cfg));  // no library baseline
+  lib.attempts[0].speedup_vs_library = 1.19;
+  EXPECT_FALSE(stop_decision(lib, cfg));
+  lib.attempts[0].speedup_vs_library = 1.2;
+  auto by_library = stop_decision(lib, cfg);
+  ASSERT_TRUE(by_library);
+  EXPECT_EQ(by_library->reason, "library");
+  EXPECT_EQ(by_library->detail, "1.20x the library (target 1.20x)");
+  cfg.library_target = 0;
+  EXPECT_FALSE(stop_decision(lib, cfg));
   // The fixed rule: cfg.patience attempts, whatever the gap.
   auto fixed = stop_decision(st, cfg);
   ASSERT_TRUE(fixed);

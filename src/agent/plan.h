@@ -27,18 +27,19 @@ Plan plan_next(const run::OpState& state, const run::LoopConfig& cfg);
 
 // Why the op stops now: the rule's name and, for the patience rules, the facts it weighed.
 struct StopDecision {
-  // "iterations", "token_budget", "time_limit", "roofline", "no_improvement" (the fixed
+  // "iterations", "token_budget", "time_limit", "roofline", "library", "no_improvement" (the fixed
   // patience rule), "near_roof" (the gap rule), "unlikely_to_pay" (the evidence rule), or a
   // replay rule (agent/replay.h).
   std::string reason;
   // For the patience rules: "4 attempts without a new incumbent (patience 4 at 55% of the
-  // roofline)"; "" for the others.
+  // roofline)"; for "library": "1.31x the library (target 1.20x)"; "" for the others.
   std::string detail;
 };
 
 // The stopping rule that ends the op now, or nullopt to go on. Checked in this order: the
 // iteration limit, replay's rules, the token budget, the time limit, the incumbent reaching
-// roofline_target on every timed case, then the patience rule cfg.stop_rule selects (the same
+// roofline_target on every timed case, the incumbent reaching library_target times the library's
+// speed (ops with a library baseline), then the patience rule cfg.stop_rule selects (the same
 // whatever the context mode): `fixed`, cfg.patience attempts without a new incumbent; `gap`,
 // see gap_patience; `evidence`, see evidence_patience, else as `gap`. No patience rule applies to
 // replay. Pure.

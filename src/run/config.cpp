@@ -47,6 +47,7 @@ json loop_config_to_json(const LoopConfig& c) {
               {"token_budget", c.token_budget},
               {"time_limit_seconds", c.time_limit_seconds},
               {"roofline_target", c.roofline_target},
+              {"library_target", c.library_target},
               {"patience", c.patience},
               {"stop_rule", std::string(stop_rule_name(c.stop_rule))},
               {"gap_patience", c.gap_patience},
@@ -88,6 +89,8 @@ Result<LoopConfig> loop_config_from_json(const json& j) {
     c.token_budget = j.at("token_budget").get<int64_t>();
     c.time_limit_seconds = j.at("time_limit_seconds").get<double>();
     c.roofline_target = j.at("roofline_target").get<double>();
+    // Runs written before the library target existed had none.
+    c.library_target = j.value("library_target", 0.0);
     c.patience = j.at("patience").get<int>();
     // Runs written before the gap rule existed stopped by the fixed rule.
     std::string stop_rule = j.value("stop_rule", "fixed");

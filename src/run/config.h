@@ -36,6 +36,8 @@ struct LoopConfig {
   double time_limit_seconds = 0;     // per op; 0 = unlimited
   double roofline_target = 0.8;      // stop once every timed case of the incumbent reaches this
                                      // fraction of its working-set roofline; 0 = off
+  double library_target = 0;         // stop once the incumbent is this many times as fast as the
+                                     // library baseline (ops with one); 0 = off
   int patience = 4;                  // iterations without a new incumbent; 0 = off
   StopRule stop_rule = StopRule::fixed;
   int gap_patience = 2;              // gap rule: attempts without a new incumbent near the roof; 0 = off

@@ -78,6 +78,7 @@ struct RunOptions {
   int64_t token_budget = 0;
   double time_limit = 0;
   double roofline_target = 0.8;
+  double library_target = 0;
   int patience = 4;
   std::string stop_rule = "fixed";
   int gap_patience = 2;
@@ -167,6 +168,7 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
   l.token_budget = o.token_budget;
   l.time_limit_seconds = o.time_limit;
   l.roofline_target = o.roofline_target;
+  l.library_target = o.library_target;
   l.patience = o.patience;
   auto stop_rule = run::parse_stop_rule(o.stop_rule);
   if (!stop_rule) return fail(ErrorKind::usage, "--stop-rule must be fixed, gap or evidence (got '{}')", o.stop_rule);
@@ -546,6 +548,10 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_option("--time-limit", o->time_limit, "Seconds per operator; 0 = unlimited")->default_val(0);
   cmd->add_option("--roofline-target", o->roofline_target, "Stop an operator once its best kernel reaches this fraction of the roofline; 0 = never")
       ->default_val(0.8);
+  cmd->add_option("--library-target", o->library_target,
+                  "Stop an operator with a library baseline once its best kernel is this many times as fast as the library (e.g. 1.2, with --library-config best); 0 = never")
+      ->default_val(0)
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--patience", o->patience, "Stop an operator after this many attempts without a faster kernel; 0 = never")
       ->default_val(4);
   cmd->add_option("--stop-rule", o->stop_rule,

@@ -476,6 +476,7 @@ struct McpTools {
       }
     };
     add_number("roofline_target", 0);
+    add_number("library_target", 0);
     add_number("eval_ci", s().eval_ci);
     add_number("eval_max_seconds", s().eval_max_seconds);
     if (a.value("no_starter", false)) args.push_back("--no-starter");
@@ -848,6 +849,7 @@ std::vector<mcp::Tool> McpKope::tools() {
               {"patience", json{{"type", "integer"}, {"minimum", 0}, {"description", "As kope run --patience"}}},
               {"token_budget", json{{"type", "integer"}, {"minimum", 0}, {"description", ""}}},
               {"roofline_target", json{{"type", "number"}, {"minimum", 0}, {"description", "As kope run --roofline-target"}}},
+              {"library_target", json{{"type", "number"}, {"minimum", 0}, {"description", "As kope run --library-target"}}},
               {"eval_ci", json{{"type", "number"}, {"minimum", 0}, {"description", "As kope run --eval-ci"}}},
               {"eval_max_seconds", json{{"type", "number"}, {"minimum", 0}, {"description", "As kope run --eval-max-seconds"}}},
               {"no_starter", boolean("Do not import the starter experience")}, {"no_reflect", boolean("No reflection")}},
