@@ -414,6 +414,29 @@ RunFigures run_figures(const RunData& r, const std::string& label, Analysis& an)
   return f;
 }
 
+// Where a run did not beat the library on an op it finished (issue 31: say so, don't hide it):
+// solved but slower than the library, with the measured figures, or no correct kernel at all.
+void note_library_not_beaten(Analysis& an) {
+  for (const auto& f : an.figures) {
+    for (const auto& o : f.ops) {
+      if (!o.selected || !o.done || !o.has_library) continue;
+      std::string stop = o.stop_reason.empty() ? "" : fmt::format("; stop: {}", o.stop_reason);
+      std::string library = o.library_config.empty() ? "the library" : fmt::format("the library ({}{})", o.library_config,
+                                                                                   o.library_forced ? ", forced by " + o.library_forced_by : "");
+      if (!o.solved) {
+        an.notes.push_back(fmt::format("{}: {} did not beat {}: no correct kernel in {}{}", f.label, o.name, library,
+                                       plural(o.attempts, "attempt", "attempts"), stop));
+      } else if (o.speedup_vs_library && *o.speedup_vs_library < 1.0) {
+        std::string roof = o.fraction_of_roofline ? fmt::format(", {:.0f}% of the roofline", 100 * *o.fraction_of_roofline) : "";
+        an.notes.push_back(fmt::format("{}: {} did not beat {} in {}: its best kernel is {:.2f}x the library, {:.2f}x the "
+                                       "reference{}{}",
+                                       f.label, o.name, library, plural(o.attempts, "attempt", "attempts"),
+                                       *o.speedup_vs_library, o.speedup_vs_reference.value_or(0), roof, stop));
+      }
+    }
+  }
+}
+
 // The operators solved in every run, and the means over them.
 void common_set_means(Analysis& an) {
   const OpSet& set = an.set;
@@ -591,6 +614,7 @@ Result<Analysis> analyse(std::vector<RunData> runs, const ReportOptions& options
   an.runs = std::move(runs);
   for (size_t i = 0; i < an.runs.size(); ++i) an.figures.push_back(run_figures(an.runs[i], labels[i], an));
   compute_tokens_to_target(an.figures);
+  note_library_not_beaten(an);
   common_set_means(an);
   // Paired comparisons: the baseline against every other run.
   if (an.figures.size() > 1) {

@@ -9,6 +9,8 @@
 #include "report/tables.h"
 #include "run/events.h"
 #include "run/results.h"
+#include "util/fs.h"
+#include "util/strings.h"
 
 namespace kope::report {
 namespace {
@@ -162,6 +164,40 @@ TEST(Figures, PairedComparisonIsDeterministic) {
   Analysis rev = analyse_fixture({"run-none", "run-active"}, o);
   EXPECT_EQ(rev.comparisons[0].baseline, "active");
   EXPECT_NEAR(rev.comparisons[0].metrics[0].interval->estimate, -1.0 / 14.0, 1e-12);
+}
+
+// An op a run finished without beating the library gets a note with its figures; one that beat
+// it, or has no library baseline, gets none.
+TEST(Figures, NotesWhereTheLibraryWasNotBeaten) {
+  auto tmp = util::TempDir::create("kope-figures");
+  ASSERT_TRUE(tmp) << tmp.error().message;
+  for (const char* d : {"run-none", "ops"}) fs::copy(k_fixtures / d, tmp->path() / d, fs::copy_options::recursive);
+  fs::path events = tmp->path() / "run-none/events.jsonl";
+  auto text = util::read_file(events);
+  ASSERT_TRUE(text);
+  // fx_norm's best kernel becomes 0.8x the library instead of 1.2x.
+  std::string edited = util::replace_all(*text, "\"speedup_vs_library\": 1.2,", "\"speedup_vs_library\": 0.8,");
+  ASSERT_NE(edited, *text);
+  ASSERT_TRUE(util::write_file_atomic(events, edited));
+  std::vector<RunData> runs;
+  for (const fs::path& d : {tmp->path() / "run-none", k_fixtures / "run-active"}) {
+    auto r = load_run(d);
+    ASSERT_TRUE(r) << r.error().message;
+    runs.push_back(std::move(*r));
+  }
+  auto an = analyse(std::move(runs), {});
+  ASSERT_TRUE(an) << an.error().message;
+  std::vector<std::string> notes;
+  for (const auto& n : an->notes) {
+    if (n.find("did not beat") != std::string::npos) notes.push_back(n);
+  }
+  ASSERT_EQ(notes.size(), 2u) << util::join(an->notes, "\n");
+  EXPECT_EQ(notes[0].find("none: fx_norm did not beat the library"), 0u) << notes[0];
+  EXPECT_NE(notes[0].find("in 2 attempts: its best kernel is 0.80x the library, "), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("stop: iterations"), std::string::npos) << notes[0];
+  // fx_norm has no correct kernel in the active run; fx_scale beat the library in both.
+  EXPECT_EQ(notes[1].find("active: fx_norm did not beat the library"), 0u) << notes[1];
+  EXPECT_NE(notes[1].find("no correct kernel in 2 attempts"), std::string::npos) << notes[1];
 }
 
 TEST(Figures, OpsSelectorDefinesTheSet) {
