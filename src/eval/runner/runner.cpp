@@ -238,6 +238,22 @@ void send_reply(const proto::Header& h, proto::ReplyKind kind, int code, const c
   if (n != static_cast<ssize_t>(sizeof r)) ::_exit(4);
 }
 
+// glibc reads /proc/sys/vm/overcommit_memory the first time it shrinks a thread arena's heap
+// (check_may_shrink_heap, cached for the process): an honest kernel whose OpenMP threads free
+// their scratch would open a file under the filter and die as a cheat. A worker thread grows and
+// trims its arena once here, before any filter, so glibc has read it.
+void warm_thread_heap_trim() {
+  constexpr int k_blocks = 32;
+  constexpr size_t k_block = 96 * 1024;  // below the mmap threshold: from the thread's arena
+  void* blocks[k_blocks];
+  for (auto& b : blocks) {
+    b = std::malloc(k_block);
+    if (b != nullptr) std::memset(b, 0, k_block);
+    asm volatile("" : : "r"(b) : "memory");  // the compiler may not elide the pair
+  }
+  for (int i = k_blocks - 1; i >= 0; --i) std::free(blocks[i]);
+}
+
 // --- seccomp ---------------------------------------------------------------------------------
 
 // The allowlist for candidate code: memory, futexes (OpenMP), signals to itself, time, sleeping,
@@ -541,7 +557,10 @@ int main(int argc, char** argv) {
   int got = 0;
 #pragma omp parallel num_threads(threads)
   {
-    if (omp_get_thread_num() != 0) install_alt_stack();
+    if (omp_get_thread_num() != 0) {
+      install_alt_stack();
+      warm_thread_heap_trim();
+    }
 #pragma omp atomic
     got += 1;
   }
