@@ -169,19 +169,31 @@ std::string display_symbol(std::string_view name) {
   return shown;
 }
 
+std::string disassembled_function(std::string_view raw) {
+  std::string_view line = util::trim(raw);
+  if (!line.ends_with(">:")) return "";
+  size_t lt = line.find('<');
+  return lt == std::string_view::npos ? "" : display_symbol(line.substr(lt + 1, line.size() - lt - 3));
+}
+
+std::string_view disassembled_instruction(std::string_view raw) {
+  std::string_view line = util::trim(raw);
+  size_t tab = line.rfind('\t');  // the raw bytes, when shown, sit between the address and it
+  return tab == std::string_view::npos ? line : util::trim(line.substr(tab + 1));
+}
+
 std::vector<std::string> forbidden_instructions(std::string_view flagged) {
   std::vector<std::string> out;
   std::string function = "?";
   for (auto& raw : util::split(flagged, '\n')) {
     std::string_view line = util::trim(raw);
     if (line.empty()) continue;
-    if (line.ends_with(">:")) {
-      size_t lt = line.find('<');
-      if (lt != std::string_view::npos) function = display_symbol(line.substr(lt + 1, line.size() - lt - 3));
+    if (std::string header = disassembled_function(line); !header.empty()) {
+      function = header;
       continue;
     }
-    size_t tab = line.find('\t');
-    std::string_view insn = tab == std::string_view::npos ? line : util::trim(line.substr(tab + 1));
+    if (line.ends_with(">:")) continue;
+    std::string_view insn = disassembled_instruction(line);
     std::string mnemonic(insn.substr(0, insn.find_first_of(" \t")));
     std::string what;
     if (mnemonic == "syscall" || mnemonic == "sysenter" || mnemonic == "int" || mnemonic == "sysexit" ||

@@ -71,6 +71,13 @@ extern const char* const k_disassembly_filter;
 // Parses the filtered disassembly into findings: "syscall in kope_kernel".
 std::vector<std::string> forbidden_instructions(std::string_view flagged);
 
+// One line of `objdump -d -w` output, with or without raw bytes: the function a header line
+// ("0000000000000000 <kope_kernel>:") opens, readable (display_symbol), or "" for other lines;
+// and the instruction of an instruction line ("   4:\t0f 05 \tsyscall" and "   4:\tsyscall" give
+// "syscall"), the trimmed line itself when it has no tab.
+std::string disassembled_function(std::string_view line);
+std::string_view disassembled_instruction(std::string_view line);
+
 // The symbols of the candidate's own writable static data (mangled names, in symbol-table order):
 // defined objects and thread-locals in writable sections (common symbols included), without
 // what the compiler and runtime add on its behalf (exception personality references, guard

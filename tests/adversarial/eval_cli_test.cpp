@@ -205,6 +205,48 @@ TEST(EvalCli, IsaLevelRejectsInstructionsAboveIt) {
   EXPECT_NE(jl["message"].get<std::string>().find("-mavx512f enable instructions (avx512f"), std::string::npos) << jl["message"];
 }
 
+// Nor can the source lift itself above the level: `#pragma GCC target`, target attributes,
+// target_clones and inline asm compile, but the compiled object is disassembled and AVX-512 in
+// it is a compile error naming the instructions, their function and the level. Natively the
+// same kernels compile (and run, on an AVX-512 CPU). No AVX-512 hardware is needed to compile.
+TEST(EvalCli, IsaLevelRejectsInstructionsTheSourceLiftsAboveIt) {
+  if (!target_at_level(host_cpu_target(), IsaLevel::x86_64_v3)) GTEST_SKIP() << "this CPU is not x86-64-v3 (AVX2 + FMA)";
+  struct Case {
+    const char* file;
+    const char* function;  // where the AVX-512 code is
+    bool runs_natively;    // correct under native on an AVX-512 CPU (target_clones is an ifunc: rejected)
+  };
+  for (const Case& k : std::initializer_list<Case>{
+           {"vadd_pragma_avx512.cpp", "kope_kernel", true},
+           {"vadd_target_attribute.cpp", "add16(float const*, float const*, float*, long)", true},
+           {"vadd_inline_asm_zmm.cpp", "kope_kernel", true},
+           {"vadd_target_clones.cpp", "add_all(float const*, float const*, float*, long) [clone .avx512f", false},
+       }) {
+    std::string path = (fs::path(KOPE_SOURCE_DIR) / "tests/adversarial/isa" / k.file).string();
+    Cli c = kope({"eval", path, "--op", op_dir("elementwise/vadd"), "--isa", "x86-64-v3", "--json", "--no-time"});
+    ASSERT_EQ(c.code, 1) << k.file << "\n" << c.out << c.err;
+    json j = json::parse(c.out);
+    EXPECT_EQ(j["verdict"], "compile_error") << k.file;
+    std::string message = j["message"].get<std::string>();
+    EXPECT_NE(message.find("AVX-512 instructions ("), std::string::npos) << message;
+    EXPECT_NE(message.find("%zmm"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string(") in ") + k.function), std::string::npos) << message;
+    EXPECT_NE(message.find("are above the target level x86-64-v3"), std::string::npos) << message;
+    EXPECT_NE(message.find("#pragma GCC target, target attributes and inline asm cannot lift a kernel above the level"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(j["target"], "x86_64-avx2-fma");
+
+    Cli native = kope({"eval", path, "--op", op_dir("elementwise/vadd"), "--json", "--no-time"});
+    json jn = json::parse(native.out, nullptr, false);
+    ASSERT_FALSE(jn.is_discarded()) << k.file << "\n" << native.out << native.err;
+    EXPECT_NE(jn["verdict"], "compile_error") << k.file << "\n" << native.out;
+    if (k.runs_natively && host_cpu_target().has("avx512")) {
+      EXPECT_EQ(jn["verdict"], "correct") << k.file << "\n" << native.out;
+    }
+  }
+}
+
 // The same level takes an AVX2 kernel, and names the target an AVX2 CPU has.
 TEST(EvalCli, IsaLevelAcceptsKernelsWithinIt) {
   if (!target_at_level(host_cpu_target(), IsaLevel::x86_64_v3)) GTEST_SKIP() << "this CPU is not x86-64-v3 (AVX2 + FMA)";

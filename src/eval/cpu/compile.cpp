@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/cpu/cpu.h"
+#include "eval/isa_check.h"
 #include "eval/sandbox.h"
 #include "hw/isa.h"
 #include "util/fs.h"
@@ -162,9 +163,14 @@ Result<BuildOutcome> CpuCompiler::build(const spec::OpSpec& op, std::string_view
   KOPE_ASSIGN(auto policy, SymbolPolicy::for_compiler(m_compiler.string()));
   auto flags = compile_flags(extra_flags);
   std::string shim = spec::render_entry_shim(op);
-  std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", k_recipe, m_tc.version, util::join(flags, " "),
-                                                 util::sha256_hex(shim + spec::render_signature(op)), util::sha256_hex(source),
-                                                 m_compiler.string()));
+  std::string key_text = fmt::format("{}\n{}\n{}\n{}\n{}\n{}", k_recipe, m_tc.version, util::join(flags, " "),
+                                     util::sha256_hex(shim + spec::render_signature(op)), util::sha256_hex(source), m_compiler.string());
+  // Below native the disassembly keeps what the level check reads: an entry built with another
+  // filter is not reused. Native keys are unchanged.
+  if (std::string isa_filter = isa_disassembly_filter(isa_level_of_flags(m_tc.flags)); !isa_filter.empty()) {
+    key_text += "\n" + isa_filter;
+  }
+  std::string key = util::sha256_hex(key_text);
   CandidateBuild b;
   b.entry = util::cache_dir() / "eval" / "compile" / key.substr(0, 2) / key.substr(0, 40);
   b.build = [&](const fs::path& scratch) { return build_fresh(op, source, flags, shim_o, scratch); };
@@ -202,6 +208,12 @@ Result<BuildOutcome> CpuCompiler::conclude(const spec::OpSpec& op, const SymbolP
                                            const json& stored) const {
   if (stored.value("status", "") == "compile_error") return stored_compile_error(stored);
   KOPE_ASSIGN(BuiltObject obj, read_built_object(dir));
+  // Below native, code above the level is a compile error however the source asked for it
+  // (pragmas, target attributes, inline asm): an ISA rule, so it holds with `inspect` off too.
+  if (IsaLevel level = isa_level_of_flags(m_tc.flags); level != IsaLevel::native) {
+    std::vector<IsaViolation> above = instructions_above_level(obj.flagged, level);
+    if (!above.empty()) return compile_error(above_level_message(above, level, m_tc.flags), above_level_diagnostics(above));
+  }
   ObjectRules rules;
   rules.enforce = m_inspect;
   rules.no_entry = fmt::format("the source defines no kope_kernel; expected: {}", spec::render_signature(op));
@@ -232,8 +244,14 @@ Result<FreshBuild> CpuCompiler::build_fresh(const spec::OpSpec& op, std::string_
   script += fmt::format("echo '{}compile' >&2\n", marker);
   script += fmt::format("{}{} -fdiagnostics-color=never -fmax-errors=20 -include kope_signature.h -c kernel.cpp -o kernel.o || exit 10\n",
                         cxx, fl);
-  script += fmt::format("{{ {} -d --no-show-raw-insn -w kernel.o || echo '{}objdump-failed'; }} | grep -E {} | head -c 1000000 > flagged.txt\n",
-                        util::shell_quote(objdump.string()), marker, util::shell_quote(std::string(k_disassembly_filter) + "|" + marker));
+  // Below native the raw bytes are shown (an EVEX prefix is seen in them) and the lines above
+  // the level are kept too (eval/isa_check.h).
+  std::string filter = std::string(k_disassembly_filter) + "|" + marker;
+  std::string isa_filter = isa_disassembly_filter(isa_level_of_flags(m_tc.flags));
+  if (!isa_filter.empty()) filter += "|" + isa_filter;
+  script += fmt::format("{{ {} -d{} -w kernel.o || echo '{}objdump-failed'; }} | grep -E {} | head -c 1000000 > flagged.txt\n",
+                        util::shell_quote(objdump.string()), isa_filter.empty() ? " --no-show-raw-insn" : "", marker,
+                        util::shell_quote(filter));
   script += fmt::format("echo '{}link' >&2\n", marker);
   script += fmt::format("{}{} -shared -o kernel.so kernel.o kope_entry.o -Wl,-z,defs -Wl,-z,now -Wl,-z,noexecstack || exit 12\n", cxx, fl);
 
