@@ -17,6 +17,7 @@
 #include "eval/measure.h"
 #include "eval/native.h"
 #include "eval/stats.h"
+#include "hw/isa.h"
 #include "util/file_lock.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -59,6 +60,26 @@ bool cpu_runs_openblas_core(std::string_view core) {
   if (core == "Cooperlake") return avx512 && __builtin_cpu_supports("avx512bf16");
   if (core == "SapphireRapids") return avx512 && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512fp16");
   return false;
+}
+
+// The ISA level kernels are compiled for (--isa, hw/isa.h) holds the library baselines too: under
+// x86-64-v3 OpenBLAS and oneDNN run their AVX2 code, as they would on an AVX2 machine, so a
+// kernel limited to AVX2 is not measured against the library's AVX-512 code.
+IsaLevel library_level() {
+  auto level = isa_level_from_env();
+  return level ? *level : IsaLevel::native;
+}
+
+bool openblas_core_within_level(std::string_view core, IsaLevel level) {
+  if (level == IsaLevel::native) return true;
+  if (iequals(core, "Sandybridge") || iequals(core, "Haswell") || iequals(core, "Zen")) return true;
+  return level == IsaLevel::x86_64_v4 && iequals(core, "SkylakeX");
+}
+
+bool onednn_isa_within_level(std::string_view isa, IsaLevel level) {
+  if (level == IsaLevel::native) return true;
+  if (iequals(isa, "SSE41") || iequals(isa, "AVX") || iequals(isa, "AVX2")) return true;
+  return level == IsaLevel::x86_64_v4 && iequals(isa, "AVX512_CORE");
 }
 
 bool cpu_runs_onednn_isa(std::string_view isa) {
@@ -124,6 +145,15 @@ LibraryEnv library_env_default() {
     std::optional<std::string> v = util::get_env(name.c_str());
     if (v && v->empty()) v.reset();
     if (name == "OPENBLAS_CORETYPE" && !v) v = openblas_coretype_for_host();
+    // Below native, a setting above the level (or none, which lets the library use every
+    // extension of this CPU) becomes the level's own.
+    IsaLevel level = library_level();
+    if (level != IsaLevel::native) {
+      bool v3 = level == IsaLevel::x86_64_v3;
+      if (name == "OPENBLAS_CORETYPE" && (!v || !openblas_core_within_level(*v, level))) v = v3 ? "Haswell" : "SkylakeX";
+      if (name == "ONEDNN_MAX_CPU_ISA" && (!v || !onednn_isa_within_level(*v, level))) v = v3 ? "AVX2" : "AVX512_CORE";
+      if (name == "DNNL_MAX_CPU_ISA" && v && !onednn_isa_within_level(*v, level)) v.reset();
+    }
     env.emplace_back(name, v);
   }
   return env;
@@ -241,16 +271,22 @@ std::vector<LibrarySetting> library_settings_to_try(std::string_view library) {
     }
     return e;
   };
+  IsaLevel level = library_level();
   out.push_back({"environment", base, ""});
-  out.push_back({"auto", with(std::nullopt, true), ""});
+  // The library's own choice uses every extension of this CPU: not below native.
+  if (level == IsaLevel::native) out.push_back({"auto", with(std::nullopt, true), ""});
   if (library == "openblas") {
     for (const char* core : {"Sandybridge", "Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"}) {
-      if (cpu_runs_openblas_core(core)) out.push_back({fmt::format("openblas:{}", core), with(std::string(core), true), core});
+      if (cpu_runs_openblas_core(core) && openblas_core_within_level(core, level)) {
+        out.push_back({fmt::format("openblas:{}", core), with(std::string(core), true), core});
+      }
     }
   } else if (library == "onednn") {
     for (const char* isa : {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI", "AVX512_CORE_BF16",
                             "AVX512_CORE_AMX"}) {
-      if (cpu_runs_onednn_isa(isa)) out.push_back({fmt::format("onednn:{}", isa), with(std::string(isa), true), ""});
+      if (cpu_runs_onednn_isa(isa) && onednn_isa_within_level(isa, level)) {
+        out.push_back({fmt::format("onednn:{}", isa), with(std::string(isa), true), ""});
+      }
     }
   }
   return out;

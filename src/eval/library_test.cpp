@@ -243,6 +243,42 @@ TEST(LibraryConfig, SettingsToTryFollowTheCpu) {
   EXPECT_TRUE(library_env_for_setting("openblas", "environment"));
 }
 
+// Below native the libraries are held to the level: under x86-64-v3 no setting above AVX2 is
+// tried (nor the library's own choice, which uses all of this CPU), and the environment's
+// setting is capped at the level's.
+TEST(LibraryConfig, SettingsBelowNativeStayWithinTheLevel) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "this CPU is not x86-64-v3";
+  const char* old = std::getenv("KOPE_ISA");
+  std::string saved = old ? old : "";
+  ::setenv("KOPE_ISA", "x86-64-v3", 1);
+  std::vector<std::string> blas, dnn;
+  for (const auto& s : library_settings_to_try("openblas")) blas.push_back(s.name);
+  for (const auto& s : library_settings_to_try("onednn")) dnn.push_back(s.name);
+  LibraryEnv env = library_env_default();
+  if (old) {
+    ::setenv("KOPE_ISA", saved.c_str(), 1);
+  } else {
+    ::unsetenv("KOPE_ISA");
+  }
+  auto has = [](const std::vector<std::string>& v, std::string_view x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  EXPECT_EQ(blas.front(), "environment");
+  EXPECT_FALSE(has(blas, "auto"));
+  EXPECT_TRUE(has(blas, "openblas:Haswell"));
+  for (const char* above : {"openblas:SkylakeX", "openblas:Cooperlake", "openblas:SapphireRapids"}) EXPECT_FALSE(has(blas, above)) << above;
+  EXPECT_TRUE(has(dnn, "onednn:AVX2"));
+  for (const char* above : {"auto", "onednn:AVX2_VNNI", "onednn:AVX512_CORE", "onednn:AVX512_CORE_BF16"}) EXPECT_FALSE(has(dnn, above)) << above;
+  for (const auto& [name, value] : env) {
+    if (name == "OPENBLAS_CORETYPE") {
+      ASSERT_TRUE(value);
+      EXPECT_TRUE(*value == "Haswell" || *value == "Zen" || *value == "Sandybridge") << *value;
+    }
+    if (name == "ONEDNN_MAX_CPU_ISA") {
+      ASSERT_TRUE(value);
+      EXPECT_TRUE(*value == "AVX2" || *value == "AVX" || *value == "SSE41") << *value;
+    }
+  }
+}
+
 // The trusted runner reports what OpenBLAS runs with, and a configuration given to a runner
 // explicitly is the one it runs (the test process's own environment is left alone).
 TEST(LibraryConfig, TheRunnerReportsTheLibrarysOwnConfiguration) {
