@@ -142,6 +142,18 @@ struct CaseTimingRecord {
   std::optional<double> floor_us;
 };
 
+// The review state of a case's speed (the quarantine rules above). The numbers are the codes a
+// database stores (case_derived.quarantine): never renumber them.
+enum class QuarantineStatus { none = 0, quarantined = 1, verified = 2, refuted = 3 };
+// The one name of each status, used by JSON exports and imports, `kope memory` and reports: ""
+// for none, else the enumerator's name.
+std::string_view quarantine_status_name(QuarantineStatus s);
+// The status a name denotes ("" is none); nullopt for a name kope does not know.
+std::optional<QuarantineStatus> parse_quarantine_status(std::string_view s);
+// Whether a case in this state is held back from speed evidence (quarantined or refuted): it
+// counts r = 0, is never a best case and is not offered as evidence.
+bool quarantine_holds_back(QuarantineStatus s);
+
 // One attempt. Written once; a retried write with the same natural key returns the same id.
 struct CaseRecord {
   int64_t id = 0;                 // assigned by the store
@@ -177,7 +189,7 @@ struct CaseRecord {
   // Filled by the store when reading (ignored when recording):
   double ratio = 0;               // r, from which `outcome` was computed
   double downstream = 0;          // d(v), current
-  std::string quarantine_status;  // "", "quarantined", "verified", "refuted"
+  QuarantineStatus quarantine_status = QuarantineStatus::none;
   std::string quarantine_reason;  // why it was quarantined
   std::string code_hash;          // SHA-256 of `code`
   std::string origin;             // instance id of the database the case was first recorded in
@@ -398,7 +410,7 @@ struct LineageNode {
   std::optional<double> speedup_vs_reference;
   double downstream = 0;
   std::string optimisation;
-  std::string quarantine_status;
+  QuarantineStatus quarantine_status = QuarantineStatus::none;
 };
 
 struct ExportOptions {

@@ -186,7 +186,7 @@ Status Judge::reverify_quarantined() {
 
 Status Judge::apply_reverification(const run::ReverifiedEvent& r) const {
   KOPE_ASSIGN(std::optional<memory::CaseRecord> c, m_ctx.env.store->get_case(r.case_id));
-  if (!c || c->quarantine_status != "quarantined") return {};  // already applied (or imported without it)
+  if (!c || c->quarantine_status != memory::QuarantineStatus::quarantined) return {};  // already applied (or imported without it)
   return m_ctx.env.store->verify_case(r.case_id, r.confirmed, r.reason);
 }
 

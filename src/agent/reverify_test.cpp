@@ -123,7 +123,7 @@ TEST(Reverify, AQuarantinedHonestWinIsReverifiedAndPromoted) {
   // The memory: speed evidence now, with the reason as its note.
   auto c = h.store.get_case(st.case_ids.at(2));
   ASSERT_TRUE(c && *c);
-  EXPECT_EQ((*c)->quarantine_status, "verified");
+  EXPECT_EQ(memory::quarantine_status_name((*c)->quarantine_status), "verified");
   EXPECT_FALSE((*c)->quarantined);
   EXPECT_EQ(h.store.review_notes().at(st.case_ids.at(2)), r->reason);
 
@@ -163,7 +163,7 @@ TEST(Reverify, AWinWhoseSpeedDoesNotHoldOnFreshInputsIsRefutedAndStaysQuarantine
   EXPECT_NEAR(*r->speed_kept, 0.01, 1e-9);
   auto c = h.store.get_case(st.case_ids.at(2));
   ASSERT_TRUE(c && *c);
-  EXPECT_EQ((*c)->quarantine_status, "refuted");
+  EXPECT_EQ(memory::quarantine_status_name((*c)->quarantine_status), "refuted");
   EXPECT_TRUE((*c)->quarantined);
   EXPECT_EQ(h.store.review_notes().at(st.case_ids.at(2)), r->reason);
   ASSERT_TRUE(st.incumbent());
@@ -188,7 +188,7 @@ TEST(Reverify, AWinBelowTheHardwareFloorStaysBelowItAndIsRefuted) {
   EXPECT_FALSE(r->confirmed);
   EXPECT_NE(r->reason.find("below its floor"), std::string::npos) << r->reason;
   EXPECT_EQ(st.incumbent()->iteration, 1);
-  EXPECT_EQ((*h.store.get_case(st.case_ids.at(2)))->quarantine_status, "refuted");
+  EXPECT_EQ(memory::quarantine_status_name((*h.store.get_case(st.case_ids.at(2)))->quarantine_status), "refuted");
 }
 
 TEST(Reverify, AResumedOpDoesNotReverifyTwice) {
@@ -212,7 +212,7 @@ TEST(Reverify, AResumedOpDoesNotReverifyTwice) {
   EXPECT_EQ(evaluator.calls(), 4);  // nothing evaluated again
   EXPECT_EQ(h.events_of("reverified").size(), 1u);
   EXPECT_EQ(st.incumbent()->iteration, 2);
-  EXPECT_EQ((*h.store.get_case(st.case_ids.at(2)))->quarantine_status, "verified");
+  EXPECT_EQ(memory::quarantine_status_name((*h.store.get_case(st.case_ids.at(2)))->quarantine_status), "verified");
 }
 
 }  // namespace

@@ -212,7 +212,7 @@ Result<memory::RecordedCase> InMemoryStore::record_attempt(const memory::CaseRec
   rec.error_signature = assessed.error_signature;
   rec.quarantine_reason = assessed.quarantine_reason;
   rec.quarantined = !assessed.quarantine_reason.empty();
-  rec.quarantine_status = rec.quarantined ? "quarantined" : "";
+  rec.quarantine_status = rec.quarantined ? memory::QuarantineStatus::quarantined : memory::QuarantineStatus::none;
   if (!rec.code.empty()) rec.code_hash = util::sha256_hex(rec.code);
   rec.created_at = "2026-01-01T00:00:00Z";
   m_cases.push_back(rec);
@@ -469,13 +469,14 @@ Status InMemoryStore::verify_case(int64_t id, bool confirmed, const std::string&
   std::lock_guard lock(m_mutex);
   if (id < 1 || id > static_cast<int64_t>(m_cases.size())) return fail(ErrorKind::not_found, "case {} does not exist", id);
   memory::CaseRecord& c = m_cases[static_cast<size_t>(id - 1)];
-  if (c.quarantine_status.empty() || c.quarantine_status == "verified") {
-    return fail(ErrorKind::usage, "case {} is not quarantined ({})", id, c.quarantine_status.empty() ? "never was" : "already verified");
+  if (!memory::quarantine_holds_back(c.quarantine_status)) {
+    return fail(ErrorKind::usage, "case {} is not quarantined ({})", id,
+                c.quarantine_status == memory::QuarantineStatus::none ? "never was" : "already verified");
   }
-  if (c.quarantine_status == "refuted" && confirmed) {
+  if (c.quarantine_status == memory::QuarantineStatus::refuted && confirmed) {
     return fail(ErrorKind::usage, "case {} was refuted by an earlier re-verification; record a new case instead", id);
   }
-  c.quarantine_status = confirmed ? "verified" : "refuted";
+  c.quarantine_status = confirmed ? memory::QuarantineStatus::verified : memory::QuarantineStatus::refuted;
   c.quarantined = !confirmed;
   m_review_notes[id] = note;
   return {};

@@ -112,7 +112,7 @@ Result<CaseRecord> case_from_json(const json& j) {
   c.wall_seconds = num_from(j, "wall_seconds");
   c.journal = str_from(j, "journal");
   c.created_at = str_from(j, "created_at");
-  c.quarantine_status = str_from(j, "quarantine_status");
+  c.quarantine_status = parse_quarantine_status(str_from(j, "quarantine_status")).value_or(QuarantineStatus::none);
   c.quarantine_reason = str_from(j, "quarantine_reason");
   return c;
 }
@@ -145,11 +145,12 @@ const char* outcome_colour(eval::Verdict verdict, Outcome o) {
   return "#ffffff";
 }
 
-int quarantine_state_from(std::string_view s) {
-  if (s == "quarantined") return 1;
-  if (s == "verified") return 2;
-  if (s == "refuted") return 3;
-  return 0;
+// The review state an exported case carries over: nullopt when it names none (the store assesses
+// the case afresh), none for a name kope does not know.
+std::optional<QuarantineStatus> imported_quarantine(const json& j) {
+  std::string name = str_from(j, "quarantine_status");
+  if (name.empty()) return std::nullopt;
+  return parse_quarantine_status(name).value_or(QuarantineStatus::none);
 }
 
 }  // namespace
@@ -285,7 +286,7 @@ Status SqliteStore::export_dot(std::ostream& out, const ExportOptions& options) 
                               : fmt::format("{}\\nd={:.2f}", eval::verdict_name(verdict), st.real(9));
     n.label = fmt::format("#{} {}\\n{}\\n{}", n.id, stage, numbers, dot_escape(clip_text(st.text(11), 40)));
     n.colour = outcome_colour(verdict, outcome);
-    n.quarantined = st.int64(10) == 1 || st.int64(10) == 3;
+    n.quarantined = quarantine_holds_back(stored_quarantine(st.int64(10)).value_or(QuarantineStatus::none));
     present.insert(n.id);
     clusters[{st.text(2), st.text(3)}].push_back(std::move(n));
   }
@@ -380,7 +381,7 @@ Status SqliteStore::import_cases_locked(const json& doc, const ImportOptions& op
     }
     KOPE_ASSIGN(int64_t origin_id, ensure_origin_locked(c.origin));
     InsertSource src{origin_id, options.foreign || c.foreign_origin, c.created_at, std::nullopt, {}};
-    if (!c.quarantine_status.empty()) src.quarantine_state = quarantine_state_from(c.quarantine_status);
+    src.quarantine_state = imported_quarantine(jc);
     if (!c.quarantine_reason.empty()) src.review_note = "imported: " + c.quarantine_reason;
     c.error_signature = c.error_signature;  // kept as exported
     KOPE_ASSIGN(RecordedCase recorded, insert_case_locked(c, src));

@@ -145,6 +145,37 @@ TEST_P(ExchangeTest, CollidingKeysFromAnotherDatabaseAreKeptUnderANewKey) {
   EXPECT_EQ(b.store->stats()->cases, 2);
 }
 
+// An export's review states come back under their names; a name this kope does not know imports
+// as none (as it always did), and a case that names none is assessed afresh.
+TEST_P(ExchangeTest, ImportedQuarantineStatesKeepTheirNames) {
+  auto a = temp_store("a.db");
+  auto root = a.store->record_case(make_case("root", "softmax", 2.0));
+  ASSERT_TRUE(root);
+  for (const char* key : {"quarantined", "verified", "refuted", "bogus", "unnamed"}) {
+    ASSERT_TRUE(a.store->record_case(make_case(key, "softmax", 40.0, k_native, *root)));  // 20x: quarantined
+  }
+  auto doc = nlohmann::json::parse(export_text(*a.store));
+  for (auto& c : doc["cases"]) {
+    std::string key = c["natural_key"];
+    if (key != "root") c["quarantine_status"] = key == "unnamed" ? "" : key;
+  }
+  auto b = temp_store("b.db");
+  auto r = b.store->import_json(doc.dump(), {});
+  ASSERT_TRUE(r) << r.error().message;
+  auto status = [&](const std::string& key) {
+    auto c = b.store->find_case(key);
+    EXPECT_TRUE(c && *c) << key;
+    return c && *c ? std::pair{quarantine_status_name((*c)->quarantine_status), (*c)->quarantined}
+                   : std::pair{std::string_view("?"), false};
+  };
+  EXPECT_EQ(status("root"), std::pair(std::string_view(""), false));
+  EXPECT_EQ(status("quarantined"), std::pair(std::string_view("quarantined"), true));
+  EXPECT_EQ(status("verified"), std::pair(std::string_view("verified"), false));
+  EXPECT_EQ(status("refuted"), std::pair(std::string_view("refuted"), true));
+  EXPECT_EQ(status("bogus"), std::pair(std::string_view(""), false));
+  EXPECT_EQ(status("unnamed"), std::pair(std::string_view("quarantined"), true));
+}
+
 TEST(ExchangeFile, MergeReadsAnotherDatabaseWithoutChangingIt) {
   auto a = temp_store("a.db");
   auto b = temp_store("b.db");

@@ -57,7 +57,7 @@ json case_json(const CaseRecord& c, bool with_code, const std::string& parent_ke
       {"outcome", outcome_name(c.outcome)},
       {"downstream", c.downstream},
       {"quarantined", c.quarantined},
-      {"quarantine_status", c.quarantine_status},
+      {"quarantine_status", std::string(quarantine_status_name(c.quarantine_status))},
       {"quarantine_reason", c.quarantine_reason},
       {"tokens_prompt", c.tokens_prompt},
       {"tokens_completion", c.tokens_completion},
@@ -163,7 +163,7 @@ json lineage_json(const LineageNode& n) {
           {"speedup_vs_reference", opt_json(n.speedup_vs_reference)},
           {"downstream", n.downstream},
           {"optimisation", n.optimisation},
-          {"quarantine_status", n.quarantine_status}};
+          {"quarantine_status", std::string(quarantine_status_name(n.quarantine_status))}};
 }
 
 json retrieved_json(const RetrievedItem& item) {

@@ -402,7 +402,9 @@ Result<std::string> SqliteStore::apply_locked(const LessonDelta& delta) {
       KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT quarantine FROM case_derived WHERE case_id = ?"));
       st.bind(1, cid);
       KOPE_ASSIGN(bool row, st.step());
-      if (row && (st.int64(0) == 1 || st.int64(0) == 3)) l.status = LessonStatus::quarantined;
+      if (row && quarantine_holds_back(stored_quarantine(st.int64(0)).value_or(QuarantineStatus::none))) {
+        l.status = LessonStatus::quarantined;
+      }
     }
     l.helpful = 0;
     l.harmful = 0;

@@ -94,7 +94,7 @@ struct CaseFacts {
   double ratio = 0;
   Outcome outcome = Outcome::negative;
   double downstream = 0;
-  int64_t quarantine = 0;
+  std::optional<QuarantineStatus> quarantine = QuarantineStatus::none;  // nullopt: a code kope does not know
   bool foreign_origin = false;
   std::optional<int64_t> code_id;
 };
@@ -718,7 +718,7 @@ class RetrievalEngine {
       f.ratio = st.real(13);
       f.outcome = static_cast<Outcome>(std::clamp<int64_t>(st.int64(14), 0, 3));
       f.downstream = st.real(15);
-      f.quarantine = st.int64(16);
+      f.quarantine = stored_quarantine(st.int64(16));
       f.foreign_origin = st.int64(17) != 0;
       f.code_id = st.opt_int64(18);
       f.backend = st.text(19);
@@ -949,11 +949,11 @@ class RetrievalEngine {
     auto it = m_facts.find(c.case_id);
     if (it == m_facts.end()) return false;
     const CaseFacts& f = it->second;
-    if (f.quarantine == 3) return false;  // refuted: never offered
+    if (f.quarantine == QuarantineStatus::refuted) return false;  // never offered
     if (m_q.holdout.excludes(f.op, f.spec_hash, f.run_id)) return false;  // contamination guard
     if (c.kind == RetrievedItem::Kind::case_summary && m_kernel_cases.count(f.id)) return false;  // shown as kernel
     const bool foreign = f.target != m_q.target || (!m_q.toolchain.empty() && f.toolchain != m_q.toolchain) || f.foreign_origin;
-    const bool evidence = !foreign && (f.quarantine == 0 || f.quarantine == 2) && f.verdict == eval::Verdict::correct;
+    const bool evidence = !foreign && (f.quarantine == QuarantineStatus::none || f.quarantine == QuarantineStatus::verified) && f.verdict == eval::Verdict::correct;
     if (c.kind == RetrievedItem::Kind::best_kernel && (foreign || !evidence)) return false;
     item.id = key;
     item.case_id = f.id;
@@ -966,7 +966,7 @@ class RetrievalEngine {
     item.foreign = foreign;
     item.target = f.target;
     item.op = f.op;
-    item.quarantined = f.quarantine == 1;
+    item.quarantined = f.quarantine == QuarantineStatus::quarantined;
     item.category = f.category;
     c.raise("exact", f.op == m_q.task.op ? 1.0 : f.category == m_q.task.category ? 0.5 : 0.0);
     if (f.op == m_q.task.op) {
@@ -1021,7 +1021,7 @@ class RetrievalEngine {
       if (f.verdict == eval::Verdict::correct && !foreign) {
         result += fmt::format(" · {} r={:.2f}", outcome_name(f.outcome), f.ratio);
         if (f.speedup_ref) result += fmt::format(" · {:.2f}x vs reference", *f.speedup_ref);
-        if (f.quarantine == 1) result += " · QUARANTINED: awaiting re-verification, not evidence";
+        if (f.quarantine == QuarantineStatus::quarantined) result += " · QUARANTINED: awaiting re-verification, not evidence";
       }
       text = fmt::format("[case {} · {} on {} · {} · {}]\n", f.id, f.op, where, stage_name(f.stage), result);
       if (!c.lineage_note.empty()) text += "lineage: " + c.lineage_note + "\n";

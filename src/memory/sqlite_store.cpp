@@ -28,20 +28,6 @@ constexpr size_t k_max_journal_bytes = 16384;
 constexpr size_t k_max_optimisation_bytes = 1024;
 constexpr double k_downstream_epsilon = 1e-13;  // stop propagating smaller changes
 
-// Quarantine states kept in case_derived.quarantine.
-enum QuarantineState { q_none = 0, q_quarantined = 1, q_verified = 2, q_refuted = 3 };
-
-std::string_view quarantine_state_name(int64_t q) {
-  switch (q) {
-    case q_quarantined: return "quarantined";
-    case q_verified: return "verified";
-    case q_refuted: return "refuted";
-    default: return "";
-  }
-}
-
-bool counts_as_evidence(int64_t q) { return q == q_none || q == q_verified; }
-
 std::string bin_to_hex(std::string_view bin) {
   static constexpr char k_digits[] = "0123456789abcdef";
   std::string out;
@@ -174,9 +160,8 @@ Result<CaseRecord> case_from_row(const Stmt& st, bool with_code) {
   c.created_at = st.text(i++);
   c.quarantine_reason = st.text(i++);
   c.downstream = st.real(i++);
-  int64_t q = st.int64(i++);
-  c.quarantine_status = std::string(quarantine_state_name(q));
-  c.quarantined = q == q_quarantined || q == q_refuted;
+  c.quarantine_status = stored_quarantine(st.int64(i++)).value_or(QuarantineStatus::none);
+  c.quarantined = quarantine_holds_back(c.quarantine_status);
   c.origin = st.text(i++);
   c.foreign_origin = st.int64(i++) != 0;
   c.journal = st.text(i++);
@@ -589,7 +574,7 @@ struct NewCaseRow {
   bool correct = false;
   double r = 0;
   Outcome outcome = Outcome::negative;
-  int quarantine = 0;
+  QuarantineStatus quarantine = QuarantineStatus::none;
   std::string quarantine_reason;
   std::optional<double> speedup_parent;
 };
@@ -641,7 +626,7 @@ Status update_run_and_task_summary(Db& db, const CaseRecord& c, const NewCaseRow
                            "best_speedup = CASE WHEN ?7 IS NOT NULL AND (task_summary.best_speedup IS NULL OR "
                            "?7 > task_summary.best_speedup) THEN ?7 ELSE task_summary.best_speedup END, "
                            "first_correct = coalesce(task_summary.first_correct, ?8)"));
-  bool evidence = row.correct && counts_as_evidence(row.quarantine) && finite_positive(c.speedup_vs_reference);
+  bool evidence = row.correct && !quarantine_holds_back(row.quarantine) && finite_positive(c.speedup_vs_reference);
   st.bind(1, row.task_id).bind(2, row.hw_id).bind(3, row.tc_id).bind(4, static_cast<int64_t>(row.foreign));
   st.bind(5, static_cast<int64_t>(row.correct));
   if (evidence) {
@@ -704,9 +689,9 @@ Result<RecordedCase> SqliteStore::insert_new_case_locked(const CaseRecord& c, co
   if (row.correct && !row.speedup_parent && row.parent_id && finite_positive(c.speedup_vs_reference)) row.speedup_parent = row.r;
 
   row.quarantine_reason = recorded.assessment.quarantine_reason;
-  row.quarantine = row.quarantine_reason.empty() ? q_none : q_quarantined;
+  row.quarantine = row.quarantine_reason.empty() ? QuarantineStatus::none : QuarantineStatus::quarantined;
   if (src.quarantine_state) row.quarantine = *src.quarantine_state;
-  if (row.quarantine != q_none && row.quarantine_reason.empty()) row.quarantine_reason = "quarantined in the source database";
+  if (row.quarantine != QuarantineStatus::none && row.quarantine_reason.empty()) row.quarantine_reason = "quarantined in the source database";
   recorded.assessment.quarantine_reason = row.quarantine_reason;
 
   KOPE_ASSIGN(row.task_id, ensure_task_locked(c.task));
@@ -726,11 +711,11 @@ Result<RecordedCase> SqliteStore::insert_new_case_locked(const CaseRecord& c, co
                                                 static_cast<int>(c.stage), eval::verdict_name(c.verdict),
                                                 static_cast<int>(row.outcome)),
                                false));
-  double d = k_downstream_self * (counts_as_evidence(row.quarantine) ? row.r : 0.0);
+  double d = k_downstream_self * (quarantine_holds_back(row.quarantine) ? 0.0 : row.r);
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO case_derived(case_id, task_id, downstream, quarantine, "
                                        "review_note) VALUES (?, ?, ?, ?, ?)"));
-    KOPE_TRY(st.bind(1, row.id).bind(2, row.task_id).bind(3, d).bind(4, row.quarantine).bind(5, src.review_note).run_later());
+    KOPE_TRY(st.bind(1, row.id).bind(2, row.task_id).bind(3, d).bind(4, quarantine_code(row.quarantine)).bind(5, src.review_note).run_later());
   }
   KOPE_TRY(propagate_downstream_locked(row.parent_id, k_downstream_self * k_downstream_decay * d));
   if (row.correct && row.parent_id && parent_failed && !parent_signature.empty()) {
@@ -947,7 +932,7 @@ Result<std::vector<LineageNode>> SqliteStore::lineage(const std::string& op, con
     n.speedup_vs_reference = st.opt_real(8);
     n.downstream = st.real(9);
     n.optimisation = st.text(10);
-    n.quarantine_status = std::string(quarantine_state_name(st.int64(11)));
+    n.quarantine_status = stored_quarantine(st.int64(11)).value_or(QuarantineStatus::none);
     index[n.id] = nodes.size();
     nodes.push_back(std::move(n));
   }
@@ -986,7 +971,8 @@ Status SqliteStore::verify_case(int64_t id, bool confirmed, const std::string& n
 
 Status SqliteStore::verify_case_locked(int64_t id, bool confirmed, const std::string& note) {
   KOPE_ASSIGN(Transaction tx, begin_locked());
-  int64_t q = 0, task_id = 0, hw_id = 0, tc_id = 0, foreign = 0;
+  std::optional<QuarantineStatus> q;  // nullopt: a code this kope does not know
+  int64_t task_id = 0, hw_id = 0, tc_id = 0, foreign = 0;
   double ratio = 0;
   std::optional<int64_t> parent;
   {
@@ -996,7 +982,7 @@ Status SqliteStore::verify_case_locked(int64_t id, bool confirmed, const std::st
     st.bind(1, id);
     KOPE_ASSIGN(bool row, st.step());
     if (!row) return fail(ErrorKind::not_found, "case {} does not exist", id);
-    q = st.int64(0);
+    q = stored_quarantine(st.int64(0));
     ratio = st.real(1);
     parent = st.opt_int64(2);
     task_id = st.int64(3);
@@ -1004,13 +990,14 @@ Status SqliteStore::verify_case_locked(int64_t id, bool confirmed, const std::st
     tc_id = st.int64(5);
     foreign = st.int64(6);
   }
-  if (q == q_none || q == q_verified) {
-    return fail(ErrorKind::usage, "case {} is not quarantined ({})", id, q == q_none ? "never was" : "already verified");
+  if (q == QuarantineStatus::none || q == QuarantineStatus::verified) {
+    return fail(ErrorKind::usage, "case {} is not quarantined ({})", id,
+                q == QuarantineStatus::none ? "never was" : "already verified");
   }
-  if (q == q_refuted && confirmed) {
+  if (q == QuarantineStatus::refuted && confirmed) {
     return fail(ErrorKind::usage, "case {} was refuted by an earlier re-verification; record a new case instead", id);
   }
-  int64_t next = confirmed ? q_verified : q_refuted;
+  int64_t next = quarantine_code(confirmed ? QuarantineStatus::verified : QuarantineStatus::refuted);
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE case_derived SET quarantine = ?, review_note = ?, reviewed_at = ? "
                                        "WHERE case_id = ?"));

@@ -135,7 +135,7 @@ class SqliteStore final : public Database {
     int64_t origin_id = 0;
     bool foreign = false;
     std::string created_at;               // empty: now
-    std::optional<int> quarantine_state;  // imported review state (0..3)
+    std::optional<QuarantineStatus> quarantine_state;  // imported review state
     std::string review_note;
   };
 

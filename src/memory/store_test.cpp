@@ -70,7 +70,7 @@ TEST_P(StoreTest, RecordsAndReadsBackEveryField) {
   EXPECT_EQ(r.wall_seconds, 12.5);
   EXPECT_FALSE(r.created_at.empty());
   EXPECT_FALSE(r.quarantined);
-  EXPECT_EQ(r.quarantine_status, "");
+  EXPECT_EQ(quarantine_status_name(r.quarantine_status), "");
   EXPECT_FALSE(r.origin.empty());
   auto by_key = t.store->find_case(c.natural_key);
   ASSERT_TRUE(by_key && *by_key);
@@ -177,7 +177,7 @@ TEST_P(StoreTest, BeyondTheRooflineIsNotQuarantinedBelowTheFloorIs) {
   honest.timings[0].floor_us = honest.timings[0].median_us * 0.6;  // above its floor
   int64_t h = record(*t.store, honest);
   EXPECT_FALSE(get(*t.store, h).quarantined) << get(*t.store, h).quarantine_reason;
-  EXPECT_EQ(get(*t.store, h).quarantine_status, "");
+  EXPECT_EQ(quarantine_status_name(get(*t.store, h).quarantine_status), "");
   EXPECT_DOUBLE_EQ(*get(*t.store, h).timings[0].floor_us, honest.timings[0].median_us * 0.6);  // floors are kept
 
   CaseRecord impossible = make_case("below-floor", "softmax", 2.3, k_native, root);
@@ -204,7 +204,7 @@ TEST_P(StoreTest, ImplausibleWinsAreQuarantinedUntilVerified) {
   int64_t q2 = record(*t.store, make_case("jump", "softmax", 40.0, k_native, root));  // 20x over its parent
   int64_t fine = record(*t.store, make_case("fine", "softmax", 3.0, k_native, root));
   EXPECT_TRUE(get(*t.store, q1).quarantined);
-  EXPECT_EQ(get(*t.store, q1).quarantine_status, "quarantined");
+  EXPECT_EQ(quarantine_status_name(get(*t.store, q1).quarantine_status), "quarantined");
   EXPECT_NE(get(*t.store, q1).quarantine_reason.find("roofline"), std::string::npos);
   EXPECT_TRUE(get(*t.store, q2).quarantined);
   EXPECT_FALSE(get(*t.store, fine).quarantined);
@@ -228,7 +228,7 @@ TEST_P(StoreTest, ImplausibleWinsAreQuarantinedUntilVerified) {
 
   double root_d_before = get(*t.store, root).downstream;
   ASSERT_TRUE(t.store->verify_case(q2, true, "re-timed on an idle machine"));
-  EXPECT_EQ(get(*t.store, q2).quarantine_status, "verified");
+  EXPECT_EQ(quarantine_status_name(get(*t.store, q2).quarantine_status), "verified");
   EXPECT_FALSE(get(*t.store, q2).quarantined);
   EXPECT_NEAR(get(*t.store, q2).downstream, 0.5 * 20.0, 1e-12);
   EXPECT_NEAR(get(*t.store, root).downstream - root_d_before, 0.35 * 10.0, 1e-9);
@@ -238,7 +238,7 @@ TEST_P(StoreTest, ImplausibleWinsAreQuarantinedUntilVerified) {
   EXPECT_EQ((*t.store->get_lesson(*lid))->status, LessonStatus::active);
 
   ASSERT_TRUE(t.store->verify_case(q1, false, "timing artefact"));
-  EXPECT_EQ(get(*t.store, q1).quarantine_status, "refuted");
+  EXPECT_EQ(quarantine_status_name(get(*t.store, q1).quarantine_status), "refuted");
   EXPECT_TRUE(get(*t.store, q1).quarantined);
   auto again = t.store->verify_case(q1, true, "");
   ASSERT_FALSE(again);

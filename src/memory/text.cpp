@@ -289,6 +289,36 @@ std::optional<LessonStatus> parse_lesson_status(std::string_view s) {
   return std::nullopt;
 }
 
+namespace {
+
+// The one name <-> status table.
+constexpr std::pair<QuarantineStatus, std::string_view> k_quarantine_names[] = {
+    {QuarantineStatus::none, ""},
+    {QuarantineStatus::quarantined, "quarantined"},
+    {QuarantineStatus::verified, "verified"},
+    {QuarantineStatus::refuted, "refuted"},
+};
+
+}  // namespace
+
+std::string_view quarantine_status_name(QuarantineStatus s) {
+  for (const auto& [status, name] : k_quarantine_names) {
+    if (status == s) return name;
+  }
+  return "";
+}
+
+std::optional<QuarantineStatus> parse_quarantine_status(std::string_view s) {
+  for (const auto& [status, name] : k_quarantine_names) {
+    if (name == s) return status;
+  }
+  return std::nullopt;
+}
+
+bool quarantine_holds_back(QuarantineStatus s) {
+  return s == QuarantineStatus::quarantined || s == QuarantineStatus::refuted;
+}
+
 std::string_view delta_op_name(LessonDelta::Op op) {
   switch (op) {
     case LessonDelta::Op::add: return "add";
@@ -505,6 +535,15 @@ Result<eval::Verdict> stored_verdict(std::string_view name) {
   if (auto v = eval::parse_verdict(name)) return *v;
   return fail(ErrorKind::corrupt, "a case's verdict is '{}', not one of {}", name, eval::verdict_names());
 }
+
+std::optional<QuarantineStatus> stored_quarantine(int64_t code) {
+  for (const auto& entry : k_quarantine_names) {
+    if (quarantine_code(entry.first) == code) return entry.first;
+  }
+  return std::nullopt;
+}
+
+int64_t quarantine_code(QuarantineStatus s) { return static_cast<int64_t>(s); }
 
 std::string clip_text(std::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return std::string(text);

@@ -1,13 +1,16 @@
 // memory/text.h — text normalisation for the memory: tokens, near-duplicate similarity, FTS5
-// query building, search tags, stored verdicts. Pure functions, thread-safe.
+// query building, search tags, stored verdicts and quarantine codes. Pure functions, thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kope/error.h"
+#include "kope/memory.h"
 #include "kope/verdict.h"
 
 namespace kope::memory {
@@ -37,6 +40,10 @@ double okapi_bm25(const std::vector<int>& tf, const std::vector<double>& df, dou
 std::string search_tag(std::string_view prefix, std::string_view value);
 // The verdict a database column names; corrupt naming it when kope does not know it.
 Result<eval::Verdict> stored_verdict(std::string_view name);
+// The status a case_derived.quarantine code denotes; nullopt for a code kope does not know.
+std::optional<QuarantineStatus> stored_quarantine(int64_t code);
+// The code a database stores for `s`.
+int64_t quarantine_code(QuarantineStatus s);
 // Shortens `text` to at most `max_bytes` bytes at a UTF-8 boundary, appending "…" when cut.
 std::string clip_text(std::string_view text, size_t max_bytes);
 

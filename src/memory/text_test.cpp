@@ -97,6 +97,28 @@ TEST(Names, RoundTrip) {
   EXPECT_FALSE(parse_stage("drafting"));
 }
 
+TEST(Names, QuarantineStatusTableAndStoredCodes) {
+  // The spellings exports and stored memories use, and the codes case_derived.quarantine holds.
+  const std::pair<QuarantineStatus, std::string_view> expected[] = {{QuarantineStatus::none, ""},
+                                                                    {QuarantineStatus::quarantined, "quarantined"},
+                                                                    {QuarantineStatus::verified, "verified"},
+                                                                    {QuarantineStatus::refuted, "refuted"}};
+  int64_t code = 0;
+  for (const auto& [status, name] : expected) {
+    EXPECT_EQ(quarantine_status_name(status), name);
+    EXPECT_EQ(parse_quarantine_status(name), status);
+    EXPECT_EQ(quarantine_code(status), code);
+    EXPECT_EQ(stored_quarantine(code), status);
+    EXPECT_EQ(quarantine_holds_back(status),
+              status == QuarantineStatus::quarantined || status == QuarantineStatus::refuted);
+    ++code;
+  }
+  EXPECT_EQ(parse_quarantine_status("bogus"), std::nullopt);
+  EXPECT_EQ(parse_quarantine_status("Verified"), std::nullopt);
+  EXPECT_EQ(stored_quarantine(4), std::nullopt);
+  EXPECT_EQ(stored_quarantine(-1), std::nullopt);
+}
+
 TEST(Reward, StageConventions) {
   EXPECT_EQ(stage_reward(Stage::draft, eval::Verdict::correct, 0.5), 1.0);
   EXPECT_EQ(stage_reward(Stage::repair, eval::Verdict::wrong_result, 0), 0.25);

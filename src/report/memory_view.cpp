@@ -68,7 +68,9 @@ Result<MemoryOverview> load_memory_overview(const std::filesystem::path& path) {
     q.optimisation = c.optimisation;
     q.speedup_vs_reference = c.speedup_vs_reference;
     q.fraction_of_roofline = c.fraction_of_roofline;
-    q.status = c.quarantine_status.empty() ? "quarantined" : c.quarantine_status;
+    q.status = memory::quarantine_status_name(c.quarantine_status == memory::QuarantineStatus::none
+                                                  ? memory::QuarantineStatus::quarantined
+                                                  : c.quarantine_status);
     q.reason = c.quarantine_reason;
     q.created_at = c.created_at;
     m.quarantined.push_back(std::move(q));

@@ -87,7 +87,7 @@ std::string case_table(const std::vector<mem::CaseRecord>& cases) {
                                 "target", "stage", "verdict", "outcome", "r", "vs ref", "d(v)", "parent", "optimisation");
   for (const auto& c : cases) {
     std::string outcome(mem::outcome_name(c.outcome));
-    if (!c.quarantine_status.empty() && c.quarantine_status != "verified") outcome = c.quarantine_status;
+    if (mem::quarantine_holds_back(c.quarantine_status)) outcome = mem::quarantine_status_name(c.quarantine_status);
     out += fmt::format("{:>7} {:<16} {:<20} {:<6} {:<14} {:<11} {:>7.3f} {:>7} {:>6.2f} {:>7}  {}{}\n", c.id,
                        mem::clip_text(c.task.op, 16), mem::clip_text(c.hardware.target, 20), mem::stage_name(c.stage),
                        eval::verdict_name(c.verdict), outcome, c.ratio, fmt_speed(c.speedup_vs_reference), c.downstream,
@@ -133,8 +133,8 @@ std::string case_text(const mem::CaseRecord& c, bool code) {
                      fmt_speed(c.speedup_vs_reference), fmt_speed(c.speedup_vs_library),
                      c.fraction_of_roofline ? fmt::format("{:.1f}%", 100 * *c.fraction_of_roofline) : std::string("-"));
   out += fmt::format("  outcome     {} (r = {:.4f})   d(v) = {:.4f}\n", mem::outcome_name(c.outcome), c.ratio, c.downstream);
-  if (!c.quarantine_status.empty()) {
-    out += fmt::format("  quarantine  {}: {}\n", c.quarantine_status, c.quarantine_reason);
+  if (c.quarantine_status != mem::QuarantineStatus::none) {
+    out += fmt::format("  quarantine  {}: {}\n", mem::quarantine_status_name(c.quarantine_status), c.quarantine_reason);
   }
   for (const auto& t : c.timings) {
     out += fmt::format("  timing      case {}: {:.3f} us ±{:.3f}  (reference {:.3f} us{})\n", t.case_index, t.median_us,
@@ -534,7 +534,9 @@ Result<int> run_lineage(const Common& common, const std::string& op, const std::
                              ? fmt::format("{} r={:.2f} {} vs ref", mem::outcome_name(n.outcome), n.ratio,
                                            fmt_speed(n.speedup_vs_reference))
                              : std::string(eval::verdict_name(n.verdict));
-    if (!n.quarantine_status.empty()) result += " [" + n.quarantine_status + "]";
+    if (n.quarantine_status != mem::QuarantineStatus::none) {
+      result += fmt::format(" [{}]", mem::quarantine_status_name(n.quarantine_status));
+    }
     out += fmt::format("{}#{} {} {} d={:.2f} [{}]  {}\n", std::string(static_cast<size_t>(n.depth) * 2, ' '), n.id,
                        mem::stage_name(n.stage), result, n.downstream, n.target, one_line(n.optimisation, 60));
   }
@@ -710,16 +712,17 @@ Result<int> run_verify(const Common& common, const VerifyOptions& o) {
   bool confirmed = !o.refute;
   std::string note = o.note;
   if (o.recheck) {
-    if (c.quarantine_status != "quarantined") {
+    if (c.quarantine_status != mem::QuarantineStatus::quarantined) {
       return fail(ErrorKind::usage, "case {} is not quarantined ({})", c.id,
-                  c.quarantine_status.empty() ? "never was" : c.quarantine_status);
+                  c.quarantine_status == mem::QuarantineStatus::none ? "never was"
+                                                                     : mem::quarantine_status_name(c.quarantine_status));
     }
     KOPE_ASSIGN(agent::Reverification v, recheck_case(c, o));
     confirmed = v.confirmed;
     note = note.empty() ? v.reason : note + "; " + v.reason;
   }
   KOPE_TRY(store->verify_case(c.id, confirmed, note));
-  std::string status = confirmed ? "verified" : "refuted";
+  std::string status(mem::quarantine_status_name(confirmed ? mem::QuarantineStatus::verified : mem::QuarantineStatus::refuted));
   if (common.json) {
     print(json{{"case", c.id}, {"quarantine_status", status}, {"note", note}}.dump(2) + "\n");
   } else {
