@@ -53,6 +53,7 @@ Result<ExportSummary> summarise_export(std::string_view json_text, std::string_v
     for (const auto& c : *it) {
       if (!c.is_object()) continue;
       ++s.cases;
+      if (std::string o = c.value("origin", ""); !o.empty()) s.case_origins.insert(o);
       std::string op;
       if (auto t = c.find("task"); t != c.end() && t->is_object()) op = t->value("op", "");
       if (auto h = c.find("hardware"); h != c.end() && h->is_object()) {
@@ -99,6 +100,7 @@ Result<StarterImport> import_starter(StoreAdmin& store, const std::filesystem::p
   KOPE_ASSIGN(out.report, store.import_json(text, io));
   json note{{"file", file.string()},
             {"origin", out.report.origin},
+            {"case_origins", out.summary.case_origins},
             {"imported_at", util::now_iso8601()},
             {"cases_added", out.report.cases_added},
             {"lessons_added", out.report.lessons_added}};
@@ -113,7 +115,14 @@ Result<std::set<std::string>> starter_origins(StoreAdmin& store) {
   std::set<std::string> out;
   for (const auto& [key, value] : rows) {
     json j = json::parse(value, nullptr, false);
-    if (j.is_object() && j.contains("origin") && j["origin"].is_string()) out.insert(j["origin"].get<std::string>());
+    if (!j.is_object()) continue;
+    if (j.contains("origin") && j["origin"].is_string()) out.insert(j["origin"].get<std::string>());
+    // Imports before case_origins was recorded name the file's origin only.
+    if (auto it = j.find("case_origins"); it != j.end() && it->is_array()) {
+      for (const auto& o : *it) {
+        if (o.is_string()) out.insert(o.get<std::string>());
+      }
+    }
   }
   return out;
 }

@@ -39,6 +39,9 @@ struct ExportSummary {
   std::set<std::string> ops;          // every op with a case
   std::set<std::string> solved_ops;   // ops with a correct case
   std::set<std::string> targets;
+  // The origins its cases were first recorded under: a starter refreshed from a memory that held
+  // an earlier starter carries that one's cases under their own origin.
+  std::set<std::string> case_origins;
 };
 // Fails with config, naming `source`, when the text is not a kope memory export.
 Result<ExportSummary> summarise_export(std::string_view json_text, std::string_view source);
