@@ -141,13 +141,13 @@ const std::vector<std::string>& all_library_env_vars() {
 
 LibraryEnv library_env_default() {
   LibraryEnv env;
+  const IsaLevel level = library_level();
   for (const auto& name : all_library_env_vars()) {
     std::optional<std::string> v = util::get_env(name.c_str());
     if (v && v->empty()) v.reset();
     if (name == "OPENBLAS_CORETYPE" && !v) v = openblas_coretype_for_host();
     // Below native, a setting above the level (or none, which lets the library use every
     // extension of this CPU) becomes the level's own.
-    IsaLevel level = library_level();
     if (level != IsaLevel::native) {
       bool v3 = level == IsaLevel::x86_64_v3;
       if (name == "OPENBLAS_CORETYPE" && (!v || !openblas_core_within_level(*v, level))) v = v3 ? "Haswell" : "SkylakeX";

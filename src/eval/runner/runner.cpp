@@ -240,8 +240,8 @@ void send_reply(const proto::Header& h, proto::ReplyKind kind, int code, const c
 
 // glibc reads /proc/sys/vm/overcommit_memory the first time it shrinks a thread arena's heap
 // (check_may_shrink_heap, cached for the process): an honest kernel whose OpenMP threads free
-// their scratch would open a file under the filter and die as a cheat. A worker thread grows and
-// trims its arena once here, before any filter, so glibc has read it.
+// their scratch would open a file under the filter and die as a cheat. One worker thread grows
+// and trims its arena once here, before any filter, so glibc has read it.
 void warm_thread_heap_trim() {
   constexpr int k_blocks = 32;
   constexpr size_t k_block = 96 * 1024;  // below the mmap threshold: from the thread's arena
@@ -557,10 +557,8 @@ int main(int argc, char** argv) {
   int got = 0;
 #pragma omp parallel num_threads(threads)
   {
-    if (omp_get_thread_num() != 0) {
-      install_alt_stack();
-      warm_thread_heap_trim();
-    }
+    if (omp_get_thread_num() != 0) install_alt_stack();
+    if (omp_get_thread_num() == 1) warm_thread_heap_trim();  // glibc caches the value per process
 #pragma omp atomic
     got += 1;
   }
