@@ -471,6 +471,16 @@ TEST(PlanAfterABadAnswer, TheSameStageFromTheSameParent) {
   EXPECT_FALSE(p.parent_iteration);
 }
 
+// A reflection says why an op stopped in words, with the rule's facts; a rule kope does not
+// know is named as it is.
+TEST(GapStopRule, StopSentenceExplainsTheRule) {
+  EXPECT_EQ(stop_sentence("library", "1.31x the library (target 1.20x)"),
+            "stop: library, the best kernel reached the library target: 1.31x the library (target 1.20x)");
+  EXPECT_EQ(stop_sentence("iterations", ""), "stop: iterations, the attempt limit was reached");
+  EXPECT_EQ(stop_sentence("replay_verified", ""), "stop: replay_verified");
+  EXPECT_EQ(stop_sentence("newer_rule", "3 of 4"), "stop: newer_rule: 3 of 4");
+}
+
 TEST(GapStopRule, PatienceGrowsWithTheGapToTheRoof) {
   EXPECT_EQ(gap_patience(0.9, 2, 0.3), 2);
   EXPECT_EQ(gap_patience(0.8, 2, 0.3), 3);  // a gap of exactly one step

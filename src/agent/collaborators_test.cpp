@@ -182,6 +182,38 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   EXPECT_EQ(failed.label, "negative");
 }
 
+// A wrong result keeps the first few wrong cases, each with its first mismatching element, so
+// the feedback shows which shapes fail; first_mismatch is the first of them.
+TEST(Judge, AWrongResultKeepsItsFirstWrongCases) {
+  eval::EvalResult r;
+  r.verdict = eval::Verdict::wrong_result;
+  for (int i = 0; i < 7; ++i) {
+    eval::CaseCheck& c = r.cases.emplace_back();
+    c.case_index = i;
+    c.label = fmt::format("N={}", i + 1);
+    c.ok = i % 3 == 0;  // cases 0, 3, 6 pass
+    if (!c.ok) c.first_mismatch = fmt::format("y[{}]: got 0, expected 1", i);
+  }
+  Attempt a;
+  apply_eval_result(a, r);
+  EXPECT_EQ(a.cases_passed, 3);
+  EXPECT_EQ(a.cases_total, 7);
+  ASSERT_EQ(a.wrong_cases.size(), run::k_wrong_cases_kept);
+  EXPECT_EQ(a.wrong_cases[0], "case N=2: y[1]: got 0, expected 1");
+  EXPECT_EQ(a.wrong_cases[3], "case N=6: y[5]: got 0, expected 1");
+  EXPECT_EQ(a.first_mismatch, a.wrong_cases[0]);
+  // The JSON carries them; a run written before the field reads as none.
+  auto back = run::attempt_from_json(run::to_json(a));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->wrong_cases, a.wrong_cases);
+  nlohmann::json old = run::to_json(a);
+  old.erase("wrong_cases");
+  auto older = run::attempt_from_json(old);
+  ASSERT_TRUE(older) << older.error().message;
+  EXPECT_TRUE(older->wrong_cases.empty());
+  EXPECT_EQ(older->first_mismatch, a.first_mismatch);
+}
+
 TEST(ReplayPolicy, AnEmptyMemoryHasNothingToReplay) {
   Collaborators c;
   c.h.config.policy = Policy::replay;

@@ -197,13 +197,15 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.cases_total = static_cast<int>(r.cases.size());
   a.cases_passed = 0;
   a.first_mismatch.clear();
+  a.wrong_cases.clear();
   for (const auto& c : r.cases) {
     if (c.ok) {
       ++a.cases_passed;
-    } else if (r.verdict == eval::Verdict::wrong_result && a.first_mismatch.empty() && !c.first_mismatch.empty()) {
-      a.first_mismatch = "case " + c.label + ": " + c.first_mismatch;
+    } else if (r.verdict == eval::Verdict::wrong_result && !c.first_mismatch.empty() && a.wrong_cases.size() < run::k_wrong_cases_kept) {
+      a.wrong_cases.push_back("case " + c.label + ": " + c.first_mismatch);
     }
   }
+  if (!a.wrong_cases.empty()) a.first_mismatch = a.wrong_cases.front();
   a.timings.clear();
   for (const auto& t : r.timing) {
     TimingSummary& s = a.timings.emplace_back();

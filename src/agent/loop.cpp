@@ -153,7 +153,7 @@ Result<OpEnd> Loop::finish() {
   }
   // Quarantined wins are re-verified before the end reflection, which then sees the incumbent.
   KOPE_TRY(m_judge.reverify_quarantined());
-  if (m_policy->reflects()) KOPE_TRY(m_reflector.at_end(m_end_reason));
+  if (m_policy->reflects()) KOPE_TRY(m_reflector.at_end(m_end_reason, m_end_detail));
   const Attempt* inc = st.incumbent();
   run::OpDoneEvent done;
   done.stop_reason = m_end_reason;

@@ -365,16 +365,19 @@ TEST(Loop, ReflectionsAboutFailuresShowTheCodeAndTheDiagnostics) {
   EXPECT_EQ(end[0].find("reply with one"), std::string::npos) << "a reflection asks for lessons, not code";
 }
 
-TEST(Loop, ReflectionCodeIsWholeLinesWithANote) {
+TEST(Loop, ReflectionCodeIsWholeOrNotShown) {
   std::string code;
   for (int i = 0; i < 250; ++i) code += fmt::format("  y[{}] = x[{}];\n", i, i);
-  std::string shown = fence_code_lines(code, "cpp", 200, 1 << 20);
+  std::string shown = fence_code_whole(code, "cpp", 400, 1 << 20);
   EXPECT_TRUE(shown.starts_with("```cpp\n  y[0] = x[0];\n")) << shown;
-  EXPECT_NE(shown.find("  y[199] = x[199];\n```\n(50 more lines not shown)\n"), std::string::npos) << shown;
-  EXPECT_EQ(shown.find("y[200]"), std::string::npos);
-  std::string by_bytes = fence_code_lines(code, "cpp", 200, 40);
-  EXPECT_NE(by_bytes.find("  y[1] = x[1];\n```\n(248 more lines not shown)\n"), std::string::npos) << by_bytes;
-  EXPECT_EQ(fence_code_lines("a;\nb;\n", "c", 200, 100), "```c\na;\nb;\n```\n");
+  EXPECT_TRUE(shown.ends_with("  y[249] = x[249];\n```\n")) << shown;
+  // Too long by lines or by bytes: no code at all, never a cut kernel.
+  for (std::string cut : {fence_code_whole(code, "cpp", 200, 1 << 20), fence_code_whole(code, "cpp", 400, 40)}) {
+    EXPECT_EQ(cut.find("```"), std::string::npos) << cut;
+    EXPECT_EQ(cut.find("y[0]"), std::string::npos) << cut;
+    EXPECT_TRUE(cut.starts_with("(not shown: 250 lines, ")) << cut;
+  }
+  EXPECT_EQ(fence_code_whole("a;\nb;\n", "c", 200, 100), "```c\na;\nb;\n```\n");
 }
 
 // In context mode none no lessons from memory are shown, but a later reflection still sees

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,24 @@ std::optional<int> evidence_patience(std::optional<double> fraction, int base, c
   if (w >= k_evidence_even) return std::nullopt;
   int gap = *gap_patience(std::clamp(fraction.value_or(0.0), 0.0, 1.0), base, 0.0);
   return std::max(1, static_cast<int>(std::lround(gap * w / k_evidence_even)));
+}
+
+std::string stop_sentence(std::string_view reason, std::string_view detail) {
+  static const std::map<std::string_view, std::string_view> k_meaning = {
+      {"iterations", "the attempt limit was reached"},
+      {"token_budget", "the token budget was spent"},
+      {"time_limit", "the time limit was reached"},
+      {"roofline", "the best kernel reached the roofline target on every timed case"},
+      {"library", "the best kernel reached the library target"},
+      {"no_improvement", "too many attempts in a row found no faster kernel"},
+      {"near_roof", "the best kernel is near its roofline and recent attempts found nothing faster"},
+      {"unlikely_to_pay", "memory's record of similar operators says further attempts seldom paid"},
+  };
+  auto it = k_meaning.find(reason);
+  std::string out = fmt::format("stop: {}", reason);
+  if (it != k_meaning.end()) out += fmt::format(", {}", it->second);
+  if (!detail.empty()) out += fmt::format(": {}", detail);
+  return out;
 }
 
 std::optional<StopDecision> stop_decision(const run::OpState& state, const run::LoopConfig& cfg) {

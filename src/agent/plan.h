@@ -44,6 +44,10 @@ struct StopDecision {
 // see gap_patience; `evidence`, see evidence_patience, else as `gap`. No patience rule applies to
 // replay. Pure.
 std::optional<StopDecision> stop_decision(const run::OpState& state, const run::LoopConfig& cfg);
+// A clause saying why an op stopped, for a reader who does not know kope's rule names:
+// "stop: library, the best kernel reached the library target: 1.31x the library (target 1.20x)". Unknown reasons
+// (a replay rule, a newer kope's) are named as they are, with the detail when there is one.
+std::string stop_sentence(std::string_view reason, std::string_view detail);
 // stop_decision's reason alone.
 std::optional<std::string> stop_reason(const run::OpState& state, const run::LoopConfig& cfg);
 

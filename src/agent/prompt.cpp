@@ -287,6 +287,16 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     it.parts["relevance"] = relevance;
     it.parts["learned"] = r.learned;
     it.reason = std::move(reason);
+    // A lesson for any op is admitted by what it earned only when it shares words with this op's
+    // query (retrieval's lexical part): credit spreads to general lessons shown in many prompts,
+    // and a Winograd or pooling lesson that earned it elsewhere says nothing about a GEMV. Without
+    // words in common it competes for the exploration slot like an item with no value yet.
+    auto lexical = r.score_parts.find("lexical");
+    if (r.kind == memory::RetrievedItem::Kind::lesson && it.category.empty() && it.learned > 0 &&
+        (lexical == r.score_parts.end() || lexical->second <= 0)) {
+      it.learned = 0;
+      it.reason += " (no word in common with this op: its learned value does not admit it)";
+    }
     out.scores[r.id] = r.score;
     return it;
   };

@@ -290,6 +290,9 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   EXPECT_NE(fb3.find("beside the incumbent (the same load for both): 1.08x the incumbent's speed (95% interval 0.95x to 1.20x)"),
             std::string::npos) << fb3;
   EXPECT_NE(fb3.find("12 pairs: undecided"), std::string::npos) << fb3;
+  // An undecided comparison says what gain its noise could have decided.
+  EXPECT_NE(fb3.find("its interval reaches 0.13 below its ratio), only a kernel about 1.13x the incumbent's speed or more"),
+            std::string::npos) << fb3;
   // The tried-table says why a faster-looking attempt did not become the incumbent.
   std::string side_row = render_tried({side});
   EXPECT_NE(side_row.find("1.08x vs incumbent timed beside it (undecided; the incumbent stays)"), std::string::npos) << side_row;
@@ -310,6 +313,14 @@ TEST(Prompt, FeedbackShowsTimingDeltasAndMismatch) {
   std::string fb2 = render_feedback(w, &inc);
   EXPECT_NE(fb2.find("First mismatch: case N=3 D=17"), std::string::npos);
   EXPECT_NE(fb2.find("2 of 12"), std::string::npos);
+  // Several wrong cases: each with its first mismatching element, and how many more there were.
+  w.wrong_cases = {w.first_mismatch, "case N=1 D=1: y[0, 0]: got nan, expected 0.5", "case N=64 D=1000: y[63, 999]: got 0, expected 1",
+                   "case N=7 D=3: y[6, 2]: got 2, expected 1"};
+  std::string fb5 = render_feedback(w, &inc);
+  EXPECT_NE(fb5.find("Wrong cases (the first mismatching element of each; the first 4 of 10):\n- case N=3 D=17: y[2, 5]"),
+            std::string::npos) << fb5;
+  EXPECT_NE(fb5.find("- case N=64 D=1000: y[63, 999]: got 0, expected 1\n"), std::string::npos) << fb5;
+  EXPECT_EQ(fb5.find("First mismatch:"), std::string::npos) << fb5;
   std::vector<Attempt> many(40, w);
   for (int i = 0; i < 40; ++i) many[static_cast<size_t>(i)].iteration = i + 1;
   std::string tried = render_tried(many, 30);
@@ -442,7 +453,13 @@ TEST(Prompt, EachBackendsHardwareSectionDescribesTheDeviceItRunsOn) {
     g.backend = backend;
     std::string h = render_hardware(cpu, "the compiler", g);
     for (const auto& line : cpu_lines) EXPECT_NE(h.find(line), std::string::npos) << line << "\n" << h;
+    EXPECT_EQ(h.find("int8 multiply-add throughput"), std::string::npos) << "no integer peak measured\n" << h;
   }
+  // A measured integer peak is a line of its own (the compute roof of integer work).
+  cpu.peak_giops = 400;
+  cpu.peak_giops_core = 210;
+  std::string with_int = render_hardware(cpu, "the compiler", HardwareGuide{});
+  EXPECT_NE(with_int.find("- int8 multiply-add throughput: 400 GOP/s on all cores, 210 per core"), std::string::npos) << with_int;
 
   HardwareProfile gpu;
   gpu.target = *Target::parse("cuda-sm90");

@@ -18,17 +18,20 @@ namespace kope::agent {
 
 using nlohmann::json;
 
-std::string fence_code_lines(std::string_view code, std::string_view lang, size_t max_lines, size_t max_bytes) {
+std::string fence_code_whole(std::string_view code, std::string_view lang, size_t max_lines, size_t max_bytes) {
   LinePrefix p = whole_lines_within(code, max_bytes, max_lines);
-  std::string out = fence_code(code.substr(0, p.bytes), lang);
-  if (p.lines_left > 0) out += fmt::format("({} more line{} not shown)\n", p.lines_left, p.lines_left == 1 ? "" : "s");
-  return out;
+  if (p.lines_left == 0) return fence_code(code, lang);
+  size_t lines = static_cast<size_t>(std::count(code.begin(), code.end(), '\n')) + (code.ends_with('\n') ? 0 : 1);
+  return fmt::format("(not shown: {} lines, {}, longer than a reflection shows whole ({} lines, {}); its optimisation line "
+                     "and outcome above describe it)\n",
+                     lines, util::human_bytes(static_cast<double>(code.size())), max_lines,
+                     util::human_bytes(static_cast<double>(max_bytes)));
 }
 
 std::string Reflector::code_block(const Attempt& a, const std::string& title) {
   auto src = m_ctx.code_of(a);
   if (!src || src->empty()) return "";
-  return title + "\n" + fence_code_lines(*src, m_ctx.lang(), k_reflection_code_lines, k_max_code_shown);
+  return title + "\n" + fence_code_whole(*src, m_ctx.lang(), k_reflection_code_lines, k_max_code_shown);
 }
 
 void Reflector::describe_failure(const Attempt& a, Subject& s) {
@@ -77,7 +80,7 @@ Status Reflector::after(const Attempt& a) {
   return reflect(fmt::format("k{}", a.iteration), std::move(s));
 }
 
-Status Reflector::at_end(const std::string& stop_reason) {
+Status Reflector::at_end(const std::string& stop_reason, const std::string& stop_detail) {
   const OpState& st = m_ctx.state;
   if (st.attempts.empty()) return {};
   const Attempt* inc = st.incumbent();
@@ -85,7 +88,8 @@ Status Reflector::at_end(const std::string& stop_reason) {
   Subject s;
   s.trigger = "the task ended";
   s.attempt = inc ? inc->iteration : last.iteration;
-  s.summary = fmt::format("The task on {} ended after {} attempts (stop: {}). ", m_ctx.op.name, st.attempts.size(), stop_reason);
+  s.summary = fmt::format("The task on {} ended after {} attempts ({}). ", m_ctx.op.name, st.attempts.size(),
+                          stop_sentence(stop_reason, stop_detail));
   if (inc) {
     s.summary += fmt::format("Best kernel: attempt {} — {} — {} vs reference{}.", inc->iteration, inc->optimisation,
                              format_ratio(inc->speedup_vs_reference),

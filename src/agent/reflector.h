@@ -37,18 +37,19 @@
 namespace kope::agent {
 
 // The most lines of one attempt's code a reflection shows (and at most k_max_code_shown bytes).
-inline constexpr size_t k_reflection_code_lines = 200;
+inline constexpr size_t k_reflection_code_lines = 400;
 
-// `code` fenced in `lang`, whole lines only: at most `max_lines` lines and `max_bytes` bytes,
-// then, after the fence, "(N more lines not shown)" when lines were left out. Pure.
-std::string fence_code_lines(std::string_view code, std::string_view lang, size_t max_lines, size_t max_bytes);
+// `code` fenced in `lang` when it has at most `max_lines` lines and `max_bytes` bytes; else no
+// code at all, one line saying how long it is (a reflection never shows a kernel cut short: the
+// part left out could be where the speed or the fault was). Pure.
+std::string fence_code_whole(std::string_view code, std::string_view lang, size_t max_lines, size_t max_bytes);
 
 class Reflector {
  public:
   explicit Reflector(OpContext& ctx) : m_ctx(ctx) {}
 
   Status after(const Attempt& a);
-  Status at_end(const std::string& stop_reason);
+  Status at_end(const std::string& stop_reason, const std::string& stop_detail = "");
   // Applies every logged, unapplied reflection.
   Status resume();
 

@@ -253,6 +253,24 @@ std::string describe_outcome(const Attempt& a) {
   return msg.empty() ? verdict : verdict + ": " + msg;
 }
 
+// What gain the comparison of an undecided attempt could have decided, from its interval: a
+// kernel is decided faster once the interval's lower end clears 1 (or the margin a disturbed
+// comparison demanded), so at this noise it needed about that plus the interval's lower half.
+namespace {
+std::string decidable_gain(const Attempt& a) {
+  if (a.decision_lower && a.decision_upper && std::isfinite(*a.decision_upper) && a.speedup_vs_incumbent) {
+    double below = std::max(0.0, *a.speedup_vs_incumbent - *a.decision_lower);
+    double needed = a.margin_demanded.value_or(1.0) + below;
+    return fmt::format("At this comparison's noise (its interval reaches {:.2f} below its ratio), only a kernel about {:.2f}x "
+                       "the incumbent's speed or more would have been decided faster; a change expected to gain less is "
+                       "likely to come out undecided again.\n",
+                       below, needed);
+  }
+  return "The comparison ran too few pairs for an interval in its time (long timed cases or a loaded machine), so only a "
+         "large gain can be decided: prefer a change with a large expected effect.\n";
+}
+}  // namespace
+
 // How the incumbent decision was reached, in the numbers it used. The table beside it shows the
 // incumbent's recorded timing, measured at another time and perhaps under other load; without
 // this a reader sees "1.08x vs incumbent" next to "+200%" and "not faster" and cannot tell which
@@ -272,6 +290,7 @@ std::string render_decision(const Attempt& a) {
     out += fmt::format("Timed in alternating batches beside the incumbent (the same load for both): {:.2f}x the incumbent's speed{}, "
                        "geometric mean over the timed cases, {} pairs: {}.\n",
                        *a.speedup_vs_incumbent, interval, a.decision_pairs, verdict);
+    if (!d || d == eval::IncumbentDecision::undecided) out += decidable_gain(a);
   } else {
     out += fmt::format("Compared with the incumbent's recorded timings: {:.2f}x its speed (geometric mean over the timed cases).\n",
                        *a.speedup_vs_incumbent);
@@ -300,7 +319,14 @@ std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_vi
     out += fmt::format("The answer held no usable code: reply with one ```{} block that defines kope_kernel.\n", lang);
   }
   if (!a.correct() && !a.message.empty() && a.verdict != eval::Verdict::bad_answer) out += "Evaluator: " + a.message + "\n";
-  if (!a.first_mismatch.empty()) out += "First mismatch: " + a.first_mismatch + "\n";
+  if (a.wrong_cases.size() > 1) {
+    int wrong = a.cases_total - a.cases_passed;
+    out += fmt::format("Wrong cases (the first mismatching element of each{}):\n",
+                       wrong > static_cast<int>(a.wrong_cases.size()) ? fmt::format("; the first {} of {}", a.wrong_cases.size(), wrong) : "");
+    for (const auto& w : a.wrong_cases) out += "- " + w + "\n";
+  } else if (!a.first_mismatch.empty()) {
+    out += "First mismatch: " + a.first_mismatch + "\n";
+  }
   if (a.cases_total > 0 && !a.correct()) out += fmt::format("Cases passed: {} of {}.\n", a.cases_passed, a.cases_total);
   if (!a.diagnostics.empty()) {
     out += "Diagnostics (trimmed):\n```\n" + cut_at_lines(a.diagnostics, 2500, 40);

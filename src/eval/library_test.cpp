@@ -149,6 +149,44 @@ TEST(RooflineModel, IntegerOpsUseTheIntegerPeak) {
   EXPECT_FALSE(compute_floor_applies(i8));  // the floor stays the memory floor
 }
 
+// An int8 GEMM with a float scale per output column (gemm_u8s8_requant) does integer work: the
+// integer inputs outweigh the float ones, so the integer peak is its compute roof. A float table
+// gathered by integer indices stays a float op.
+TEST(RooflineModel, MostlyIntegerInputsUseTheIntegerPeak) {
+  HardwareProfile p = profile();
+  p.bandwidth = {{1 << 10, 1e6}};
+  p.peak_gbps = 1e6;
+  p.peak_giops = 400;
+  auto parse = [](std::string_view inputs, std::string_view outputs) {
+    std::string text = fmt::format(R"(name = "mixed"
+category = "matmul"
+level = 1
+summary = "mixed dtypes"
+dims = ["M", "N", "K"]
+inputs  = [{}]
+outputs = [{}]
+flops = "2*M*N*K"
+bytes = "M*K + K*N + 4*N + M*N"
+tolerance = {{ atol = 0, rtol = 0 }}
+cases = [{{ M = 64, N = 64, K = 256, timed = true }}]
+)", inputs, outputs);
+    auto op = spec::parse_op(text, "mixed/op.toml", false);
+    EXPECT_TRUE(op) << op.error().message;
+    return *op;
+  };
+  spec::OpSpec requant = parse(R"({ name = "x", dtype = "u8", shape = ["M", "K"] }, { name = "w", dtype = "i8", shape = ["K", "N"] },
+                                  { name = "scale", dtype = "f32", shape = ["N"] })",
+                               R"({ name = "y", dtype = "i8", shape = ["M", "N"] })");
+  Roof r = case_roofline(p, requant, requant.cases[0]);
+  EXPECT_TRUE(r.integer);
+  EXPECT_DOUBLE_EQ(r.gflops, 400);
+  spec::OpSpec gather = parse(R"({ name = "table", dtype = "f32", shape = ["K", "N"] }, { name = "idx", dtype = "i64", shape = ["M"] })",
+                              R"({ name = "y", dtype = "f32", shape = ["M", "N"] })");
+  Roof g = case_roofline(p, gather, gather.cases[0]);
+  EXPECT_FALSE(g.integer);
+  EXPECT_DOUBLE_EQ(g.gflops, 100);
+}
+
 TEST(LibraryConfig, ParsesTheRunnersReport) {
   LibraryEnv env = {{"OPENBLAS_CORETYPE", "SkylakeX"}, {"ONEDNN_MAX_CPU_ISA", std::nullopt}};
   std::string report = "openblas core=SkylakeX threads=2 version=0.3.21; onednn isa=0x27 threads=2;";

@@ -15,10 +15,20 @@ bool any_tensor(const spec::OpSpec& op, bool (*pred)(spec::DType)) {
   return false;
 }
 
+// Whether the op's counted work is integer work on case `c`: no float tensor at all, or more
+// bytes of integer inputs than of float ones (an int8 GEMM with a float scale per column is
+// integer work; a float table gathered by integer indices is not).
+bool integer_work(const spec::OpSpec& op, const spec::Case& c) {
+  if (!any_tensor(op, spec::dtype_is_float)) return true;
+  size_t integer = 0, floating = 0;
+  for (const auto& t : op.inputs) (spec::dtype_is_float(t.dtype) ? floating : integer) += op.byte_size(t, c);
+  return integer > floating;
+}
+
 }  // namespace
 
 Roof case_roofline(const HardwareProfile& hw, const spec::OpSpec& op, const spec::Case& c) {
-  if (!any_tensor(op, spec::dtype_is_float)) return hw.integer_roofline(op.flops_for(c), op.bytes_for(c));
+  if (integer_work(op, c)) return hw.integer_roofline(op.flops_for(c), op.bytes_for(c));
   bool f64 = any_tensor(op, [](spec::DType t) { return t == spec::DType::f64; });
   return hw.roofline(op.flops_for(c), op.bytes_for(c), f64);
 }

@@ -158,7 +158,7 @@ json to_json(const Attempt& a) {
   for (const auto& t : a.timings) timings.push_back(timing_json(t));
   json items = json::array();
   for (const auto& [id, score] : a.memory_items) items.push_back(json::array({id, score}));
-  return json{{"iteration", a.iteration},
+  json j{{"iteration", a.iteration},
               {"stage", std::string(memory::stage_name(a.stage))},
               {"policy", std::string(policy_name(a.policy))},
               {"parent_iteration", opt(a.parent_iteration)},
@@ -223,6 +223,9 @@ json to_json(const Attempt& a) {
               {"journal", a.journal},
               {"answer_form", a.answer_form},
               {"answer_edits", a.answer_edits}};
+  // Written only when there are some, so a run recorded before the field reads back unchanged.
+  if (!a.wrong_cases.empty()) j["wrong_cases"] = a.wrong_cases;
+  return j;
 }
 
 Result<Attempt> attempt_from_json(const json& j) {
@@ -251,6 +254,7 @@ Result<Attempt> attempt_from_json(const json& j) {
     a.message = j.value("message", "");
     a.diagnostics = j.value("diagnostics", "");
     a.first_mismatch = j.value("first_mismatch", "");
+    a.wrong_cases = j.value("wrong_cases", std::vector<std::string>{});
     a.cases_passed = j.value("cases_passed", 0);
     a.cases_total = j.value("cases_total", 0);
     for (const auto& t : j.value("timings", json::array())) a.timings.push_back(timing_from(t));

@@ -99,6 +99,9 @@ struct TimingSummary {
   std::optional<double> side_incumbent_contention = {};
 };
 
+// The wrong cases an attempt keeps, for feedback that shows which shapes fail.
+inline constexpr size_t k_wrong_cases_kept = 4;
+
 struct Attempt {
   int iteration = 0;                    // 1-based within the op's task
   memory::Stage stage = memory::Stage::draft;
@@ -116,6 +119,9 @@ struct Attempt {
   std::string message;
   std::string diagnostics;              // trimmed
   std::string first_mismatch;
+  // wrong_result: the first k_wrong_cases_kept wrong cases, each "case <label>: <its first
+  // mismatching element>" (first_mismatch is the first of them); empty in older runs.
+  std::vector<std::string> wrong_cases;
   int cases_passed = 0;
   int cases_total = 0;
   std::vector<TimingSummary> timings;

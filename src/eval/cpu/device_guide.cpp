@@ -58,6 +58,12 @@ std::string cpu_memory_lines(const HardwareProfile& hw) {
     out += fmt::format("- FP64 FMA throughput: {:.0f} GFLOP/s on all cores ({:.0f} per core; measured)\n", hw.peak_gflops_f64,
                        hw.peak_gflops_f64_core);
   }
+  if (hw.peak_giops > 0) {
+    std::string core = hw.peak_giops_core > 0 ? fmt::format(", {:.0f} per core", hw.peak_giops_core) : "";
+    out += fmt::format("- int8 multiply-add throughput: {:.0f} GOP/s on all cores{} (measured with u8 x s8 multiply-adds, "
+                       "each counted as 2 ops): the compute roof of ops whose work is on integer data\n",
+                       hw.peak_giops, core);
+  }
   if (!hw.bandwidth.empty()) {
     std::vector<std::string> pts;
     for (const auto& p : hw.bandwidth) pts.push_back(fmt::format("{} {:.0f} GB/s", util::human_bytes(static_cast<double>(p.working_set_bytes)), p.gbps));
@@ -66,7 +72,8 @@ std::string cpu_memory_lines(const HardwareProfile& hw) {
                           ? fmt::format("; a working set larger than the L3 ({}) streams from DRAM and gets the DRAM figure, {:.1f} GB/s",
                                         util::human_bytes(static_cast<double>(hw.l3_bytes)), hw.peak_gbps)
                           : std::string();
-    out += "- roofline of a case: max(flops / the peak of its dtype, bytes / the bandwidth at a working set of `bytes`); the "
+    out += "- roofline of a case: max(flops / the peak of its dtype (the integer peak when its integer inputs outweigh its float "
+           "ones), bytes / the bandwidth at a working set of `bytes`); the "
            "bandwidth is read from the table above, interpolated linearly in log2(working set) between its two nearest points "
            "(so a figure between rows appears in no row)" + llc + "\n";
   }
