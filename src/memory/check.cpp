@@ -4,8 +4,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "memory/check.h"
 #include "memory/codec.h"
-#include "memory/sqlite_store.h"
 #include "memory/text.h"
 #include "util/hash.h"
 
@@ -309,28 +309,29 @@ Status check_lessons(Db& db, Problems& p, CheckReport& report) {
 
 }  // namespace
 
-Result<CheckReport> SqliteStore::check() {
-  std::lock_guard lock(m_mutex);
+Result<CheckReport> check_store(SharedDb& shared) {
+  std::lock_guard lock(shared.mutex());
+  Db& db = shared.db();
   CheckReport report;
   Problems p{report.problems, {}};
 
   // 1. The database's own checks.
-  if (m_db->postgres()) {
-    KOPE_TRY(check_postgres(*m_db, p));
+  if (db.postgres()) {
+    KOPE_TRY(check_postgres(db, p));
   } else {
-    KOPE_TRY(check_sqlite(*m_db, p));
+    KOPE_TRY(check_sqlite(db, p));
   }
   // 2. Lineage, then per-run counts.
-  KOPE_TRY(check_lineage(*m_db, p, report));
-  KOPE_TRY(check_runs(*m_db, p));
+  KOPE_TRY(check_lineage(db, p, report));
+  KOPE_TRY(check_runs(db, p));
   // 3. Code blobs and their counters.
-  KOPE_TRY(check_blobs(*m_db, p, report));
+  KOPE_TRY(check_blobs(db, p, report));
   // 4. Downstream scores.
-  KOPE_TRY(check_downstream(*m_db, p));
+  KOPE_TRY(check_downstream(db, p));
   // 5. Per-task summaries and fix links.
-  KOPE_TRY(check_summaries(*m_db, p));
+  KOPE_TRY(check_summaries(db, p));
   // 6. Lessons.
-  KOPE_TRY(check_lessons(*m_db, p, report));
+  KOPE_TRY(check_lessons(db, p, report));
   p.summarise();
   return report;
 }

@@ -10,6 +10,9 @@
 #include "memory/json_io.h"
 #include "memory/schema.h"
 #include "memory/pg.h"
+#include "memory/case_store.h"
+#include "memory/exchange.h"
+#include "memory/lesson_store.h"
 #include "memory/sqlite_store.h"
 #include "memory/text.h"
 #include "util/fs.h"
@@ -158,17 +161,17 @@ std::optional<QuarantineStatus> imported_quarantine(const json& j) {
 // ----------------------------------------------------------------------------------------------
 // Export
 
-Status SqliteStore::export_json(std::ostream& out, const ExportOptions& options) {
-  std::lock_guard lock(m_mutex);
+Status Exchange::export_json(std::ostream& out, const ExportOptions& options) {
+  std::lock_guard lock(m_shared.mutex());
   // One read transaction: a consistent snapshot even while other processes write.
   KOPE_TRY(m_db->begin_read());
   struct EndRead {
     Db* db;
     ~EndRead() { (void)db->exec("COMMIT"); }
-  } end_read{m_db.get()};
+  } end_read{m_db};
 
   json head{{"format", k_export_format}, {"version", k_export_version}, {"schema_version", k_schema_version},
-            {"origin", m_instance}, {"exported_at", util::now_iso8601()},
+            {"origin", m_shared.instance()}, {"exported_at", util::now_iso8601()},
             {"filter", {{"op", options.op}, {"target", options.target}}}};
   if (!options.provenance.empty()) {
     json prov = json::parse(options.provenance, nullptr, false);
@@ -187,8 +190,9 @@ Status SqliteStore::export_json(std::ostream& out, const ExportOptions& options)
   bool first = true;
   for (;;) {
     std::string where = "WHERE c.id > ?1 AND (?2 = '' OR t.op = ?2) AND (?3 = '' OR h.target = ?3)";
-    KOPE_ASSIGN(auto batch, select_cases_locked(where, {SqlValue{after}, SqlValue{options.op}, SqlValue{options.target}},
-                                                true, "ORDER BY c.id LIMIT 500"));
+    KOPE_ASSIGN(auto batch,
+                m_cases.select_cases_locked(where, {SqlValue{after}, SqlValue{options.op}, SqlValue{options.target}},
+                                            true, "ORDER BY c.id LIMIT 500"));
     if (batch.empty()) break;
     for (const auto& c : batch) {
       std::string parent_key;
@@ -210,8 +214,8 @@ Status SqliteStore::export_json(std::ostream& out, const ExportOptions& options)
     }
   }
   out << "\n ],\n \"lessons\": [";
-  KOPE_ASSIGN(auto lessons, select_lessons_locked("WHERE (?1 = '' OR l.target IN ('', ?1))", {SqlValue{options.target}},
-                                                  "ORDER BY l.seq"));
+  KOPE_ASSIGN(auto lessons, m_lessons.select_lessons_locked("WHERE (?1 = '' OR l.target IN ('', ?1))",
+                                                            {SqlValue{options.target}}, "ORDER BY l.seq"));
   first = true;
   for (const auto& l : lessons) {
     json sources = json::array();
@@ -246,13 +250,13 @@ Status SqliteStore::export_json(std::ostream& out, const ExportOptions& options)
   return {};
 }
 
-Status SqliteStore::export_dot(std::ostream& out, const ExportOptions& options) {
-  std::lock_guard lock(m_mutex);
+Status Exchange::export_dot(std::ostream& out, const ExportOptions& options) {
+  std::lock_guard lock(m_shared.mutex());
   KOPE_TRY(m_db->begin_read());
   struct EndRead {
     Db* db;
     ~EndRead() { (void)db->exec("COMMIT"); }
-  } end_read{m_db.get()};
+  } end_read{m_db};
   std::string limit = options.max_cases > 0 ? fmt::format("LIMIT {}", options.max_cases) : "";
   KOPE_ASSIGN(Stmt st, m_db->prepare(fmt::format(
                            "SELECT * FROM (SELECT c.id, c.parent_id, t.op, h.target, c.stage, c.verdict, c.outcome, "
@@ -339,15 +343,15 @@ Status SqliteStore::export_dot(std::ostream& out, const ExportOptions& options) 
 
 // import_json, step 1: the export's cases in its order, each added unless already here (the same
 // attempt from the same origin); `key_map` learns each exported natural key's local id.
-Status SqliteStore::import_cases_locked(const json& doc, const ImportOptions& options, ImportReport& report,
-                                        std::unordered_map<std::string, int64_t>& key_map) {
+Status Exchange::import_cases_locked(const json& doc, const ImportOptions& options, ImportReport& report,
+                                     std::unordered_map<std::string, int64_t>& key_map) {
   const json empty = json::array();
   const json& cases = doc.contains("cases") && doc["cases"].is_array() ? doc["cases"] : empty;
   for (const auto& jc : cases) {
     KOPE_ASSIGN(CaseRecord c, case_from_json(jc));
     const std::string exported_key = c.natural_key;
     if (c.origin.empty()) c.origin = report.origin;
-    KOPE_ASSIGN(auto existing, case_id_by_key_locked(c.natural_key));
+    KOPE_ASSIGN(auto existing, m_cases.case_id_by_key_locked(c.natural_key));
     if (existing) {
       KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT o.instance FROM cases c JOIN origin o ON o.id = c.origin_id "
                                          "WHERE c.id = ?"));
@@ -360,7 +364,7 @@ Status SqliteStore::import_cases_locked(const json& doc, const ImportOptions& op
       }
       // Same key, different attempt from another database: keep both.
       c.natural_key = exported_key + "@" + c.origin.substr(0, 8);
-      KOPE_ASSIGN(auto renamed, case_id_by_key_locked(c.natural_key));
+      KOPE_ASSIGN(auto renamed, m_cases.case_id_by_key_locked(c.natural_key));
       if (renamed) {
         key_map[exported_key] = *renamed;
         ++report.cases_skipped;
@@ -375,16 +379,16 @@ Status SqliteStore::import_cases_locked(const json& doc, const ImportOptions& op
       if (auto it = key_map.find(parent_key); it != key_map.end()) {
         c.parent_id = it->second;
       } else {
-        KOPE_ASSIGN(auto local, case_id_by_key_locked(parent_key));
+        KOPE_ASSIGN(auto local, m_cases.case_id_by_key_locked(parent_key));
         if (local) c.parent_id = local;
       }
     }
-    KOPE_ASSIGN(int64_t origin_id, ensure_origin_locked(c.origin));
-    InsertSource src{origin_id, options.foreign || c.foreign_origin, c.created_at, std::nullopt, {}};
+    KOPE_ASSIGN(int64_t origin_id, m_cases.ensure_origin_locked(c.origin));
+    CaseStore::InsertSource src{origin_id, options.foreign || c.foreign_origin, c.created_at, std::nullopt, {}};
     src.quarantine_state = imported_quarantine(jc);
     if (!c.quarantine_reason.empty()) src.review_note = "imported: " + c.quarantine_reason;
     c.error_signature = c.error_signature;  // kept as exported
-    KOPE_ASSIGN(RecordedCase recorded, insert_case_locked(c, src));
+    KOPE_ASSIGN(RecordedCase recorded, m_cases.insert_case_locked(c, src));
     key_map[exported_key] = recorded.id;
     ++report.cases_added;
   }
@@ -392,10 +396,10 @@ Status SqliteStore::import_cases_locked(const json& doc, const ImportOptions& op
 }
 
 // import_json, step 2: the export's lessons, one by one through import_lesson_locked.
-Status SqliteStore::import_lessons_locked(const json& doc, const std::string& source,
-                                          const ImportOptions& options,
-                                          const std::unordered_map<std::string, int64_t>& key_map,
-                                          ImportReport& report) {
+Status Exchange::import_lessons_locked(const json& doc, const std::string& source,
+                                       const ImportOptions& options,
+                                       const std::unordered_map<std::string, int64_t>& key_map,
+                                       ImportReport& report) {
   const json empty = json::array();
   const json& lessons = doc.contains("lessons") && doc["lessons"].is_array() ? doc["lessons"] : empty;
   // Lessons that were merged away come after the lessons they were merged into.
@@ -413,12 +417,12 @@ Status SqliteStore::import_lessons_locked(const json& doc, const std::string& so
 // One lesson of an import: a lesson already here only takes over the provenance the export adds;
 // an active or quarantined one that duplicates a lesson here (nearly) is merged into it; any
 // other is inserted.
-Status SqliteStore::import_lesson_locked(const json& jl, const std::string& source, const ImportOptions& options,
-                                         const std::unordered_map<std::string, int64_t>& key_map,
-                                         ImportReport& report) {
+Status Exchange::import_lesson_locked(const json& jl, const std::string& source, const ImportOptions& options,
+                                      const std::unordered_map<std::string, int64_t>& key_map,
+                                      ImportReport& report) {
   std::string id = str_from(jl, "id");
   if (id.empty()) return fail(ErrorKind::config, "{}: a lesson has no id", source);
-  KOPE_ASSIGN(auto known, resolve_lesson_locked(id));
+  KOPE_ASSIGN(auto known, m_lessons.resolve_lesson_locked(id));
   Lesson l;
   auto kind = parse_lesson_kind(str_from(jl, "kind"));
   auto status = parse_lesson_status(str_from(jl, "status"));
@@ -448,7 +452,7 @@ Status SqliteStore::import_lesson_locked(const json& jl, const std::string& sour
       if (m != key_map.end()) {
         l.source_cases.push_back(m->second);
       } else {
-        KOPE_ASSIGN(auto local, case_id_by_key_locked(k.get<std::string>()));
+        KOPE_ASSIGN(auto local, m_cases.case_id_by_key_locked(k.get<std::string>()));
         if (local) l.source_cases.push_back(*local);
       }
     }
@@ -465,18 +469,18 @@ Status SqliteStore::import_lesson_locked(const json& jl, const std::string& sour
       if (!row) fresh.push_back(cid);
     }
     if (!fresh.empty()) {
-      KOPE_TRY(add_lesson_sources_locked(*known, fresh));
+      KOPE_TRY(m_lessons.add_lesson_sources_locked(*known, fresh));
       json payload{{"sources_added", fresh}, {"origin", lesson_origin}};
-      KOPE_TRY(log_delta_locked(*known, "add",
-                                fmt::format("imported again from {} ({}): provenance added", report.origin, source),
-                                std::nullopt, payload.dump()));
+      KOPE_TRY(m_lessons.log_delta_locked(
+          *known, "add", fmt::format("imported again from {} ({}): provenance added", report.origin, source),
+          std::nullopt, payload.dump()));
     }
     ++report.lessons_skipped;
     return {};
   }
   bool foreign = options.foreign || jl.value("foreign_origin", false);
   if (l.status == LessonStatus::merged) {
-    KOPE_ASSIGN(auto into, resolve_lesson_locked(l.merged_into));
+    KOPE_ASSIGN(auto into, m_lessons.resolve_lesson_locked(l.merged_into));
     if (into) {
       l.merged_into = *into;
     } else {
@@ -485,35 +489,36 @@ Status SqliteStore::import_lesson_locked(const json& jl, const std::string& sour
     }
   }
   if (l.status == LessonStatus::active || l.status == LessonStatus::quarantined) {
-    KOPE_ASSIGN(auto dup, find_duplicate_locked(l));
+    KOPE_ASSIGN(auto dup, m_lessons.find_duplicate_locked(l));
     if (dup) {
-      KOPE_TRY(add_lesson_sources_locked(dup->first, l.source_cases));
+      KOPE_TRY(m_lessons.add_lesson_sources_locked(dup->first, l.source_cases));
       KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO lesson_alias(alias, lesson_id) VALUES (?, ?)"));
       KOPE_TRY(st.bind(1, id).bind(2, dup->first).run());
       json payload{{"duplicate", dup->second >= 1.0 ? "exact" : "near"}, {"similarity", dup->second},
                    {"proposed_id", id}, {"title", l.title}, {"text", l.text}, {"origin", lesson_origin}};
-      KOPE_TRY(log_delta_locked(dup->first, "add",
-                                fmt::format("imported from {} ({}) and merged as a duplicate (similarity {:.2f})",
-                                            report.origin, source, dup->second),
-                                std::nullopt, payload.dump()));
+      KOPE_TRY(m_lessons.log_delta_locked(
+          dup->first, "add",
+          fmt::format("imported from {} ({}) and merged as a duplicate (similarity {:.2f})", report.origin, source,
+                      dup->second),
+          std::nullopt, payload.dump()));
       ++report.lessons_merged;
       return {};
     }
   }
-  KOPE_ASSIGN(int64_t origin_id, ensure_origin_locked(lesson_origin));
+  KOPE_ASSIGN(int64_t origin_id, m_cases.ensure_origin_locked(lesson_origin));
   json payload{{"imported_from", report.origin}, {"source", source},
                {"history", jl.contains("history") ? jl["history"] : json::array()}};
-  KOPE_TRY(insert_lesson_locked(l, id, origin_id, foreign,
-                                fmt::format("imported from {} ({}){}", report.origin, source,
-                                            foreign ? " as foreign" : ""),
-                                std::nullopt, payload.dump()));
+  KOPE_TRY(m_lessons.insert_lesson_locked(l, id, origin_id, foreign,
+                                          fmt::format("imported from {} ({}){}", report.origin, source,
+                                                      foreign ? " as foreign" : ""),
+                                          std::nullopt, payload.dump()));
   ++report.lessons_added;
   return {};
 }
 
 // import_json, step 3: the import log row, and the export's provenance beside it.
-Status SqliteStore::log_import_locked(const std::string& source, const ImportOptions& options,
-                                      const ImportReport& report) {
+Status Exchange::log_import_locked(const std::string& source, const ImportOptions& options,
+                                   const ImportReport& report) {
   KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT INTO import_log(origin, source, foreign_origin, cases_added, "
                                      "lessons_added, imported_at) VALUES (?, ?, ?, ?, ?, ?)"));
   st.bind(1, report.origin).bind(2, source).bind(3, int64_t{options.foreign ? 1 : 0});
@@ -526,7 +531,7 @@ Status SqliteStore::log_import_locked(const std::string& source, const ImportOpt
   return pm.bind(1, fmt::format("import_provenance:{}", m_db->last_insert_rowid())).bind(2, report.provenance).run();
 }
 
-Result<ImportReport> SqliteStore::import_json(std::string_view text, const ImportOptions& options) {
+Result<ImportReport> Exchange::import_json(std::string_view text, const ImportOptions& options) {
   json doc = json::parse(text, nullptr, false);
   std::string source = options.source.empty() ? std::string("input") : options.source;
   if (doc.is_discarded() || !doc.is_object()) {
@@ -549,10 +554,10 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
   }
 
   const ImportReport parsed = report;
-  std::lock_guard lock(m_mutex);
+  std::lock_guard lock(m_shared.mutex());
   // Idempotent by design (natural keys, lesson ids), so it is sent again after a lost connection.
-  return resending_locked(Resend::idempotent, [&]() -> Result<ImportReport> {
-    KOPE_ASSIGN(Transaction tx, begin_locked());
+  return m_shared.resending_locked(SharedDb::Resend::idempotent, [&]() -> Result<ImportReport> {
+    KOPE_ASSIGN(Transaction tx, m_shared.begin_locked());
     report = parsed;  // an import sent again after a lost connection counts afresh
     auto body = [&]() -> Status {
       std::unordered_map<std::string, int64_t> key_map;  // exported natural key -> local id
@@ -563,7 +568,7 @@ Result<ImportReport> SqliteStore::import_json(std::string_view text, const Impor
     if (auto s = body(); !s) {  // the transaction rolls back (and resets the caches)
       return std::unexpected(std::move(s).error().with_context(fmt::format("importing {}", source)));
     }
-    KOPE_TRY(commit_locked(tx));
+    KOPE_TRY(m_shared.commit_locked(tx));
     return report;
   });
 }
@@ -601,11 +606,11 @@ Status copy_database(const std::filesystem::path& from, const std::filesystem::p
   return {};
 }
 
-Result<ImportReport> SqliteStore::merge_from(const std::filesystem::path& other, const ImportOptions& options) {
+Result<ImportReport> Exchange::merge_from(const std::filesystem::path& other, const ImportOptions& options) {
   if (is_store_url(other.string())) return merge_from_server(other.string(), options);
   std::error_code ec;
   if (!std::filesystem::exists(other, ec)) return fail(ErrorKind::not_found, "merge: no database at {}", other.string());
-  if (m_path != ":memory:" && std::filesystem::equivalent(other, m_path, ec)) {
+  if (m_shared.path() != ":memory:" && std::filesystem::equivalent(other, m_shared.path(), ec)) {
     return fail(ErrorKind::usage, "merge: {} is this database", other.string());
   }
   KOPE_TRY(check_file_header(other));
@@ -618,16 +623,16 @@ Result<ImportReport> SqliteStore::merge_from(const std::filesystem::path& other,
   return import_export_of(*other_store, other.string(), options);
 }
 
-Result<ImportReport> SqliteStore::merge_from_server(const std::string& url, const ImportOptions& options) {
+Result<ImportReport> Exchange::merge_from_server(const std::string& url, const ImportOptions& options) {
   // A database on a server cannot be copied privately; it is read in one read-only snapshot
   // (export_json), after open_store refused a newer or foreign schema.
   KOPE_ASSIGN(auto other_store, SqliteStore::open_postgres(url));
-  if (other_store->m_instance == m_instance) return fail(ErrorKind::usage, "merge: {} is this database", url);
+  if (other_store->instance() == m_shared.instance()) return fail(ErrorKind::usage, "merge: {} is this database", url);
   return import_export_of(*other_store, redacted_url(url), options);
 }
 
-Result<ImportReport> SqliteStore::import_export_of(SqliteStore& other, const std::string& source,
-                                                   const ImportOptions& options) {
+Result<ImportReport> Exchange::import_export_of(Database& other, const std::string& source,
+                                                const ImportOptions& options) {
   std::ostringstream dump;
   KOPE_TRY(other.export_json(dump, {}));
   ImportOptions o = options;

@@ -1,4 +1,4 @@
-// Lessons (changed only through logged deltas), learned values, the retrieval log and credit.
+// LessonStore: lessons (changed only through logged deltas), learned values, the retrieval log and credit.
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "memory/schema.h"
-#include "memory/sqlite_store.h"
+#include "memory/case_store.h"
+#include "memory/lesson_store.h"
+#include "memory/retrieval_store.h"
 #include "memory/text.h"
 #include "util/hash.h"
 #include "util/strings.h"
@@ -61,10 +63,12 @@ bool helpful_reward(Stage stage, double reward) { return stage == Stage::refine 
 
 }  // namespace
 
+LessonStore::LessonStore(SharedDb& shared, CaseStore& cases) : m_shared(shared), m_db(&shared.db()), m_cases(cases) {}
+
 // ----------------------------------------------------------------------------------------------
 // Reading lessons
 
-Result<std::optional<std::string>> SqliteStore::resolve_lesson_locked(const std::string& id) {
+Result<std::optional<std::string>> LessonStore::resolve_lesson_locked(const std::string& id) {
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT 1 FROM lessons WHERE id = ?"));
     st.bind(1, id);
@@ -78,7 +82,7 @@ Result<std::optional<std::string>> SqliteStore::resolve_lesson_locked(const std:
   return std::optional<std::string>{};
 }
 
-Result<std::map<std::string, double>> SqliteStore::item_values_locked(const std::string& item_id) {
+Result<std::map<std::string, double>> LessonStore::item_values_locked(const std::string& item_id) {
   std::map<std::string, double> out;
   KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT stage, value FROM item_value WHERE item_id = ?"));
   st.bind(1, item_id);
@@ -90,7 +94,7 @@ Result<std::map<std::string, double>> SqliteStore::item_values_locked(const std:
   return out;
 }
 
-Result<std::vector<Lesson>> SqliteStore::select_lessons_locked(const std::string& where_sql,
+Result<std::vector<Lesson>> LessonStore::select_lessons_locked(const std::string& where_sql,
                                                                const std::vector<SqlValue>& params,
                                                                const std::string& order_limit) {
   std::vector<Lesson> out;
@@ -116,7 +120,7 @@ Result<std::vector<Lesson>> SqliteStore::select_lessons_locked(const std::string
   return out;
 }
 
-Result<std::optional<Lesson>> SqliteStore::get_lesson_locked(const std::string& id) {
+Result<std::optional<Lesson>> LessonStore::get_lesson_locked(const std::string& id) {
   KOPE_ASSIGN(auto resolved, resolve_lesson_locked(id));
   if (!resolved) return std::optional<Lesson>{};
   KOPE_ASSIGN(auto rows, select_lessons_locked("WHERE l.id = ?1", {SqlValue{*resolved}}, ""));
@@ -124,13 +128,13 @@ Result<std::optional<Lesson>> SqliteStore::get_lesson_locked(const std::string& 
   return std::optional<Lesson>{std::move(rows.front())};
 }
 
-Result<std::optional<Lesson>> SqliteStore::get_lesson(const std::string& id) {
-  std::lock_guard lock(m_mutex);
+Result<std::optional<Lesson>> LessonStore::get_lesson(const std::string& id) {
+  std::lock_guard lock(m_shared.mutex());
   return get_lesson_locked(id);
 }
 
-Result<std::vector<Lesson>> SqliteStore::lessons(const LessonScope& f) {
-  std::lock_guard lock(m_mutex);
+Result<std::vector<Lesson>> LessonStore::lessons(const LessonScope& f) {
+  std::lock_guard lock(m_shared.mutex());
   return select_lessons_locked(
       "WHERE l.status = 0 AND (l.category = '' OR ?1 = '' OR l.category = ?1) "
       "AND (l.backend = '' OR ?2 = '' OR l.backend = ?2) AND (l.target = '' OR ?3 = '' OR l.target = ?3) "
@@ -139,8 +143,8 @@ Result<std::vector<Lesson>> SqliteStore::lessons(const LessonScope& f) {
       "ORDER BY l.helpful - l.harmful DESC, l.seq");
 }
 
-Result<std::vector<Lesson>> SqliteStore::find_lessons(const LessonFilter& f) {
-  std::lock_guard lock(m_mutex);
+Result<std::vector<Lesson>> LessonStore::find_lessons(const LessonFilter& f) {
+  std::lock_guard lock(m_shared.mutex());
   std::string where =
       "WHERE (l.category = '' OR ?1 = '' OR l.category = ?1) "
       "AND (l.backend = '' OR ?2 = '' OR l.backend = ?2) AND (l.target = '' OR ?3 = '' OR l.target = ?3) "
@@ -162,7 +166,7 @@ Result<std::vector<Lesson>> SqliteStore::find_lessons(const LessonFilter& f) {
   std::unordered_map<int64_t, size_t> rank_of;
   std::string ids = "[";
   {
-    KOPE_ASSIGN(std::vector<int64_t> ranked, ranked_lessons_locked(f.text));
+    KOPE_ASSIGN(std::vector<int64_t> ranked, rank_lessons_by_text(*m_db, f.text));
     if (ranked.empty()) return std::vector<Lesson>{};
     for (int64_t seq : ranked) {
       ids += (rank_of.empty() ? "" : ",") + std::to_string(seq);
@@ -189,8 +193,8 @@ Result<std::vector<Lesson>> SqliteStore::find_lessons(const LessonFilter& f) {
   return found;
 }
 
-Result<std::vector<LessonLogEntry>> SqliteStore::lesson_history(const std::string& id) {
-  std::lock_guard lock(m_mutex);
+Result<std::vector<LessonLogEntry>> LessonStore::lesson_history(const std::string& id) {
+  std::lock_guard lock(m_shared.mutex());
   KOPE_ASSIGN(auto resolved, resolve_lesson_locked(id));
   if (!resolved) return fail(ErrorKind::not_found, "no lesson '{}'", id);
   KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT seq, lesson_id, op, reason, source_case, payload, helpful_after, "
@@ -220,7 +224,7 @@ Result<std::vector<LessonLogEntry>> SqliteStore::lesson_history(const std::strin
 // ----------------------------------------------------------------------------------------------
 // Writing lessons
 
-Status SqliteStore::log_delta_locked(const std::string& lesson_id, std::string_view op, const std::string& reason,
+Status LessonStore::log_delta_locked(const std::string& lesson_id, std::string_view op, const std::string& reason,
                                      std::optional<int64_t> source_case, const std::string& payload) {
   int64_t helpful = 0, harmful = 0, status = 0;
   {
@@ -242,29 +246,24 @@ Status SqliteStore::log_delta_locked(const std::string& lesson_id, std::string_v
   return ins.run();
 }
 
-Status SqliteStore::index_lesson_locked(int64_t seq, bool remove, const Lesson& l) {
-  note_terms_locked(1, lesson_body(l), remove ? -1 : +1);
-  return index_search_locked(1, seq, lesson_body(l),
-                             lesson_search_tags(static_cast<int>(l.kind), l.scope.category, l.scope.backend,
-                                                l.scope.target),
-                             remove);
+Status LessonStore::index_lesson_locked(int64_t seq, bool remove, const Lesson& l) {
+  m_shared.note_terms_locked(1, lesson_body(l), remove ? -1 : +1);
+  return m_shared.index_search_locked(
+      1, seq, lesson_body(l),
+      lesson_search_tags(static_cast<int>(l.kind), l.scope.category, l.scope.backend, l.scope.target), remove);
 }
 
-Status SqliteStore::add_lesson_sources_locked(const std::string& lesson_id, const std::vector<int64_t>& case_ids) {
+Status LessonStore::add_lesson_sources_locked(const std::string& lesson_id, const std::vector<int64_t>& case_ids) {
   for (int64_t cid : case_ids) {
-    {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT 1 FROM cases WHERE id = ?"));
-      st.bind(1, cid);
-      KOPE_ASSIGN(bool row, st.step());
-      if (!row) return fail(ErrorKind::not_found, "lesson {}: source case {} does not exist", lesson_id, cid);
-    }
+    KOPE_ASSIGN(bool exists, m_cases.exists_locked(cid));
+    if (!exists) return fail(ErrorKind::not_found, "lesson {}: source case {} does not exist", lesson_id, cid);
     KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO lesson_source(lesson_id, case_id) VALUES (?, ?)"));
     KOPE_TRY(st.bind(1, lesson_id).bind(2, cid).run());
   }
   return {};
 }
 
-Result<std::optional<std::pair<std::string, double>>> SqliteStore::find_duplicate_locked(const Lesson& l) {
+Result<std::optional<std::pair<std::string, double>>> LessonStore::find_duplicate_locked(const Lesson& l) {
   std::string norm = normalised_text(l.title + " " + l.text);
   auto tokens = token_set(norm);
   KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, norm FROM lessons WHERE kind = ? AND category = ? AND backend = ? "
@@ -283,7 +282,7 @@ Result<std::optional<std::pair<std::string, double>>> SqliteStore::find_duplicat
   return best;
 }
 
-Result<std::string> SqliteStore::insert_lesson_locked(const Lesson& in, const std::string& proposed_id,
+Result<std::string> LessonStore::insert_lesson_locked(const Lesson& in, const std::string& proposed_id,
                                                       int64_t origin_id, bool foreign, const std::string& reason,
                                                       std::optional<int64_t> source_case, const std::string& payload) {
   Lesson l = in;
@@ -336,7 +335,7 @@ Result<std::string> SqliteStore::insert_lesson_locked(const Lesson& in, const st
   return id;
 }
 
-Status SqliteStore::maybe_deprecate_locked(const std::string& id) {
+Status LessonStore::maybe_deprecate_locked(const std::string& id) {
   int64_t helpful = 0, harmful = 0, status = 0;
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT helpful, harmful, status FROM lessons WHERE id = ?"));
@@ -360,7 +359,29 @@ Status SqliteStore::maybe_deprecate_locked(const std::string& id) {
                           std::nullopt, payload.dump());
 }
 
-Result<std::string> SqliteStore::apply_locked(const LessonDelta& delta) {
+Status LessonStore::release_quarantined_locked(int64_t case_id, const std::string& note) {
+  std::vector<std::string> ids;
+  {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT l.id FROM lessons l JOIN lesson_source s ON s.lesson_id = l.id "
+                                       "WHERE s.case_id = ? AND l.status = ?"));
+    st.bind(1, case_id).bind(2, static_cast<int>(LessonStatus::quarantined));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      ids.push_back(st.text(0));
+    }
+  }
+  for (const auto& lid : ids) {
+    KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE lessons SET status = ? WHERE id = ?"));
+    KOPE_TRY(st.bind(1, static_cast<int>(LessonStatus::active)).bind(2, lid).run());
+    json payload{{"status", "active"}, {"verified_case", case_id}};
+    KOPE_TRY(log_delta_locked(lid, "edit", fmt::format("source case {} verified: {}", case_id, note), case_id,
+                              payload.dump()));
+  }
+  return {};
+}
+
+Result<std::string> LessonStore::apply_locked(const LessonDelta& delta) {
   using Op = LessonDelta::Op;
   std::vector<int64_t> sources = delta.lesson.source_cases;
   if (delta.source_case) sources.push_back(*delta.source_case);
@@ -399,10 +420,8 @@ Result<std::string> SqliteStore::apply_locked(const LessonDelta& delta) {
     }
     // Lessons drawn from a quarantined case wait in quarantine too.
     for (int64_t cid : sources) {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT quarantine FROM case_derived WHERE case_id = ?"));
-      st.bind(1, cid);
-      KOPE_ASSIGN(bool row, st.step());
-      if (row && quarantine_holds_back(stored_quarantine(st.int64(0)).value_or(QuarantineStatus::none))) {
+      KOPE_ASSIGN(auto quarantine, m_cases.quarantine_of_locked(cid));
+      if (quarantine_holds_back(quarantine.value_or(QuarantineStatus::none))) {
         l.status = LessonStatus::quarantined;
       }
     }
@@ -414,7 +433,7 @@ Result<std::string> SqliteStore::apply_locked(const LessonDelta& delta) {
                  {"scope", {{"category", l.scope.category}, {"backend", l.scope.backend},
                             {"target", l.scope.target}, {"toolchain", l.scope.toolchain}}},
                  {"error_signature", l.error_signature}, {"status", lesson_status_name(l.status)}};
-    return insert_lesson_locked(l, delta.lesson_id, m_origin_id, false, delta.reason, delta.source_case,
+    return insert_lesson_locked(l, delta.lesson_id, m_shared.origin_id(), false, delta.reason, delta.source_case,
                                 payload.dump());
   }
 
@@ -509,28 +528,28 @@ Result<std::string> SqliteStore::apply_locked(const LessonDelta& delta) {
   return fail(ErrorKind::internal, "unknown lesson delta");
 }
 
-Result<std::string> SqliteStore::apply(const LessonDelta& delta) {
-  std::lock_guard lock(m_mutex);
-  return resending_locked(Resend::only_unsent, [&]() -> Result<std::string> {
-    KOPE_ASSIGN(Transaction tx, begin_locked());
+Result<std::string> LessonStore::apply(const LessonDelta& delta) {
+  std::lock_guard lock(m_shared.mutex());
+  return m_shared.resending_locked(SharedDb::Resend::only_unsent, [&]() -> Result<std::string> {
+    KOPE_ASSIGN(Transaction tx, m_shared.begin_locked());
     auto id = apply_locked(delta);
     if (!id) return id;
-    KOPE_TRY(commit_locked(tx));
+    KOPE_TRY(m_shared.commit_locked(tx));
     return id;
   });
 }
 
-Result<std::vector<std::string>> SqliteStore::apply_all(const std::vector<LessonDelta>& deltas) {
-  std::lock_guard lock(m_mutex);
-  return resending_locked(Resend::only_unsent, [&]() -> Result<std::vector<std::string>> {
-    KOPE_ASSIGN(Transaction tx, begin_locked());
+Result<std::vector<std::string>> LessonStore::apply_all(const std::vector<LessonDelta>& deltas) {
+  std::lock_guard lock(m_shared.mutex());
+  return m_shared.resending_locked(SharedDb::Resend::only_unsent, [&]() -> Result<std::vector<std::string>> {
+    KOPE_ASSIGN(Transaction tx, m_shared.begin_locked());
     std::vector<std::string> ids;
     ids.reserve(deltas.size());
     for (const auto& d : deltas) {
       KOPE_ASSIGN(std::string id, apply_locked(d));
       ids.push_back(std::move(id));
     }
-    KOPE_TRY(commit_locked(tx));
+    KOPE_TRY(m_shared.commit_locked(tx));
     return ids;
   });
 }
@@ -538,11 +557,11 @@ Result<std::vector<std::string>> SqliteStore::apply_all(const std::vector<Lesson
 // ----------------------------------------------------------------------------------------------
 // Retrieval log and credit
 
-Status SqliteStore::log_retrieval(const RetrievalLogEntry& e) {
+Status LessonStore::log_retrieval(const RetrievalLogEntry& e) {
   if (e.prompt_id.empty()) return fail(ErrorKind::usage, "retrieval log entry has no prompt id");
-  std::lock_guard lock(m_mutex);
-  return resending_locked(Resend::idempotent, [&]() -> Status {
-    KOPE_ASSIGN(Transaction tx, begin_locked());
+  std::lock_guard lock(m_shared.mutex());
+  return m_shared.resending_locked(SharedDb::Resend::idempotent, [&]() -> Status {
+    KOPE_ASSIGN(Transaction tx, m_shared.begin_locked());
     json tiers = json::object();
     for (const auto& [tier, tokens] : e.tier_tokens) tiers[tier] = tokens;
     {
@@ -561,12 +580,12 @@ Status SqliteStore::log_retrieval(const RetrievalLogEntry& e) {
       KOPE_ASSIGN(Stmt st, m_db->prepare("INSERT OR IGNORE INTO prompt_item(prompt_id, item_id, score) VALUES (?, ?, ?)"));
       KOPE_TRY(st.bind(1, e.prompt_id).bind(2, item).bind(3, std::isfinite(score) ? score : 0.0).run());
     }
-    return commit_locked(tx);
+    return m_shared.commit_locked(tx);
   });
 }
 
-Result<std::optional<RetrievalLogEntry>> SqliteStore::retrieval_entry(const std::string& prompt_id) {
-  std::lock_guard lock(m_mutex);
+Result<std::optional<RetrievalLogEntry>> LessonStore::retrieval_entry(const std::string& prompt_id) {
+  std::lock_guard lock(m_shared.mutex());
   RetrievalLogEntry e;
   {
     KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT case_id, stage, tier_tokens FROM prompt WHERE id = ?"));
@@ -593,7 +612,7 @@ Result<std::optional<RetrievalLogEntry>> SqliteStore::retrieval_entry(const std:
   return std::optional<RetrievalLogEntry>{std::move(e)};
 }
 
-Result<std::pair<double, double>> SqliteStore::update_value_locked(const std::string& item_id, Stage stage, double reward) {
+Result<std::pair<double, double>> LessonStore::update_value_locked(const std::string& item_id, Stage stage, double reward) {
   double before = stage_prior(stage);
   int64_t n = 0;
   {
@@ -612,12 +631,12 @@ Result<std::pair<double, double>> SqliteStore::update_value_locked(const std::st
   return std::pair{before, after};
 }
 
-Status SqliteStore::credit(const std::string& prompt_id, double reward) {
+Status LessonStore::credit(const std::string& prompt_id, double reward) {
   if (!std::isfinite(reward)) return fail(ErrorKind::usage, "credit for prompt {}: reward is not finite", prompt_id);
-  std::lock_guard lock(m_mutex);
+  std::lock_guard lock(m_shared.mutex());
   // A prompt is credited once, so a credit sent again after a lost connection changes nothing.
-  return resending_locked(Resend::idempotent, [&]() -> Status {
-    KOPE_ASSIGN(Transaction tx, begin_locked());
+  return m_shared.resending_locked(SharedDb::Resend::idempotent, [&]() -> Status {
+    KOPE_ASSIGN(Transaction tx, m_shared.begin_locked());
     Stage stage = Stage::draft;
     std::optional<int64_t> prompt_case;
     {
@@ -632,10 +651,8 @@ Status SqliteStore::credit(const std::string& prompt_id, double reward) {
     // A lesson's credit names the case the prompt produced as its source: where the lesson was
     // measured (retrieval reads it to tell an imported lesson this machine has confirmed).
     if (prompt_case) {
-      KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT 1 FROM cases WHERE id = ?"));
-      st.bind(1, *prompt_case);
-      KOPE_ASSIGN(bool row, st.step());
-      if (!row) prompt_case.reset();
+      KOPE_ASSIGN(bool exists, m_cases.exists_locked(*prompt_case));
+      if (!exists) prompt_case.reset();
     }
     std::vector<std::string> items;
     {
@@ -675,7 +692,7 @@ Status SqliteStore::credit(const std::string& prompt_id, double reward) {
       KOPE_ASSIGN(Stmt st, m_db->prepare("UPDATE prompt SET credited_at = ?, reward = ? WHERE id = ?"));
       KOPE_TRY(st.bind(1, util::now_iso8601()).bind(2, reward).bind(3, prompt_id).run());
     }
-    return commit_locked(tx);
+    return m_shared.commit_locked(tx);
   });
 }
 

@@ -10,7 +10,7 @@
 // Connection loss: a statement outside a transaction (every read) is re-run after reconnecting
 // with backoff. Inside a transaction the transaction is gone: the statement fails with io and
 // connection_lost() tells the store, which re-runs its whole operation (see
-// SqliteStore::resending_locked); when the loss hid the outcome of COMMIT, commit_unconfirmed()
+// SharedDb::resending_locked); when the loss hid the outcome of COMMIT, commit_unconfirmed()
 // says so, and only operations that are idempotent on their natural keys are re-sent.
 //
 // Pipelining: inside a transaction, a write whose result the store does not read (defer()) is

@@ -20,7 +20,7 @@
 
 #include "context/context.h"
 #include "memory/codec.h"
-#include "memory/sqlite_store.h"
+#include "memory/retrieval_store.h"
 #include "memory/text.h"
 #include "util/strings.h"
 
@@ -221,13 +221,13 @@ static Result<std::vector<LexicalHit>> postgres_bm25(Db& db, int corpus,
                                                      const std::vector<std::pair<std::string, double>>& terms,
                                                      int rows);
 
-Result<std::vector<int64_t>> SqliteStore::ranked_lessons_locked(const std::string& text) {
+Result<std::vector<int64_t>> rank_lessons_by_text(Db& db, const std::string& text) {
   constexpr int k_ranked_lessons = 1000;
   std::vector<int64_t> out;
-  if (!m_db->postgres()) {
+  if (!db.postgres()) {
     std::string q = fts_or_query(text);
     if (q.empty()) return out;
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT rowid FROM lesson_fts WHERE lesson_fts MATCH ? ORDER BY rank LIMIT 1000"));
+    KOPE_ASSIGN(Stmt st, db.prepare("SELECT rowid FROM lesson_fts WHERE lesson_fts MATCH ? ORDER BY rank LIMIT 1000"));
     st.bind(1, q);
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
@@ -237,7 +237,7 @@ Result<std::vector<int64_t>> SqliteStore::ranked_lessons_locked(const std::strin
   }
   // The terms fts_or_query would OR, with their document frequencies; every match is scored.
   std::vector<std::pair<std::string, double>> terms;
-  KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT df FROM term_df WHERE corpus = 1 AND term = ?"));
+  KOPE_ASSIGN(Stmt st, db.prepare("SELECT df FROM term_df WHERE corpus = 1 AND term = ?"));
   std::set<std::string> seen;
   for (const auto& t : text_tokens(text)) {
     if (seen.size() >= 12) break;
@@ -246,13 +246,13 @@ Result<std::vector<int64_t>> SqliteStore::ranked_lessons_locked(const std::strin
     KOPE_ASSIGN(bool row, st.step());
     terms.emplace_back(t, row ? st.real(0) : 0.0);
   }
-  KOPE_ASSIGN(auto hits, postgres_bm25(*m_db, 1, terms, 0));
+  KOPE_ASSIGN(auto hits, postgres_bm25(db, 1, terms, 0));
   std::stable_sort(hits.begin(), hits.end(), [](const LexicalHit& a, const LexicalHit& b) { return a.bm25 > b.bm25; });
   for (size_t i = 0; i < hits.size() && i < static_cast<size_t>(k_ranked_lessons); ++i) out.push_back(hits[i].rowid);
   return out;
 }
 
-Status SqliteStore::refresh_tasks_locked() {
+Status RetrievalStore::refresh_tasks_locked() {
   KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, op, spec_hash, category, level, signature, timed_dims, "
                                      "arithmetic_intensity, log2_flops, log2_bytes FROM task WHERE id > ? ORDER BY id"));
   st.bind(1, m_tasks_max_id);
@@ -388,7 +388,7 @@ static Result<std::vector<LexicalHit>> lexical_search(Db& db, int corpus, std::s
 // items that made it. Runs with the store's mutex held.
 class RetrievalEngine {
  public:
-  RetrievalEngine(SqliteStore& store, const RetrievalQuery& q)
+  RetrievalEngine(RetrievalStore& store, const RetrievalQuery& q)
       : m_store(store), m_db(*store.m_db), m_q(q), m_weights(weights_for(q.stage)),
         m_lexical_text(q.text + " " + q.last_error_signature + " " + q.bottleneck) {}
 
@@ -1103,7 +1103,7 @@ class RetrievalEngine {
     return {};
   }
 
-  SqliteStore& m_store;
+  RetrievalStore& m_store;
   Db& m_db;
   const RetrievalQuery& m_q;
   const Weights m_weights;
@@ -1113,7 +1113,7 @@ class RetrievalEngine {
   SignatureShape m_shape;
   std::vector<int64_t> m_op_tasks;
   std::vector<std::pair<double, int64_t>> m_similar;  // similarity, task id
-  std::unordered_map<int64_t, const SqliteStore::TaskRow*> m_task_by_id;
+  std::unordered_map<int64_t, const RetrievalStore::TaskRow*> m_task_by_id;
   std::unordered_map<std::string, Candidate> m_cands;  // keyed by item id
   std::unordered_map<int64_t, CaseFacts> m_facts;
   std::unordered_map<int64_t, LessonFacts> m_lessons_by_seq;
@@ -1127,8 +1127,15 @@ class RetrievalEngine {
   std::unordered_map<size_t, int64_t> m_journal_of;    // item index -> case id
 };
 
-Result<std::vector<RetrievedItem>> SqliteStore::retrieve(const RetrievalQuery& q) {
-  std::lock_guard lock(m_mutex);
+RetrievalStore::RetrievalStore(SharedDb& shared) : m_shared(shared), m_db(&shared.db()) {
+  m_shared.on_reset([this] {
+    m_tasks.clear();
+    m_tasks_max_id = 0;
+  });
+}
+
+Result<std::vector<RetrievedItem>> RetrievalStore::retrieve(const RetrievalQuery& q) {
+  std::lock_guard lock(m_shared.mutex());
   KOPE_TRY(refresh_tasks_locked());
   return RetrievalEngine(*this, q).run();
 }

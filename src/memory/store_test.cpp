@@ -287,6 +287,32 @@ TEST_P(StoreTest, BatchesLinkByParentKeyAndAreAllOrNothing) {
   EXPECT_GT(record(*t.store, again), 0);
 }
 
+// The caches of the small stores go with a rolled-back write: a case the failed batch recorded
+// (and CaseStore remembered for its children) is not found as a parent afterwards, and its new
+// task, hardware and toolchain rows are added again.
+TEST_P(StoreTest, ARolledBackBatchLeavesNoCachedIds) {
+  auto t = temp_store();
+  CaseRecord ok = make_case("r/ok", "fresh_op", 1.1, k_foreign);
+  CaseRecord bad = make_case("r/bad", "fresh_op", 1.1, k_foreign);
+  bad.speedup_vs_reference = -1.0;
+  ASSERT_FALSE(t.store->record_cases({ok, bad}));
+
+  CaseRecord child = make_case("r/child", "fresh_op", 1.2, k_foreign);
+  child.parent_key = "r/ok";
+  auto orphan = t.store->record_attempt(child);
+  ASSERT_FALSE(orphan);
+  EXPECT_EQ(orphan.error().kind, ErrorKind::not_found) << orphan.error().message;
+
+  int64_t id = record(*t.store, make_case("r/again", "fresh_op", 1.1, k_foreign));
+  ASSERT_GT(id, 0);
+  CaseRecord again = get(*t.store, id);
+  EXPECT_EQ(again.task.op, "fresh_op");
+  EXPECT_EQ(again.hardware.target, k_foreign);
+  auto check = t.store->check();
+  ASSERT_TRUE(check) << check.error().message;
+  EXPECT_TRUE(check->ok()) << check->problems.front();
+}
+
 // A batch (one transaction: terms counted once per batch, in one statement on PostgreSQL) and
 // the same cases one at a time leave the same term counts and d(v): cases with hundreds of
 // distinct terms, non-ASCII ones, a case with no terms at all, a key twice in the batch and a
