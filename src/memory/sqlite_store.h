@@ -27,16 +27,6 @@
 
 namespace kope::memory {
 
-// The parameter shape of a kernel signature, for operator similarity.
-struct SignatureShape {
-  int inputs = 0;   // const pointers
-  int outputs = 0;  // other pointers
-  int dims = 0;     // int64_t scalars
-  int scalars = 0;  // other scalars (attrs)
-  std::set<std::string> dtypes;
-};
-SignatureShape signature_shape(std::string_view signature);
-
 class SqliteStore final : public Database {
  public:
   static Result<std::unique_ptr<SqliteStore>> open(const std::filesystem::path& path);
@@ -83,7 +73,7 @@ class SqliteStore final : public Database {
   struct TaskRow {
     int64_t id = 0;
     TaskInfo info;
-    SignatureShape shape;
+    spec::SignatureShape shape;  // task_shape(info)
   };
 
  private:
@@ -166,6 +156,8 @@ class SqliteStore final : public Database {
   Result<RecordedCase> recorded_case_locked(int64_t id);
   Result<std::optional<int64_t>> case_id_by_key_locked(const std::string& key);
   Result<int64_t> ensure_task_locked(const TaskInfo& t);
+  // Stores t's typed signature shape with task row `id`, which has none.
+  Status add_task_shape_locked(int64_t id, const TaskInfo& t);
   Result<int64_t> ensure_hardware_locked(const HardwareInfo& h);
   Result<int64_t> ensure_toolchain_locked(const ToolchainInfo& t);
   Result<int64_t> ensure_origin_locked(const std::string& instance);
@@ -245,7 +237,7 @@ class SqliteStore final : public Database {
   std::string m_instance;
   int64_t m_origin_id = 0;
 
-  std::unordered_map<std::string, int64_t> m_task_ids;      // op + '\n' + spec_hash
+  std::unordered_map<std::string, int64_t> m_task_ids;      // op + '\n' + spec_hash [+ "\n+shape"]
   std::unordered_map<std::string, int64_t> m_hardware_ids;  // target + '\n' + cpu_model
   std::unordered_map<std::string, int64_t> m_toolchain_ids;
   std::unordered_map<std::string, int64_t> m_origin_ids;
@@ -266,10 +258,12 @@ class SqliteStore final : public Database {
 // Similarity of two operators' features in [0, 1] (category, level, arithmetic intensity,
 // problem size, signature shape).
 double task_similarity(const TaskInfo& a, const TaskInfo& b);
-double task_similarity(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb);
+double task_similarity(const TaskInfo& a, const spec::SignatureShape& sa, const TaskInfo& b,
+                       const spec::SignatureShape& sb);
 // Whether b computes something structurally close to a: the same op or category, or the same
 // parameter shape (tensors, dtypes, about as many dims and attributes) and an arithmetic
 // intensity within a factor of 2. Derived from the specs alone, never from op names.
-bool task_structurally_close(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb);
+bool task_structurally_close(const TaskInfo& a, const spec::SignatureShape& sa, const TaskInfo& b,
+                             const spec::SignatureShape& sb);
 
 }  // namespace kope::memory
