@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "kope/error.h"
+#include "kope/spec.h"
 #include "kope/verdict.h"
 
 namespace kope::memory {
@@ -121,12 +122,30 @@ struct TaskInfo {
   std::string spec_hash;
   std::string category;
   int level = 1;
-  std::string signature;   // the kernel signature
+  std::string signature;   // the kernel signature (spec::render_signature)
   std::string timed_dims;  // JSON array of the timed cases' dims
   double arithmetic_intensity = 0;  // flops / bytes of the largest timed case
   double log2_flops = 0;
   double log2_bytes = 0;
+  // The typed shape of the signature (spec::signature_shape), which a task recorded from its
+  // spec carries; absent in tasks of older memories and of exports that lack it. Similarity,
+  // structural closeness and replay use task_shape(), which falls back to the text.
+  std::optional<spec::SignatureShape> signature_shape;
 };
+
+// The shape of a task's kernel signature: its typed signature_shape when it has one, else
+// legacy_signature_shape(signature). Pure function, thread-safe.
+spec::SignatureShape task_shape(const TaskInfo& t);
+
+// The shape read back from a signature's C text, for tasks recorded without a typed shape
+// (memories and exports of older kope versions). It reads render_signature's form: `const T*`
+// parameters are inputs, other pointers outputs (inouts with an `inout` note), `int64_t` scalars
+// dims up to the first other scalar, the rest attrs; a dtype note in a comment (`/* bf16 */`,
+// `/* bf16, inout */`) names the dtype, else the C type does (float, double, int8_t ... int64_t,
+// uint8_t; uint16_t without a note and unknown types leave the dtype unknown). The text cannot
+// tell an i64 attr right after the dims from a dim: it reads as a dim (spec::same_parameters
+// counts them alike). Text without a parameter list gives the empty shape. Pure function.
+spec::SignatureShape legacy_signature_shape(std::string_view signature);
 
 struct CaseTimingRecord {
   int case_index = 0;

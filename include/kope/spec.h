@@ -245,6 +245,50 @@ Result<std::vector<OpSpec>> select_ops(const std::vector<std::string>& selectors
 // `extern "C" void kope_kernel(const float* x, float* y, int64_t N, int64_t D);`
 std::string render_signature(const OpSpec& op, std::string_view function = "kope_kernel");
 
+// One parameter of the kernel signature, its name dropped.
+struct SignatureParam {
+  // input: a read-only tensor (`const T*`); output: a tensor the kernel writes (`T*`); inout: a
+  // tensor it updates in place (`T* /* inout */`); dim: an `int64_t` dim; attr: a scalar attr.
+  enum class Kind { input, output, inout, dim, attr };
+  Kind kind = Kind::input;
+  // A tensor's element dtype, an attr's dtype, i64 for a dim. Always set by signature_shape();
+  // nullopt only where a text parse (memory::legacy_signature_shape) met a C type it does not
+  // know.
+  std::optional<DType> dtype;
+  bool operator==(const SignatureParam&) const = default;
+};
+
+// The shape of an op's kernel signature: its parameters in render_signature() order (inputs,
+// outputs, inouts, dims, attrs) with their kinds and dtypes. Memory compares operators by it
+// (similar ops, structurally close ones) and replay matches recorded kernels with it.
+//
+// Its text form, which memory stores with a task, is the parameters separated by commas, each
+// `in:DTYPE`, `out:DTYPE`, `inout:DTYPE`, `dim` or `attr:DTYPE` (DTYPE a dtype_name, or `?` for
+// an unknown one): "in:f32,out:f32,dim,dim,attr:f32". str() and parse() round-trip it.
+struct SignatureShape {
+  std::vector<SignatureParam> params;
+
+  int inputs() const;   // read-only tensors
+  int outputs() const;  // tensors the kernel writes, inouts included
+  int dims() const;
+  int scalars() const;  // attrs
+  std::set<DType> dtypes() const;  // the tensors' dtypes (unknown ones left out)
+
+  std::string str() const;
+  // Fails with a config error naming the parameter that is not of the form above; "" is the
+  // shape of a kernel without parameters.
+  static Result<SignatureShape> parse(std::string_view text);
+  bool operator==(const SignatureShape&) const = default;
+};
+
+// The shape of render_signature(op), from the typed spec.
+SignatureShape signature_shape(const OpSpec& op);
+
+// Whether a kernel of one shape can be called as a kernel of the other: the same parameters in
+// order, kinds and dtypes, where a dim and an i64 attr count alike (both are `int64_t`
+// arguments, which a signature's text does not tell apart).
+bool same_parameters(const SignatureShape& a, const SignatureShape& b);
+
 // A trusted translation unit that defines
 // `extern "C" void kope_entry(void* const* buffers, const int64_t* dims)`, which calls
 // kope_kernel with inputs then outputs from `buffers` (an inout's output buffer only), the dims

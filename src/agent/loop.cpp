@@ -184,27 +184,6 @@ Result<OpEnd> run_op(const OpEnvironment& env, const spec::OpSpec& op, OpState& 
   return loop.run();
 }
 
-std::string signature_types(std::string_view sig) {
-  size_t open = sig.find('('), close = sig.rfind(')');
-  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return "";
-  std::vector<std::string> types;
-  for (auto& p : util::split(sig.substr(open + 1, close - open - 1), ',')) {
-    std::string param(util::trim(p));
-    // Drop the trailing identifier: the last run of [A-Za-z0-9_] after a space or '*'.
-    size_t end = param.size();
-    size_t b = end;
-    while (b > 0 && (std::isalnum(static_cast<unsigned char>(param[b - 1])) || param[b - 1] == '_')) --b;
-    std::string type = b > 0 ? std::string(util::trim(std::string_view(param).substr(0, b))) : param;
-    std::string compact;
-    for (char c : type) {
-      if (c == ' ' && !compact.empty() && (compact.back() == ' ' || compact.back() == '*')) continue;
-      compact += c;
-    }
-    types.push_back(util::replace_all(compact, " *", "*"));
-  }
-  return util::join(types, ",");
-}
-
 memory::TaskInfo task_info(const spec::OpSpec& op) {
   memory::TaskInfo t;
   t.op = op.name;
@@ -212,6 +191,7 @@ memory::TaskInfo task_info(const spec::OpSpec& op) {
   t.category = op.category;
   t.level = op.level;
   t.signature = spec::render_signature(op);
+  t.signature_shape = spec::signature_shape(op);
   json dims = json::array();
   const spec::Case* largest = nullptr;
   for (const auto* c : op.timed_cases()) {

@@ -145,9 +145,6 @@ enum class OpEnd { finished, cancelled, llm_unavailable };
 // the model name); failing kernels are attempts, never errors.
 Result<OpEnd> run_op(const OpEnvironment& env, const spec::OpSpec& op, OpState& state);
 
-// The kernel parameter types of a signature, names dropped ("const float*,float*,int64_t").
-std::string signature_types(std::string_view signature);
-
 // The TaskInfo memory records for an op.
 memory::TaskInfo task_info(const spec::OpSpec& op);
 

@@ -838,13 +838,15 @@ TEST(Loop, ResumeFromAnyCutPointMatchesTheStraightRun) {
   }
 }
 
-TEST(Loop, SignatureTypesIgnoreNames) {
-  EXPECT_EQ(signature_types("extern \"C\" void kope_kernel(const float* x, float* y, int64_t N, int64_t D);"),
-            "const float*,float*,int64_t,int64_t");
-  EXPECT_EQ(signature_types("extern \"C\" void kope_kernel(const float * a, float *b, int64_t M, int64_t K);"),
-            "const float*,float*,int64_t,int64_t");
-  EXPECT_NE(signature_types("void kope_kernel(const double* x, double* y, int64_t N);"),
-            signature_types("void kope_kernel(const float* x, float* y, int64_t N);"));
+TEST(Loop, TheTaskCarriesTheTypedSignatureShape) {
+  // silu_bf16: the C types say uint16_t; the shape comes from the spec, so it says bf16.
+  auto op = spec::load_op(std::filesystem::path(KOPE_SOURCE_DIR) / "ops/elementwise/silu_bf16");
+  ASSERT_TRUE(op) << op.error().message;
+  memory::TaskInfo t = task_info(*op);
+  ASSERT_TRUE(t.signature_shape);
+  EXPECT_EQ(t.signature_shape->str(), "in:bf16,out:bf16,dim,dim");
+  EXPECT_EQ(*t.signature_shape, spec::signature_shape(*op));
+  EXPECT_EQ(t.signature, spec::render_signature(*op));
 }
 
 TEST(Loop, DeltaJsonRoundTrip) {

@@ -70,11 +70,11 @@ Result<std::vector<memory::CaseRecord>> ReplayPolicy::foreign_cases(int per_op) 
   return cases_if_any(*m_ctx.env.store, f);
 }
 
-Result<std::set<std::string>> ReplayPolicy::related_ops(const std::string& types) {
+Result<std::set<std::string>> ReplayPolicy::related_ops(const spec::SignatureShape& shape) {
   const spec::OpSpec& op = m_ctx.op;
   std::set<std::string> related;
   for (const auto* o : m_ctx.env.known_ops) {
-    if (o->name != op.name && signature_types(spec::render_signature(*o)) == types) related.insert(o->name);
+    if (o->name != op.name && spec::same_parameters(spec::signature_shape(*o), shape)) related.insert(o->name);
   }
   // Best kernels the memory associates with this op (other ops with the same ABI, other machines).
   memory::RetrievalQuery q;
@@ -96,7 +96,7 @@ Result<std::set<std::string>> ReplayPolicy::related_ops(const std::string& types
 Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
   const OpEnvironment& env = m_ctx.env;
   const spec::OpSpec& op = m_ctx.op;
-  std::string types = signature_types(spec::render_signature(op));
+  spec::SignatureShape shape = spec::signature_shape(op);
   Target here_target = env.evaluator->target();
   std::string here = here_target.str();
   std::string toolchain = env.evaluator->toolchain_id();
@@ -111,7 +111,7 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
     if (env.holdout.excludes(c.task.op, c.task.spec_hash, c.run_id)) return;  // contamination guard
     // A kernel in another backend's language (C++ on OpenCL) cannot be replayed here.
     if (!c.toolchain.backend.empty() && c.toolchain.backend != env.evaluator->backend()) return;
-    if (signature_types(c.task.signature) != types) return;
+    if (!spec::same_parameters(memory::task_shape(c.task), shape)) return;
     has_own = has_own || replay_same_op(c.task, op);
     std::string h = util::sha256_hex(c.code);
     if (tried.contains(h) || failed.contains(h)) return;
@@ -135,7 +135,7 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
   // few replay attempts on failures (relu's kernel on softmax).
   std::set<std::string> related;
   if (!has_own) {
-    KOPE_ASSIGN(related, related_ops(types));
+    KOPE_ASSIGN(related, related_ops(shape));
   }
   for (const auto& name : related) {
     KOPE_ASSIGN(auto cases, env.store->best_cases(name, "", per_op));

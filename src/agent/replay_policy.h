@@ -39,7 +39,7 @@ class ReplayPolicy : public CandidatePolicy {
  private:
   Result<std::set<std::string>> failed_here();  // code hashes
   Result<std::vector<memory::CaseRecord>> foreign_cases(int per_op);
-  Result<std::set<std::string>> related_ops(const std::string& signature_types);
+  Result<std::set<std::string>> related_ops(const spec::SignatureShape& shape);
 
   OpContext& m_ctx;
 };

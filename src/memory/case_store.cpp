@@ -92,7 +92,7 @@ std::string case_select_sql(bool with_code) {
              "c.speedup_ref, c.speedup_lib, c.roofline, c.ratio, c.outcome, c.tokens_prompt, "
              "c.tokens_completion, c.wall_seconds, c.created_at, c.quarantine_reason, d.downstream, "
              "d.quarantine, o.instance, c.foreign_origin, j.text, b.hash, b.raw_size, ") +
-         (with_code ? "b.data" : "NULL") +
+         (with_code ? "b.data" : "NULL") + ", t.signature_shape" +
          " FROM cases c JOIN task t ON t.id = c.task_id JOIN hardware h ON h.id = c.hardware_id "
          "JOIN toolchain tc ON tc.id = c.toolchain_id JOIN case_derived d ON d.case_id = c.id "
          "JOIN origin o ON o.id = c.origin_id LEFT JOIN journal j ON j.case_id = c.id "
@@ -156,6 +156,11 @@ Result<CaseRecord> case_from_row(const Stmt& st, bool with_code) {
     }
     c.code = std::move(*code);
   }
+  ++i;
+  // A shape this kope cannot read (a newer kope's dtype) counts as absent: the text is read.
+  if (!st.is_null(i)) {
+    if (auto shape = spec::SignatureShape::parse(st.text(i))) c.task.signature_shape = std::move(*shape);
+  }
   return c;
 }
 
@@ -179,21 +184,46 @@ void CaseStore::reset_caches() {
 // Entities
 
 Result<int64_t> CaseStore::ensure_task_locked(const TaskInfo& t) {
-  std::string key = t.op + '\n' + t.spec_hash;
+  // A task with a typed shape has a key of its own, so the first one after a task cached
+  // without reaches the row and fills the shape in.
+  std::string key = t.op + '\n' + t.spec_hash + (t.signature_shape ? "\n+shape" : "");
   if (auto it = m_task_ids.find(key); it != m_task_ids.end()) return it->second;
   {
-    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id FROM task WHERE op = ? AND spec_hash = ?"));
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, CASE WHEN signature_shape IS NULL THEN 1 ELSE 0 END FROM task "
+                                       "WHERE op = ? AND spec_hash = ?"));
     st.bind(1, t.op).bind(2, t.spec_hash);
     KOPE_ASSIGN(bool row, st.step());
-    if (row) return m_task_ids[key] = st.int64(0);
+    if (row) {
+      int64_t id = st.int64(0);
+      if (st.int64(1) != 0) KOPE_TRY(add_task_shape_locked(id, t));
+      return m_task_ids[key] = id;
+    }
   }
   KOPE_ASSIGN(Stmt ins, m_db->prepare(
                             "INSERT INTO task(op, spec_hash, category, level, signature, timed_dims, "
-                            "arithmetic_intensity, log2_flops, log2_bytes) VALUES (?,?,?,?,?,?,?,?,?)"));
+                            "arithmetic_intensity, log2_flops, log2_bytes, signature_shape) "
+                            "VALUES (?,?,?,?,?,?,?,?,?,?)"));
   ins.bind(1, t.op).bind(2, t.spec_hash).bind(3, t.category).bind(4, t.level).bind(5, t.signature);
   ins.bind(6, t.timed_dims).bind(7, t.arithmetic_intensity).bind(8, t.log2_flops).bind(9, t.log2_bytes);
+  if (t.signature_shape) {
+    ins.bind(10, t.signature_shape->str());
+  } else {
+    ins.bind_null(10);
+  }
   KOPE_TRY(ins.run());
   return m_task_ids[key] = m_db->last_insert_rowid();
+}
+
+Status CaseStore::add_task_shape_locked(int64_t id, const TaskInfo& t) {
+  // The same op and spec hash is the same spec, so its typed shape belongs to the row an older
+  // kope (or an import without one) wrote without it.
+  if (!t.signature_shape) return {};
+  KOPE_ASSIGN(Stmt up, m_db->prepare("UPDATE task SET signature_shape = ? WHERE id = ? AND signature_shape IS NULL"));
+  KOPE_TRY(up.bind(1, t.signature_shape->str()).bind(2, id).run());
+  // Retrieval's task cache reads new rows only: drop the caches so it reads this one again
+  // (once per task an older kope recorded).
+  m_shared.reset_caches();
+  return {};
 }
 
 Result<int64_t> CaseStore::ensure_hardware_locked(const HardwareInfo& h) {

@@ -109,6 +109,8 @@ class CaseStore {
   // A recorded case's id and the assessment it was recorded with.
   Result<RecordedCase> recorded_case_locked(int64_t id);
   Result<int64_t> ensure_task_locked(const TaskInfo& t);
+  // Stores t's typed signature shape with task row `id`, which has none.
+  Status add_task_shape_locked(int64_t id, const TaskInfo& t);
   Result<int64_t> ensure_hardware_locked(const HardwareInfo& h);
   Result<int64_t> ensure_toolchain_locked(const ToolchainInfo& t);
   Result<std::optional<int64_t>> ensure_blob_locked(const PreparedCase& p, size_t raw_size);
@@ -121,7 +123,7 @@ class CaseStore {
 
   SharedDb& m_shared;
   Db* const m_db;
-  std::unordered_map<std::string, int64_t> m_task_ids;      // op + '\n' + spec_hash
+  std::unordered_map<std::string, int64_t> m_task_ids;      // op + '\n' + spec_hash [+ "\n+shape"]
   std::unordered_map<std::string, int64_t> m_hardware_ids;  // target + '\n' + cpu_model
   std::unordered_map<std::string, int64_t> m_toolchain_ids;
   std::unordered_map<std::string, int64_t> m_origin_ids;

@@ -67,6 +67,15 @@ Result<CaseRecord> case_from_json(const json& j) {
   c.task.arithmetic_intensity = num_from(t, "arithmetic_intensity");
   c.task.log2_flops = num_from(t, "log2_flops");
   c.task.log2_bytes = num_from(t, "log2_bytes");
+  // Optional (exports of older kope versions lack it): absent, the signature text is read.
+  if (auto it = t.find("signature_shape"); it != t.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return fail(ErrorKind::config, "case {}: task.signature_shape is not a string: {}", c.natural_key, it->dump());
+    }
+    auto shape = spec::SignatureShape::parse(it->get<std::string>());
+    if (!shape) return fail(ErrorKind::config, "case {}: task: {}", c.natural_key, shape.error().message);
+    c.task.signature_shape = std::move(*shape);
+  }
   const json& h = j.contains("hardware") ? j["hardware"] : json::object();
   c.hardware.target = str_from(h, "target");
   c.hardware.cpu_model = str_from(h, "cpu_model");

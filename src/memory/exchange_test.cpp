@@ -97,6 +97,46 @@ TEST_P(ExchangeTest, ExportImportRoundTripIsIdempotentAndKeepsProvenance) {
   EXPECT_TRUE(b.store->check()->ok());
 }
 
+// task.signature_shape is an optional field of an exported task: written when the task has a
+// typed shape, read back by import; a file without it (an older kope's) imports as before.
+TEST_P(ExchangeTest, TheTypedSignatureShapeTravelsAsAnOptionalTaskField) {
+  auto a = temp_store("a.db");
+  CaseRecord typed = make_case("run-a/silu_bf16/0", "silu_bf16", 1.5);
+  typed.task.signature_shape = *spec::SignatureShape::parse("in:bf16,out:bf16,dim,dim");
+  ASSERT_TRUE(a.store->record_case(typed));
+  ASSERT_TRUE(a.store->record_case(make_case("run-a/softmax/0", "softmax", 2.0)));
+  std::string dump = export_text(*a.store);
+  auto doc = nlohmann::json::parse(dump);
+  ASSERT_EQ(doc["cases"].size(), 2u);
+  EXPECT_EQ(doc["cases"][0]["task"]["signature_shape"], "in:bf16,out:bf16,dim,dim");
+  EXPECT_FALSE(doc["cases"][1]["task"].contains("signature_shape"));
+
+  auto b = temp_store("b.db");
+  ASSERT_TRUE(b.store->import_json(dump, {false, "a.json"}));
+  auto copy = *b.store->find_case("run-a/silu_bf16/0");
+  ASSERT_TRUE(copy && copy->task.signature_shape);
+  EXPECT_EQ(copy->task.signature_shape->str(), "in:bf16,out:bf16,dim,dim");
+  auto plain = *b.store->find_case("run-a/softmax/0");
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->task.signature_shape);
+  EXPECT_EQ(task_shape(plain->task).str(), "in:f32,out:f32,dim,dim");
+
+  // A shape kope cannot read is named, and nothing of the file is imported.
+  auto c = temp_store("c.db");
+  for (auto [value, says] : std::initializer_list<std::pair<const char*, const char*>>{
+           {R"("in:f32,out:float,dim")", "unknown dtype 'float'"}, {"42", "is not a string"}}) {
+    std::string bad = fmt::format(R"({{"format": "kope-memory", "version": 1, "origin": "abc", "cases": [
+      {{"natural_key": "k1", "stage": "draft", "verdict": "correct", "task": {{"op": "softmax", "signature_shape": {}}},
+        "hardware": {{"target": "t"}}}}]}})", value);
+    auto r = c.store->import_json(bad, {});
+    ASSERT_FALSE(r) << value;
+    EXPECT_EQ(r.error().kind, ErrorKind::config);
+    EXPECT_NE(r.error().message.find("case k1: task"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(says), std::string::npos) << r.error().message;
+  }
+  EXPECT_EQ(c.store->stats()->cases, 0);
+}
+
 TEST_P(ExchangeTest, ForeignImportsAreFeasibilityNotSpeed) {
   auto a = temp_store("a.db");
   ASSERT_TRUE(a.store->record_case(make_case("x/0", "softmax", 9.0)));  // same target string

@@ -65,6 +65,7 @@ json case_json(const CaseRecord& c, bool with_code, const std::string& parent_ke
       {"journal", c.journal},
       {"created_at", c.created_at},
   };
+  if (c.task.signature_shape) j["task"]["signature_shape"] = c.task.signature_shape->str();
   if (!parent_key.empty()) j["parent_key"] = parent_key;
   if (with_code) j["code"] = c.code;
   return j;

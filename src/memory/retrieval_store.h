@@ -18,16 +18,6 @@
 
 namespace kope::memory {
 
-// The parameter shape of a kernel signature, for operator similarity.
-struct SignatureShape {
-  int inputs = 0;   // const pointers
-  int outputs = 0;  // other pointers
-  int dims = 0;     // int64_t scalars
-  int scalars = 0;  // other scalars (attrs)
-  std::set<std::string> dtypes;
-};
-SignatureShape signature_shape(std::string_view signature);
-
 class RetrievalStore {
  public:
   explicit RetrievalStore(SharedDb& shared);
@@ -41,7 +31,7 @@ class RetrievalStore {
   struct TaskRow {
     int64_t id = 0;
     TaskInfo info;
-    SignatureShape shape;
+    spec::SignatureShape shape;  // task_shape(info)
   };
 
  private:
@@ -64,10 +54,12 @@ Result<std::vector<int64_t>> rank_lessons_by_text(Db& db, const std::string& tex
 // Similarity of two operators' features in [0, 1] (category, level, arithmetic intensity,
 // problem size, signature shape).
 double task_similarity(const TaskInfo& a, const TaskInfo& b);
-double task_similarity(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb);
+double task_similarity(const TaskInfo& a, const spec::SignatureShape& sa, const TaskInfo& b,
+                       const spec::SignatureShape& sb);
 // Whether b computes something structurally close to a: the same op or category, or the same
 // parameter shape (tensors, dtypes, about as many dims and attributes) and an arithmetic
 // intensity within a factor of 2. Derived from the specs alone, never from op names.
-bool task_structurally_close(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb);
+bool task_structurally_close(const TaskInfo& a, const spec::SignatureShape& sa, const TaskInfo& b,
+                             const spec::SignatureShape& sb);
 
 }  // namespace kope::memory

@@ -8,6 +8,7 @@
 // (FTS5, newest first, bm25 computed only for those rows). Candidates are then loaded in one
 // query, scored, and the best `limit` returned.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cctype>
@@ -162,57 +163,141 @@ struct LexicalHit {
 
 }  // namespace
 
-SignatureShape signature_shape(std::string_view sig) {
-  SignatureShape s;
+namespace {
+
+// One parameter of a signature's text: its code outside comments and the comma-separated words
+// of its comments (the dtype and inout notes).
+struct TextParam {
+  std::string code;
+  std::vector<std::string> notes;
+};
+
+std::vector<TextParam> text_params(std::string_view params) {
+  std::vector<TextParam> out(1);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params.compare(i, 2, "/*") == 0) {
+      size_t end = params.find("*/", i + 2);
+      std::string_view note = params.substr(i + 2, end == std::string_view::npos ? end : end - i - 2);
+      for (const auto& w : util::split(note, ',')) {
+        if (!util::trim(w).empty()) out.back().notes.emplace_back(util::trim(w));
+      }
+      if (end == std::string_view::npos) break;
+      i = end + 1;
+    } else if (params[i] == ',') {
+      out.emplace_back();
+    } else {
+      out.back().code += params[i];
+    }
+  }
+  return out;
+}
+
+// The dtype of a C element type of the kernel ABI (and the names older hand-written signatures
+// used); uint16_t holds f16 or bf16, which only a note tells.
+std::optional<spec::DType> ctype_dtype(std::string_view type) {
+  using spec::DType;
+  static constexpr std::pair<std::string_view, DType> k_types[] = {
+      {"float", DType::f32},  {"double", DType::f64}, {"int32_t", DType::i32}, {"int64_t", DType::i64},
+      {"int16_t", DType::i16}, {"int8_t", DType::i8},  {"uint8_t", DType::u8},  {"bool", DType::boolean},
+      {"half", DType::f16},   {"bfloat16", DType::bf16}};
+  for (const auto& [name, t] : k_types) {
+    if (name == type) return t;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+spec::SignatureShape legacy_signature_shape(std::string_view sig) {
+  using Kind = spec::SignatureParam::Kind;
+  spec::SignatureShape s;
   size_t open = sig.find('(');
   size_t close = sig.rfind(')');
   if (open == std::string_view::npos || close == std::string_view::npos || close <= open) return s;
-  std::string_view params = sig.substr(open + 1, close - open - 1);
-  size_t start = 0;
-  while (start <= params.size()) {
-    size_t comma = params.find(',', start);
-    if (comma == std::string_view::npos) comma = params.size();
-    std::string_view p = params.substr(start, comma - start);
-    bool ptr = p.find('*') != std::string_view::npos;
-    bool is_const = p.find("const") != std::string_view::npos;
-    for (std::string_view t : {"float", "double", "int32_t", "int64_t", "half", "bfloat16"}) {
-      if (p.find(t) != std::string_view::npos && ptr) s.dtypes.insert(std::string(t));
+  bool after_dims = false;  // an attr seen: later int64_t scalars are attrs too
+  for (const auto& p : text_params(sig.substr(open + 1, close - open - 1))) {
+    bool pointer = p.code.find('*') != std::string::npos;
+    bool is_const = false;
+    std::vector<std::string> words;  // the identifiers but const
+    std::string word;
+    for (char ch : p.code + ' ') {
+      if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_') {
+        word += ch;
+        continue;
+      }
+      if (word == "const") is_const = true;
+      else if (!word.empty()) words.push_back(word);
+      word.clear();
     }
-    if (ptr) {
-      (is_const ? s.inputs : s.outputs)++;
-    } else if (p.find("int64_t") != std::string_view::npos) {
-      s.dims++;
-    } else if (p.find_first_not_of(" \t") != std::string_view::npos) {
-      s.scalars++;
+    if (words.empty() || (!pointer && words.size() == 1 && words[0] == "void")) continue;
+    if (words.size() > 1) words.pop_back();  // the parameter's name
+    std::optional<spec::DType> dtype = ctype_dtype(util::join(words, " "));
+    bool inout = false;
+    for (const auto& note : p.notes) {
+      if (auto t = spec::parse_dtype(note)) dtype = t;
+      inout = inout || note == "inout";
     }
-    start = comma + 1;
+    if (pointer) {
+      s.params.push_back({is_const ? Kind::input : inout ? Kind::inout : Kind::output, dtype});
+    } else if (dtype == spec::DType::i64 && !after_dims) {
+      s.params.push_back({Kind::dim, dtype});
+    } else {
+      s.params.push_back({Kind::attr, dtype});
+      after_dims = true;
+    }
   }
   return s;
 }
 
-
-double task_similarity(const TaskInfo& a, const TaskInfo& b) {
-  return task_similarity(a, signature_shape(a.signature), b, signature_shape(b.signature));
+spec::SignatureShape task_shape(const TaskInfo& t) {
+  return t.signature_shape ? *t.signature_shape : legacy_signature_shape(t.signature);
 }
 
-double task_similarity(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb) {
+namespace {
+
+// The tensors' dtypes of a shape as a bit set (bit i: the DType of value i), so comparing every
+// task with the query allocates nothing.
+uint32_t dtype_bits(const spec::SignatureShape& s) {
+  uint32_t bits = 0;
+  for (const auto& p : s.params) {
+    bool tensor = p.kind != spec::SignatureParam::Kind::dim && p.kind != spec::SignatureParam::Kind::attr;
+    if (tensor && p.dtype) bits |= 1u << static_cast<unsigned>(*p.dtype);
+  }
+  return bits;
+}
+
+// jaccard() over two dtype bit sets: 1 when both are empty.
+double dtype_jaccard(uint32_t a, uint32_t b) {
+  if ((a | b) == 0) return 1.0;
+  return static_cast<double>(std::popcount(a & b)) / static_cast<double>(std::popcount(a | b));
+}
+
+}  // namespace
+
+double task_similarity(const TaskInfo& a, const TaskInfo& b) {
+  return task_similarity(a, task_shape(a), b, task_shape(b));
+}
+
+double task_similarity(const TaskInfo& a, const spec::SignatureShape& sa, const TaskInfo& b,
+                       const spec::SignatureShape& sb) {
   double category = (!a.category.empty() && a.category == b.category) ? 1.0 : 0.0;
   double level = 1.0 - std::min(3, std::abs(a.level - b.level)) / 3.0;
   double ai = closeness(std::log2(a.arithmetic_intensity + 1e-3), std::log2(b.arithmetic_intensity + 1e-3), 2.0);
   double size = 0.5 * closeness(a.log2_flops, b.log2_flops, 4.0) + 0.5 * closeness(a.log2_bytes, b.log2_bytes, 4.0);
-  double shape = 0.25 * (sa.inputs == sb.inputs) + 0.25 * (sa.outputs == sb.outputs) +
-                 0.25 * closeness(sa.dims + sa.scalars, sb.dims + sb.scalars, 2.0) +
-                 0.25 * jaccard(sa.dtypes, sb.dtypes);
+  double shape = 0.25 * (sa.inputs() == sb.inputs()) + 0.25 * (sa.outputs() == sb.outputs()) +
+                 0.25 * closeness(sa.dims() + sa.scalars(), sb.dims() + sb.scalars(), 2.0) +
+                 0.25 * dtype_jaccard(dtype_bits(sa), dtype_bits(sb));
   return 0.35 * category + 0.15 * level + 0.2 * ai + 0.15 * size + 0.15 * shape;
 }
 
-bool task_structurally_close(const TaskInfo& a, const SignatureShape& sa, const TaskInfo& b, const SignatureShape& sb) {
+bool task_structurally_close(const TaskInfo& a, const spec::SignatureShape& sa, const TaskInfo& b,
+                             const spec::SignatureShape& sb) {
   if (a.op == b.op || (!a.category.empty() && a.category == b.category)) return true;
   // Another category: the same parameter shape (tensors in and out, their dtypes, about as
   // many dims and attributes) and an arithmetic intensity within a factor of 2, so a kernel of
   // an elementwise op is never offered to a convolution that happens to take two tensors.
-  bool shape = sa.inputs == sb.inputs && sa.outputs == sb.outputs && sa.dtypes == sb.dtypes &&
-               std::abs((sa.dims + sa.scalars) - (sb.dims + sb.scalars)) <= 1;
+  bool shape = sa.inputs() == sb.inputs() && sa.outputs() == sb.outputs() && dtype_bits(sa) == dtype_bits(sb) &&
+               std::abs((sa.dims() + sa.scalars()) - (sb.dims() + sb.scalars())) <= 1;
   if (!shape || a.arithmetic_intensity <= 0 || b.arithmetic_intensity <= 0) return false;
   return std::abs(std::log2(a.arithmetic_intensity) - std::log2(b.arithmetic_intensity)) <= 1.0;
 }
@@ -254,7 +339,8 @@ Result<std::vector<int64_t>> rank_lessons_by_text(Db& db, const std::string& tex
 
 Status RetrievalStore::refresh_tasks_locked() {
   KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT id, op, spec_hash, category, level, signature, timed_dims, "
-                                     "arithmetic_intensity, log2_flops, log2_bytes FROM task WHERE id > ? ORDER BY id"));
+                                     "arithmetic_intensity, log2_flops, log2_bytes, signature_shape FROM task "
+                                     "WHERE id > ? ORDER BY id"));
   st.bind(1, m_tasks_max_id);
   for (;;) {
     KOPE_ASSIGN(bool row, st.step());
@@ -270,7 +356,11 @@ Status RetrievalStore::refresh_tasks_locked() {
     t.info.arithmetic_intensity = st.real(7);
     t.info.log2_flops = st.real(8);
     t.info.log2_bytes = st.real(9);
-    t.shape = signature_shape(t.info.signature);
+    // A shape this kope cannot read (a newer kope's dtype) counts as absent: the text is read.
+    if (!st.is_null(10)) {
+      if (auto shape = spec::SignatureShape::parse(st.text(10))) t.info.signature_shape = std::move(*shape);
+    }
+    t.shape = task_shape(t.info);
     m_tasks_max_id = std::max(m_tasks_max_id, t.id);
     m_tasks.push_back(std::move(t));
   }
@@ -448,7 +538,7 @@ class RetrievalEngine {
 
   // Tasks of this op, and the most similar other ops.
   void plan_tasks() {
-    m_shape = signature_shape(m_q.task.signature);
+    m_shape = task_shape(m_q.task);
     for (const auto& t : m_store.m_tasks) {
       m_task_by_id[t.id] = &t;
       if (t.info.op == m_q.task.op) {
@@ -1110,7 +1200,7 @@ class RetrievalEngine {
   const std::string m_lexical_text;
   std::chrono::steady_clock::time_point m_t_prev = std::chrono::steady_clock::now();
 
-  SignatureShape m_shape;
+  spec::SignatureShape m_shape;
   std::vector<int64_t> m_op_tasks;
   std::vector<std::pair<double, int64_t>> m_similar;  // similarity, task id
   std::unordered_map<int64_t, const RetrievalStore::TaskRow*> m_task_by_id;

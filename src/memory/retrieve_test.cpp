@@ -247,7 +247,7 @@ TEST_P(RetrieveTest, StructuralClosenessComesFromTheSpecsNotTheNames) {
                    "int64_t W, int64_t K)";
   conv.arithmetic_intensity = 0.5;  // a close intensity does not make another signature close
   auto close = [&](const TaskInfo& a, const TaskInfo& b) {
-    return task_structurally_close(a, signature_shape(a.signature), b, signature_shape(b.signature));
+    return task_structurally_close(a, task_shape(a), b, task_shape(b));
   };
   EXPECT_TRUE(close(softmax, layernorm));
   EXPECT_TRUE(close(softmax, scale));
@@ -271,6 +271,109 @@ TEST_P(RetrieveTest, StructuralClosenessComesFromTheSpecsNotTheNames) {
   EXPECT_FALSE(kr->structurally_close);
   EXPECT_TRUE(ks->structurally_close);
   EXPECT_EQ(kr->category, "elementwise");
+}
+
+TEST_P(RetrieveTest, AStoredTypedShapeIsWhatRetrievalComparesNotTheText) {
+  // The stored task's text says nothing a parser can read; its typed shape is softmax's, so it
+  // is structurally close (another category, intensity within 2x) only through the shape.
+  TaskInfo scale = task("scale_rows", "elementwise");
+  scale.arithmetic_intensity = 0.9;
+  scale.signature = "see the spec";
+  EXPECT_EQ(legacy_signature_shape(scale.signature).params.size(), 0u);
+  scale.signature_shape = *spec::SignatureShape::parse("in:f32,out:f32,dim,dim");
+  auto t = temp_store();
+  CaseRecord s = make_case("scale", "scale_rows", 3.0);
+  s.task = scale;
+  int64_t id = *t.store->record_case(s);
+  auto items = t.store->retrieve(query(Stage::draft));
+  ASSERT_TRUE(items);
+  const RetrievedItem* k = find_item(*items, "kernel:" + std::to_string(id));
+  ASSERT_NE(k, nullptr);
+  EXPECT_TRUE(k->structurally_close);
+  // Without the shape the same row is read from its text, and is not close.
+  TaskInfo text_only = scale;
+  text_only.signature_shape.reset();
+  EXPECT_FALSE(task_structurally_close(task("softmax"), task_shape(task("softmax")), text_only, task_shape(text_only)));
+  EXPECT_TRUE(task_structurally_close(task("softmax"), task_shape(task("softmax")), scale, task_shape(scale)));
+}
+
+TEST(LegacySignatureShape, IgnoresNamesAndSpacing) {
+  auto shape = [](const char* text) { return legacy_signature_shape(text).str(); };
+  EXPECT_EQ(shape("extern \"C\" void kope_kernel(const float* x, float* y, int64_t N, int64_t D);"),
+            "in:f32,out:f32,dim,dim");
+  EXPECT_EQ(shape("extern \"C\" void kope_kernel(const float * a, float *b, int64_t M, int64_t K);"),
+            "in:f32,out:f32,dim,dim");
+  EXPECT_NE(shape("void kope_kernel(const double* x, double* y, int64_t N);"),
+            shape("void kope_kernel(const float* x, float* y, int64_t N);"));
+  EXPECT_EQ(shape("void kope_kernel(const half* x, bfloat16* y, int64_t N, float eps, int64_t k)"),
+            "in:f16,out:bf16,dim,attr:f32,attr:i64");
+  EXPECT_EQ(shape("void kope_kernel(const unsigned short* x, uint16_t* y)"), "in:?,out:?");
+  EXPECT_EQ(shape("void kope_kernel(void)"), "");
+  EXPECT_EQ(shape("sig"), "");
+  EXPECT_EQ(shape(""), "");
+}
+
+TEST(LegacySignatureShape, ReadsTheNotesOfRenderedSignatures) {
+  // The notes render_signature writes: a dtype the C type does not say, an inout, both with a
+  // comma; none of them is a pointer or a parameter of its own.
+  EXPECT_EQ(legacy_signature_shape("extern \"C\" void kope_kernel(const float* x, uint16_t* y /* bf16, inout */, "
+                                   "int64_t N, float a, uint8_t on /* bool */);")
+                .str(),
+            "in:f32,inout:bf16,dim,attr:f32,attr:bool");
+  EXPECT_EQ(legacy_signature_shape("extern \"C\" void kope_kernel(const uint16_t* x /* f16 */, const uint8_t* m /* bool */, "
+                                   "uint16_t* y /* f16 */, uint8_t* nz /* bool */, int64_t N);")
+                .str(),
+            "in:f16,in:bool,out:f16,out:bool,dim");
+}
+
+// Every op kope ships: the text parse of its rendered signature agrees with the typed shape
+// (kernels recorded by older kope versions are replayed and compared alike), except that the text
+// reads an i64 attr after the dims as a dim, which same_parameters counts alike.
+TEST(LegacySignatureShape, AgreesWithTheTypedShapeOnEveryShippedOp) {
+  int ops = 0, ambiguous = 0;
+  for (const char* root : {"ops", "ops-kernelbench", "tests/ops"}) {
+    auto suite = spec::load_suite(std::filesystem::path(KOPE_SOURCE_DIR) / root);
+    ASSERT_TRUE(suite) << suite.error().message;
+    for (const auto& op : suite->ops) {
+      spec::SignatureShape typed = spec::signature_shape(op);
+      spec::SignatureShape text = legacy_signature_shape(spec::render_signature(op));
+      EXPECT_TRUE(spec::same_parameters(text, typed)) << op.name << ": " << text.str() << " vs " << typed.str();
+      EXPECT_EQ(text.inputs(), typed.inputs()) << op.name;
+      EXPECT_EQ(text.outputs(), typed.outputs()) << op.name;
+      EXPECT_EQ(text.dims() + text.scalars(), typed.dims() + typed.scalars()) << op.name;
+      EXPECT_EQ(text.dtypes(), typed.dtypes()) << op.name;
+      ambiguous += text != typed;
+      ++ops;
+    }
+  }
+  EXPECT_GT(ops, 50);
+  EXPECT_GT(ambiguous, 0);  // the kernelbench ops with an i64 attr (the next test)
+}
+
+// Where the text and the spec differ, the typed shape is right. kb1_93_masked_cumsum renders as
+// `(const float* x, const uint8_t* mask /* bool */, float* out, int64_t BATCH_SIZE,
+// int64_t INPUT_SHAPE_0, int64_t dim)`: its `dim` is an attr (the axis, 1), but in the text it
+// is one more int64_t after the dims. The text parsers kope had before the typed shape also read
+// `uint8_t* mask /* bool */` as a u8 tensor or no dtype at all, split `/* bf16, inout */` into two
+// parameters and took the `*` of a note on a scalar attr for a pointer.
+TEST(LegacySignatureShape, TheTypedShapeIsRightWhereTheTextIsAmbiguous) {
+  auto op = spec::load_op(std::filesystem::path(KOPE_SOURCE_DIR) / "ops-kernelbench/scan/kb1_93_masked_cumsum");
+  ASSERT_TRUE(op) << op.error().message;
+  ASSERT_EQ(op->dims, (std::vector<std::string>{"BATCH_SIZE", "INPUT_SHAPE_0"}));
+  ASSERT_EQ(op->attrs.size(), 1u);
+  spec::SignatureShape typed = spec::signature_shape(*op);
+  spec::SignatureShape text = legacy_signature_shape(spec::render_signature(*op));
+  EXPECT_EQ(typed.str(), "in:f32,in:bool,out:f32,dim,dim,attr:i64");
+  EXPECT_EQ(typed.dims(), 2);
+  EXPECT_EQ(typed.scalars(), 1);
+  EXPECT_EQ(text.str(), "in:f32,in:bool,out:f32,dim,dim,dim");
+  EXPECT_NE(text, typed);
+  // A task recorded from the spec carries the typed shape, and task_shape prefers it.
+  TaskInfo t;
+  t.signature = spec::render_signature(*op);
+  EXPECT_EQ(task_shape(t), text);
+  t.signature_shape = typed;
+  EXPECT_EQ(task_shape(t), typed);
 }
 
 TEST_P(RetrieveTest, HoldoutLeavesOutTheOpsEarlierExperienceButNotTheCurrentRuns) {

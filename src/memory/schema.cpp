@@ -154,7 +154,13 @@ DROP TABLE temp.kope_journal_vocab;
 DROP TABLE temp.kope_lesson_vocab;
 )sql";
 
-constexpr std::array<const char*, k_schema_version> k_migrations = {k_schema_v1, k_schema_v2};
+// The typed shape of a task's kernel signature (spec::SignatureShape::str()); NULL for tasks
+// recorded without one, whose shape is read from the signature text.
+constexpr const char* k_schema_v3 = R"sql(
+ALTER TABLE task ADD COLUMN signature_shape TEXT;
+)sql";
+
+constexpr std::array<const char*, k_schema_version> k_migrations = {k_schema_v1, k_schema_v2, k_schema_v3};
 
 // The PostgreSQL schema: versions 1 and 2 of the SQLite schema in one step (no PostgreSQL
 // database of version 1 ever existed), the same tables, columns and indexes. SQLite's rowid
@@ -272,7 +278,10 @@ INSERT INTO counters(name, value) VALUES ('blobs', 0), ('code_bytes_raw', 0), ('
 // The PostgreSQL migrations by the version they reach; nullptr for a version a PostgreSQL
 // database never had (it is created at k_pg_first_version).
 constexpr int k_pg_first_version = 2;
-constexpr std::array<const char*, k_schema_version> k_pg_migrations = {nullptr, k_pg_schema_v2};
+constexpr const char* k_pg_schema_v3 = R"sql(
+ALTER TABLE task ADD COLUMN signature_shape TEXT;
+)sql";
+constexpr std::array<const char*, k_schema_version> k_pg_migrations = {nullptr, k_pg_schema_v2, k_pg_schema_v3};
 
 std::string random_instance_id() {
   std::random_device rd;

@@ -9,6 +9,8 @@
 //   2  retrieval accelerators, backfilled from version 1 data: error->fix links, per-task
 //      summaries (counts, best and first correct case per hardware/toolchain), FTS5 indexes
 //      over journals and lessons with their term statistics, per-run counts, code counters
+//   3  task.signature_shape: the typed shape of the kernel signature (nullable; NULL for tasks
+//      recorded before it, or imported without one)
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@
 
 namespace kope::memory {
 
-inline constexpr int k_schema_version = 2;
+inline constexpr int k_schema_version = 3;
 inline constexpr int32_t k_application_id = 0x6B6F7065;  // "kope"
 
 // Checks the first bytes of an existing, non-empty file before SQLite sees it: the SQLite magic

@@ -80,6 +80,36 @@ TEST_P(StoreTest, RecordsAndReadsBackEveryField) {
   EXPECT_FALSE(*missing);
 }
 
+// The typed signature shape travels with the task (schema 3); a task recorded without one (an
+// older kope's) is read from its text until a record from the spec fills it in.
+TEST_P(StoreTest, ATasksTypedSignatureShapeRoundTrips) {
+  auto t = temp_store();
+  CaseRecord typed = make_case("run-1/silu_bf16/0", "silu_bf16", 1.5);
+  typed.task.signature = "extern \"C\" void kope_kernel(const uint16_t* x /* bf16 */, uint16_t* y /* bf16 */, int64_t N, int64_t D);";
+  typed.task.signature_shape = *spec::SignatureShape::parse("in:bf16,out:bf16,dim,dim");
+  CaseRecord older = make_case("run-1/softmax/0", "softmax", 2.0);
+  ASSERT_FALSE(older.task.signature_shape);
+  int64_t a = record(*t.store, typed);
+  int64_t b = record(*t.store, older);
+  CaseRecord ra = get(*t.store, a);
+  ASSERT_TRUE(ra.task.signature_shape);
+  EXPECT_EQ(*ra.task.signature_shape, *typed.task.signature_shape);
+  auto best = t.store->best_cases("silu_bf16", "", 5);  // what replay reads
+  ASSERT_TRUE(best && best->size() == 1);
+  EXPECT_EQ((*best)[0].task.signature_shape, typed.task.signature_shape);
+  CaseRecord rb = get(*t.store, b);
+  EXPECT_FALSE(rb.task.signature_shape);
+  EXPECT_EQ(task_shape(rb.task).str(), "in:f32,out:f32,dim,dim");  // from the text
+  // The same task (op and spec hash) recorded again from its spec: the row gets the shape, once.
+  CaseRecord again = make_case("run-2/softmax/1", "softmax", 2.2);
+  again.task.signature_shape = *spec::SignatureShape::parse("in:f32,out:f32,dim,dim");
+  record(*t.store, again);
+  ASSERT_TRUE(get(*t.store, b).task.signature_shape);
+  EXPECT_EQ(get(*t.store, b).task.signature_shape->str(), "in:f32,out:f32,dim,dim");
+  EXPECT_EQ(t.store->stats()->tasks, 2);
+  EXPECT_TRUE(t.store->check()->ok());
+}
+
 TEST_P(StoreTest, ComputesTheErrorSignatureWhenEmpty) {
   auto t = temp_store();
   int64_t a = record(*t.store, make_case("a", "softmax", 0));
@@ -784,13 +814,13 @@ TEST(Migration, FromVersionOneBackfillsTheRetrievalStructures) {
     ASSERT_TRUE(db);
     ASSERT_TRUE((*db)->exec("DROP TABLE fix_link; DROP TABLE task_summary; DROP TABLE journal_fts; "
                             "DROP TABLE lesson_fts; DROP TABLE term_df; DROP TABLE runs; DROP TABLE counters; "
-                            "PRAGMA user_version = 1;"));
+                            "ALTER TABLE task DROP COLUMN signature_shape; PRAGMA user_version = 1;"));
   }
   auto store = open_store(path);
   ASSERT_TRUE(store) << store.error().message;
   auto s = (*store)->stats();
   ASSERT_TRUE(s);
-  EXPECT_EQ(s->schema_version, 2);
+  EXPECT_EQ(s->schema_version, store_schema_version());
   EXPECT_EQ(s->cases, 3);
   auto check = (*store)->check();
   ASSERT_TRUE(check) << check.error().message;
@@ -829,6 +859,41 @@ TEST(Migration, MigratesAnEmptyDatabaseStepByStep) {
   ASSERT_TRUE(migrate(**db, 2));
   EXPECT_EQ(*(*db)->query_int("PRAGMA user_version"), 2);
   EXPECT_EQ(*(*db)->query_int("PRAGMA application_id"), k_application_id);
+  EXPECT_EQ(*(*db)->query_int("SELECT count(*) FROM pragma_table_info('task') WHERE name = 'signature_shape'"), 0);
+  ASSERT_TRUE(migrate(**db, 3));
+  EXPECT_EQ(*(*db)->query_int("PRAGMA user_version"), 3);
+  EXPECT_EQ(*(*db)->query_int("SELECT count(*) FROM pragma_table_info('task') WHERE name = 'signature_shape'"), 1);
+}
+
+// A version 2 database (before task.signature_shape), SQLite or PostgreSQL: its tasks keep their
+// text, get a NULL shape, are read from the text, and get the typed shape when kope records them
+// from a spec.
+TEST_P(StoreTest, AVersionTwoDatabaseGetsTheSignatureShapeColumn) {
+  auto t = temp_store("v2.db");
+  record(*t.store, make_case("old/0", "softmax", 2.0));
+  t.store.reset();
+  {
+    bool pg = GetParam() == StoreKind::postgres;
+    auto db = pg ? Db::open_postgres(t.path.string()) : Db::open(t.path);
+    ASSERT_TRUE(db);
+    ASSERT_TRUE((*db)->exec("ALTER TABLE task DROP COLUMN signature_shape"));
+    ASSERT_TRUE((*db)->exec(pg ? "UPDATE kope_schema SET version = 2" : "PRAGMA user_version = 2"));
+  }
+  auto store = open_store(t.path);
+  ASSERT_TRUE(store) << store.error().message;
+  EXPECT_EQ((*store)->stats()->schema_version, 3);
+  auto old = (*store)->find_case("old/0");
+  ASSERT_TRUE(old && *old);
+  EXPECT_FALSE((*old)->task.signature_shape);
+  EXPECT_EQ((*old)->task.signature, task("softmax").signature);
+  EXPECT_EQ(task_shape((*old)->task).str(), "in:f32,out:f32,dim,dim");
+  CaseRecord now = make_case("new/0", "softmax", 2.5);
+  now.task.signature_shape = task_shape(now.task);
+  record(**store, now);
+  auto filled = (*store)->find_case("old/0");
+  ASSERT_TRUE(filled && *filled && (*filled)->task.signature_shape);
+  EXPECT_EQ((*filled)->task.signature_shape->str(), "in:f32,out:f32,dim,dim");
+  EXPECT_TRUE((*store)->check()->ok());
 }
 
 }  // namespace
