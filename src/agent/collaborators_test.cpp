@@ -173,13 +173,13 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   ASSERT_TRUE(judge.decide(fast));
   EXPECT_TRUE(fast.improved);
   EXPECT_NEAR(*fast.speedup_vs_parent, 2.0, 1e-9);
-  EXPECT_EQ(fast.label, memory::outcome_name(memory::outcome_for_ratio(2.0)));
+  EXPECT_EQ(fast.outcome, memory::outcome_for_ratio(2.0));
   EXPECT_TRUE(fast.notable);  // at least notable_speedup (1.5) over its parent
 
   Attempt failed = made(2, Stage::refine, eval::Verdict::wrong_result);
   ASSERT_TRUE(judge.decide(failed));
   EXPECT_FALSE(failed.improved);
-  EXPECT_EQ(failed.label, "negative");
+  EXPECT_EQ(failed.outcome, memory::Outcome::negative);
 }
 
 TEST(ReplayPolicy, AnEmptyMemoryHasNothingToReplay) {

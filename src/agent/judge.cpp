@@ -111,7 +111,7 @@ bool Judge::replaces(Attempt& a, const Attempt& inc) const {
   }
   eval::ReplacementDecision d = replacement(a, inc);
   a.margin_demanded = d.margin_demanded;
-  a.decided_by = std::string(eval::replacement_rule_name(d.rule));
+  a.decided_by = d.rule;
   a.decided_by_reason = d.reason;
   // A re-time the evaluation did not get (it asks for one only before it): not replaced.
   return d.replaces && !d.retime;
@@ -131,7 +131,7 @@ Status Judge::decide(Attempt& a) const {
     r = step.ratio;
     a.speedup_vs_parent = r;
   }
-  a.label = std::string(memory::outcome_name(step.outcome));
+  a.outcome = step.outcome;
   if (a.correct() && !step.quarantine_reason.empty()) {
     // An implausible win is no incumbent until re-verified at the end of the op.
     a.quarantine_reason = step.quarantine_reason;

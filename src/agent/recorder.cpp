@@ -60,7 +60,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
                        a.library_config && a.speedup_vs_library ? a.library_config->forced_note() : std::string(),
                        format_ratio(a.speedup_vs_parent));
     if (a.fraction_of_roofline) out += fmt::format(", {:.0f}% of the roofline", 100 * *a.fraction_of_roofline);
-    out += fmt::format("; label {}.", a.label);
+    out += fmt::format("; label {}.", run::label_name(a.outcome));
     for (const auto& t : a.timings) {
       if (t.disturbed) {
         out += fmt::format(" {}: {:.2f} us (reference {:.2f} us; timed under outside load, the kernel waited for a CPU {:.0f}% of "
@@ -71,7 +71,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
     }
     out += "\n";
   } else if (a.cases_total > 0) {
-    out += fmt::format("Numbers: {} of {} cases passed; label {}.\n", a.cases_passed, a.cases_total, a.label);
+    out += fmt::format("Numbers: {} of {} cases passed; label {}.\n", a.cases_passed, a.cases_total, run::label_name(a.outcome));
   }
   if (a.correct() && a.decision != run::Decision::none) out += "Decision: " + decision_note(a) + "\n";
   std::string reading;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kope/eval.h"
+#include "eval/decision.h"
 #include "kope/memory.h"
 #include "run/policy.h"
 
@@ -39,6 +40,18 @@ std::optional<Decision> parse_decision(std::string_view name);
 Decision decision_of(eval::IncumbentDecision d);
 // The evaluator's decision behind a side-by-side Decision; nullopt for none and recorded_timings.
 std::optional<eval::IncumbentDecision> incumbent_decision(Decision d);
+
+// The outcome as an attempt's "label" spells it: memory::outcome_name's, "" for none.
+std::string_view label_name(std::optional<memory::Outcome> o);
+// The outcome `label` names (label_name's spelling, "" for none). Fails with corrupt naming any
+// other string and the ones it may be.
+Result<std::optional<memory::Outcome>> parse_label(std::string_view label);
+// The replacement rule as an attempt's "decided_by" spells it: eval::replacement_rule_name's,
+// "" for none.
+std::string_view decided_by_name(std::optional<eval::ReplacementRule> r);
+// The rule `name` names (decided_by_name's spelling, "" for none). Fails with corrupt naming any
+// other string and the ones it may be.
+Result<std::optional<eval::ReplacementRule>> parse_decided_by(std::string_view name);
 
 // What memory held, when an op pack was fixed (OpPackRecord::evidence), about refinements of
 // operators of the op's category on this machine (the evidence stop rule's input,
@@ -141,13 +154,15 @@ struct Attempt {
   bool evidence_disturbed = false;      // the evidence the decision rested on was disturbed
   bool retimed = false;                 // evaluated once more because the first evidence was disturbed
   std::optional<double> margin_demanded;  // still disturbed: speedup_vs_incumbent had to exceed this
-  // Which rule decided whether it replaced the incumbent (eval::ReplacementRule's name:
-  // "side_by_side", "own_waits", "raised_margin", "recorded_timings", ...) and a sentence saying
-  // why ("" in runs written before it, and without an incumbent to beat).
-  std::string decided_by;
+  // Which rule decided whether it replaced the incumbent, and a sentence saying why (none and ""
+  // in runs written before it, and without an incumbent to beat). JSON: the rule's name
+  // (eval::replacement_rule_name: "side_by_side", "own_waits", ...), "" for none.
+  std::optional<eval::ReplacementRule> decided_by;
   std::string decided_by_reason;
   double decision_outside_load = 0;     // the comparison's outside load (eval::IncumbentComparison::outside_load)
-  std::string label;                    // outcome label (effective/partial/ineffective/negative)
+  // The memory's outcome for it (Store::assess_attempt; none until the judge decided). JSON
+  // "label": memory::outcome_name's spelling ("effective", "partial", ...), "" for none.
+  std::optional<memory::Outcome> outcome;
   int64_t tokens_prompt = 0;            // reported by the provider (or estimated)
   int64_t tokens_completion = 0;
   double cost_usd = 0;
