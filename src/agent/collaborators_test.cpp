@@ -11,7 +11,9 @@
 #include "agent/plan.h"
 #include "agent/replay_policy.h"
 #include "agent/test_support.h"
+#include "run/op_state.h"
 #include "util/fs.h"
+#include "util/hash.h"
 
 namespace kope::agent {
 namespace {
@@ -113,7 +115,7 @@ TEST(LlmPolicy, AWindowErrorShrinksTheMemoryTiersAndTheAnswerIsKeptBeforeParsing
   auto next = policy.propose(1, Plan{});
   ASSERT_TRUE(next) << next.error().message;
   ASSERT_TRUE(next->proposal);
-  EXPECT_TRUE(next->proposal->code);
+  EXPECT_TRUE(next->proposal->attempt.code);
   EXPECT_EQ(next->proposal->attempt.optimisation, "vectorised rows");
   auto prompts = h.events_of("prompt");
   ASSERT_EQ(prompts.size(), 2u);
@@ -180,6 +182,47 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   ASSERT_TRUE(judge.decide(failed));
   EXPECT_FALSE(failed.improved);
   EXPECT_EQ(failed.outcome, memory::Outcome::negative);
+}
+
+// A candidate's source travels with its attempt: the live state carries it, the log does not,
+// and code_of reads the run directory only for an attempt read back from the log.
+TEST(OpContext, TheSourceTravelsWithItsAttemptAndIsReadBackOnlyForOneFromTheLog) {
+  Collaborators c;
+  c.h.config.max_iterations = 2;
+  ASSERT_TRUE(c.h.run(c.st));
+  ASSERT_EQ(c.st.attempts.size(), 2u);
+  auto rebuilt = run::restore_states(c.h.all_events());
+  ASSERT_TRUE(rebuilt) << rebuilt.error().message;
+  const OpState& from_log = rebuilt->at(c.h.op.name);
+  OpContext& ctx = c.context();
+  for (size_t i = 0; i < c.st.attempts.size(); ++i) {
+    const Attempt& live = c.st.attempts[i];
+    SCOPED_TRACE(live.iteration);
+    ASSERT_TRUE(live.has_code);
+    ASSERT_TRUE(live.code);
+    auto file = util::read_file(c.h.dir->path() / live.code_file);
+    ASSERT_TRUE(file) << file.error().message;
+    EXPECT_EQ(*live.code, *file);
+    EXPECT_EQ(live.code_hash, util::sha256_hex(*live.code));
+    EXPECT_FALSE(run::to_json(live).contains("code"));  // the run directory keeps it beside the log
+    const Attempt& logged = from_log.attempts[i];
+    EXPECT_FALSE(logged.code);
+    auto read_back = ctx.code_of(logged);
+    ASSERT_TRUE(read_back) << read_back.error().message;
+    EXPECT_EQ(*read_back, *live.code);
+    std::filesystem::remove(c.h.dir->path() / live.code_file);
+    auto carried = ctx.code_of(live);  // never read back in the process that made it
+    ASSERT_TRUE(carried) << carried.error().message;
+    EXPECT_EQ(*carried, *live.code);
+    auto gone = ctx.code_of(logged);
+    ASSERT_FALSE(gone);
+    EXPECT_EQ(gone.error().kind, ErrorKind::not_found);
+    EXPECT_NE(gone.error().message.find(live.code_file), std::string::npos) << gone.error().message;
+  }
+  Attempt without = made(3, Stage::repair, eval::Verdict::compile_error);
+  auto none = ctx.code_of(without);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(*none, "");
 }
 
 TEST(ReplayPolicy, AnEmptyMemoryHasNothingToReplay) {

@@ -36,12 +36,13 @@ bool disturbed_evidence(const eval::EvalResult& r, const Attempt& inc) {
 
 }  // namespace
 
-Status Judge::evaluate(Attempt& a, const std::string& code) {
+Status Judge::evaluate(Attempt& a) {
+  if (!a.code) return fail(ErrorKind::internal, "judge: attempt {} of {} has no code to evaluate", a.iteration, m_ctx.op.name);
   const int k = a.iteration;
+  const std::string& code = *a.code;
   a.has_code = true;
   a.code_hash = util::sha256_hex(code);
   KOPE_ASSIGN(a.code_file, m_ctx.write_run_file(fmt::format("candidates/{}/{}.cpp", m_ctx.op_dir, k), code));
-  m_ctx.keep_code(k, code);
   eval::EvalOptions opts = m_ctx.cfg.eval_options;
   opts.seed = m_ctx.data_seed();
   const Attempt* inc = m_ctx.state.incumbent();
@@ -60,7 +61,7 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
     first.evidence_disturbed = disturbed_evidence(r, *inc);
     eval::ReplacementDecision d = replacement(first, *inc);
     if (d.retime) {
-      KOPE_ASSIGN(r, retime(a, code, first, d, opts));
+      KOPE_ASSIGN(r, retime(a, first, d, opts));
     }
   }
   apply_eval_result(a, r);
@@ -70,8 +71,8 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
 
 // Evidence that would replace the incumbent while other work ran beside it: evaluated once more,
 // after waiting for the machine to be quiet.
-Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const Attempt& first,
-                                       const eval::ReplacementDecision& why, eval::EvalOptions opts) {
+Result<eval::EvalResult> Judge::retime(Attempt& a, const Attempt& first, const eval::ReplacementDecision& why,
+                                       eval::EvalOptions opts) {
   const int k = a.iteration;
   KOPE_TRY(m_ctx.emit(run::RetimeEvent{k, compared_side_by_side(first) ? first.decision_contention : first.contention,
                                         compared_side_by_side(first) ? first.decision : run::Decision::recorded_timings,
@@ -79,7 +80,7 @@ Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, cons
   opts.seed = m_ctx.data_seed();
   opts.quiet_wait_seconds = k_quiet_wait_seconds;
   m_ctx.phase(k, a.stage, "re-timing (disturbed)");
-  KOPE_ASSIGN(eval::EvalResult again, m_ctx.env.evaluator->evaluate(m_ctx.op, code, opts));
+  KOPE_ASSIGN(eval::EvalResult again, m_ctx.env.evaluator->evaluate(m_ctx.op, *a.code, opts));
   a.retimed = true;
   return again;
 }

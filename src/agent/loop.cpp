@@ -82,7 +82,7 @@ Result<bool> Loop::step() {
     return false;
   }
   Attempt& a = next.proposal->attempt;
-  if (next.proposal->code) KOPE_TRY(m_judge.evaluate(a, *next.proposal->code));
+  if (a.code) KOPE_TRY(m_judge.evaluate(a));
   KOPE_TRY(m_judge.decide(a));
   a.journal = journal(a, st, m_ctx.op);
   // A resumed answer's model time was spent by the process that asked.

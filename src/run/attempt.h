@@ -1,9 +1,10 @@
 // run/attempt.h — one iteration's record as the run directory keeps it (event log, results, resume).
 //
 // An Attempt holds everything the loop decided and measured for one candidate: its stage and
-// lineage, what the model said it applied, the evaluator's verdict and timings, whether it
-// became the incumbent, the tokens its prompt used per tier. It round-trips through JSON so a
-// killed run can be rebuilt from its event log exactly as it was. Plain values; thread-compatible.
+// lineage, what the model said it applied and its source, the evaluator's verdict and timings,
+// whether it became the incumbent, the tokens its prompt used per tier. It round-trips through
+// JSON (all but the source, which the run directory keeps beside the log) so a killed run can be
+// rebuilt from its event log exactly as it was. Plain values; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -124,6 +125,11 @@ struct Attempt {
   bool has_code = false;
   std::string code_file;                // relative to the run directory
   std::string code_hash;                // SHA-256 of the source ("" without code)
+  // The source itself, as the policy proposed it (the judge writes it to code_file). It travels
+  // with the attempt in memory (into OpState by its attempt event) and is never in its JSON:
+  // nullopt for an attempt read back from the log (agent::OpContext::code_of reads code_file
+  // then) and for an answer without code.
+  std::optional<std::string> code;
   // Set by the judge (an answer without code: compile_error, see k_no_code_message).
   eval::Verdict verdict = eval::Verdict::compile_error;
   std::string message;
