@@ -5,6 +5,8 @@
 
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "agent/judge.h"
 #include "agent/llm_policy.h"
 #include "agent/op_context.h"
@@ -172,9 +174,15 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   fast.parent_iteration = 1;
   fast.timings = {timed(0, 500)};
   fast.speedup_vs_reference = 2.0;
-  ASSERT_TRUE(judge.decide(fast));
+  auto assessed = judge.decide(fast);
+  ASSERT_TRUE(assessed) << assessed.error().message;
   EXPECT_TRUE(fast.improved);
   EXPECT_NEAR(*fast.speedup_vs_parent, 2.0, 1e-9);
+  // The case it built and had assessed, for the recorder: r as the attempt states it.
+  EXPECT_EQ(assessed->record.natural_key, c.context().key(2));
+  EXPECT_EQ(assessed->record.speedup_vs_parent, fast.speedup_vs_parent);
+  EXPECT_EQ(assessed->assessment.outcome, fast.outcome);
+  EXPECT_NEAR(assessed->assessment.ratio, 2.0, 1e-9);
   EXPECT_EQ(fast.outcome, memory::outcome_for_ratio(2.0));
   EXPECT_TRUE(fast.notable);  // at least notable_speedup (1.5) over its parent
 
@@ -223,6 +231,52 @@ TEST(OpContext, TheSourceTravelsWithItsAttemptAndIsReadBackOnlyForOneFromTheLog)
   auto none = ctx.code_of(without);
   ASSERT_TRUE(none);
   EXPECT_EQ(*none, "");
+}
+
+// The harness's store, counting the assessments it is asked for.
+class CountingStore : public testing::InMemoryStore {
+ public:
+  Result<memory::CaseAssessment> assess_attempt(const memory::CaseRecord& c) override {
+    ++assessed;
+    return InMemoryStore::assess_attempt(c);
+  }
+  int assessed = 0;
+};
+
+// Each attempt's memory case is built once and assessed once (by the judge); the recorder
+// records that case, completed with the code, the journal and the wall time the attempt ended
+// with.
+TEST(Recorder, EachAttemptsCaseIsBuiltAndAssessedOnce) {
+  testing::Harness h;
+  h.answers = {{1, testing::kernel_answer("naive", "compile_error")},
+               {2, testing::kernel_answer("fixed", "correct", 800)},
+               {3, testing::kernel_answer("faster", "correct", 400)}};
+  h.config.max_iterations = 3;
+  CountingStore store;
+  OpEnvironment env = h.env();
+  env.store = &store;
+  OpState st;
+  auto end = run_op(env, h.op, st);
+  ASSERT_TRUE(end) << end.error().message;
+  ASSERT_EQ(st.attempts.size(), 3u);
+  EXPECT_EQ(store.assessed, 3);
+  EXPECT_EQ(store.record_calls(), 3);
+  auto cases = store.all_cases();
+  ASSERT_EQ(cases.size(), 3u);
+  for (const Attempt& a : st.attempts) {
+    SCOPED_TRACE(a.iteration);
+    const memory::CaseRecord& rec = cases[static_cast<size_t>(st.case_ids.at(a.iteration) - 1)];
+    EXPECT_EQ(rec.natural_key, fmt::format("{}/{}/{}", h.run_id, h.op.name, a.iteration));
+    EXPECT_EQ(rec.code, a.code.value_or(""));
+    EXPECT_EQ(rec.journal, a.journal);
+    EXPECT_FALSE(rec.journal.empty());
+    EXPECT_DOUBLE_EQ(rec.wall_seconds, a.wall_seconds);
+    EXPECT_GT(rec.wall_seconds, 0);
+    EXPECT_EQ(rec.speedup_vs_parent, a.speedup_vs_parent);
+    EXPECT_EQ(rec.outcome, a.outcome);
+    EXPECT_EQ(rec.timings.size(), a.timings.size());
+  }
+  EXPECT_TRUE(st.attempts[2].speedup_vs_parent);
 }
 
 TEST(ReplayPolicy, AnEmptyMemoryHasNothingToReplay) {

@@ -118,7 +118,7 @@ bool Judge::replaces(Attempt& a, const Attempt& inc) const {
   return d.replaces && !d.retime;
 }
 
-Status Judge::decide(Attempt& a) const {
+Result<AssessedCase> Judge::decide(Attempt& a) const {
   const OpState& st = m_ctx.state;
   const Attempt* inc = st.incumbent();
   const Attempt* parent = a.parent_iteration ? &m_ctx.attempt(*a.parent_iteration) : nullptr;
@@ -127,10 +127,13 @@ Status Judge::decide(Attempt& a) const {
   if (a.correct()) a.improved = inc ? replaces(a, *inc) : true;
   // r and the outcome label are the memory's (its rule over the parent case it holds, or a
   // replay's source case); the journal states them, so they are asked for before recording.
-  KOPE_ASSIGN(memory::CaseAssessment step, m_ctx.env.store->assess_attempt(case_record(m_ctx, a)));
+  AssessedCase out{case_record(m_ctx, a), {}};
+  KOPE_ASSIGN(out.assessment, m_ctx.env.store->assess_attempt(out.record));
+  const memory::CaseAssessment& step = out.assessment;
   if (a.correct()) {
     r = step.ratio;
     a.speedup_vs_parent = r;
+    out.record.speedup_vs_parent = r;  // the case states r as the attempt does
   }
   a.outcome = step.outcome;
   if (a.correct() && !step.quarantine_reason.empty()) {
@@ -147,7 +150,7 @@ Status Judge::decide(Attempt& a) const {
     a.notable = true;
     a.notable_reason = fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, *r);
   }
-  return {};
+  return out;
 }
 
 Status Judge::reverify_quarantined() {
@@ -162,7 +165,7 @@ Status Judge::reverify_quarantined() {
     // Fresh inputs: a seed of its own (without a run seed, a random one).
     opts.seed = m_ctx.cfg.seed ? std::optional<uint64_t>(m_ctx.derived_seed(a.iteration, "reverify")) : std::nullopt;
     m_ctx.phase(a.iteration, a.stage, "re-verifying a quarantined win");
-    KOPE_ASSIGN(Reverification v, reverify(*m_ctx.env.evaluator, m_ctx.op, code, case_record(m_ctx, a).timings, opts));
+    KOPE_ASSIGN(Reverification v, reverify(*m_ctx.env.evaluator, m_ctx.op, code, case_timings(a), opts));
     run::ReverifiedEvent e;
     e.iteration = a.iteration;
     e.case_id = *case_id;

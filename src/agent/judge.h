@@ -17,6 +17,7 @@
 #include <string>
 
 #include "agent/op_context.h"
+#include "agent/recorder.h"
 #include "eval/decision.h"
 #include "kope/eval.h"
 #include "kope/memory.h"
@@ -32,11 +33,12 @@ class Judge {
   // timings. Fails only when the evaluator or the run directory fails (a failing kernel is a
   // verdict).
   Status evaluate(Attempt& a);
-  // Sets parent_case_id, improved (and the decision's figures), speedup_vs_parent, label and
-  // notable for `a` against the op's state before it. r and the label are the store's
-  // (Store::assess_attempt: the ratio of recorded speedups vs the reference over the parent
-  // case, for a replay its source case); fails only when the store does.
-  Status decide(Attempt& a) const;
+  // Sets parent_case_id, improved (and the decision's figures), speedup_vs_parent, outcome,
+  // quarantine_reason and notable for `a` against the op's state before it. r, the outcome and
+  // the quarantine are the store's (Store::assess_attempt, asked once: the ratio of recorded
+  // speedups vs the reference over the parent case, for a replay its source case). Returns the
+  // case it built and had assessed, for the recorder to record; fails only when the store does.
+  Result<AssessedCase> decide(Attempt& a) const;
   // Re-verifies the op's quarantined correct attempts not re-verified yet, in order, and
   // repeats the memory's verify_case for logged ones it has not applied (a resumed run).
   // Fails only when the evaluator, the event log or the memory fails.
