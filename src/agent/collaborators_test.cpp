@@ -5,13 +5,17 @@
 
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "agent/judge.h"
 #include "agent/llm_policy.h"
 #include "agent/op_context.h"
 #include "agent/plan.h"
 #include "agent/replay_policy.h"
 #include "agent/test_support.h"
+#include "run/op_state.h"
 #include "util/fs.h"
+#include "util/hash.h"
 
 namespace kope::agent {
 namespace {
@@ -113,7 +117,7 @@ TEST(LlmPolicy, AWindowErrorShrinksTheMemoryTiersAndTheAnswerIsKeptBeforeParsing
   auto next = policy.propose(1, Plan{});
   ASSERT_TRUE(next) << next.error().message;
   ASSERT_TRUE(next->proposal);
-  EXPECT_TRUE(next->proposal->code);
+  EXPECT_TRUE(next->proposal->attempt.code);
   EXPECT_EQ(next->proposal->attempt.optimisation, "vectorised rows");
   auto prompts = h.events_of("prompt");
   ASSERT_EQ(prompts.size(), 2u);
@@ -170,16 +174,109 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   fast.parent_iteration = 1;
   fast.timings = {timed(0, 500)};
   fast.speedup_vs_reference = 2.0;
-  ASSERT_TRUE(judge.decide(fast));
+  auto assessed = judge.decide(fast);
+  ASSERT_TRUE(assessed) << assessed.error().message;
   EXPECT_TRUE(fast.improved);
   EXPECT_NEAR(*fast.speedup_vs_parent, 2.0, 1e-9);
-  EXPECT_EQ(fast.label, memory::outcome_name(memory::outcome_for_ratio(2.0)));
+  // The case it built and had assessed, for the recorder: r as the attempt states it.
+  EXPECT_EQ(assessed->record.natural_key, c.context().key(2));
+  EXPECT_EQ(assessed->record.speedup_vs_parent, fast.speedup_vs_parent);
+  EXPECT_EQ(assessed->assessment.outcome, fast.outcome);
+  EXPECT_NEAR(assessed->assessment.ratio, 2.0, 1e-9);
+  EXPECT_EQ(fast.outcome, memory::outcome_for_ratio(2.0));
   EXPECT_TRUE(fast.notable);  // at least notable_speedup (1.5) over its parent
 
   Attempt failed = made(2, Stage::refine, eval::Verdict::wrong_result);
   ASSERT_TRUE(judge.decide(failed));
   EXPECT_FALSE(failed.improved);
-  EXPECT_EQ(failed.label, "negative");
+  EXPECT_EQ(failed.outcome, memory::Outcome::negative);
+}
+
+// A candidate's source travels with its attempt: the live state carries it, the log does not,
+// and code_of reads the run directory only for an attempt read back from the log.
+TEST(OpContext, TheSourceTravelsWithItsAttemptAndIsReadBackOnlyForOneFromTheLog) {
+  Collaborators c;
+  c.h.config.max_iterations = 2;
+  ASSERT_TRUE(c.h.run(c.st));
+  ASSERT_EQ(c.st.attempts.size(), 2u);
+  auto rebuilt = run::restore_states(c.h.all_events());
+  ASSERT_TRUE(rebuilt) << rebuilt.error().message;
+  const OpState& from_log = rebuilt->at(c.h.op.name);
+  OpContext& ctx = c.context();
+  for (size_t i = 0; i < c.st.attempts.size(); ++i) {
+    const Attempt& live = c.st.attempts[i];
+    SCOPED_TRACE(live.iteration);
+    ASSERT_TRUE(live.has_code);
+    ASSERT_TRUE(live.code);
+    auto file = util::read_file(c.h.dir->path() / live.code_file);
+    ASSERT_TRUE(file) << file.error().message;
+    EXPECT_EQ(*live.code, *file);
+    EXPECT_EQ(live.code_hash, util::sha256_hex(*live.code));
+    EXPECT_FALSE(run::to_json(live).contains("code"));  // the run directory keeps it beside the log
+    const Attempt& logged = from_log.attempts[i];
+    EXPECT_FALSE(logged.code);
+    auto read_back = ctx.code_of(logged);
+    ASSERT_TRUE(read_back) << read_back.error().message;
+    EXPECT_EQ(*read_back, *live.code);
+    std::filesystem::remove(c.h.dir->path() / live.code_file);
+    auto carried = ctx.code_of(live);  // never read back in the process that made it
+    ASSERT_TRUE(carried) << carried.error().message;
+    EXPECT_EQ(*carried, *live.code);
+    auto gone = ctx.code_of(logged);
+    ASSERT_FALSE(gone);
+    EXPECT_EQ(gone.error().kind, ErrorKind::not_found);
+    EXPECT_NE(gone.error().message.find(live.code_file), std::string::npos) << gone.error().message;
+  }
+  Attempt without = made(3, Stage::repair, eval::Verdict::compile_error);
+  auto none = ctx.code_of(without);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(*none, "");
+}
+
+// The harness's store, counting the assessments it is asked for.
+class CountingStore : public testing::InMemoryStore {
+ public:
+  Result<memory::CaseAssessment> assess_attempt(const memory::CaseRecord& c) override {
+    ++assessed;
+    return InMemoryStore::assess_attempt(c);
+  }
+  int assessed = 0;
+};
+
+// Each attempt's memory case is built once and assessed once (by the judge); the recorder
+// records that case, completed with the code, the journal and the wall time the attempt ended
+// with.
+TEST(Recorder, EachAttemptsCaseIsBuiltAndAssessedOnce) {
+  testing::Harness h;
+  h.answers = {{1, testing::kernel_answer("naive", "compile_error")},
+               {2, testing::kernel_answer("fixed", "correct", 800)},
+               {3, testing::kernel_answer("faster", "correct", 400)}};
+  h.config.max_iterations = 3;
+  CountingStore store;
+  OpEnvironment env = h.env();
+  env.store = &store;
+  OpState st;
+  auto end = run_op(env, h.op, st);
+  ASSERT_TRUE(end) << end.error().message;
+  ASSERT_EQ(st.attempts.size(), 3u);
+  EXPECT_EQ(store.assessed, 3);
+  EXPECT_EQ(store.record_calls(), 3);
+  auto cases = store.all_cases();
+  ASSERT_EQ(cases.size(), 3u);
+  for (const Attempt& a : st.attempts) {
+    SCOPED_TRACE(a.iteration);
+    const memory::CaseRecord& rec = cases[static_cast<size_t>(st.case_ids.at(a.iteration) - 1)];
+    EXPECT_EQ(rec.natural_key, fmt::format("{}/{}/{}", h.run_id, h.op.name, a.iteration));
+    EXPECT_EQ(rec.code, a.code.value_or(""));
+    EXPECT_EQ(rec.journal, a.journal);
+    EXPECT_FALSE(rec.journal.empty());
+    EXPECT_DOUBLE_EQ(rec.wall_seconds, a.wall_seconds);
+    EXPECT_GT(rec.wall_seconds, 0);
+    EXPECT_EQ(rec.speedup_vs_parent, a.speedup_vs_parent);
+    EXPECT_EQ(rec.outcome, a.outcome);
+    EXPECT_EQ(rec.timings.size(), a.timings.size());
+  }
+  EXPECT_TRUE(st.attempts[2].speedup_vs_parent);
 }
 
 // A wrong result keeps the first few wrong cases, each with its first mismatching element, so

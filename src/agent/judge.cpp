@@ -36,12 +36,13 @@ bool disturbed_evidence(const eval::EvalResult& r, const Attempt& inc) {
 
 }  // namespace
 
-Status Judge::evaluate(Attempt& a, const std::string& code) {
+Status Judge::evaluate(Attempt& a) {
+  if (!a.code) return fail(ErrorKind::internal, "judge: attempt {} of {} has no code to evaluate", a.iteration, m_ctx.op.name);
   const int k = a.iteration;
+  const std::string& code = *a.code;
   a.has_code = true;
   a.code_hash = util::sha256_hex(code);
   KOPE_ASSIGN(a.code_file, m_ctx.write_run_file(fmt::format("candidates/{}/{}.cpp", m_ctx.op_dir, k), code));
-  m_ctx.keep_code(k, code);
   eval::EvalOptions opts = m_ctx.cfg.eval_options;
   opts.seed = m_ctx.data_seed();
   const Attempt* inc = m_ctx.state.incumbent();
@@ -60,7 +61,7 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
     first.evidence_disturbed = disturbed_evidence(r, *inc);
     eval::ReplacementDecision d = replacement(first, *inc);
     if (d.retime) {
-      KOPE_ASSIGN(r, retime(a, code, first, d, opts));
+      KOPE_ASSIGN(r, retime(a, first, d, opts));
     }
   }
   apply_eval_result(a, r);
@@ -70,8 +71,8 @@ Status Judge::evaluate(Attempt& a, const std::string& code) {
 
 // Evidence that would replace the incumbent while other work ran beside it: evaluated once more,
 // after waiting for the machine to be quiet.
-Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, const Attempt& first,
-                                       const eval::ReplacementDecision& why, eval::EvalOptions opts) {
+Result<eval::EvalResult> Judge::retime(Attempt& a, const Attempt& first, const eval::ReplacementDecision& why,
+                                       eval::EvalOptions opts) {
   const int k = a.iteration;
   KOPE_TRY(m_ctx.emit(run::RetimeEvent{k, compared_side_by_side(first) ? first.decision_contention : first.contention,
                                         compared_side_by_side(first) ? first.decision : run::Decision::recorded_timings,
@@ -79,7 +80,7 @@ Result<eval::EvalResult> Judge::retime(Attempt& a, const std::string& code, cons
   opts.seed = m_ctx.data_seed();
   opts.quiet_wait_seconds = k_quiet_wait_seconds;
   m_ctx.phase(k, a.stage, "re-timing (disturbed)");
-  KOPE_ASSIGN(eval::EvalResult again, m_ctx.env.evaluator->evaluate(m_ctx.op, code, opts));
+  KOPE_ASSIGN(eval::EvalResult again, m_ctx.env.evaluator->evaluate(m_ctx.op, *a.code, opts));
   a.retimed = true;
   return again;
 }
@@ -111,13 +112,13 @@ bool Judge::replaces(Attempt& a, const Attempt& inc) const {
   }
   eval::ReplacementDecision d = replacement(a, inc);
   a.margin_demanded = d.margin_demanded;
-  a.decided_by = std::string(eval::replacement_rule_name(d.rule));
+  a.decided_by = d.rule;
   a.decided_by_reason = d.reason;
   // A re-time the evaluation did not get (it asks for one only before it): not replaced.
   return d.replaces && !d.retime;
 }
 
-Status Judge::decide(Attempt& a) const {
+Result<AssessedCase> Judge::decide(Attempt& a) const {
   const OpState& st = m_ctx.state;
   const Attempt* inc = st.incumbent();
   const Attempt* parent = a.parent_iteration ? &m_ctx.attempt(*a.parent_iteration) : nullptr;
@@ -126,12 +127,15 @@ Status Judge::decide(Attempt& a) const {
   if (a.correct()) a.improved = inc ? replaces(a, *inc) : true;
   // r and the outcome label are the memory's (its rule over the parent case it holds, or a
   // replay's source case); the journal states them, so they are asked for before recording.
-  KOPE_ASSIGN(memory::CaseAssessment step, m_ctx.env.store->assess_attempt(case_record(m_ctx, a)));
+  AssessedCase out{case_record(m_ctx, a), {}};
+  KOPE_ASSIGN(out.assessment, m_ctx.env.store->assess_attempt(out.record));
+  const memory::CaseAssessment& step = out.assessment;
   if (a.correct()) {
     r = step.ratio;
     a.speedup_vs_parent = r;
+    out.record.speedup_vs_parent = r;  // the case states r as the attempt does
   }
-  a.label = std::string(memory::outcome_name(step.outcome));
+  a.outcome = step.outcome;
   if (a.correct() && !step.quarantine_reason.empty()) {
     // An implausible win is no incumbent until re-verified at the end of the op.
     a.quarantine_reason = step.quarantine_reason;
@@ -146,7 +150,7 @@ Status Judge::decide(Attempt& a) const {
     a.notable = true;
     a.notable_reason = fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, *r);
   }
-  return {};
+  return out;
 }
 
 Status Judge::reverify_quarantined() {
@@ -161,7 +165,7 @@ Status Judge::reverify_quarantined() {
     // Fresh inputs: a seed of its own (without a run seed, a random one).
     opts.seed = m_ctx.cfg.seed ? std::optional<uint64_t>(m_ctx.derived_seed(a.iteration, "reverify")) : std::nullopt;
     m_ctx.phase(a.iteration, a.stage, "re-verifying a quarantined win");
-    KOPE_ASSIGN(Reverification v, reverify(*m_ctx.env.evaluator, m_ctx.op, code, case_record(m_ctx, a).timings, opts));
+    KOPE_ASSIGN(Reverification v, reverify(*m_ctx.env.evaluator, m_ctx.op, code, case_timings(a), opts));
     run::ReverifiedEvent e;
     e.iteration = a.iteration;
     e.case_id = *case_id;

@@ -1,6 +1,7 @@
 // agent/judge.h — evaluating a candidate and deciding what it means for the op.
 //
-// Judge::evaluate writes the candidate's source to the run directory (candidates/<op>/<k>.cpp),
+// Judge::evaluate writes the candidate's source (Attempt::code) to the run directory
+// (candidates/<op>/<k>.cpp),
 // has the evaluator judge it (with fast verdicts, timed against the incumbent's source) and,
 // when evidence disturbed by other load would replace the incumbent, evaluates it once more
 // after waiting for a quiet machine ("retime"; eval::decide_replacement says when).
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "agent/op_context.h"
+#include "agent/recorder.h"
 #include "eval/decision.h"
 #include "kope/eval.h"
 #include "kope/memory.h"
@@ -27,14 +29,16 @@ class Judge {
  public:
   explicit Judge(OpContext& ctx) : m_ctx(ctx) {}
 
-  // Fills `a`'s code fields, verdict and timings. Fails only when the evaluator or the run
-  // directory fails (a failing kernel is a verdict).
-  Status evaluate(Attempt& a, const std::string& code);
-  // Sets parent_case_id, improved (and the decision's figures), speedup_vs_parent, label and
-  // notable for `a` against the op's state before it. r and the label are the store's
-  // (Store::assess_attempt: the ratio of recorded speedups vs the reference over the parent
-  // case, for a replay its source case); fails only when the store does.
-  Status decide(Attempt& a) const;
+  // Writes `a.code` (set) to the run directory and fills `a`'s other code fields, verdict and
+  // timings. Fails only when the evaluator or the run directory fails (a failing kernel is a
+  // verdict).
+  Status evaluate(Attempt& a);
+  // Sets parent_case_id, improved (and the decision's figures), speedup_vs_parent, outcome,
+  // quarantine_reason and notable for `a` against the op's state before it. r, the outcome and
+  // the quarantine are the store's (Store::assess_attempt, asked once: the ratio of recorded
+  // speedups vs the reference over the parent case, for a replay its source case). Returns the
+  // case it built and had assessed, for the recorder to record; fails only when the store does.
+  Result<AssessedCase> decide(Attempt& a) const;
   // Re-verifies the op's quarantined correct attempts not re-verified yet, in order, and
   // repeats the memory's verify_case for logged ones it has not applied (a resumed run).
   // Fails only when the evaluator, the event log or the memory fails.
@@ -44,8 +48,7 @@ class Judge {
   // The incumbent rule (eval::decide_replacement) over the correct `a`'s evidence against `inc`.
   eval::ReplacementDecision replacement(const Attempt& a, const Attempt& inc) const;
   // `first`: the first evaluation's figures; `why`: the rule that asked for the re-time.
-  Result<eval::EvalResult> retime(Attempt& a, const std::string& code, const Attempt& first, const eval::ReplacementDecision& why,
-                                  eval::EvalOptions opts);
+  Result<eval::EvalResult> retime(Attempt& a, const Attempt& first, const eval::ReplacementDecision& why, eval::EvalOptions opts);
   // Whether the correct `a` replaces the incumbent `inc` (decision, margin and decided_by set).
   bool replaces(Attempt& a, const Attempt& inc) const;
   // Tells the memory the outcome of a logged re-verification unless it already knows it.

@@ -128,7 +128,7 @@ Proposal LlmPolicy::from_answer(const ModelAnswer& answer, const Plan& plan) con
     } else if (auto applied = apply_edits(*source, parsed.edits); !applied) {
       why = applied.error().message;
     } else {
-      p.code = std::move(*applied);
+      a.code = std::move(*applied);
       return p;
     }
     a.verdict = eval::Verdict::bad_answer;
@@ -137,7 +137,7 @@ Proposal LlmPolicy::from_answer(const ModelAnswer& answer, const Plan& plan) con
     return p;
   }
   if (parsed.has_code) {
-    p.code = std::move(parsed.code);
+    a.code = std::move(parsed.code);
     return p;
   }
   std::string why = e.provider_problem;

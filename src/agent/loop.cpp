@@ -82,12 +82,12 @@ Result<bool> Loop::step() {
     return false;
   }
   Attempt& a = next.proposal->attempt;
-  if (next.proposal->code) KOPE_TRY(m_judge.evaluate(a, *next.proposal->code));
-  KOPE_TRY(m_judge.decide(a));
+  if (a.code) KOPE_TRY(m_judge.evaluate(a));
+  KOPE_ASSIGN(AssessedCase assessed, m_judge.decide(a));
   a.journal = journal(a, st, m_ctx.op);
   // A resumed answer's model time was spent by the process that asked.
   a.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count() + a.llm_seconds * (resumed_answer ? 1 : 0);
-  KOPE_TRY(m_recorder.add(std::move(a)));  // its attempt event settles the pending answer
+  KOPE_TRY(m_recorder.add(std::move(a), std::move(assessed)));  // its attempt event settles the pending answer
   const Attempt& added = st.attempts.back();
   if (m_ctx.env.progress) {
     const Attempt* inc = st.incumbent();

@@ -54,10 +54,10 @@ TEST(Loop, StagesLineageIncumbentAndLabels) {
   EXPECT_EQ(st.incumbent()->iteration, 5);
   EXPECT_NEAR(*st.attempts[4].speedup_vs_parent, 2.5, 1e-9);  // 500 us -> 200 us
   EXPECT_NEAR(*st.attempts[2].speedup_vs_parent, 2.0, 1e-9);  // first correct: vs the reference (1000 us)
-  EXPECT_EQ(st.attempts[0].label, "negative");
-  EXPECT_EQ(st.attempts[2].label, "effective");
-  EXPECT_EQ(st.attempts[3].label, "negative");  // 500/600 = 0.83 < 0.85
-  EXPECT_EQ(st.attempts[4].label, "effective");
+  EXPECT_EQ(st.attempts[0].outcome, memory::Outcome::negative);
+  EXPECT_EQ(st.attempts[2].outcome, memory::Outcome::effective);
+  EXPECT_EQ(st.attempts[3].outcome, memory::Outcome::negative);  // 500/600 = 0.83 < 0.85
+  EXPECT_EQ(st.attempts[4].outcome, memory::Outcome::effective);
   EXPECT_EQ(st.stop_reason, "iterations");
   EXPECT_TRUE(st.done);
 
@@ -135,7 +135,7 @@ TEST(Loop, IncumbentNeedsToBeFasterByTheMargin) {
   ASSERT_TRUE(h.run(st));
   EXPECT_TRUE(st.attempts[0].improved);
   EXPECT_FALSE(st.attempts[1].improved);  // 0.6% faster: noise, not an improvement
-  EXPECT_EQ(st.attempts[1].label, "partial");
+  EXPECT_EQ(st.attempts[1].outcome, memory::Outcome::partial);
   EXPECT_TRUE(st.attempts[2].improved);
 }
 
@@ -822,7 +822,7 @@ TEST(Loop, ResumeFromAnyCutPointMatchesTheStraightRun) {
       EXPECT_EQ(st.attempts[i].stage, ref.attempts[i].stage);
       EXPECT_EQ(st.attempts[i].parent_iteration, ref.attempts[i].parent_iteration);
       EXPECT_EQ(st.attempts[i].improved, ref.attempts[i].improved);
-      EXPECT_EQ(st.attempts[i].label, ref.attempts[i].label);
+      EXPECT_EQ(st.attempts[i].outcome, ref.attempts[i].outcome);
       EXPECT_EQ(st.attempts[i].tokens_completion, ref.attempts[i].tokens_completion);
     }
     EXPECT_EQ(st.tokens_completion(), ref.tokens_completion());
@@ -917,7 +917,7 @@ TEST(Loop, FastVerdictDecidesAgainstTheIncumbent) {
     EXPECT_TRUE(faster.improved);
     EXPECT_NEAR(*slower.speedup_vs_incumbent, 500.0 / 550, 1e-9);
     EXPECT_NEAR(*slower.speedup_vs_parent, 500.0 / 550, 1e-9);
-    EXPECT_EQ(slower.label, "ineffective");
+    EXPECT_EQ(slower.outcome, memory::Outcome::ineffective);
     EXPECT_NEAR(*faster.speedup_vs_incumbent, 1.25, 1e-9);
     if (fast) {
       EXPECT_EQ(slower.decision, run::Decision::slower);
@@ -986,14 +986,14 @@ TEST(Loop, OwnWaitsDoNotRaiseTheMargin) {
   EXPECT_TRUE(b.improved) << b.journal;
   EXPECT_FALSE(b.retimed);
   EXPECT_FALSE(b.margin_demanded);
-  EXPECT_EQ(b.decided_by, "side_by_side");  // not disturbed: the waits were its own
+  EXPECT_EQ(b.decided_by, eval::ReplacementRule::side_by_side);  // not disturbed: the waits were its own
   EXPECT_TRUE(h.events_of("retime").empty());
   ASSERT_FALSE(b.timings.empty());
   EXPECT_NEAR(b.timings[0].side_ratio.value_or(0), 1.25, 1e-9);
   EXPECT_NEAR(b.timings[0].side_incumbent_us.value_or(0), 500, 1e-9);
   auto back = attempt_from_json(to_json(b));
   ASSERT_TRUE(back);
-  EXPECT_EQ(back->decided_by, "side_by_side");
+  EXPECT_EQ(back->decided_by, eval::ReplacementRule::side_by_side);
   EXPECT_EQ(back->timings[0].side_candidate_us, b.timings[0].side_candidate_us);
   EXPECT_NE(render_feedback(b, &st.attempts[0]).find("Decided by the rule `side_by_side`"), std::string::npos);
 }
@@ -1018,7 +1018,7 @@ TEST(Loop, DisturbedEvidenceAloneDoesNotReplaceTheIncumbent) {
     EXPECT_FALSE(b.improved) << b.journal;
     ASSERT_TRUE(b.margin_demanded);
     EXPECT_NEAR(*b.margin_demanded, 1.01 / 0.7, 1e-9);
-    EXPECT_EQ(b.decided_by, "raised_margin");
+    EXPECT_EQ(b.decided_by, eval::ReplacementRule::raised_margin);
     EXPECT_NE(b.journal.find("so the incumbent stays"), std::string::npos) << b.journal;
     const Attempt& c = st.attempts[2];
     EXPECT_TRUE(c.retimed);

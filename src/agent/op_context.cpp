@@ -70,14 +70,10 @@ Result<std::string> OpContext::reference_source() {
   return *m_reference;
 }
 
-void OpContext::keep_code(int k, std::string code) { m_code[k] = std::move(code); }
-
-Result<std::string> OpContext::code_of(const Attempt& a) {
+Result<std::string> OpContext::code_of(const Attempt& a) const {
   if (!a.has_code) return std::string();
-  auto it = m_code.find(a.iteration);
-  if (it != m_code.end()) return it->second;
-  KOPE_ASSIGN(std::string code, util::read_file(env.run_dir / a.code_file));  // made by an earlier process
-  return m_code.emplace(a.iteration, std::move(code)).first->second;
+  if (a.code) return *a.code;
+  return util::read_file(env.run_dir / a.code_file);  // made by an earlier process
 }
 
 std::optional<int64_t> OpContext::case_id(int k) const {

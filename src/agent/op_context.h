@@ -3,10 +3,10 @@
 // The loop (loop.cpp) and its collaborators (the policies, the model turn, the judge, the
 // recorder, the reflector) each take an OpContext: the op, its state, the run's services, and
 // the few conveniences every step needs (the event log, the run directory's files, progress,
-// seeds, cancellation). It also keeps the sources of the op's candidates as they are made, so
-// that the in-process path never reads back what it just wrote; only a resumed run reads the
-// sources of attempts an earlier process made from the run directory. Not thread-safe: one op,
-// one thread.
+// seeds, cancellation). A candidate's source travels with its attempt (run::Attempt::code), so
+// the in-process path never reads back what it just wrote; only the sources of attempts an
+// earlier process made (a resumed run) are read from the run directory. Not thread-safe: one
+// op, one thread.
 #pragma once
 
 #include <cstdint>
@@ -59,11 +59,11 @@ class OpContext {
   Result<std::string> reference_source();
   const std::optional<std::string>& reference_loaded() const { return m_reference; }
 
-  // Remembers the source of iteration `k`, as the judge wrote it to the run directory.
-  void keep_code(int k, std::string code);
-  // The source of `a`: kept when this process made it, else read back from the run directory
-  // (a resumed run). Fails with io when the file cannot be read; "" for an attempt without code.
-  Result<std::string> code_of(const Attempt& a);
+  // The source of `a`: the one it carries when this process made it (Attempt::code), else read
+  // from the run directory (an attempt of an earlier process, read back from the log). Fails
+  // with not_found or io, naming the file, when it cannot be read; "" for an attempt without
+  // code.
+  Result<std::string> code_of(const Attempt& a) const;
 
   // The attempt of iteration k (1-based) and the memory case it was recorded as.
   const Attempt& attempt(int k) const { return state.attempts[static_cast<size_t>(k - 1)]; }
@@ -76,7 +76,6 @@ class OpContext {
 
  private:
   OpState& m_state;
-  std::map<int, std::string> m_code;
   std::map<int, std::string> m_error_signatures;
   std::optional<std::string> m_reference;
   uint64_t m_data_seed;

@@ -17,12 +17,11 @@
 namespace kope::agent {
 
 // A candidate for the judge: the attempt as far as the policy knows it (iteration, stage and
-// lineage, what was applied, tokens and prompt figures), and the code to evaluate.
+// lineage, what was applied, tokens and prompt figures) with the source to evaluate in
+// Attempt::code, which then travels with the attempt; nullopt when there is none (an answer
+// without usable code: the attempt already carries its compile_error or bad_answer verdict).
 struct Proposal {
   Attempt attempt;
-  // The source to evaluate; nullopt when there is none (an answer without usable code: the
-  // attempt already carries its compile_error verdict and message).
-  std::optional<std::string> code;
 };
 
 // The policy's answer for iteration k: a proposal, or none and how the op ends.

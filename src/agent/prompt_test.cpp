@@ -358,7 +358,7 @@ TEST(Prompt, FeedbackShowsSideBySideFiguresPerCaseAndTheDecidingRule) {
   a.decision_upper = 1.9;
   a.decision_pairs = 16;
   a.improved = true;
-  a.decided_by = "own_waits";
+  a.decided_by = eval::ReplacementRule::own_waits;
   a.decided_by_reason = "timed side by side with the incumbent: 1.34x, 95% interval [1.12x, 1.90x] wholly above 1 + margin";
   std::string fb = render_feedback(a, &inc);
   EXPECT_NE(fb.find("| timed case | this attempt | side by side: this attempt / incumbent, speed ratio | incumbent as recorded (attempt 2) |"),

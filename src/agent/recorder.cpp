@@ -60,7 +60,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
                        a.library_config && a.speedup_vs_library ? a.library_config->forced_note() : std::string(),
                        format_ratio(a.speedup_vs_parent));
     if (a.fraction_of_roofline) out += fmt::format(", {:.0f}% of the roofline", 100 * *a.fraction_of_roofline);
-    out += fmt::format("; label {}.", a.label);
+    out += fmt::format("; label {}.", run::label_name(a.outcome));
     for (const auto& t : a.timings) {
       if (t.disturbed) {
         out += fmt::format(" {}: {:.2f} us (reference {:.2f} us; timed under outside load, the kernel waited for a CPU {:.0f}% of "
@@ -71,7 +71,7 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
     }
     out += "\n";
   } else if (a.cases_total > 0) {
-    out += fmt::format("Numbers: {} of {} cases passed; label {}.\n", a.cases_passed, a.cases_total, a.label);
+    out += fmt::format("Numbers: {} of {} cases passed; label {}.\n", a.cases_passed, a.cases_total, run::label_name(a.outcome));
   }
   if (a.correct() && a.decision != run::Decision::none) out += "Decision: " + decision_note(a) + "\n";
   std::string reading;
@@ -102,9 +102,27 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
   return out;
 }
 
-Status Recorder::add(Attempt a) {
+Status Recorder::add(Attempt a, AssessedCase assessed) {
   KOPE_TRY(m_ctx.emit(run::AttemptEvent{std::move(a)}));
-  return record(m_ctx.state.attempts.back());
+  const Attempt& added = m_ctx.state.attempts.back();
+  m_ctx.keep_error_signature(added.iteration, std::move(assessed.assessment.error_signature));
+  KOPE_TRY(write(added, std::move(assessed.record)));
+  return {};
+}
+
+Status Recorder::record(const Attempt& a) {
+  KOPE_ASSIGN(memory::RecordedCase recorded, write(a, case_record(m_ctx, a)));
+  m_ctx.keep_error_signature(a.iteration, std::move(recorded.assessment.error_signature));
+  return {};
+}
+
+std::vector<memory::CaseTimingRecord> case_timings(const Attempt& a) {
+  std::vector<memory::CaseTimingRecord> out;
+  for (const auto& t : a.timings) {
+    out.push_back({t.case_index, t.median_us, t.ci95_us, t.reference_us, t.library_us, t.disturbed, t.contention,
+                   t.floor_us > 0 ? std::optional<double>(t.floor_us) : std::nullopt});
+  }
+  return out;
 }
 
 memory::CaseRecord case_record(const OpContext& ctx, const Attempt& a) {
@@ -122,28 +140,23 @@ memory::CaseRecord case_record(const OpContext& ctx, const Attempt& a) {
   c.verdict = a.verdict;
   c.message = a.message;
   c.diagnostics = a.diagnostics;
-  for (const auto& t : a.timings) {
-    c.timings.push_back({t.case_index, t.median_us, t.ci95_us, t.reference_us, t.library_us, t.disturbed, t.contention,
-                         t.floor_us > 0 ? std::optional<double>(t.floor_us) : std::nullopt});
-  }
+  c.timings = case_timings(a);
   c.speedup_vs_parent = a.speedup_vs_parent;
   c.speedup_vs_reference = a.speedup_vs_reference;
   c.speedup_vs_library = a.speedup_vs_library;
   c.fraction_of_roofline = a.fraction_of_roofline;
   c.tokens_prompt = a.tokens_prompt;
   c.tokens_completion = a.tokens_completion;
-  c.wall_seconds = a.wall_seconds;
   return c;
 }
 
-Status Recorder::record(const Attempt& a) {
+Result<memory::RecordedCase> Recorder::write(const Attempt& a, memory::CaseRecord c) {
   const OpEnvironment& env = m_ctx.env;
-  memory::CaseRecord c = case_record(m_ctx, a);
   KOPE_ASSIGN(c.code, m_ctx.code_of(a));
   c.journal = a.journal;
+  c.wall_seconds = a.wall_seconds;
   KOPE_ASSIGN(memory::RecordedCase recorded, env.store->record_attempt(c));
   const int64_t id = recorded.id;
-  m_ctx.keep_error_signature(a.iteration, recorded.assessment.error_signature);
   if (a.policy == Policy::llm && !a.prompt_id.empty()) {
     memory::RetrievalLogEntry entry;
     entry.prompt_id = a.prompt_id;
@@ -154,7 +167,8 @@ Status Recorder::record(const Attempt& a) {
     KOPE_TRY(env.store->log_retrieval(entry));
     KOPE_TRY(env.store->credit(a.prompt_id, reward_for(a)));
   }
-  return m_ctx.emit(run::RecordedEvent{a.iteration, id});
+  KOPE_TRY(m_ctx.emit(run::RecordedEvent{a.iteration, id}));
+  return recorded;
 }
 
 double reward_for(const Attempt& a) {

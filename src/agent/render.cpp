@@ -295,9 +295,9 @@ std::string render_decision(const Attempt& a) {
     out += fmt::format("Compared with the incumbent's recorded timings: {:.2f}x its speed (geometric mean over the timed cases).\n",
                        *a.speedup_vs_incumbent);
   }
-  if (!a.decided_by.empty()) {
+  if (a.decided_by) {
     // The rule that decided, by name, and its figures (eval::decide_replacement).
-    out += fmt::format("Decided by the rule `{}`: {}.\n", a.decided_by, a.decided_by_reason);
+    out += fmt::format("Decided by the rule `{}`: {}.\n", eval::replacement_rule_name(*a.decided_by), a.decided_by_reason);
   } else if (a.margin_demanded) {
     out += fmt::format("Its timing was disturbed by other load, so it had to exceed {:.2f}x to replace the incumbent{}.\n",
                        *a.margin_demanded, a.improved ? "" : ", and did not");

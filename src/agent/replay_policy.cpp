@@ -161,7 +161,7 @@ Result<Next> ReplayPolicy::propose(int k, const Plan& plan) {
   a.header_found = true;
   a.optimisation = fmt::format("replay of case {} ({} on {}): {}", src.id, src.task.op, src.hardware.target, src.optimisation);
   if (a.optimisation.size() > 200) a.optimisation = a.optimisation.substr(0, 197) + "...";
-  p.code = src.code;
+  a.code = src.code;
   return Next{std::move(p), OpEnd::finished, ""};
 }
 

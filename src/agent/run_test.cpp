@@ -270,7 +270,7 @@ TEST(Results, FiguresOverStatedSets) {
   bad.verdict = eval::Verdict::wrong_result;
   bad.cases_passed = 5;
   bad.cases_total = 12;
-  bad.label = "negative";
+  bad.outcome = memory::Outcome::negative;
   Attempt good;
   good.iteration = 2;
   good.verdict = eval::Verdict::correct;
@@ -282,7 +282,7 @@ TEST(Results, FiguresOverStatedSets) {
   good.cases_total = 12;
   good.tokens_prompt = 100;
   good.tokens_completion = 50;
-  good.label = "effective";
+  good.outcome = memory::Outcome::effective;
   TimingSummary ts;
   ts.case_index = 3;
   ts.median_us = 10;
@@ -349,6 +349,76 @@ TEST(Attempt, DecisionKeepsItsJsonSpellingBothWays) {
   auto bad = attempt_from_json(unknown);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().kind, ErrorKind::corrupt);
+}
+
+TEST(Attempt, OutcomeKeepsItsLabelSpellingBothWays) {
+  const std::pair<memory::Outcome, const char*> spellings[] = {
+      {memory::Outcome::effective, "effective"},
+      {memory::Outcome::partial, "partial"},
+      {memory::Outcome::ineffective, "ineffective"},
+      {memory::Outcome::negative, "negative"},
+  };
+  Attempt a;
+  a.iteration = 3;
+  EXPECT_EQ(to_json(a)["label"], "");  // not decided yet
+  auto none = attempt_from_json(to_json(a));
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(none->outcome, std::nullopt);
+  for (const auto& [outcome, name] : spellings) {
+    a.outcome = outcome;
+    json j = to_json(a);
+    EXPECT_EQ(j["label"], name);
+    auto back = attempt_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->outcome, outcome) << name;
+    EXPECT_EQ(run::label_name(outcome), name);
+  }
+  json unknown = to_json(a);
+  unknown["label"] = "great";
+  auto bad = attempt_from_json(unknown);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, ErrorKind::corrupt);
+  EXPECT_NE(bad.error().message.find("attempt 3: unknown outcome label 'great' (expected one of effective, partial, "
+                                     "ineffective, negative, or none)"),
+            std::string::npos)
+      << bad.error().message;
+}
+
+TEST(Attempt, DecidedByKeepsTheRuleNameBothWays) {
+  const std::pair<eval::ReplacementRule, const char*> spellings[] = {
+      {eval::ReplacementRule::side_by_side, "side_by_side"},
+      {eval::ReplacementRule::own_waits, "own_waits"},
+      {eval::ReplacementRule::retime_when_quiet, "retime_when_quiet"},
+      {eval::ReplacementRule::raised_margin, "raised_margin"},
+      {eval::ReplacementRule::recorded_timings, "recorded_timings"},
+  };
+  Attempt a;
+  a.iteration = 4;
+  a.decision = run::Decision::faster;  // decided_by is written inside incumbent_decision
+  EXPECT_EQ(to_json(a)["incumbent_decision"]["decided_by"], "");  // a run written before the rule had a name
+  auto none = attempt_from_json(to_json(a));
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(none->decided_by, std::nullopt);
+  for (const auto& [rule, name] : spellings) {
+    a.decided_by = rule;
+    a.decided_by_reason = std::string("because ") + name;
+    json j = to_json(a);
+    EXPECT_EQ(j["incumbent_decision"]["decided_by"], name);
+    auto back = attempt_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->decided_by, rule) << name;
+    EXPECT_EQ(back->decided_by_reason, a.decided_by_reason);
+    EXPECT_EQ(eval::parse_replacement_rule(name), rule);
+  }
+  json unknown = to_json(a);
+  unknown["incumbent_decision"]["decided_by"] = "coin_toss";
+  auto bad = attempt_from_json(unknown);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, ErrorKind::corrupt);
+  EXPECT_NE(bad.error().message.find("attempt 4: unknown replacement rule 'coin_toss' (expected one of side_by_side, own_waits, "
+                                     "retime_when_quiet, raised_margin, recorded_timings, or none)"),
+            std::string::npos)
+      << bad.error().message;
 }
 
 TEST(Events, TornLastLineIsDroppedAndTheLogContinues) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -213,15 +214,37 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
   }
 }
 
+namespace {
+
+// ReplacementRule's one name table (Attempt::decided_by in the run format spells it so).
+constexpr std::pair<ReplacementRule, std::string_view> k_replacement_rule_names[] = {
+    {ReplacementRule::side_by_side, "side_by_side"},
+    {ReplacementRule::own_waits, "own_waits"},
+    {ReplacementRule::retime_when_quiet, "retime_when_quiet"},
+    {ReplacementRule::raised_margin, "raised_margin"},
+    {ReplacementRule::recorded_timings, "recorded_timings"},
+};
+
+}  // namespace
+
 std::string_view replacement_rule_name(ReplacementRule r) {
-  switch (r) {
-    case ReplacementRule::side_by_side: return "side_by_side";
-    case ReplacementRule::own_waits: return "own_waits";
-    case ReplacementRule::retime_when_quiet: return "retime_when_quiet";
-    case ReplacementRule::raised_margin: return "raised_margin";
-    case ReplacementRule::recorded_timings: return "recorded_timings";
+  for (const auto& [rule, name] : k_replacement_rule_names) {
+    if (rule == r) return name;
   }
   return "side_by_side";
+}
+
+std::optional<ReplacementRule> parse_replacement_rule(std::string_view name) {
+  for (const auto& [rule, spelled] : k_replacement_rule_names) {
+    if (spelled == name) return rule;
+  }
+  return std::nullopt;
+}
+
+std::string replacement_rule_names() {
+  std::string out;
+  for (const auto& [rule, name] : k_replacement_rule_names) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
 }
 
 ReplacementDecision decide_replacement(const ReplacementEvidence& e) {

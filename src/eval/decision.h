@@ -146,6 +146,10 @@ CaseRatio run_case(const DecisionRule& rule, const std::function<PairStatus(Pair
 //     (1 + margin) / (1 − c), c the evidence's contention (clamped to 0.9).
 enum class ReplacementRule { side_by_side, own_waits, retime_when_quiet, raised_margin, recorded_timings };
 std::string_view replacement_rule_name(ReplacementRule r);
+// The rule replacement_rule_name spells `name`; nullopt for any other string.
+std::optional<ReplacementRule> parse_replacement_rule(std::string_view name);
+// Every rule's name, in the enum's order, comma-separated (for messages).
+std::string replacement_rule_names();
 
 struct ReplacementEvidence {
   bool compared = false;          // a side-by-side comparison decided (else the recorded timings)

@@ -112,10 +112,10 @@ std::string node_svg(const run::Attempt& a, const std::string& key, bool is_best
   const double radius = TreeLayout::radius;
   double x = layout.x(a.iteration), y = layout.y(a.iteration);
   bool ok = a.correct();
-  std::string fill(ok ? outcome_colour(a.label) : failed_colour());
+  std::string fill(ok ? outcome_colour(run::label_name(a.outcome)) : failed_colour());
   std::string aria = fmt::format(
       "attempt {}: {} {}, {}{}", a.iteration, memory::stage_name(a.stage),
-      eval::verdict_name(a.verdict), ok ? a.label : "failed",
+      eval::verdict_name(a.verdict), ok ? run::label_name(a.outcome) : "failed",
       ok && a.speedup_vs_reference ? fmt::format(", {:.2f}x vs reference", *a.speedup_vs_reference)
                                    : "");
   std::string s = fmt::format(
@@ -204,7 +204,7 @@ json node_json(const run::OpState& st, const run::Attempt& a, bool is_best, json
               {"message", util::truncate_text(a.message, 2000, 20)},
               {"first_mismatch", a.first_mismatch},
               {"diagnostics", util::truncate_text(a.diagnostics, 4000, 60)},
-              {"label", a.label},
+              {"label", std::string(run::label_name(a.outcome))},
               {"improved", a.improved},
               {"best", is_best},
               {"cases_passed", a.cases_passed},

@@ -121,6 +121,37 @@ std::optional<eval::IncumbentDecision> incumbent_decision(Decision d) {
   return std::nullopt;
 }
 
+namespace {
+
+// Every outcome, in the enum's order (memory::outcome_name spells them).
+constexpr memory::Outcome k_outcomes[] = {memory::Outcome::effective, memory::Outcome::partial,
+                                          memory::Outcome::ineffective, memory::Outcome::negative};
+
+}  // namespace
+
+std::string_view label_name(std::optional<memory::Outcome> o) { return o ? memory::outcome_name(*o) : std::string_view(); }
+
+Result<std::optional<memory::Outcome>> parse_label(std::string_view label) {
+  if (label.empty()) return std::optional<memory::Outcome>();
+  for (memory::Outcome o : k_outcomes) {
+    if (memory::outcome_name(o) == label) return std::optional<memory::Outcome>(o);
+  }
+  std::string known;
+  for (memory::Outcome o : k_outcomes) known += (known.empty() ? "" : ", ") + std::string(memory::outcome_name(o));
+  return fail(ErrorKind::corrupt, "unknown outcome label '{}' (expected one of {}, or none)", label, known);
+}
+
+std::string_view decided_by_name(std::optional<eval::ReplacementRule> r) {
+  return r ? eval::replacement_rule_name(*r) : std::string_view();
+}
+
+Result<std::optional<eval::ReplacementRule>> parse_decided_by(std::string_view name) {
+  if (name.empty()) return std::optional<eval::ReplacementRule>();
+  if (auto r = eval::parse_replacement_rule(name)) return std::optional<eval::ReplacementRule>(*r);
+  return fail(ErrorKind::corrupt, "unknown replacement rule '{}' (expected one of {}, or none)", name,
+              eval::replacement_rule_names());
+}
+
 json admission_json(const std::vector<Admission>& list) {
   json out = json::array();
   for (const auto& a : list) {
@@ -194,11 +225,11 @@ json to_json(const Attempt& a) {
                                                                {"retimed", a.retimed},
                                                                {"margin_demanded", opt(a.margin_demanded)},
                                                                {"contention", a.decision_contention},
-                                                               {"decided_by", a.decided_by},
+                                                               {"decided_by", std::string(decided_by_name(a.decided_by))},
                                                                {"decided_by_reason", a.decided_by_reason},
                                                                {"outside_load", a.decision_outside_load}}},
               {"contention", a.contention},
-              {"label", a.label},
+              {"label", std::string(label_name(a.outcome))},
               {"tokens_prompt", a.tokens_prompt},
               {"tokens_completion", a.tokens_completion},
               {"cost_usd", a.cost_usd},
@@ -279,12 +310,16 @@ Result<Attempt> attempt_from_json(const json& j) {
       a.retimed = d->value("retimed", false);
       a.margin_demanded = get_opt<double>(*d, "margin_demanded");
       a.decision_contention = d->value("contention", 0.0);
-      a.decided_by = d->value("decided_by", "");
+      auto decided_by = parse_decided_by(d->value("decided_by", ""));
+      if (!decided_by) return fail(ErrorKind::corrupt, "attempt {}: {}", a.iteration, decided_by.error().message);
+      a.decided_by = *decided_by;
       a.decided_by_reason = d->value("decided_by_reason", "");
       a.decision_outside_load = d->value("outside_load", 0.0);
     }
     a.contention = j.value("contention", 0.0);
-    a.label = j.value("label", "");
+    auto outcome = parse_label(j.value("label", ""));
+    if (!outcome) return fail(ErrorKind::corrupt, "attempt {}: {}", a.iteration, outcome.error().message);
+    a.outcome = *outcome;
     a.tokens_prompt = j.value("tokens_prompt", int64_t{0});
     a.tokens_completion = j.value("tokens_completion", int64_t{0});
     a.cost_usd = j.value("cost_usd", 0.0);

@@ -1,9 +1,10 @@
 // run/attempt.h — one iteration's record as the run directory keeps it (event log, results, resume).
 //
 // An Attempt holds everything the loop decided and measured for one candidate: its stage and
-// lineage, what the model said it applied, the evaluator's verdict and timings, whether it
-// became the incumbent, the tokens its prompt used per tier. It round-trips through JSON so a
-// killed run can be rebuilt from its event log exactly as it was. Plain values; thread-compatible.
+// lineage, what the model said it applied and its source, the evaluator's verdict and timings,
+// whether it became the incumbent, the tokens its prompt used per tier. It round-trips through
+// JSON (all but the source, which the run directory keeps beside the log) so a killed run can be
+// rebuilt from its event log exactly as it was. Plain values; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kope/eval.h"
+#include "eval/decision.h"
 #include "kope/memory.h"
 #include "run/policy.h"
 
@@ -39,6 +41,18 @@ std::optional<Decision> parse_decision(std::string_view name);
 Decision decision_of(eval::IncumbentDecision d);
 // The evaluator's decision behind a side-by-side Decision; nullopt for none and recorded_timings.
 std::optional<eval::IncumbentDecision> incumbent_decision(Decision d);
+
+// The outcome as an attempt's "label" spells it: memory::outcome_name's, "" for none.
+std::string_view label_name(std::optional<memory::Outcome> o);
+// The outcome `label` names (label_name's spelling, "" for none). Fails with corrupt naming any
+// other string and the ones it may be.
+Result<std::optional<memory::Outcome>> parse_label(std::string_view label);
+// The replacement rule as an attempt's "decided_by" spells it: eval::replacement_rule_name's,
+// "" for none.
+std::string_view decided_by_name(std::optional<eval::ReplacementRule> r);
+// The rule `name` names (decided_by_name's spelling, "" for none). Fails with corrupt naming any
+// other string and the ones it may be.
+Result<std::optional<eval::ReplacementRule>> parse_decided_by(std::string_view name);
 
 // What memory held, when an op pack was fixed (OpPackRecord::evidence), about refinements of
 // operators of the op's category on this machine (the evidence stop rule's input,
@@ -114,6 +128,11 @@ struct Attempt {
   bool has_code = false;
   std::string code_file;                // relative to the run directory
   std::string code_hash;                // SHA-256 of the source ("" without code)
+  // The source itself, as the policy proposed it (the judge writes it to code_file). It travels
+  // with the attempt in memory (into OpState by its attempt event) and is never in its JSON:
+  // nullopt for an attempt read back from the log (agent::OpContext::code_of reads code_file
+  // then) and for an answer without code.
+  std::optional<std::string> code;
   // Set by the judge (an answer without code: compile_error, see k_no_code_message).
   eval::Verdict verdict = eval::Verdict::compile_error;
   std::string message;
@@ -147,13 +166,15 @@ struct Attempt {
   bool evidence_disturbed = false;      // the evidence the decision rested on was disturbed
   bool retimed = false;                 // evaluated once more because the first evidence was disturbed
   std::optional<double> margin_demanded;  // still disturbed: speedup_vs_incumbent had to exceed this
-  // Which rule decided whether it replaced the incumbent (eval::ReplacementRule's name:
-  // "side_by_side", "own_waits", "raised_margin", "recorded_timings", ...) and a sentence saying
-  // why ("" in runs written before it, and without an incumbent to beat).
-  std::string decided_by;
+  // Which rule decided whether it replaced the incumbent, and a sentence saying why (none and ""
+  // in runs written before it, and without an incumbent to beat). JSON: the rule's name
+  // (eval::replacement_rule_name: "side_by_side", "own_waits", ...), "" for none.
+  std::optional<eval::ReplacementRule> decided_by;
   std::string decided_by_reason;
   double decision_outside_load = 0;     // the comparison's outside load (eval::IncumbentComparison::outside_load)
-  std::string label;                    // outcome label (effective/partial/ineffective/negative)
+  // The memory's outcome for it (Store::assess_attempt; none until the judge decided). JSON
+  // "label": memory::outcome_name's spelling ("effective", "partial", ...), "" for none.
+  std::optional<memory::Outcome> outcome;
   int64_t tokens_prompt = 0;            // reported by the provider (or estimated)
   int64_t tokens_completion = 0;
   double cost_usd = 0;

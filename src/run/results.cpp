@@ -93,7 +93,7 @@ json op_result(const spec::OpSpec& op, const OpState& st) {
     best_passed = std::max(best_passed, a.cases_passed);
     ++verdicts[std::string(eval::verdict_name(a.verdict))];
     if (a.timing_disturbed()) ++disturbed;
-    ++labels[a.label];
+    ++labels[std::string(label_name(a.outcome))];
     for (const auto& [t, n] : a.tier_tokens) tiers[t] += n;
   }
   int cases_total = static_cast<int>(op.cases.size());
