@@ -135,7 +135,9 @@ function commonTests(ctx) {
     assert.ok(ctx.evalChildren().length > 0, 'the evaluation never started');
     // `kope eval` and what it started (the sandbox, the compiler or the kernel runner).
     const evaluation = () => ctx.evalChildren().flatMap((p) => [p, ...descendantsOf(p)]);
-    for (let i = 0; i < 600 && evaluation().length < 2; ++i) await sleep(100);
+    // Before its first child (the hardware probe, the compiler, the sandbox) an evaluation may
+    // wait for the machine's timing lock, which other tests of a full suite hold for minutes.
+    for (let i = 0; i < 4000 && evaluation().length < 2; ++i) await sleep(100);
     await sleep(1000);
     const started = evaluation();
     assert.ok(started.length > 1, 'no sandboxed process under kope eval');
