@@ -49,7 +49,7 @@ class Reflector {
   explicit Reflector(OpContext& ctx) : m_ctx(ctx) {}
 
   Status after(const Attempt& a);
-  Status at_end(const std::string& stop_reason, const std::string& stop_detail = "");
+  Status at_end(const std::string& stop_reason, const std::string& stop_detail);
   // Applies every logged, unapplied reflection.
   Status resume();
 
