@@ -326,7 +326,7 @@ TEST(EditAnswersInTheLoop, AppliedEditsAreTheCandidateAndABadEditIsNamedInTheFee
 
   const Attempt& applied = st.attempts[1];
   EXPECT_EQ(applied.stage, memory::Stage::refine);
-  EXPECT_EQ(applied.answer_form, "edits");
+  EXPECT_EQ(applied.answer_form, AnswerForm::edits);
   EXPECT_EQ(applied.answer_edits, 1);
   EXPECT_TRUE(applied.has_code);
   EXPECT_TRUE(applied.improved);
@@ -336,7 +336,7 @@ TEST(EditAnswersInTheLoop, AppliedEditsAreTheCandidateAndABadEditIsNamedInTheFee
   EXPECT_GT(applied.tokens_completion, 0);
   EXPECT_EQ(to_json(applied).at("tokens_completion"), applied.tokens_completion);
   EXPECT_EQ(to_json(applied).at("answer_form"), "edits");
-  EXPECT_EQ(st.attempts[0].answer_form, "whole");
+  EXPECT_EQ(st.attempts[0].answer_form, AnswerForm::whole);
 
   const Attempt& bad = st.attempts[2];
   EXPECT_EQ(bad.verdict, eval::Verdict::bad_answer);

@@ -158,6 +158,7 @@ TEST(TypedEvents, EachTypeIsWrittenAndReadBackTheSame) {
                                     run::LlmErrorEvent{2, "rate_limited", "slow down", 429, "model unavailable (rate_limited): slow down"},
                                     run::RetimeEvent{4, 0.25, run::Decision::recorded_timings, "disturbed"},
                                     run::RecordedEvent{4, 17},
+                                    run::RecordedEvent{5, 18, "compile_error: expected N before N"},
                                     reflection,
                                     run::ReflectionFailedEvent{"end", "timeout", "late"},
                                     run::ReflectionAppliedEvent{"k3", {"l1"}, {}},
@@ -173,6 +174,19 @@ TEST(TypedEvents, EachTypeIsWrittenAndReadBackTheSame) {
     EXPECT_NE(std::find(run::event_types().begin(), run::event_types().end(), j.at("type").get<std::string>()),
               run::event_types().end());
   }
+}
+
+TEST(TypedEvents, TheRecordedErrorSignatureIsPartOfTheStateAndSurvivesAResume) {
+  run::OpState st;
+  ASSERT_TRUE(run::apply(st, run::RecordedEvent{1, 7, "wrong_result: case N=N"}));
+  ASSERT_TRUE(run::apply(st, run::RecordedEvent{2, 8, ""}));  // a correct case
+  EXPECT_EQ(st.case_ids.at(2), 8);
+  EXPECT_EQ(st.error_signatures.at(1), "wrong_result: case N=N");
+  EXPECT_FALSE(st.error_signatures.contains(2));
+  // The log line carries it only when there is one, so a correct case's line reads as before.
+  json with = run::to_json(run::Event(run::RecordedEvent{1, 7, "wrong_result: case N=N"}));
+  EXPECT_EQ(with.at("error_signature"), "wrong_result: case N=N");
+  EXPECT_FALSE(run::to_json(run::Event(run::RecordedEvent{2, 8, ""})).contains("error_signature"));
 }
 
 TEST(RecordedBeforeTypedEvents, RebuildsAsItsResultsSay) {

@@ -106,7 +106,7 @@ Proposal LlmPolicy::from_answer(const ModelAnswer& answer, const Plan& plan) con
   ParsedAnswer parsed = parse_answer(answer.text);
   a.optimisation = parsed.optimisation;
   a.header_found = parsed.header_found;
-  a.answer_form = std::string(answer_form_name(parsed.form));
+  a.answer_form = parsed.form;
   a.answer_edits = static_cast<int>(parsed.edits.size());
   if (parsed.form == AnswerForm::edits) {
     // Edits are applied exactly to the incumbent's source, or the attempt is a bad_answer that

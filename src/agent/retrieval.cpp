@@ -30,7 +30,7 @@ memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan) {
     if (auto sig = ctx.error_signature(failed.iteration)) {
       q.last_error_signature = *sig;  // as the store computed it when recording
     } else if (id != ctx.state.case_ids.end()) {
-      auto c = ctx.env.store->get_case(id->second);  // recorded before a resume: read back once
+      auto c = ctx.env.store->get_case(id->second);  // logged by an older kope (no signature in "recorded"): read back once
       if (c && *c) q.last_error_signature = (*c)->error_signature;
     }
     q.text = std::string(eval::verdict_name(failed.verdict)) + " " + failed.message + " " + util::truncate_text(failed.diagnostics, 600, 8);

@@ -54,6 +54,16 @@ std::string_view decided_by_name(std::optional<eval::ReplacementRule> r);
 // other string and the ones it may be.
 Result<std::optional<eval::ReplacementRule>> parse_decided_by(std::string_view name);
 
+// How the model gave its kernel: one whole translation unit, or search/replace edits against
+// the incumbent (docs/design.md §3, "edit answers").
+enum class AnswerForm { whole, edits };
+// The form as an attempt's "answer_form" spells it: "whole", "edits"; "" for none (no model
+// answered, or a run written before the field).
+std::string_view answer_form_name(std::optional<AnswerForm> f);
+// The form `name` names (answer_form_name's spelling). Fails with corrupt naming any other
+// string and the ones it may be.
+Result<std::optional<AnswerForm>> parse_answer_form(std::string_view name);
+
 // What memory held, when an op pack was fixed (OpPackRecord::evidence), about refinements of
 // operators of the op's category on this machine (the evidence stop rule's input,
 // agent/plan.h); absent in runs from before it and where memory held no such refinement.
@@ -202,10 +212,10 @@ struct Attempt {
   bool notable = false;                 // triggers a reflection
   std::string notable_reason;
   std::string journal;
-  // How the model gave its kernel (agent/answer.h): "whole" (one translation unit) or "edits"
-  // (search/replace blocks against the incumbent, answer_edits of them); "" when no model
-  // answered (replay) or the run predates the field. Its output tokens are tokens_completion.
-  std::string answer_form;
+  // How the model gave its kernel: whole, or edits against the incumbent (answer_edits of them);
+  // none when no model answered (replay) or the run predates the field. JSON "answer_form":
+  // answer_form_name's spelling. Its output tokens are tokens_completion.
+  std::optional<AnswerForm> answer_form;
   int answer_edits = 0;
 
   bool correct() const { return verdict == eval::Verdict::correct; }

@@ -372,7 +372,9 @@ json event_json(const RetimeEvent& e) {
 json event_json(const AttemptEvent& e) { return {{"type", "attempt"}, {"attempt", to_json(e.attempt)}}; }
 
 json event_json(const RecordedEvent& e) {
-  return {{"type", "recorded"}, {"iteration", e.iteration}, {"case_id", e.case_id}};
+  json j = {{"type", "recorded"}, {"iteration", e.iteration}, {"case_id", e.case_id}};
+  if (!e.error_signature.empty()) j["error_signature"] = e.error_signature;
+  return j;
 }
 
 json event_json(const ReflectionEvent& e) {
@@ -502,7 +504,7 @@ Result<Event> read_attempt(const json& j) {
 }
 
 Result<Event> read_recorded(const json& j) {
-  return RecordedEvent{j.at("iteration").get<int>(), j.at("case_id").get<int64_t>()};
+  return RecordedEvent{j.at("iteration").get<int>(), j.at("case_id").get<int64_t>(), j.value("error_signature", "")};
 }
 
 Result<Event> read_reflection(const json& j) {

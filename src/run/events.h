@@ -209,6 +209,9 @@ struct AttemptEvent {
 struct RecordedEvent {
   int iteration = 0;
   int64_t case_id = 0;
+  // The error signature memory computed for the case ("" for a correct one, and in runs written
+  // before it was logged): the next repair's query and the reflection read it.
+  std::string error_signature;
 };
 
 // "reflection": a reflection's lessons, logged before memory applies them.

@@ -80,6 +80,7 @@ struct Applier {
   }
   Status operator()(const RecordedEvent& e) const {
     st.case_ids[e.iteration] = e.case_id;
+    if (!e.error_signature.empty()) st.error_signatures[e.iteration] = e.error_signature;
     return {};
   }
   Status operator()(const ReflectionEvent& e) const {
@@ -154,6 +155,8 @@ json state_json(const OpState& st) {
   for (const auto& a : st.attempts) attempts.push_back(to_json(a));
   json case_ids = json::object();
   for (const auto& [k, id] : st.case_ids) case_ids[std::to_string(k)] = id;
+  json error_signatures = json::object();
+  for (const auto& [k, sig] : st.error_signatures) error_signatures[std::to_string(k)] = sig;
   json reflections = json::object();
   for (const auto& [key, r] : st.reflections) {
     json deltas = json::array();
@@ -165,6 +168,7 @@ json state_json(const OpState& st) {
   for (const auto& [k, r] : st.reverified) reverified[std::to_string(k)] = to_json(Event(r));
   return {{"attempts", attempts},
           {"case_ids", case_ids},
+          {"error_signatures", error_signatures},
           {"pending", st.pending ? to_json(Event(*st.pending)) : json(nullptr)},
           {"reflections", reflections},
           {"started", st.started},

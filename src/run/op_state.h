@@ -40,6 +40,7 @@ struct ReflectionRecord {
 struct OpState {
   std::vector<Attempt> attempts;
   std::map<int, int64_t> case_ids;          // iteration -> memory case id
+  std::map<int, std::string> error_signatures;  // iteration -> memory's error signature (failed cases)
   std::optional<AnswerEvent> pending;       // a logged answer whose attempt is not logged yet
   std::map<std::string, ReflectionRecord> reflections;
   bool started = false;
