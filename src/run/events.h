@@ -36,28 +36,13 @@ namespace kope::run {
 // The "answer" event: a model answer kept (its text in `answer_file`) before it is parsed and
 // evaluated, so that a resumed run does not ask the model again. Its JSON form carries
 // "type": "answer"; the loop adds "op", the log "seq" and "time".
-struct AnswerEvent {
+// The prompt's facts and the call's usage are the parts the attempt takes over whole (their
+// caching fields optional on read).
+struct AnswerEvent : PromptFacts, ModelUsage {
   int iteration = 0;
   memory::Stage stage = memory::Stage::draft;
   std::optional<int> parent_iteration;
-  std::string prompt_id;
-  std::map<std::string, int64_t> tier_tokens;  // system, hot, warm, cold
-  int64_t prompt_tokens_estimated = 0;
-  int64_t knowledge_budget = 0;
-  std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items and scores
-  std::vector<Admission> admission;  // why each knowledge item was admitted
-  int64_t tokens_prompt = 0;
-  int64_t tokens_completion = 0;
   bool usage_estimated = false;
-  double cost_usd = 0;
-  // Prompt caching, as run::Attempt has them (all optional on read).
-  int64_t tokens_cached = 0;
-  int64_t tokens_cache_write = 0;
-  bool tokens_cached_estimated = false;
-  int64_t prefix_tokens = 0;
-  std::string prefix_hash;
-  std::optional<double> cached_price_ratio;
-  double llm_seconds = 0;
   std::string finish_reason = "stop";
   std::string provider_problem;  // why there is no text ("" when the provider answered)
   std::string answer_file;       // relative to the run directory
