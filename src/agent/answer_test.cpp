@@ -621,6 +621,39 @@ TEST(EvidenceStopRule, ShortensTheGapRulesPatienceWhereMemorySaysRefinementsSeld
   EXPECT_FALSE(stop_decision(st, cfg));
 }
 
+// The rule weighs memory's evidence as the latest prompt saw it, not only as the op's first
+// prompt fixed it in the op pack: refinements recorded while the op ran (by this op or the
+// run's others) count.
+TEST(EvidenceStopRule, TheLatestPromptsEvidenceOutweighsTheOpPacks) {
+  run::LoopConfig cfg;
+  cfg.max_iterations = 20;
+  cfg.stop_rule = run::StopRule::evidence;
+  cfg.gap_patience = 2;
+  cfg.gap_floor = 0.3;
+  OpState st;
+  st.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.15, true));
+  st.attempts.push_back(attempt_at(2, eval::Verdict::correct, memory::Stage::refine, 0.12));
+  st.attempts.push_back(attempt_at(3, eval::Verdict::correct, memory::Stage::refine, 0.12));
+  st.op_pack = run::OpPackRecord{"", {}, run::RefineEvidence{"fused", 3, 3}};  // refinements paid, then
+  EXPECT_FALSE(stop_decision(st, cfg));
+  run::PromptEvent later;
+  later.purpose = "refine";
+  later.iteration = 3;
+  later.evidence = run::RefineEvidence{"fused", 20, 1};  // ... and seldom since: w = 2/22, patience 1
+  ASSERT_TRUE(run::apply(st, later));
+  EXPECT_EQ(st.refine_evidence(), &*st.evidence);
+  auto d = stop_decision(st, cfg);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->reason, "unlikely_to_pay");
+  EXPECT_NE(d->detail.find("1 of the 20 refinements of fused operators"), std::string::npos) << d->detail;
+  // A reflection prompt carries none and changes nothing.
+  run::PromptEvent reflect;
+  reflect.purpose = "reflect";
+  reflect.key = "end";
+  ASSERT_TRUE(run::apply(st, reflect));
+  EXPECT_EQ(st.evidence, (run::RefineEvidence{"fused", 20, 1}));
+}
+
 TEST(EvidenceStopRule, AnOpPacksEvidenceIsLoggedAndReadBack) {
   run::OpPackRecord pack{"## pack", {}, run::RefineEvidence{"conv", 5, 2}};
   auto back = run::op_pack_from_json(run::op_pack_json(pack));

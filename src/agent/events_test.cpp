@@ -140,6 +140,12 @@ TEST(TypedEvents, EachTypeIsWrittenAndReadBackTheSame) {
   reflect_prompt.total_tokens = 90;
   reflect_prompt.token_scale = 1.25;
   reflect_prompt.tier_tokens = {{"system", 40}, {"hot", 50}, {"warm", 0}, {"cold", 0}};
+  run::PromptEvent kernel_prompt;
+  kernel_prompt.purpose = "refine";
+  kernel_prompt.iteration = 2;
+  kernel_prompt.mode = "active";
+  kernel_prompt.total_tokens = 900;
+  kernel_prompt.evidence = run::RefineEvidence{"conv", 7, 2};
   run::ReflectionEvent reflection;
   reflection.key = "k3";
   reflection.trigger = "notable";
@@ -155,6 +161,7 @@ TEST(TypedEvents, EachTypeIsWrittenAndReadBackTheSame) {
                                     run::SlurmTaskEndedEvent{2, "42", "FAILED", "NonZeroExitCode"},
                                     run::OpStartedEvent{"llm", "active", "unseen"},
                                     reflect_prompt,
+                                    kernel_prompt,
                                     run::LlmErrorEvent{2, "rate_limited", "slow down", 429, "model unavailable (rate_limited): slow down"},
                                     run::RetimeEvent{4, 0.25, run::Decision::recorded_timings, "disturbed"},
                                     run::RecordedEvent{4, 17},

@@ -206,13 +206,25 @@ Result<ReverifiedEvent> reverified_from_json(const json& j) {
   }
 }
 
+namespace {
+
+json evidence_json(const RefineEvidence& ev) {
+  return json{{"category", ev.category}, {"refinements", ev.refinements}, {"wins", ev.wins}};
+}
+
+Result<RefineEvidence> evidence_from_json(const json& e, std::string_view where) {
+  try {
+    return RefineEvidence{e.value("category", ""), e.at("refinements").get<int>(), e.at("wins").get<int>()};
+  } catch (const json::exception& ex) {
+    return fail(ErrorKind::corrupt, "event log: a malformed {} evidence: {}", where, ex.what());
+  }
+}
+
+}  // namespace
+
 json op_pack_json(const OpPackRecord& pack) {
   json j{{"text", pack.text}, {"items", admission_json(pack.items)}};
-  if (pack.evidence) {
-    j["evidence"] = json{{"category", pack.evidence->category},
-                         {"refinements", pack.evidence->refinements},
-                         {"wins", pack.evidence->wins}};
-  }
+  if (pack.evidence) j["evidence"] = evidence_json(*pack.evidence);
   return j;
 }
 
@@ -222,11 +234,7 @@ Result<OpPackRecord> op_pack_from_json(const json& j) {
   }
   OpPackRecord pack{j["text"].get<std::string>(), admission_from_json(j.value("items", json::array())), std::nullopt};
   if (auto e = j.find("evidence"); e != j.end() && e->is_object()) {
-    try {
-      pack.evidence = RefineEvidence{e->value("category", ""), e->at("refinements").get<int>(), e->at("wins").get<int>()};
-    } catch (const json::exception& ex) {
-      return fail(ErrorKind::corrupt, "event log: a malformed op_pack evidence: {}", ex.what());
-    }
+    KOPE_ASSIGN(pack.evidence, evidence_from_json(*e, "op_pack"));
   }
   return pack;
 }
@@ -352,6 +360,7 @@ json event_json(const PromptEvent& e) {
          {"prefix_tokens", e.prefix_tokens},
          {"shrink", e.shrink}};
   if (e.op_pack) j["op_pack"] = op_pack_json(*e.op_pack);
+  if (e.evidence) j["evidence"] = evidence_json(*e.evidence);
   return j;
 }
 
@@ -477,6 +486,9 @@ Result<Event> read_prompt(const json& j) {
   e.shrink = get(j, "shrink", 1.0);
   if (!e.reflect() && j.contains("op_pack")) {
     KOPE_ASSIGN(e.op_pack, op_pack_from_json(j["op_pack"]));
+  }
+  if (auto ev = j.find("evidence"); !e.reflect() && ev != j.end() && ev->is_object()) {
+    KOPE_ASSIGN(e.evidence, evidence_from_json(*ev, "prompt"));
   }
   return e;
 }

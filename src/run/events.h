@@ -164,6 +164,10 @@ struct PromptEvent {
   int64_t prefix_tokens = 0;
   double shrink = 1;
   std::optional<OpPackRecord> op_pack;  // the op's first kernel prompt's
+  // What memory held about refinements of the op's category on this machine when this kernel
+  // prompt was assembled (modes with memory; absent in mode none and in older runs, which kept
+  // only the op pack's): the evidence rule reads the latest (plan.h).
+  std::optional<RefineEvidence> evidence;
 
   bool reflect() const { return purpose == "reflect"; }
 };

@@ -63,6 +63,7 @@ struct Applier {
       if (id.starts_with("note:")) st.notes_shown.insert(id);  // not offered again in this task
     }
     if (!st.op_pack && e.op_pack) st.op_pack = e.op_pack;
+    if (e.evidence) st.evidence = e.evidence;
     return {};
   }
   Status operator()(const AnswerEvent& e) const {
@@ -176,6 +177,10 @@ json state_json(const OpState& st) {
           {"stop_reason", st.stop_reason},
           {"errors", st.errors},
           {"notes_shown", st.notes_shown},
+          {"evidence", st.evidence ? json{{"category", st.evidence->category},
+                                          {"refinements", st.evidence->refinements},
+                                          {"wins", st.evidence->wins}}
+                                   : json(nullptr)},
           {"op_pack", st.op_pack ? op_pack_json(*st.op_pack) : json(nullptr)},
           {"experience", st.experience},
           {"reverified", reverified},
