@@ -36,37 +36,24 @@ struct CaseCheck {
   std::string first_mismatch;
 };
 
-// One timed case. Times are per call, in microseconds, measured by the parent's clock around
-// batches of calls.
-struct CaseTiming {
+// The figures of one timed case that outlive its evaluation: what a run's attempt keeps of it
+// (run::TimingSummary takes them over whole) and the prompt's tables show. Times are per call,
+// in microseconds, measured by the parent's clock around batches of calls.
+struct CaseFigures {
   int case_index = 0;
   std::string label;
   double median_us = 0;
   double ci95_us = 0;              // half-width of the 95% confidence interval of the median
-  std::vector<double> samples_us;  // one per batch (batch time / calls in the batch)
-  int64_t calls_per_batch = 0;
   double reference_us = 0;                 // the reference, timed through the same path
   std::optional<double> library_us;        // the vendor-library baseline, when the op has one
   double roofline_us = 0;                  // the working-set roofline (case_roofline), µs
   double fraction_of_roofline = 0;         // roofline_us / median_us
-  // Extensions (eval backend v1): the baselines' own 95% CI half-widths, so a speedup's
-  // interval can be formed; the floor a time may not undercut; the time on never-seen inputs.
-  double reference_ci95_us = 0;
-  std::optional<double> library_ci95_us;
   double floor_us = 0;     // HardwareProfile::floor_seconds for the case (lowered to a faster
                            // baseline's time), in microseconds; below floor_margin x this: rejected
-  double fresh_us = 0;     // median call on never-seen inputs in the fresh-data check, CPU time
-                           // of the kernel's threads (content-keyed caching shows here)
   // Median share of the kernel's runnable time spent waiting for a CPU during the batches
   // (other load on the machine). When enough batches were undisturbed (< 2%), the median and
-  // CI come from those alone; samples_us always holds every batch.
+  // CI come from those alone; CaseTiming::samples_us always holds every batch.
   double contention = 0;
-  // The share of the capacity of the kernel runner's CPUs that other work used during its
-  // batches (outside_load_seen): what tells waits caused by other load from the kernel's own.
-  double outside_load = 0;
-  // Device backends (eval backend v2): median_us is device-event time; this is the parent's
-  // wall time per host-synchronised call (kernels, output download, round trip subtracted).
-  std::optional<double> wall_us;
   // Extensions (eval fairness): the figures of this case were measured under outside load: the
   // median and CI had to use batches that waited for a CPU (too few undisturbed batches to use
   // them alone, and more than a quarter of those used waited), for the kernel or for a baseline
@@ -84,6 +71,24 @@ struct CaseTiming {
   // the roofline model for this case, reported (EvalResult::roofline_notes), never held against
   // the kernel.
   bool beyond_roofline = false;
+};
+
+// One timed case: its figures and the measurements behind them.
+struct CaseTiming : CaseFigures {
+  std::vector<double> samples_us;  // one per batch (batch time / calls in the batch)
+  int64_t calls_per_batch = 0;
+  // Extensions (eval backend v1): the baselines' own 95% CI half-widths, so a speedup's
+  // interval can be formed; the time on never-seen inputs.
+  double reference_ci95_us = 0;
+  std::optional<double> library_ci95_us;
+  double fresh_us = 0;     // median call on never-seen inputs in the fresh-data check, CPU time
+                           // of the kernel's threads (content-keyed caching shows here)
+  // The share of the capacity of the kernel runner's CPUs that other work used during its
+  // batches (outside_load_seen): what tells waits caused by other load from the kernel's own.
+  double outside_load = 0;
+  // Device backends (eval backend v2): median_us is device-event time; this is the parent's
+  // wall time per host-synchronised call (kernels, output download, round trip subtracted).
+  std::optional<double> wall_us;
 };
 
 // The configuration a vendor-library baseline ran with, as the library reported it from inside

@@ -347,7 +347,6 @@ void find_edits(const std::vector<std::string>& lines, ParsedAnswer& out, std::v
 
 }  // namespace
 
-std::string_view answer_form_name(AnswerForm f) { return f == AnswerForm::edits ? "edits" : "whole"; }
 
 std::string describe_edit(int number, const Edit& e) {
   std::string first;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kope/error.h"
+#include "run/attempt.h"
 
 namespace kope::agent {
 
@@ -44,9 +45,7 @@ struct Edit {
   int line = 0;
 };
 
-// How the answer gave its kernel: one whole translation unit, or edits against the incumbent.
-enum class AnswerForm { whole, edits };
-std::string_view answer_form_name(AnswerForm f);  // "whole", "edits"
+using run::AnswerForm;  // how the answer gave its kernel: whole, or edits against the incumbent
 
 struct ParsedAnswer {
   bool has_code = false;

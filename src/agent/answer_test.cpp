@@ -326,7 +326,7 @@ TEST(EditAnswersInTheLoop, AppliedEditsAreTheCandidateAndABadEditIsNamedInTheFee
 
   const Attempt& applied = st.attempts[1];
   EXPECT_EQ(applied.stage, memory::Stage::refine);
-  EXPECT_EQ(applied.answer_form, "edits");
+  EXPECT_EQ(applied.answer_form, AnswerForm::edits);
   EXPECT_EQ(applied.answer_edits, 1);
   EXPECT_TRUE(applied.has_code);
   EXPECT_TRUE(applied.improved);
@@ -336,7 +336,7 @@ TEST(EditAnswersInTheLoop, AppliedEditsAreTheCandidateAndABadEditIsNamedInTheFee
   EXPECT_GT(applied.tokens_completion, 0);
   EXPECT_EQ(to_json(applied).at("tokens_completion"), applied.tokens_completion);
   EXPECT_EQ(to_json(applied).at("answer_form"), "edits");
-  EXPECT_EQ(st.attempts[0].answer_form, "whole");
+  EXPECT_EQ(st.attempts[0].answer_form, AnswerForm::whole);
 
   const Attempt& bad = st.attempts[2];
   EXPECT_EQ(bad.verdict, eval::Verdict::bad_answer);
@@ -619,6 +619,39 @@ TEST(EvidenceStopRule, ShortensTheGapRulesPatienceWhereMemorySaysRefinementsSeld
   // The gap rule ignores the evidence.
   cfg.stop_rule = run::StopRule::gap;
   EXPECT_FALSE(stop_decision(st, cfg));
+}
+
+// The rule weighs memory's evidence as the latest prompt saw it, not only as the op's first
+// prompt fixed it in the op pack: refinements recorded while the op ran (by this op or the
+// run's others) count.
+TEST(EvidenceStopRule, TheLatestPromptsEvidenceOutweighsTheOpPacks) {
+  run::LoopConfig cfg;
+  cfg.max_iterations = 20;
+  cfg.stop_rule = run::StopRule::evidence;
+  cfg.gap_patience = 2;
+  cfg.gap_floor = 0.3;
+  OpState st;
+  st.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.15, true));
+  st.attempts.push_back(attempt_at(2, eval::Verdict::correct, memory::Stage::refine, 0.12));
+  st.attempts.push_back(attempt_at(3, eval::Verdict::correct, memory::Stage::refine, 0.12));
+  st.op_pack = run::OpPackRecord{"", {}, run::RefineEvidence{"fused", 3, 3}};  // refinements paid, then
+  EXPECT_FALSE(stop_decision(st, cfg));
+  run::PromptEvent later;
+  later.purpose = "refine";
+  later.iteration = 3;
+  later.evidence = run::RefineEvidence{"fused", 20, 1};  // ... and seldom since: w = 2/22, patience 1
+  ASSERT_TRUE(run::apply(st, later));
+  EXPECT_EQ(st.refine_evidence(), &*st.evidence);
+  auto d = stop_decision(st, cfg);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->reason, "unlikely_to_pay");
+  EXPECT_NE(d->detail.find("1 of the 20 refinements of fused operators"), std::string::npos) << d->detail;
+  // A reflection prompt carries none and changes nothing.
+  run::PromptEvent reflect;
+  reflect.purpose = "reflect";
+  reflect.key = "end";
+  ASSERT_TRUE(run::apply(st, reflect));
+  EXPECT_EQ(st.evidence, (run::RefineEvidence{"fused", 20, 1}));
 }
 
 TEST(EvidenceStopRule, AnOpPacksEvidenceIsLoggedAndReadBack) {

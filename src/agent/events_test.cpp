@@ -140,6 +140,12 @@ TEST(TypedEvents, EachTypeIsWrittenAndReadBackTheSame) {
   reflect_prompt.total_tokens = 90;
   reflect_prompt.token_scale = 1.25;
   reflect_prompt.tier_tokens = {{"system", 40}, {"hot", 50}, {"warm", 0}, {"cold", 0}};
+  run::PromptEvent kernel_prompt;
+  kernel_prompt.purpose = "refine";
+  kernel_prompt.iteration = 2;
+  kernel_prompt.mode = "active";
+  kernel_prompt.total_tokens = 900;
+  kernel_prompt.evidence = run::RefineEvidence{"conv", 7, 2};
   run::ReflectionEvent reflection;
   reflection.key = "k3";
   reflection.trigger = "notable";
@@ -155,9 +161,11 @@ TEST(TypedEvents, EachTypeIsWrittenAndReadBackTheSame) {
                                     run::SlurmTaskEndedEvent{2, "42", "FAILED", "NonZeroExitCode"},
                                     run::OpStartedEvent{"llm", "active", "unseen"},
                                     reflect_prompt,
+                                    kernel_prompt,
                                     run::LlmErrorEvent{2, "rate_limited", "slow down", 429, "model unavailable (rate_limited): slow down"},
                                     run::RetimeEvent{4, 0.25, run::Decision::recorded_timings, "disturbed"},
                                     run::RecordedEvent{4, 17},
+                                    run::RecordedEvent{5, 18, "compile_error: expected N before N"},
                                     reflection,
                                     run::ReflectionFailedEvent{"end", "timeout", "late"},
                                     run::ReflectionAppliedEvent{"k3", {"l1"}, {}},
@@ -173,6 +181,19 @@ TEST(TypedEvents, EachTypeIsWrittenAndReadBackTheSame) {
     EXPECT_NE(std::find(run::event_types().begin(), run::event_types().end(), j.at("type").get<std::string>()),
               run::event_types().end());
   }
+}
+
+TEST(TypedEvents, TheRecordedErrorSignatureIsPartOfTheStateAndSurvivesAResume) {
+  run::OpState st;
+  ASSERT_TRUE(run::apply(st, run::RecordedEvent{1, 7, "wrong_result: case N=N"}));
+  ASSERT_TRUE(run::apply(st, run::RecordedEvent{2, 8, ""}));  // a correct case
+  EXPECT_EQ(st.case_ids.at(2), 8);
+  EXPECT_EQ(st.error_signatures.at(1), "wrong_result: case N=N");
+  EXPECT_FALSE(st.error_signatures.contains(2));
+  // The log line carries it only when there is one, so a correct case's line reads as before.
+  json with = run::to_json(run::Event(run::RecordedEvent{1, 7, "wrong_result: case N=N"}));
+  EXPECT_EQ(with.at("error_signature"), "wrong_result: case N=N");
+  EXPECT_FALSE(run::to_json(run::Event(run::RecordedEvent{2, 8, ""})).contains("error_signature"));
 }
 
 TEST(RecordedBeforeTypedEvents, RebuildsAsItsResultsSay) {

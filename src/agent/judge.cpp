@@ -213,22 +213,7 @@ void apply_eval_result(Attempt& a, const eval::EvalResult& r) {
   a.timings.clear();
   for (const auto& t : r.timing) {
     TimingSummary& s = a.timings.emplace_back();
-    s.case_index = t.case_index;
-    s.label = t.label;
-    s.median_us = t.median_us;
-    s.ci95_us = t.ci95_us;
-    s.reference_us = t.reference_us;
-    s.library_us = t.library_us;
-    s.roofline_us = t.roofline_us;
-    s.fraction_of_roofline = t.fraction_of_roofline;
-    s.disturbed = t.disturbed;
-    s.contention = t.contention;
-    s.roofline_bound = t.roofline_bound;
-    s.roofline_gbps = t.roofline_gbps;
-    s.roofline_gflops = t.roofline_gflops;
-    s.roofline_working_set_bytes = t.roofline_working_set_bytes;
-    s.beyond_roofline = t.beyond_roofline;
-    s.floor_us = t.floor_us;
+    static_cast<eval::CaseFigures&>(s) = t;  // the side-by-side figures are added below
   }
   a.library_config = r.library_config;
   a.speedup_vs_reference = r.speedup_vs_reference;

@@ -87,26 +87,12 @@ Proposal LlmPolicy::from_answer(const ModelAnswer& answer, const Plan& plan) con
   a.iteration = e.iteration;
   a.stage = plan.stage;
   a.parent_iteration = plan.parent_iteration;
-  a.prompt_id = e.prompt_id;
-  a.tier_tokens = e.tier_tokens;
-  a.prompt_tokens_estimated = e.prompt_tokens_estimated;
-  a.knowledge_budget = e.knowledge_budget;
-  a.memory_items = e.memory_items;
-  a.admission = e.admission;
-  a.tokens_prompt = e.tokens_prompt;
-  a.tokens_completion = e.tokens_completion;
-  a.cost_usd = e.cost_usd;
-  a.tokens_cached = e.tokens_cached;
-  a.tokens_cache_write = e.tokens_cache_write;
-  a.tokens_cached_estimated = e.tokens_cached_estimated;
-  a.prefix_tokens = e.prefix_tokens;
-  a.prefix_hash = e.prefix_hash;
-  a.cached_price_ratio = e.cached_price_ratio;
-  a.llm_seconds = e.llm_seconds;
+  static_cast<run::PromptFacts&>(a) = e;  // the prompt's facts and the call's usage, whole
+  static_cast<run::ModelUsage&>(a) = e;
   ParsedAnswer parsed = parse_answer(answer.text);
   a.optimisation = parsed.optimisation;
   a.header_found = parsed.header_found;
-  a.answer_form = std::string(answer_form_name(parsed.form));
+  a.answer_form = parsed.form;
   a.answer_edits = static_cast<int>(parsed.edits.size());
   if (parsed.form == AnswerForm::edits) {
     // Edits are applied exactly to the incumbent's source, or the attempt is a bad_answer that

@@ -110,6 +110,7 @@ Result<AssembledPrompt> ModelTurn::assemble(int k, const Plan& plan, const Promp
   event.prefix_tokens = prompt.prefix_tokens;
   event.shrink = shrink;
   event.op_pack = std::move(new_pack);
+  if (m_ctx.cfg.mode != context::Mode::none) event.evidence = knowledge.evidence;
   // Applied, it fixes the op pack and marks the notes shown (not offered again in this task).
   KOPE_TRY(m_ctx.emit(std::move(event)));
   return prompt;

@@ -83,8 +83,8 @@ std::optional<int64_t> OpContext::case_id(int k) const {
 }
 
 std::optional<std::string> OpContext::error_signature(int k) const {
-  auto it = m_error_signatures.find(k);
-  if (it == m_error_signatures.end()) return std::nullopt;
+  auto it = state.error_signatures.find(k);
+  if (it == state.error_signatures.end()) return std::nullopt;
   return it->second;
 }
 

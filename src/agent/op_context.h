@@ -70,13 +70,12 @@ class OpContext {
   std::optional<int64_t> case_id(int k) const;
 
   // The error signature the store computed when it recorded iteration k (for the next repair's
-  // query); nullopt for an attempt recorded before a resume.
-  void keep_error_signature(int k, std::string signature) { m_error_signatures[k] = std::move(signature); }
+  // query; the "recorded" event carries it); nullopt for a correct attempt and for one a run
+  // logged before the event carried it.
   std::optional<std::string> error_signature(int k) const;
 
  private:
   OpState& m_state;
-  std::map<int, std::string> m_error_signatures;
   std::optional<std::string> m_reference;
   uint64_t m_data_seed;
 };

@@ -83,8 +83,9 @@ std::optional<StopDecision> stop_decision(const run::OpState& state, const run::
     return std::nullopt;
   }
   std::optional<double> fraction = roof_fraction(*inc);
-  if (cfg.stop_rule == run::StopRule::evidence && cfg.gap_patience > 0 && state.op_pack && state.op_pack->evidence) {
-    const run::RefineEvidence& ev = *state.op_pack->evidence;
+  if (const run::RefineEvidence* latest = state.refine_evidence();
+      cfg.stop_rule == run::StopRule::evidence && cfg.gap_patience > 0 && latest) {
+    const run::RefineEvidence& ev = *latest;
     std::optional<int> allowed = evidence_patience(fraction, cfg.gap_patience, ev);
     if (allowed && since >= *allowed) {
       return StopDecision{"unlikely_to_pay",

@@ -104,16 +104,11 @@ std::string journal(const Attempt& a, const OpState& state, const spec::OpSpec& 
 
 Status Recorder::add(Attempt a, AssessedCase assessed) {
   KOPE_TRY(m_ctx.emit(run::AttemptEvent{std::move(a)}));
-  const Attempt& added = m_ctx.state.attempts.back();
-  m_ctx.keep_error_signature(added.iteration, std::move(assessed.assessment.error_signature));
-  KOPE_TRY(write(added, std::move(assessed.record)));
-  return {};
+  return write(m_ctx.state.attempts.back(), std::move(assessed.record));
 }
 
 Status Recorder::record(const Attempt& a) {
-  KOPE_ASSIGN(memory::RecordedCase recorded, write(a, case_record(m_ctx, a)));
-  m_ctx.keep_error_signature(a.iteration, std::move(recorded.assessment.error_signature));
-  return {};
+  return write(a, case_record(m_ctx, a));
 }
 
 std::vector<memory::CaseTimingRecord> case_timings(const Attempt& a) {
@@ -150,7 +145,7 @@ memory::CaseRecord case_record(const OpContext& ctx, const Attempt& a) {
   return c;
 }
 
-Result<memory::RecordedCase> Recorder::write(const Attempt& a, memory::CaseRecord c) {
+Status Recorder::write(const Attempt& a, memory::CaseRecord c) {
   const OpEnvironment& env = m_ctx.env;
   KOPE_ASSIGN(c.code, m_ctx.code_of(a));
   c.journal = a.journal;
@@ -167,8 +162,7 @@ Result<memory::RecordedCase> Recorder::write(const Attempt& a, memory::CaseRecor
     KOPE_TRY(env.store->log_retrieval(entry));
     KOPE_TRY(env.store->credit(a.prompt_id, reward_for(a)));
   }
-  KOPE_TRY(m_ctx.emit(run::RecordedEvent{a.iteration, id}));
-  return recorded;
+  return m_ctx.emit(run::RecordedEvent{a.iteration, id, std::move(recorded.assessment.error_signature)});
 }
 
 double reward_for(const Attempt& a) {

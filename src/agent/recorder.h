@@ -40,8 +40,9 @@ class Recorder {
 
  private:
   // Completes `c`, the case of `a`, with its code, journal and wall time, records it, logs the
-  // retrieval, credits the prompt's items and logs "recorded".
-  Result<memory::RecordedCase> write(const Attempt& a, memory::CaseRecord c);
+  // retrieval, credits the prompt's items and logs "recorded" with the case's id and the error
+  // signature memory computed for it.
+  Status write(const Attempt& a, memory::CaseRecord c);
 
   OpContext& m_ctx;
 };

@@ -130,8 +130,8 @@ std::optional<std::string> parse_added_lesson(const json& e, const LessonContext
   if (l.text.empty()) return "an added lesson has no text";
   // Never cut mid-word: a lesson shown later must read whole (util::shorten_at_clause).
   if (l.title.empty()) l.title = util::shorten_at_clause(l.text, 60);
-  if (l.title.size() > 120) l.title = util::shorten_at_clause(l.title, 120);
-  if (l.text.size() > 1200) l.text = util::shorten_at_clause(l.text, 1200);
+  if (l.title.size() > k_max_lesson_title_chars) l.title = util::shorten_at_clause(l.title, k_max_lesson_title_chars);
+  if (l.text.size() > k_max_lesson_text_chars) l.text = util::shorten_at_clause(l.text, k_max_lesson_text_chars);
   l.kind = lesson_kind_of(e);
   l.error_signature = str(e, {"error_signature", "signature"});
   if (l.kind != memory::LessonKind::fix) l.error_signature.clear();
@@ -158,6 +158,12 @@ std::optional<std::string> parse_lesson_change(const json& e, const std::string&
     d.lesson.title = str(e, {"title"});
     d.lesson.text = str(e, {"text", "lesson"});
     if (d.lesson.title.empty() && d.lesson.text.empty()) return "an edit of '" + id + "' changes nothing";
+    if (d.lesson.title.size() > k_max_lesson_title_chars) {
+      d.lesson.title = util::shorten_at_clause(d.lesson.title, k_max_lesson_title_chars);
+    }
+    if (d.lesson.text.size() > k_max_lesson_text_chars) {
+      d.lesson.text = util::shorten_at_clause(d.lesson.text, k_max_lesson_text_chars);
+    }
   }
   std::string why = str(e, {"reason", "why"});
   if (!why.empty()) d.reason += ": " + why;
@@ -226,7 +232,9 @@ Result<std::vector<llm::Message>> build_reflection_prompt(const PromptLibrary& l
                     {"outcome", block(in.outcome)},
                     {"memory", in.memory ? "yes" : ""},
                     {"failure", block(in.failure)},
-                    {"task_lessons", block(in.task_lessons)}};
+                    {"task_lessons", block(in.task_lessons)},
+                    {"max_title", std::to_string(k_max_lesson_title_chars)},
+                    {"max_text", std::to_string(k_max_lesson_text_chars)}};
   KOPE_ASSIGN(std::string system, render_template(lib.reflect_system, vars, "reflect_system.md"));
   KOPE_ASSIGN(std::string user, render_template(lib.reflect, vars, "reflect.md"));
   return std::vector<llm::Message>{{llm::Message::Role::system, std::move(system)},

@@ -23,6 +23,10 @@
 namespace kope::agent {
 
 inline constexpr size_t k_max_lessons_per_reflection = 3;
+// The longest lesson title and text a reflection may write (an add or an edit); the reflection
+// prompt states both, and a longer one is cut at a clause boundary (util::shorten_at_clause).
+inline constexpr size_t k_max_lesson_title_chars = 120;
+inline constexpr size_t k_max_lesson_text_chars = 1200;
 
 struct ReflectionInput {
   const spec::OpSpec* op = nullptr;

@@ -172,6 +172,38 @@ TEST(ParseLessons, LongTitlesAndTextsAreShortenedNeverCutMidWord) {
   EXPECT_EQ(p.deltas[0].lesson.title.find("..."), std::string::npos);
 }
 
+// The prompt states the limits, and an add or an edit longer than them is cut at a clause, so a
+// lesson never reads as if it stopped mid-thought without the prompt having said so.
+TEST(ParseLessons, AddsAndEditsKeepToTheLimitsThePromptStates) {
+  std::string clause = "measured 1.02x side by side on the three timed cases, so the change did not pay, ";
+  std::string text;
+  while (text.size() < k_max_lesson_text_chars + 200) text += clause;
+  auto p = parse_lessons(fmt::format(R"({{"lessons": [{{"action": "add", "title": "T", "text": "{0}"}},
+                                       {{"action": "edit", "id": "L0001aaaa", "text": "{0}"}}]}})",
+                                     text),
+                         ctx());
+  ASSERT_EQ(p.deltas.size(), 2u);
+  for (const auto& d : p.deltas) {
+    EXPECT_LE(d.lesson.text.size(), k_max_lesson_text_chars);
+    EXPECT_GT(d.lesson.text.size(), k_max_lesson_text_chars / 2);
+    EXPECT_TRUE(text.starts_with(d.lesson.text));  // whole clauses, cut at the last one that fits
+  }
+  spec::OpSpec op = testing::load_softmax();
+  for (const char* backend : {"cpu", "opencl", "cuda"}) {
+    PromptLibrary lib = *PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", backend);
+    ReflectionInput in;
+    in.op = &op;
+    in.backend = backend;
+    in.summary = "Attempt 1 was correct.";
+    auto m = build_reflection_prompt(lib, in);
+    ASSERT_TRUE(m) << m.error().message;
+    EXPECT_NE((*m)[1].content.find(fmt::format("A title has at most {} characters and a text at most {};",
+                                               k_max_lesson_title_chars, k_max_lesson_text_chars)),
+              std::string::npos)
+        << backend;
+  }
+}
+
 // Every backend's reflection template renders the task's own lessons, memory's other lessons and
 // a failure, in both memory modes, and what it renders passes the prompt check.
 TEST(ReflectionPrompt, EveryBackendRendersTheTasksLessonsAndTheFailure) {

@@ -47,7 +47,7 @@ void Reflector::describe_failure(const Attempt& a, Subject& s) {
   }
   std::string signature = m_ctx.error_signature(a.iteration).value_or("");
   if (signature.empty()) {
-    if (auto id = m_ctx.case_id(a.iteration)) {  // recorded before a resume: read back
+    if (auto id = m_ctx.case_id(a.iteration)) {  // logged by an older kope (no signature in "recorded"): read back
       auto c = m_ctx.env.store->get_case(*id);
       if (c && *c) signature = (*c)->error_signature;
     }

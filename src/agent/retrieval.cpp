@@ -30,7 +30,7 @@ memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan) {
     if (auto sig = ctx.error_signature(failed.iteration)) {
       q.last_error_signature = *sig;  // as the store computed it when recording
     } else if (id != ctx.state.case_ids.end()) {
-      auto c = ctx.env.store->get_case(id->second);  // recorded before a resume: read back once
+      auto c = ctx.env.store->get_case(id->second);  // logged by an older kope (no signature in "recorded"): read back once
       if (c && *c) q.last_error_signature = (*c)->error_signature;
     }
     q.text = std::string(eval::verdict_name(failed.verdict)) + " " + failed.message + " " + util::truncate_text(failed.diagnostics, 600, 8);
@@ -127,13 +127,13 @@ Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeR
   // The op pack: as the first prompt fixed it, or chosen now.
   std::vector<context::Item> pack;
   std::string pack_text;
-  std::optional<run::RefineEvidence> evidence;
+  // Memory's refinement evidence as it stands now (the stop rule weighs the latest; the op pack
+  // keeps the first prompt's).
+  KOPE_ASSIGN(std::optional<run::RefineEvidence> evidence, refine_evidence(store, req.query));
   if (req.op_pack) {
     pack = op_pack_items(*req.op_pack);
     pack_text = req.op_pack->text;
-    evidence = req.op_pack->evidence;
   } else {
-    KOPE_ASSIGN(evidence, refine_evidence(store, req.query));
     OpPackChoice chosen = choose_op_pack(raw, retrieved, op, estimator);
     if (req.mode == context::Mode::random) {
       int64_t tokens = 0;

@@ -384,6 +384,31 @@ TEST(Attempt, OutcomeKeepsItsLabelSpellingBothWays) {
       << bad.error().message;
 }
 
+TEST(Attempt, AnswerFormKeepsItsSpellingBothWays) {
+  Attempt a;
+  a.iteration = 2;
+  EXPECT_EQ(to_json(a)["answer_form"], "");  // no model answered, or a run written before the field
+  auto none = attempt_from_json(to_json(a));
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(none->answer_form, std::nullopt);
+  for (const auto& [form, name] : {std::pair{run::AnswerForm::whole, "whole"}, std::pair{run::AnswerForm::edits, "edits"}}) {
+    a.answer_form = form;
+    json j = to_json(a);
+    EXPECT_EQ(j["answer_form"], name);
+    auto back = attempt_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->answer_form, form) << name;
+  }
+  json unknown = to_json(a);
+  unknown["answer_form"] = "diff";
+  auto bad = attempt_from_json(unknown);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, ErrorKind::corrupt);
+  EXPECT_NE(bad.error().message.find("attempt 2: unknown answer form 'diff' (expected one of whole, edits, or none)"),
+            std::string::npos)
+      << bad.error().message;
+}
+
 TEST(Attempt, DecidedByKeepsTheRuleNameBothWays) {
   const std::pair<eval::ReplacementRule, const char*> spellings[] = {
       {eval::ReplacementRule::side_by_side, "side_by_side"},

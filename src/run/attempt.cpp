@@ -152,6 +152,19 @@ Result<std::optional<eval::ReplacementRule>> parse_decided_by(std::string_view n
               eval::replacement_rule_names());
 }
 
+std::string_view answer_form_name(std::optional<AnswerForm> f) {
+  if (!f) return {};
+  return *f == AnswerForm::edits ? "edits" : "whole";
+}
+
+Result<std::optional<AnswerForm>> parse_answer_form(std::string_view name) {
+  if (name.empty()) return std::optional<AnswerForm>();
+  for (AnswerForm f : {AnswerForm::whole, AnswerForm::edits}) {
+    if (answer_form_name(f) == name) return std::optional<AnswerForm>(f);
+  }
+  return fail(ErrorKind::corrupt, "unknown answer form '{}' (expected one of whole, edits, or none)", name);
+}
+
 json admission_json(const std::vector<Admission>& list) {
   json out = json::array();
   for (const auto& a : list) {
@@ -252,7 +265,7 @@ json to_json(const Attempt& a) {
           {"notable", a.notable},
           {"notable_reason", a.notable_reason},
           {"journal", a.journal},
-          {"answer_form", a.answer_form},
+          {"answer_form", std::string(answer_form_name(a.answer_form))},
           {"answer_edits", a.answer_edits}};
   // Written only when there are some, so a run recorded before the field reads back unchanged.
   if (!a.wrong_cases.empty()) j["wrong_cases"] = a.wrong_cases;
@@ -344,7 +357,9 @@ Result<Attempt> attempt_from_json(const json& j) {
     a.notable = j.value("notable", false);
     a.notable_reason = j.value("notable_reason", "");
     a.journal = j.value("journal", "");
-    a.answer_form = j.value("answer_form", "");
+    auto form = parse_answer_form(j.value("answer_form", ""));
+    if (!form) return fail(ErrorKind::corrupt, "attempt {}: {}", a.iteration, form.error().message);
+    a.answer_form = *form;
     a.answer_edits = j.value("answer_edits", 0);
     return a;
   } catch (const json::exception& e) {

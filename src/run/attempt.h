@@ -54,6 +54,16 @@ std::string_view decided_by_name(std::optional<eval::ReplacementRule> r);
 // other string and the ones it may be.
 Result<std::optional<eval::ReplacementRule>> parse_decided_by(std::string_view name);
 
+// How the model gave its kernel: one whole translation unit, or search/replace edits against
+// the incumbent (docs/design.md §3, "edit answers").
+enum class AnswerForm { whole, edits };
+// The form as an attempt's "answer_form" spells it: "whole", "edits"; "" for none (no model
+// answered, or a run written before the field).
+std::string_view answer_form_name(std::optional<AnswerForm> f);
+// The form `name` names (answer_form_name's spelling). Fails with corrupt naming any other
+// string and the ones it may be.
+Result<std::optional<AnswerForm>> parse_answer_form(std::string_view name);
+
 // What memory held, when an op pack was fixed (OpPackRecord::evidence), about refinements of
 // operators of the op's category on this machine (the evidence stop rule's input,
 // agent/plan.h); absent in runs from before it and where memory held no such refinement.
@@ -83,25 +93,9 @@ nlohmann::json admission_json(const std::vector<Admission>& list);
 // Lenient: a missing or malformed array reads as empty (runs written before it existed).
 std::vector<Admission> admission_from_json(const nlohmann::json& list);
 
-struct TimingSummary {
-  int case_index = 0;
-  std::string label;
-  double median_us = 0;
-  double ci95_us = 0;
-  double reference_us = 0;
-  std::optional<double> library_us;
-  double roofline_us = 0;
-  double fraction_of_roofline = 0;
-  bool disturbed = false;  // eval::CaseTiming::disturbed: measured under outside load
-  double contention = 0;   // eval::CaseTiming::contention
-  // The roofline model's figures (eval::CaseTiming): "memory" or "compute", the bandwidth and
-  // peak used, the working set; beyond the roofline by more than the CI (a bug of the model).
-  std::string roofline_bound = {};
-  double roofline_gbps = 0;
-  double roofline_gflops = 0;
-  uint64_t roofline_working_set_bytes = 0;
-  bool beyond_roofline = false;
-  double floor_us = 0;  // the conservative hardware floor (memory's quarantine rule)
+// What an attempt keeps of one timed case: the evaluation's figures, taken over whole, and how
+// the case fared side by side with the incumbent.
+struct TimingSummary : eval::CaseFigures {
   // Feedback the model can act on (issue 29): this case timed side by side with the incumbent in
   // the same comparison (eval::CaseComparison): the median per-call time of each kernel's batches
   // there and the median of the paired ratios incumbent / candidate (> 1: this attempt faster);
@@ -116,7 +110,41 @@ struct TimingSummary {
 // The wrong cases an attempt keeps, for feedback that shows which shapes fail.
 inline constexpr size_t k_wrong_cases_kept = 4;
 
-struct Attempt {
+// The facts of the prompt a model call answered: made once when the prompt is assembled, logged
+// with the answer (AnswerEvent) and carried by the attempt, as this one part.
+struct PromptFacts {
+  std::string prompt_id;
+  int64_t prompt_tokens_estimated = 0;
+  std::map<std::string, int64_t> tier_tokens;  // system, hot, warm, cold
+  int64_t knowledge_budget = 0;
+  std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items and scores
+  std::vector<Admission> admission;     // why each knowledge item of the prompt was admitted
+  // kope's estimate of the prompt's cacheable prefix (the system and per-op parts) and its hash.
+  int64_t prefix_tokens = 0;
+  std::string prefix_hash;
+};
+
+// What a model call cost, as the provider reported it (or kope estimated it): made once when the
+// reply arrives, logged with the answer and carried by the attempt, as this one part.
+struct ModelUsage {
+  int64_t tokens_prompt = 0;            // reported by the provider (or estimated)
+  int64_t tokens_completion = 0;
+  double cost_usd = 0;
+  // Prompt caching (docs/design.md §6): the part of tokens_prompt served from the provider's
+  // cache and the part written to it, as the provider reported them (tokens_cached_estimated:
+  // the provider reported no usage and tokens_cached is kope's estimate, the cacheable prefix
+  // of a call whose prefix repeated the previous call's); the cached-token price ratio of the
+  // profile that answered.
+  int64_t tokens_cached = 0;
+  int64_t tokens_cache_write = 0;
+  bool tokens_cached_estimated = false;
+  std::optional<double> cached_price_ratio;  // nullopt: no model call (replay) or an older run
+  double llm_seconds = 0;
+};
+
+// One attempt of an op. Its JSON (to_json) is flat; in memory the prompt's facts and the call's
+// usage are the parts above, taken over whole from the answer (AnswerEvent) that produced it.
+struct Attempt : PromptFacts, ModelUsage {
   int iteration = 0;                    // 1-based within the op's task
   memory::Stage stage = memory::Stage::draft;
   Policy policy = Policy::llm;
@@ -175,37 +203,16 @@ struct Attempt {
   // The memory's outcome for it (Store::assess_attempt; none until the judge decided). JSON
   // "label": memory::outcome_name's spelling ("effective", "partial", ...), "" for none.
   std::optional<memory::Outcome> outcome;
-  int64_t tokens_prompt = 0;            // reported by the provider (or estimated)
-  int64_t tokens_completion = 0;
-  double cost_usd = 0;
-  // Prompt caching (docs/design.md §6): the part of tokens_prompt served from the provider's
-  // cache and the part written to it, as the provider reported them (tokens_cached_estimated:
-  // the provider reported no usage and tokens_cached is kope's estimate, the cacheable prefix
-  // of a call whose prefix repeated the previous call's); kope's estimate of the cacheable
-  // prefix and its hash; the cached-token price ratio of the profile that answered.
-  int64_t tokens_cached = 0;
-  int64_t tokens_cache_write = 0;
-  bool tokens_cached_estimated = false;
-  int64_t prefix_tokens = 0;
-  std::string prefix_hash;
-  std::optional<double> cached_price_ratio;  // nullopt: no model call (replay) or an older run
-  std::string prompt_id;
-  int64_t prompt_tokens_estimated = 0;
-  std::map<std::string, int64_t> tier_tokens;  // system, hot, warm, cold
-  int64_t knowledge_budget = 0;
-  std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items and scores
-  std::vector<Admission> admission;     // why each knowledge item of its prompt was admitted
   uint64_t eval_seed = 0;
-  double llm_seconds = 0;
   double eval_seconds = 0;
   double wall_seconds = 0;              // the whole iteration
   bool notable = false;                 // triggers a reflection
   std::string notable_reason;
   std::string journal;
-  // How the model gave its kernel (agent/answer.h): "whole" (one translation unit) or "edits"
-  // (search/replace blocks against the incumbent, answer_edits of them); "" when no model
-  // answered (replay) or the run predates the field. Its output tokens are tokens_completion.
-  std::string answer_form;
+  // How the model gave its kernel: whole, or edits against the incumbent (answer_edits of them);
+  // none when no model answered (replay) or the run predates the field. JSON "answer_form":
+  // answer_form_name's spelling. Its output tokens are tokens_completion.
+  std::optional<AnswerForm> answer_form;
   int answer_edits = 0;
 
   bool correct() const { return verdict == eval::Verdict::correct; }

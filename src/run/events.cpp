@@ -206,13 +206,25 @@ Result<ReverifiedEvent> reverified_from_json(const json& j) {
   }
 }
 
+namespace {
+
+json evidence_json(const RefineEvidence& ev) {
+  return json{{"category", ev.category}, {"refinements", ev.refinements}, {"wins", ev.wins}};
+}
+
+Result<RefineEvidence> evidence_from_json(const json& e, std::string_view where) {
+  try {
+    return RefineEvidence{e.value("category", ""), e.at("refinements").get<int>(), e.at("wins").get<int>()};
+  } catch (const json::exception& ex) {
+    return fail(ErrorKind::corrupt, "event log: a malformed {} evidence: {}", where, ex.what());
+  }
+}
+
+}  // namespace
+
 json op_pack_json(const OpPackRecord& pack) {
   json j{{"text", pack.text}, {"items", admission_json(pack.items)}};
-  if (pack.evidence) {
-    j["evidence"] = json{{"category", pack.evidence->category},
-                         {"refinements", pack.evidence->refinements},
-                         {"wins", pack.evidence->wins}};
-  }
+  if (pack.evidence) j["evidence"] = evidence_json(*pack.evidence);
   return j;
 }
 
@@ -222,11 +234,7 @@ Result<OpPackRecord> op_pack_from_json(const json& j) {
   }
   OpPackRecord pack{j["text"].get<std::string>(), admission_from_json(j.value("items", json::array())), std::nullopt};
   if (auto e = j.find("evidence"); e != j.end() && e->is_object()) {
-    try {
-      pack.evidence = RefineEvidence{e->value("category", ""), e->at("refinements").get<int>(), e->at("wins").get<int>()};
-    } catch (const json::exception& ex) {
-      return fail(ErrorKind::corrupt, "event log: a malformed op_pack evidence: {}", ex.what());
-    }
+    KOPE_ASSIGN(pack.evidence, evidence_from_json(*e, "op_pack"));
   }
   return pack;
 }
@@ -352,6 +360,7 @@ json event_json(const PromptEvent& e) {
          {"prefix_tokens", e.prefix_tokens},
          {"shrink", e.shrink}};
   if (e.op_pack) j["op_pack"] = op_pack_json(*e.op_pack);
+  if (e.evidence) j["evidence"] = evidence_json(*e.evidence);
   return j;
 }
 
@@ -372,7 +381,9 @@ json event_json(const RetimeEvent& e) {
 json event_json(const AttemptEvent& e) { return {{"type", "attempt"}, {"attempt", to_json(e.attempt)}}; }
 
 json event_json(const RecordedEvent& e) {
-  return {{"type", "recorded"}, {"iteration", e.iteration}, {"case_id", e.case_id}};
+  json j = {{"type", "recorded"}, {"iteration", e.iteration}, {"case_id", e.case_id}};
+  if (!e.error_signature.empty()) j["error_signature"] = e.error_signature;
+  return j;
 }
 
 json event_json(const ReflectionEvent& e) {
@@ -476,6 +487,9 @@ Result<Event> read_prompt(const json& j) {
   if (!e.reflect() && j.contains("op_pack")) {
     KOPE_ASSIGN(e.op_pack, op_pack_from_json(j["op_pack"]));
   }
+  if (auto ev = j.find("evidence"); !e.reflect() && ev != j.end() && ev->is_object()) {
+    KOPE_ASSIGN(e.evidence, evidence_from_json(*ev, "prompt"));
+  }
   return e;
 }
 
@@ -502,7 +516,7 @@ Result<Event> read_attempt(const json& j) {
 }
 
 Result<Event> read_recorded(const json& j) {
-  return RecordedEvent{j.at("iteration").get<int>(), j.at("case_id").get<int64_t>()};
+  return RecordedEvent{j.at("iteration").get<int>(), j.at("case_id").get<int64_t>(), j.value("error_signature", "")};
 }
 
 Result<Event> read_reflection(const json& j) {

@@ -36,28 +36,13 @@ namespace kope::run {
 // The "answer" event: a model answer kept (its text in `answer_file`) before it is parsed and
 // evaluated, so that a resumed run does not ask the model again. Its JSON form carries
 // "type": "answer"; the loop adds "op", the log "seq" and "time".
-struct AnswerEvent {
+// The prompt's facts and the call's usage are the parts the attempt takes over whole (their
+// caching fields optional on read).
+struct AnswerEvent : PromptFacts, ModelUsage {
   int iteration = 0;
   memory::Stage stage = memory::Stage::draft;
   std::optional<int> parent_iteration;
-  std::string prompt_id;
-  std::map<std::string, int64_t> tier_tokens;  // system, hot, warm, cold
-  int64_t prompt_tokens_estimated = 0;
-  int64_t knowledge_budget = 0;
-  std::vector<std::pair<std::string, double>> memory_items;  // admitted memory items and scores
-  std::vector<Admission> admission;  // why each knowledge item was admitted
-  int64_t tokens_prompt = 0;
-  int64_t tokens_completion = 0;
   bool usage_estimated = false;
-  double cost_usd = 0;
-  // Prompt caching, as run::Attempt has them (all optional on read).
-  int64_t tokens_cached = 0;
-  int64_t tokens_cache_write = 0;
-  bool tokens_cached_estimated = false;
-  int64_t prefix_tokens = 0;
-  std::string prefix_hash;
-  std::optional<double> cached_price_ratio;
-  double llm_seconds = 0;
   std::string finish_reason = "stop";
   std::string provider_problem;  // why there is no text ("" when the provider answered)
   std::string answer_file;       // relative to the run directory
@@ -179,6 +164,10 @@ struct PromptEvent {
   int64_t prefix_tokens = 0;
   double shrink = 1;
   std::optional<OpPackRecord> op_pack;  // the op's first kernel prompt's
+  // What memory held about refinements of the op's category on this machine when this kernel
+  // prompt was assembled (modes with memory; absent in mode none and in older runs, which kept
+  // only the op pack's): the evidence rule reads the latest (plan.h).
+  std::optional<RefineEvidence> evidence;
 
   bool reflect() const { return purpose == "reflect"; }
 };
@@ -209,6 +198,9 @@ struct AttemptEvent {
 struct RecordedEvent {
   int iteration = 0;
   int64_t case_id = 0;
+  // The error signature memory computed for the case ("" for a correct one, and in runs written
+  // before it was logged): the next repair's query and the reflection read it.
+  std::string error_signature;
 };
 
 // "reflection": a reflection's lessons, logged before memory applies them.

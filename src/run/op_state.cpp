@@ -63,6 +63,7 @@ struct Applier {
       if (id.starts_with("note:")) st.notes_shown.insert(id);  // not offered again in this task
     }
     if (!st.op_pack && e.op_pack) st.op_pack = e.op_pack;
+    if (e.evidence) st.evidence = e.evidence;
     return {};
   }
   Status operator()(const AnswerEvent& e) const {
@@ -80,6 +81,7 @@ struct Applier {
   }
   Status operator()(const RecordedEvent& e) const {
     st.case_ids[e.iteration] = e.case_id;
+    if (!e.error_signature.empty()) st.error_signatures[e.iteration] = e.error_signature;
     return {};
   }
   Status operator()(const ReflectionEvent& e) const {
@@ -154,6 +156,8 @@ json state_json(const OpState& st) {
   for (const auto& a : st.attempts) attempts.push_back(to_json(a));
   json case_ids = json::object();
   for (const auto& [k, id] : st.case_ids) case_ids[std::to_string(k)] = id;
+  json error_signatures = json::object();
+  for (const auto& [k, sig] : st.error_signatures) error_signatures[std::to_string(k)] = sig;
   json reflections = json::object();
   for (const auto& [key, r] : st.reflections) {
     json deltas = json::array();
@@ -165,6 +169,7 @@ json state_json(const OpState& st) {
   for (const auto& [k, r] : st.reverified) reverified[std::to_string(k)] = to_json(Event(r));
   return {{"attempts", attempts},
           {"case_ids", case_ids},
+          {"error_signatures", error_signatures},
           {"pending", st.pending ? to_json(Event(*st.pending)) : json(nullptr)},
           {"reflections", reflections},
           {"started", st.started},
@@ -172,6 +177,10 @@ json state_json(const OpState& st) {
           {"stop_reason", st.stop_reason},
           {"errors", st.errors},
           {"notes_shown", st.notes_shown},
+          {"evidence", st.evidence ? json{{"category", st.evidence->category},
+                                          {"refinements", st.evidence->refinements},
+                                          {"wins", st.evidence->wins}}
+                                   : json(nullptr)},
           {"op_pack", st.op_pack ? op_pack_json(*st.op_pack) : json(nullptr)},
           {"experience", st.experience},
           {"reverified", reverified},

@@ -40,6 +40,7 @@ struct ReflectionRecord {
 struct OpState {
   std::vector<Attempt> attempts;
   std::map<int, int64_t> case_ids;          // iteration -> memory case id
+  std::map<int, std::string> error_signatures;  // iteration -> memory's error signature (failed cases)
   std::optional<AnswerEvent> pending;       // a logged answer whose attempt is not logged yet
   std::map<std::string, ReflectionRecord> reflections;
   bool started = false;
@@ -48,6 +49,9 @@ struct OpState {
   std::vector<std::string> errors;          // llm failures that stopped the op, for the report
   std::set<std::string> notes_shown;        // general notes ("note:N") its prompts admitted so far
   std::optional<OpPackRecord> op_pack;      // fixed by its first prompt (none in mode none)
+  // Memory's refinement evidence as the latest kernel prompt saw it (prompt events; none in mode
+  // none and in runs written before prompts carried it).
+  std::optional<RefineEvidence> evidence;
   // What memory held about the op when it started (op_started's "experience"): "held-out"
   // (the run excluded its earlier experience), "seen" (memory held earlier experience of it and
   // the run used it) or "unseen"; "" in a run written before the guard existed.
@@ -55,6 +59,13 @@ struct OpState {
   // Quarantined wins re-verified at the end of the op ("reverified" events), by iteration.
   std::map<int, ReverifiedEvent> reverified;
   std::optional<int> promoted;              // the last re-verified win that became the incumbent
+
+  // The evidence the evidence rule weighs: the latest prompt's, else the op pack's (older runs);
+  // nullptr when memory has not spoken.
+  const RefineEvidence* refine_evidence() const {
+    if (evidence) return &*evidence;
+    return op_pack && op_pack->evidence ? &*op_pack->evidence : nullptr;
+  }
 
   // The promoted re-verified win when there is one (re-verification follows every attempt),
   // else the latest attempt with improved == true.
