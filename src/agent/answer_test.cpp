@@ -722,10 +722,16 @@ TEST(EvidenceStopRule, TheLoopStopsSoonerWithMemoryThanWithout) {
   auto [none, none_done] = run_with(context::Mode::none, here);
   EXPECT_EQ(none.attempts.size(), 6u);
   EXPECT_EQ(none.stop_reason, "near_roof");
-  // Refinements recorded for another target are no evidence here.
+  // Refinements recorded for another target are no evidence here; the op's own are, once there
+  // are three (the latest prompt's evidence): attempt 5's prompt saw 0 of 3 won, patience 2 (w =
+  // 0.2), where the gap rule alone would have allowed 5.
   auto [elsewhere, elsewhere_done] = run_with(context::Mode::active, "some-other-target");
-  EXPECT_EQ(elsewhere.attempts.size(), 6u);
-  EXPECT_EQ(elsewhere.stop_reason, "near_roof");
+  EXPECT_EQ(elsewhere.attempts.size(), 5u);
+  EXPECT_EQ(elsewhere.stop_reason, "unlikely_to_pay");
+  ASSERT_TRUE(elsewhere.evidence);
+  EXPECT_EQ(*elsewhere.evidence, (run::RefineEvidence{"normalization", 3, 0}));
+  ASSERT_TRUE(elsewhere.op_pack);
+  EXPECT_FALSE(elsewhere.op_pack->evidence);  // the first prompt: no refinements here yet
 }
 
 TEST(StopRuleConfig, RoundTripsAndOlderConfigsReadAsFixed) {
