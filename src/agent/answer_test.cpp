@@ -584,6 +584,24 @@ TEST(GapStopRule, TheLoopRecordsWhyItStopped) {
   EXPECT_EQ(done[0].at("stop_detail"), "5 attempts without a new incumbent (patience 5 at 40% of the roofline)");
 }
 
+// The evidence rule with the gap rule's patience 2 and floor 0.3, up to 20 attempts.
+run::LoopConfig evidence_rule_config() {
+  run::LoopConfig cfg;
+  cfg.max_iterations = 20;
+  cfg.stop_rule = run::StopRule::evidence;
+  cfg.gap_patience = 2;
+  cfg.gap_floor = 0.3;
+  return cfg;
+}
+
+// A draft at 15% of its roofline, the incumbent, and a refinement that did not beat it.
+OpState draft_then_refinement() {
+  OpState st;
+  st.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.15, true));
+  st.attempts.push_back(attempt_at(2, eval::Verdict::correct, memory::Stage::refine, 0.12));
+  return st;
+}
+
 TEST(EvidenceStopRule, ShortensTheGapRulesPatienceWhereMemorySaysRefinementsSeldomWon) {
   run::RefineEvidence seldom{"normalization", 8, 1};  // w = 2 / 10
   // The gap rule's patience without its floor, times w / 0.5, rounded, at least 1.
@@ -597,15 +615,9 @@ TEST(EvidenceStopRule, ShortensTheGapRulesPatienceWhereMemorySaysRefinementsSeld
   EXPECT_FALSE(evidence_patience(0.5, 2, run::RefineEvidence{"conv", 6, 3}));
   EXPECT_EQ(evidence_patience(0.5, 2, run::RefineEvidence{"conv", 6, 2}), 3);  // w = 3/8: 4 x 0.75
 
-  run::LoopConfig cfg;
-  cfg.max_iterations = 20;
+  run::LoopConfig cfg = evidence_rule_config();
   cfg.roofline_target = 0.8;
-  cfg.stop_rule = run::StopRule::evidence;
-  cfg.gap_patience = 2;
-  cfg.gap_floor = 0.3;
-  OpState st;
-  st.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.15, true));
-  st.attempts.push_back(attempt_at(2, eval::Verdict::correct, memory::Stage::refine, 0.12));
+  OpState st = draft_then_refinement();
   EXPECT_FALSE(stop_decision(st, cfg));  // below the gap rule's floor, and no evidence: go on
   st.op_pack = run::OpPackRecord{"", {}, seldom};
   EXPECT_FALSE(stop_decision(st, cfg));  // 1 attempt of the 2 allowed
@@ -625,14 +637,8 @@ TEST(EvidenceStopRule, ShortensTheGapRulesPatienceWhereMemorySaysRefinementsSeld
 // prompt fixed it in the op pack: refinements recorded while the op ran (by this op or the
 // run's others) count.
 TEST(EvidenceStopRule, TheLatestPromptsEvidenceOutweighsTheOpPacks) {
-  run::LoopConfig cfg;
-  cfg.max_iterations = 20;
-  cfg.stop_rule = run::StopRule::evidence;
-  cfg.gap_patience = 2;
-  cfg.gap_floor = 0.3;
-  OpState st;
-  st.attempts.push_back(attempt_at(1, eval::Verdict::correct, memory::Stage::draft, 0.15, true));
-  st.attempts.push_back(attempt_at(2, eval::Verdict::correct, memory::Stage::refine, 0.12));
+  run::LoopConfig cfg = evidence_rule_config();
+  OpState st = draft_then_refinement();
   st.attempts.push_back(attempt_at(3, eval::Verdict::correct, memory::Stage::refine, 0.12));
   st.op_pack = run::OpPackRecord{"", {}, run::RefineEvidence{"fused", 3, 3}};  // refinements paid, then
   EXPECT_FALSE(stop_decision(st, cfg));

@@ -121,6 +121,13 @@ memory::LessonScope lesson_scope_of(const json& e, const LessonContext& ctx) {
   return {ctx.category, ctx.backend, "", ""};
 }
 
+// A lesson's title and text within the limits the prompt states, each cut at a clause boundary
+// (never mid-word: a lesson shown later must read whole).
+void keep_to_limits(memory::Lesson& l) {
+  if (l.title.size() > k_max_lesson_title_chars) l.title = util::shorten_at_clause(l.title, k_max_lesson_title_chars);
+  if (l.text.size() > k_max_lesson_text_chars) l.text = util::shorten_at_clause(l.text, k_max_lesson_text_chars);
+}
+
 // An "add": the new lesson in `d`; the problem when it cannot be added.
 std::optional<std::string> parse_added_lesson(const json& e, const LessonContext& ctx, memory::LessonDelta& d) {
   d.op = memory::LessonDelta::Op::add;
@@ -130,8 +137,7 @@ std::optional<std::string> parse_added_lesson(const json& e, const LessonContext
   if (l.text.empty()) return "an added lesson has no text";
   // Never cut mid-word: a lesson shown later must read whole (util::shorten_at_clause).
   if (l.title.empty()) l.title = util::shorten_at_clause(l.text, 60);
-  if (l.title.size() > k_max_lesson_title_chars) l.title = util::shorten_at_clause(l.title, k_max_lesson_title_chars);
-  if (l.text.size() > k_max_lesson_text_chars) l.text = util::shorten_at_clause(l.text, k_max_lesson_text_chars);
+  keep_to_limits(l);
   l.kind = lesson_kind_of(e);
   l.error_signature = str(e, {"error_signature", "signature"});
   if (l.kind != memory::LessonKind::fix) l.error_signature.clear();
@@ -158,12 +164,7 @@ std::optional<std::string> parse_lesson_change(const json& e, const std::string&
     d.lesson.title = str(e, {"title"});
     d.lesson.text = str(e, {"text", "lesson"});
     if (d.lesson.title.empty() && d.lesson.text.empty()) return "an edit of '" + id + "' changes nothing";
-    if (d.lesson.title.size() > k_max_lesson_title_chars) {
-      d.lesson.title = util::shorten_at_clause(d.lesson.title, k_max_lesson_title_chars);
-    }
-    if (d.lesson.text.size() > k_max_lesson_text_chars) {
-      d.lesson.text = util::shorten_at_clause(d.lesson.text, k_max_lesson_text_chars);
-    }
+    keep_to_limits(d.lesson);
   }
   std::string why = str(e, {"reason", "why"});
   if (!why.empty()) d.reason += ": " + why;
