@@ -161,65 +161,79 @@ bool matches_pattern_at(const void* src, size_t offset, size_t n, uint64_t seed)
 Result<Arena> Arena::create(uint64_t in_capacity, uint64_t out_capacity) {
   auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   Arena a;
-  a.m_in_cap = round_up(in_capacity == 0 ? page : in_capacity, page);
-  a.m_out_cap = round_up(out_capacity == 0 ? page : out_capacity, page);
-  KOPE_ASSIGN(a.m_in_fd, make_memfd("kope-inputs", a.m_in_cap, false));
-  KOPE_ASSIGN(a.m_out_fd, make_memfd("kope-outputs", a.m_out_cap));
-  KOPE_ASSIGN(a.m_status_fd, make_memfd("kope-status", page));
+  a.m_buffers = std::make_shared<Buffers>();
+  Buffers& b = *a.m_buffers;
+  b.in_cap = round_up(in_capacity == 0 ? page : in_capacity, page);
+  b.out_cap = round_up(out_capacity == 0 ? page : out_capacity, page);
+  KOPE_ASSIGN(b.in_fd, make_memfd("kope-inputs", b.in_cap, false));
+  KOPE_ASSIGN(b.out_fd, make_memfd("kope-outputs", b.out_cap));
   // A second, read-only open file description of the inputs: a mapping made through it can
   // never become writable (mprotect fails with EACCES).
-  std::string self = "/proc/self/fd/" + std::to_string(a.m_in_fd);
-  a.m_in_ro_fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
-  if (a.m_in_ro_fd < 0) return fail(ErrorKind::io, "cannot reopen the input memfd read-only: {}", std::strerror(errno));
-  KOPE_ASSIGN(a.m_in, map_rw(a.m_in_fd, a.m_in_cap));
+  std::string self = "/proc/self/fd/" + std::to_string(b.in_fd);
+  b.in_ro_fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+  if (b.in_ro_fd < 0) return fail(ErrorKind::io, "cannot reopen the input memfd read-only: {}", std::strerror(errno));
+  KOPE_ASSIGN(b.in, map_rw(b.in_fd, b.in_cap));
   // With the parent's mapping made, no new writable mapping of the inputs and no write(2) to
   // them is possible any more, whoever holds or reopens the memfd (Linux 5.1+; older kernels
   // refuse the seal, and the inputs are then only as read-only as the runner's descriptor).
-  a.m_inputs_sealed = ::fcntl(a.m_in_fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0;
-  if (!a.m_inputs_sealed && ::fcntl(a.m_in_fd, F_ADD_SEALS, F_SEAL_SEAL) != 0) {
+  b.inputs_sealed = ::fcntl(b.in_fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0;
+  if (!b.inputs_sealed && ::fcntl(b.in_fd, F_ADD_SEALS, F_SEAL_SEAL) != 0) {
     return fail(ErrorKind::io, "cannot seal the input memfd: {}", std::strerror(errno));
   }
-  KOPE_ASSIGN(a.m_out, map_rw(a.m_out_fd, a.m_out_cap));
-  KOPE_ASSIGN(uint8_t* st, map_rw(a.m_status_fd, page));
-  a.m_status = new (st) proto::StatusPage();
+  KOPE_ASSIGN(b.out, map_rw(b.out_fd, b.out_cap));
+  a.m_in = b.in;
+  a.m_out = b.out;
+  KOPE_TRY(a.make_status());
   return a;
+}
+
+Result<Arena> Arena::share_buffers() const {
+  Arena a;
+  a.m_buffers = m_buffers;
+  a.m_in = m_in;
+  a.m_out = m_out;
+  KOPE_TRY(a.make_status());
+  return a;
+}
+
+Status Arena::make_status() {
+  auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  KOPE_ASSIGN(m_status_fd, make_memfd("kope-status", page));
+  KOPE_ASSIGN(uint8_t* st, map_rw(m_status_fd, page));
+  m_status = new (st) proto::StatusPage();
+  return {};
 }
 
 Arena::Arena(Arena&& other) noexcept { *this = std::move(other); }
 
 Arena& Arena::operator=(Arena&& other) noexcept {
   if (this != &other) {
-    close_all();
-    m_in_fd = other.m_in_fd;
-    m_in_ro_fd = other.m_in_ro_fd;
-    m_out_fd = other.m_out_fd;
-    m_status_fd = other.m_status_fd;
-    m_in = other.m_in;
-    m_out = other.m_out;
-    m_in_cap = other.m_in_cap;
-    m_out_cap = other.m_out_cap;
-    m_inputs_sealed = other.m_inputs_sealed;
-    m_status = other.m_status;
-    other.m_in_fd = other.m_in_ro_fd = other.m_out_fd = other.m_status_fd = -1;
-    other.m_in = other.m_out = nullptr;
-    other.m_status = nullptr;
+    close_status();
+    m_buffers = std::move(other.m_buffers);
+    m_in = std::exchange(other.m_in, nullptr);
+    m_out = std::exchange(other.m_out, nullptr);
+    m_status_fd = std::exchange(other.m_status_fd, -1);
+    m_status = std::exchange(other.m_status, nullptr);
   }
   return *this;
 }
 
-Arena::~Arena() { close_all(); }
+Arena::~Arena() { close_status(); }
 
-void Arena::close_all() {
+void Arena::close_status() {
   auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  if (m_in) ::munmap(m_in, m_in_cap);
-  if (m_out) ::munmap(m_out, m_out_cap);
   if (m_status) ::munmap(m_status, page);
-  for (int fd : {m_in_fd, m_in_ro_fd, m_out_fd, m_status_fd}) {
+  if (m_status_fd >= 0) ::close(m_status_fd);
+  m_status = nullptr;
+  m_status_fd = -1;
+}
+
+Arena::Buffers::~Buffers() {
+  if (in) ::munmap(in, in_cap);
+  if (out) ::munmap(out, out_cap);
+  for (int fd : {in_fd, in_ro_fd, out_fd}) {
     if (fd >= 0) ::close(fd);
   }
-  m_in = m_out = nullptr;
-  m_status = nullptr;
-  m_in_fd = m_in_ro_fd = m_out_fd = m_status_fd = -1;
 }
 
 void Arena::write_canary(bool output, const Placement& p, uint64_t seed) const {

@@ -8,11 +8,14 @@
 // truncate them under the parent. Each tensor is placed so that its last byte ends at most 63
 // bytes before a page boundary (the runner puts a PROT_NONE guard page there and before the
 // first page); the slack bytes around the data are filled with a canary that the parent checks.
-// Not thread-safe: one Arena per session.
+// Not thread-safe: one Arena per session. Two sessions may share the buffers (share_buffers:
+// the comparison with the incumbent runs both kernels on the same pages), each with its own
+// status page.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "eval/runner_protocol.h"
@@ -60,6 +63,9 @@ class Arena {
  public:
   // Creates the memfds with these capacities (rounded up to pages). Fails with io.
   static Result<Arena> create(uint64_t in_capacity, uint64_t out_capacity);
+  // An Arena over the same input and output memfds (the same pages, mapped once) with a status
+  // page of its own, for a second runner. Fails with io.
+  Result<Arena> share_buffers() const;
   Arena() = default;  // empty: no memfds
   Arena(Arena&& other) noexcept;
   Arena& operator=(Arena&& other) noexcept;
@@ -69,13 +75,13 @@ class Arena {
 
   uint8_t* in_base() const { return m_in; }
   uint8_t* out_base() const { return m_out; }
-  uint64_t in_capacity() const { return m_in_cap; }
-  uint64_t out_capacity() const { return m_out_cap; }
-  int in_fd_readonly() const { return m_in_ro_fd; }
+  uint64_t in_capacity() const { return m_buffers ? m_buffers->in_cap : 0; }
+  uint64_t out_capacity() const { return m_buffers ? m_buffers->out_cap : 0; }
+  int in_fd_readonly() const { return m_buffers ? m_buffers->in_ro_fd : -1; }
   // The input memfd carries F_SEAL_FUTURE_WRITE: only the parent's own mapping can write it, so
   // no runner can change an input, whatever it does with its descriptor.
-  bool inputs_sealed() const { return m_inputs_sealed; }
-  int out_fd() const { return m_out_fd; }
+  bool inputs_sealed() const { return m_buffers && m_buffers->inputs_sealed; }
+  int out_fd() const { return m_buffers ? m_buffers->out_fd : -1; }
   int status_fd() const { return m_status_fd; }
   proto::StatusPage* status() const { return m_status; }
 
@@ -93,16 +99,25 @@ class Arena {
   void reset_status() const;
 
  private:
-  void close_all();
-  int m_in_fd = -1;
-  int m_in_ro_fd = -1;
-  int m_out_fd = -1;
-  int m_status_fd = -1;
-  uint8_t* m_in = nullptr;
+  // The input and output memfds and the parent's mappings of them, closed with the last Arena
+  // that shares them.
+  struct Buffers {
+    int in_fd = -1;
+    int in_ro_fd = -1;
+    int out_fd = -1;
+    uint8_t* in = nullptr;
+    uint8_t* out = nullptr;
+    uint64_t in_cap = 0;
+    uint64_t out_cap = 0;
+    bool inputs_sealed = false;
+    ~Buffers();
+  };
+  Status make_status();
+  void close_status();
+  std::shared_ptr<Buffers> m_buffers;
+  uint8_t* m_in = nullptr;   // m_buffers->in and ->out, for the accessors
   uint8_t* m_out = nullptr;
-  uint64_t m_in_cap = 0;
-  uint64_t m_out_cap = 0;
-  bool m_inputs_sealed = false;
+  int m_status_fd = -1;
   proto::StatusPage* m_status = nullptr;
 };
 

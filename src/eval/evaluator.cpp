@@ -647,6 +647,8 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       run.violation = {c->index, *ct.outcome().violation};
       return run;
     }
+    // Both kernels on the same pages (start_incumbent shares the candidate's buffers).
+    if (incumbent.arena().in_base() == candidate.arena().in_base()) it.share_data_of(ct);
     KOPE_ASSIGN(ok, it.prepare());
     auto incumbent_failed = [&](const TimingOutcome& t) {
       cmp.decision = IncumbentDecision::unavailable;
@@ -662,11 +664,13 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
     bool cand_failed = false, inc_failed = false;
     size_t index = 0;
     auto next = [&](PairSample& p) -> PairStatus {
-      // Which kernel goes first alternates, so neither always inherits the other's cache state.
+      // Which kernel goes first alternates, so neither always inherits the other's cache state;
+      // the second runs on the CPU the first ended on (same-CPU rounds, eval/measure.h).
       CaseTimer* order[2] = {&ct, &it};
       if (index++ % 2 == 1) std::swap(order[0], order[1]);
+      std::optional<int> cpu;
       for (CaseTimer* t : order) {
-        auto r = t->sample();
+        auto r = t->sample(cpu);
         if (!r) {
           error = r.error();
           return PairStatus::failed;
@@ -675,6 +679,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
           (t == &ct ? cand_failed : inc_failed) = true;
           return PairStatus::failed;
         }
+        if (!cpu && t->ran_on() >= 0) cpu = t->ran_on();
       }
       TimingOutcome oc = ct.outcome(), oi = it.outcome();
       p.candidate = oc.samples_s.back();
@@ -1034,8 +1039,9 @@ IncumbentRunner SandboxedEvaluator::start_incumbent(EvalRun& run, std::future<Re
   } else if (ib->status != BuildOutcome::Status::ok) {
     cmp.problem = "the incumbent did not build: " + ib->message;
   } else {
+    // On the candidate's buffers: both kernels run on the same pages (CaseTimer::share_data_of).
     auto is = Session::start(ib->shared_object, m_backend->runner_options(proto::Mode::candidate, run.in_bytes + run.out_bytes),
-                             run.in_bytes, run.out_bytes);
+                             run.in_bytes, run.out_bytes, &run.session->arena());
     if (!is) {
       cmp.problem = "the incumbent's runner did not start: " + is.error().message;
     } else if ((*is)->failure()) {

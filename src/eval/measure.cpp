@@ -544,6 +544,11 @@ struct CaseTimer::Impl {
   double outside_s = 0, capacity_s = 0;  // other work's CPU time beside the batches, and the CPUs' capacity
   CpuBusy busy_before, busy_after;        // around the last batch alone
   double batch_span_s = 0;
+  int ran_on = -1;  // the CPU the last batch's calling thread ended on
+  // Shared buffers (share_data_of): the timer whose data this one runs on, and whether another
+  // kernel writes this timer's output slots between its batches.
+  Impl* leader = nullptr;
+  bool shared = false;
   double poison_ms = 0, check_ms = 0;  // the last batch's work around it (KOPE_EVAL_TRACE)
   TimingOutcome out;
 
@@ -638,6 +643,7 @@ struct CaseTimer::Impl {
   static constexpr int k_input_check_every = 16;
   Result<bool> run_batch(uint64_t n, double* seconds) {
     const auto& cycle = call_cycle();
+    if (shared) std::fill(pattern_intact.begin(), pattern_intact.end(), false);
     for (size_t b = 0; b < out_seeds.size(); ++b) {
       if (!pattern_intact[b]) out_seeds[b] = rng();
     }
@@ -700,7 +706,15 @@ CaseTimer::CaseTimer(Session& s, const spec::OpSpec& op, const spec::Case& c, co
                      uint64_t rng_seed)
     : m(std::make_unique<Impl>(s, op, c, data, plan, rng_seed)) {}
 
-CaseTimer::~CaseTimer() = default;
+CaseTimer::~CaseTimer() {
+  if (m->leader) m->leader->shared = false;
+}
+
+void CaseTimer::share_data_of(CaseTimer& leader) {
+  m->leader = leader.m.get();
+  m->shared = true;
+  leader.m->shared = true;
+}
 
 Result<bool> CaseTimer::prepare() {
   Impl& t = *m;
@@ -717,8 +731,13 @@ Result<bool> CaseTimer::prepare() {
   KOPE_ASSIGN(bool mapped, t.map_case());
   double map_ms = lap();
   if (!mapped) return false;
-  t.in_canary = t.rng();
-  t.load_rotating_sets();
+  if (t.leader) {
+    t.in_canary = t.leader->in_canary;
+    t.slot_data = t.leader->slot_data;
+  } else {
+    t.in_canary = t.rng();
+    t.load_rotating_sets();
+  }
   double reload_ms = lap();
   // The round trip of an empty command, subtracted from every batch.
   std::vector<double> pings;
@@ -762,13 +781,14 @@ Result<bool> CaseTimer::prepare() {
   return true;
 }
 
-Result<bool> CaseTimer::sample() {
+Result<bool> CaseTimer::sample(std::optional<int> on_cpu) {
   Impl& t = *m;
   if (t.out.violation) return false;
   // The data changes places between batches (always before the first), so a result cached by
-  // buffer address goes stale.
-  bool swap = t.first_sample || (t.rng() & 1) != 0;
+  // buffer address goes stale. On shared buffers the leader moves it, for both kernels.
+  bool swap = !t.leader && (t.first_sample || (t.rng() & 1) != 0);
   t.first_sample = false;
+  if (t.leader) t.slot_data = t.leader->slot_data;
   auto phase_start = Clock::now();
   if (swap) {
     std::swap(t.slot_data[0], t.slot_data[1]);
@@ -781,7 +801,11 @@ Result<bool> CaseTimer::sample() {
   Session::CpuTimes before = t.s.cpu_times();
   const proto::StatusPage* page = t.s.arena().status();
   uint64_t device_ns0 = page->device_ns, device_calls0 = page->device_calls;
-  KOPE_ASSIGN(bool ok, t.run_batch(nb, &secs));
+  bool kept = on_cpu && t.s.keep_calling_thread_on(*on_cpu);
+  auto batch = t.run_batch(nb, &secs);
+  t.ran_on = t.s.calling_cpu();
+  if (kept) t.s.keep_calling_thread_on(std::nullopt);
+  KOPE_ASSIGN(bool ok, std::move(batch));
   if (!ok) return false;
   Session::CpuTimes after = t.s.cpu_times();
   const CpuBusy& busy0 = t.busy_before;
@@ -820,9 +844,9 @@ Result<bool> CaseTimer::sample() {
     auto idle_start = Clock::now();
     wait_until_idle(t.s, after);
     if (trace_on()) {
-      std::fprintf(stderr, "[batch] runner %d: %llu calls in %.3f ms, ran %.3f ms, waited %.3f ms (contention %.3f); outside load so far %.3f; "
+      std::fprintf(stderr, "[batch] runner %d on CPU %d%s: %llu calls in %.3f ms, ran %.3f ms, waited %.3f ms (contention %.3f); outside load so far %.3f; "
                    "around it: inputs %.1f ms, poison %.1f ms, checks %.1f ms, settle %.1f ms\n",
-                   t.s.runner_pid(), static_cast<unsigned long long>(nb), secs * 1e3, run * 1e-6, wait * 1e-6,
+                   t.s.runner_pid(), t.ran_on, kept ? " (kept there)" : "", static_cast<unsigned long long>(nb), secs * 1e3, run * 1e-6, wait * 1e-6,
                    t.out.contention.back(), t.out.outside_load, swap_ms, t.poison_ms, t.check_ms,
                    std::chrono::duration<double, std::milli>(Clock::now() - idle_start).count());
     }
@@ -851,6 +875,8 @@ bool CaseTimer::converged() const {
 }
 
 size_t CaseTimer::sample_count() const { return m->out.samples_s.size(); }
+
+int CaseTimer::ran_on() const { return m->ran_on; }
 
 TimingOutcome CaseTimer::outcome() const { return m->out; }
 
@@ -1111,13 +1137,16 @@ Status time_group(const std::vector<CaseTimer*>& timers, const TimingPlan& plan)
   for (;;) {
     bool all_done = true;
     bool all_min = true;
+    // A round's batches run on the CPU its first batch ran on (same-CPU rounds, measure.h).
+    std::optional<int> cpu;
     for (CaseTimer* t : timers) {
       if (t->outcome().violation) return {};
       if (t->converged()) continue;
       all_done = false;
       if (t->sample_count() >= static_cast<size_t>(plan.max_samples)) continue;
-      KOPE_ASSIGN(bool ok, t->sample());
+      KOPE_ASSIGN(bool ok, t->sample(cpu));
       if (!ok) return {};
+      if (!cpu && t->ran_on() >= 0) cpu = t->ran_on();
     }
     for (CaseTimer* t : timers) all_min = all_min && t->sample_count() >= 3;
     if (all_done) return {};

@@ -160,11 +160,23 @@ class CaseTimer {
   CaseTimer(const CaseTimer&) = delete;
   CaseTimer& operator=(const CaseTimer&) = delete;
 
+  // Shared buffers: this timer's session runs on the buffers of `leader`'s session
+  // (Session::start's buffers_of), and on its data: it takes the leader's input canary and the
+  // places of its data sets and never writes the inputs itself (the leader moves the sets, for
+  // both kernels), and both timers poison every output slot before each batch (the other
+  // kernel wrote them). Two kernels compared side by side then run on the same physical pages:
+  // on separate pages, where their cache sets fall differed by a few percent between runners
+  // (a kernel against itself, all on one CPU: 1.013x [1.006, 1.021]). Call before prepare(),
+  // after the leader's; the leader must outlive this timer, whose end ends the sharing.
+  void share_data_of(CaseTimer& leader);
   // Maps the case, measures the round-trip overhead, warms up and sizes the batch. Each step
   // returns false when the kernel failed (see outcome().violation).
   Result<bool> prepare();
-  // Runs one batch and records one sample.
-  Result<bool> sample();
+  // Runs one batch and records one sample. With `on_cpu`, the runner's calling thread is kept on
+  // that CPU for the batch (Session::keep_calling_thread_on; as before when it cannot be).
+  Result<bool> sample(std::optional<int> on_cpu = std::nullopt);
+  // The CPU the last batch's calling thread ended on; -1 when unknown.
+  int ran_on() const;
   // Takes up this timer's timing again after the session ran other cases: maps the case and
   // writes its inputs again, keeping the batch size, the overhead and the samples (a prepared
   // timer only). False when the kernel failed.
@@ -222,6 +234,14 @@ bool fresh_check_rejects(const std::vector<FreshRound>& rounds, size_t needed, d
 // Times the kernels of `timers` (already prepared) in alternation, one batch each in turn,
 // until every one has converged, or the time cap (plan.max_seconds per timer) has passed and
 // each has at least 3 samples. Stops early when one fails.
+//
+// Same-CPU rounds: the batches of one round (and both batches of a pair of the comparison with
+// the incumbent) run on the CPU the round's first batch ended on: the calling thread of every
+// later runner is kept there for its batch. Left to the scheduler, each runner stays on the
+// CPU it woke on for the whole timing, and two CPUs of a virtual machine differ: one is the
+// parent's (it wrote the inputs and poisoned the outputs just before), or its host core is
+// shared. Measured on a 2-CPU VM, a kernel timed against itself in separate runners came out
+// 0.85x to 1.32x with intervals that excluded 1; with the runners on one CPU, 0.99x to 1.01x.
 Status time_group(const std::vector<CaseTimer*>& timers, const TimingPlan& plan);
 
 // prepare + time_group of one + fresh_check (when plan.fresh_check).

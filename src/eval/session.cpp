@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 
 #include "eval/native.h"
 #include "eval/sandbox.h"
@@ -83,6 +85,8 @@ struct Session::Impl {
   bool exited = false;
   bool killed_by_us = false;
   bool closed = false;
+  // The calling thread's CPUs before keep_calling_thread_on first changed them.
+  std::optional<cpu_set_t> calling_cpus;
 
   ~Impl() {
     if (sock >= 0) ::close(sock);
@@ -99,9 +103,17 @@ Session::~Session() {
 }
 
 Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const RunnerOptions& o, uint64_t in_capacity,
-                                                uint64_t out_capacity) {
+                                                uint64_t out_capacity, const Arena* buffers_of) {
   std::unique_ptr<Session> s(new Session());
-  KOPE_ASSIGN(s->m_arena, Arena::create(in_capacity, out_capacity));
+  if (buffers_of != nullptr && (buffers_of->in_capacity() < in_capacity || buffers_of->out_capacity() < out_capacity)) {
+    return fail(ErrorKind::internal, "shared buffers of {} and {} bytes are too small for {} and {}", buffers_of->in_capacity(),
+                buffers_of->out_capacity(), in_capacity, out_capacity);
+  }
+  if (buffers_of != nullptr) {
+    KOPE_ASSIGN(s->m_arena, buffers_of->share_buffers());
+  } else {
+    KOPE_ASSIGN(s->m_arena, Arena::create(in_capacity, out_capacity));
+  }
   KOPE_ASSIGN(util::TempDir scratch, util::TempDir::create("kope-run-", sandbox_scratch_parent()));
   // The sandbox sees only this directory (read-only): the runner and the kernel, copied so that
   // a sandbox running under another uid can read them wherever kope's cache lives.
@@ -230,6 +242,40 @@ Session::CpuTimes Session::cpu_times() const {
     }
   }
   return t;
+}
+
+int Session::calling_cpu() const {
+  if (m_runner_pid <= 0 || (m->proc && m->proc->reaped())) return -1;
+  auto text = util::read_file(fs::path("/proc") / std::to_string(m_runner_pid) / "task" / std::to_string(m_runner_pid) / "stat");
+  if (!text) return -1;
+  // The command name may hold spaces and parentheses: the fields start after the last ')'.
+  size_t close = text->rfind(')');
+  if (close == std::string::npos) return -1;
+  // Field 39 of stat (processor) is the 37th after the name (state is field 3).
+  std::istringstream fields(text->substr(close + 1));
+  std::string field;
+  for (int i = 0; i < 37 && fields >> field; ++i) {
+    if (i == 36) return std::atoi(field.c_str());
+  }
+  return -1;
+}
+
+bool Session::keep_calling_thread_on(std::optional<int> cpu) {
+  if (m_runner_pid <= 0 || (m->proc && m->proc->reaped())) return false;
+  if (!m->calling_cpus) {
+    if (!cpu) return true;  // never changed
+    cpu_set_t now;
+    CPU_ZERO(&now);
+    if (::sched_getaffinity(m_runner_pid, sizeof now, &now) != 0) return false;
+    m->calling_cpus = now;
+  }
+  cpu_set_t want = *m->calling_cpus;
+  if (cpu) {
+    if (*cpu < 0 || *cpu >= CPU_SETSIZE || !CPU_ISSET(*cpu, &*m->calling_cpus)) return false;
+    CPU_ZERO(&want);
+    CPU_SET(*cpu, &want);
+  }
+  return ::sched_setaffinity(m_runner_pid, sizeof want, &want) == 0;
 }
 
 std::string Session::output_tail() const {

@@ -64,11 +64,12 @@ Result<fs::path> find_runner();
 
 class Session {
  public:
-  // Starts a runner for `kernel_so` with buffers of these capacities. Fails with an Error only
-  // when kope cannot start it (no sandbox, no runner, out of file descriptors); a kernel that
-  // cannot be loaded is a failure() of the returned session.
+  // Starts a runner for `kernel_so` with buffers of these capacities, or on the buffers of
+  // another session's arena (`buffers_of`, at least that large; Arena::share_buffers). Fails
+  // with an Error only when kope cannot start it (no sandbox, no runner, out of file
+  // descriptors); a kernel that cannot be loaded is a failure() of the returned session.
   static Result<std::unique_ptr<Session>> start(const fs::path& kernel_so, const RunnerOptions& options,
-                                                uint64_t in_capacity, uint64_t out_capacity);
+                                                uint64_t in_capacity, uint64_t out_capacity, const Arena* buffers_of = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -107,6 +108,14 @@ class Session {
     std::vector<ThreadTimes> threads;  // per thread, the same figures
   };
   CpuTimes cpu_times() const;
+  // The CPU the runner's calling thread (the one that makes the kernel's calls; OpenMP's thread
+  // 0) last ran on, from /proc/<pid>/task/<pid>/stat; -1 when unknown.
+  int calling_cpu() const;
+  // Keeps the calling thread on `cpu` for the coming commands, or (nullopt) lets it run on every
+  // CPU it could at the start again. Only that thread: the runner's other threads (the OpenMP
+  // pool, made before the kernel was loaded; a candidate cannot make more) keep their CPUs.
+  // False, and the thread as it was, when the kernel refuses it (a CPU the runner may not use).
+  bool keep_calling_thread_on(std::optional<int> cpu);
   // The runner's pid as this process sees it (learnt from the socket's credentials), or 0.
   pid_t runner_pid() const { return m_runner_pid; }
   // The last bytes the kernel wrote to stderr and stdout (for diagnostics only).
