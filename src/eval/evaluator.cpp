@@ -648,7 +648,8 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       return run;
     }
     // Both kernels on the same pages (start_incumbent shares the candidate's buffers).
-    if (incumbent.arena().in_base() == candidate.arena().in_base()) it.share_data_of(ct);
+    const bool shared = incumbent.arena().in_base() == candidate.arena().in_base();
+    if (shared) it.share_data_of(ct);
     KOPE_ASSIGN(ok, it.prepare());
     auto incumbent_failed = [&](const TimingOutcome& t) {
       cmp.decision = IncumbentDecision::unavailable;
@@ -669,6 +670,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       CaseTimer* order[2] = {&ct, &it};
       if (index++ % 2 == 1) std::swap(order[0], order[1]);
       std::optional<int> cpu;
+      if (shared) ct.move_shared_data();
       for (CaseTimer* t : order) {
         auto r = t->sample(cpu);
         if (!r) {

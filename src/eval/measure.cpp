@@ -710,6 +710,17 @@ CaseTimer::~CaseTimer() {
   if (m->leader) m->leader->shared = false;
 }
 
+void CaseTimer::move_shared_data() {
+  Impl& t = *m;
+  if (t.leader) return;
+  bool swap = t.first_sample || (t.rng() & 1) != 0;
+  t.first_sample = false;
+  if (swap) {
+    std::swap(t.slot_data[0], t.slot_data[1]);
+    t.reload();
+  }
+}
+
 void CaseTimer::share_data_of(CaseTimer& leader) {
   m->leader = leader.m.get();
   m->shared = true;
@@ -785,8 +796,8 @@ Result<bool> CaseTimer::sample(std::optional<int> on_cpu) {
   Impl& t = *m;
   if (t.out.violation) return false;
   // The data changes places between batches (always before the first), so a result cached by
-  // buffer address goes stale. On shared buffers the leader moves it, for both kernels.
-  bool swap = !t.leader && (t.first_sample || (t.rng() & 1) != 0);
+  // buffer address goes stale. On shared buffers it moves before a pair (move_shared_data).
+  bool swap = !t.shared && (t.first_sample || (t.rng() & 1) != 0);
   t.first_sample = false;
   if (t.leader) t.slot_data = t.leader->slot_data;
   auto phase_start = Clock::now();

@@ -169,6 +169,11 @@ class CaseTimer {
   // (a kernel against itself, all on one CPU: 1.013x [1.006, 1.021]). Call before prepare(),
   // after the leader's; the leader must outlive this timer, whose end ends the sharing.
   void share_data_of(CaseTimer& leader);
+  // On shared buffers, the leader's: moves the data sets as sample() does before a batch of its
+  // own (always the first time, then at random), for both kernels. Called before each pair's
+  // first batch, so the kernel that meets freshly written inputs is the pair's first, whichever
+  // that is (alternating), not always the leader.
+  void move_shared_data();
   // Maps the case, measures the round-trip overhead, warms up and sizes the batch. Each step
   // returns false when the kernel failed (see outcome().violation).
   Result<bool> prepare();
