@@ -218,7 +218,18 @@ int main(int argc, char** argv) {
       memory::RetrievedItem it;
       it.kind = i % 3 ? memory::RetrievedItem::Kind::lesson : memory::RetrievedItem::Kind::case_summary;
       it.id = fmt::format("lesson:B{}", i);
-      it.text = fmt::format("Item {}: keep {} accumulators; vectorise by {}; handle the tail of D % {}.", i, i % 7, 4 << (i % 3), i % 13);
+      std::string advice = fmt::format("Item {}: keep {} accumulators; vectorise by {}; handle the tail of D % {}.", i, i % 7,
+                                       4 << (i % 3), i % 13);
+      if (it.kind == memory::RetrievedItem::Kind::lesson) {
+        it.lesson.emplace();
+        it.lesson->id = fmt::format("B{}", i);
+        it.lesson->title = advice;
+      } else {
+        it.case_id = i + 1;
+        it.kase.emplace();
+        it.kase->verdict = eval::Verdict::correct;
+        it.kase->optimisation = advice;
+      }
       it.score = 1.0 / (1 + i % 1000);
       it.foreign = i % 5 == 0;
       it.op = "softmax";

@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/memory_items.h"
 #include "kope/memory.h"
 #include "memory/db.h"
 #include "memory/sqlite_store.h"
@@ -518,7 +519,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     items += r->size();
-    for (const auto& it : *r) tokens += it.tokens;
+    for (const auto& it : *r) tokens += agent::item_tokens(it);  // the text the agent makes of it, outside the timing
   }
   std::printf("retrieval over %lld cases, %d random states (limit 50): p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; "
               "%.1f items and %.0f tokens per state\n",

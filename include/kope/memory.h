@@ -298,10 +298,6 @@ struct RetrievalQuery {
   std::string target;
   std::string toolchain;
   std::string backend;
-  // The Markdown code-fence language of each backend's kernels (backend name -> "cpp", "c"),
-  // from the backend registry: a kernel source in an item is fenced in its own backend's
-  // language. A backend not named here is fenced as "cpp".
-  std::map<std::string, std::string> code_fences;
   Stage stage = Stage::draft;
   std::string last_error_signature;
   std::string bottleneck;       // "memory", "compute", "latency" or ""
@@ -311,12 +307,61 @@ struct RetrievalQuery {
   Holdout holdout;              // inactive unless the run holds its ops out
 };
 
+// What a retrieved lesson is made of: the lesson as the store holds it (its id without the
+// item's "lesson:" prefix, kind, title, text, scope, the error a fix is for) and its evidence
+// counts.
+struct RetrievedLesson {
+  std::string id;
+  LessonKind kind = LessonKind::strategy;
+  std::string title;
+  std::string text;
+  LessonScope scope;
+  std::string error_signature;  // for a fix: the error it fixes
+  int helpful = 0;
+  int harmful = 0;
+};
+
+// Where a retrieved case stands to the query's incumbent (the lineage signals).
+enum class CaseLineage {
+  none,
+  incumbent,        // the incumbent itself
+  ancestor,         // an ancestor of the incumbent (RetrievedCase::ancestor generations up)
+  tried_from,       // a child of the incumbent: tried from it
+  sibling_branch,   // a child of the incumbent's parent: a sibling branch
+};
+
+// What a retrieved case (a summary, a fix or a best kernel) is made of, beside the item's own
+// facts (its case id, op, target, category, foreign, quarantined, failed case): the case as
+// recorded, its relation to the query's incumbent, and for a best kernel its code.
+struct RetrievedCase {
+  Stage stage = Stage::draft;
+  eval::Verdict verdict = eval::Verdict::compile_error;
+  Outcome outcome = Outcome::negative;
+  double ratio = 0;                         // r over its parent
+  std::optional<double> speedup_ref;        // vs the reference
+  std::optional<int64_t> parent_id;
+  std::string optimisation;                 // as recorded, whole
+  std::string error_signature;              // its own (empty when correct)
+  std::string backend;                      // its toolchain's backend: the language of its code
+  CaseLineage lineage = CaseLineage::none;
+  int ancestor = 0;                         // CaseLineage::ancestor: generations above the incumbent
+  bool similar_op = false;                  // a best kernel found through a similar op's summary
+  // A best kernel of the query's op that is not the query's incumbent: the incumbent's case.
+  std::optional<int64_t> other_incumbent;
+  // A fix (RetrievedItem::failed_case set): the failed case's error signature and message, as
+  // recorded; nullopt when retrieval could not read that case.
+  std::optional<std::string> failed_signature;
+  std::string failed_message;
+  std::optional<std::string> code;          // a best kernel's whole source (nullopt: none stored)
+  std::string journal;                      // a summary's or fix's journal, whole ("" for kernels)
+};
+
+// One item retrieval returns: facts only. Its prompt text is written by the agent
+// (agent/memory_items.h: render_item, item_tokens).
 struct RetrievedItem {
   enum class Kind { case_summary, lesson, best_kernel };
   Kind kind = Kind::lesson;
-  std::string id;               // "case:123", "lesson:L0001a2b"
-  std::string text;             // ready to put in a prompt
-  int64_t tokens = 0;           // estimated tokens of `text` (context::estimate_tokens)
+  std::string id;               // "case:123", "kernel:123", "lesson:L0001a2b"
   double score = 0;
   std::map<std::string, double> score_parts;  // "lexical", "similarity", "graph", "value", ...
   bool foreign = false;         // from another target or toolchain: feasibility, not speed
@@ -331,13 +376,14 @@ struct RetrievedItem {
   std::string category;
   bool structurally_close = false;
   double learned = 0;
-  // Structured facts beside the text, for prompts that show an item in another form (a recipe,
-  // a diff): the case's id (0 for a lesson), the failed case a fix item fixed, the lesson's kind
-  // ("" for a case), and the error signature it is about (a fix's, or a failed case's).
+  // The case's id (0 for a lesson), the failed case a fix item fixed, and the error signature
+  // the item is about (a fix lesson's, a fix's failed case's, or a failed case's own).
   int64_t case_id = 0;
   std::optional<int64_t> failed_case;
-  std::string lesson_kind;
   std::string error_signature;
+  // What the item is made of: `lesson` for Kind::lesson, `kase` for the other kinds.
+  std::optional<RetrievedLesson> lesson;
+  std::optional<RetrievedCase> kase;
 };
 
 // One prompt's use of retrieved items, for crediting outcomes back.
@@ -532,7 +578,8 @@ class Store {
   // anything), most helpful first.
   virtual Result<std::vector<Lesson>> lessons(const LessonScope& filter) = 0;
 
-  // Candidate items for a state, best first, at most q.limit (see the header comment).
+  // Candidate items for a state, best first, at most q.limit (see the header comment): their
+  // facts, with no prompt text (agent/memory_items.h writes that).
   virtual Result<std::vector<RetrievedItem>> retrieve(const RetrievalQuery& q) = 0;
   // Records which items went into a prompt. Logging the same prompt again adds nothing but may
   // set a case id that was 0 before.

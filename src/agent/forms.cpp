@@ -70,7 +70,9 @@ std::string kind_of(const memory::RetrievedItem& r) {
   return "case";
 }
 
-bool is_pitfall(const memory::RetrievedItem& r) { return r.lesson_kind == "pitfall" || r.lesson_kind == "fix"; }
+bool is_pitfall(const memory::RetrievedItem& r) {
+  return r.lesson && (r.lesson->kind == memory::LessonKind::pitfall || r.lesson->kind == memory::LessonKind::fix);
+}
 
 }  // namespace
 
@@ -243,7 +245,8 @@ Result<KnowledgeCandidates> active_forms(memory::Store& store, const KnowledgeCa
       context::Item it = cand;
       const bool same_category = r.op == op.name || (!it.category.empty() && it.category == op.category);
       if (kind == "lesson") {
-        it.exact_key = (r.lesson_kind == "fix" && !fc.error_signature.empty() && r.error_signature == fc.error_signature) ||
+        const bool fix = r.lesson && r.lesson->kind == memory::LessonKind::fix;
+        it.exact_key = (fix && !fc.error_signature.empty() && r.error_signature == fc.error_signature) ||
                        (!it.category.empty() && it.category == op.category);
         add(std::move(it));
         continue;

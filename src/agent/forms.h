@@ -1,7 +1,8 @@
 // agent/forms.h — the forms experience takes in an active prompt (docs/design.md §5, "Forms").
 //
-// Retrieval returns items ready to read (whole kernels, case summaries with journals, lessons).
-// An active prompt carries the knowledge in them, not the bulk, under small stage budgets:
+// Retrieval returns the facts of its items, rendered ready to read by agent/memory_items.h (whole
+// kernels, case summaries with journals, lessons). An active prompt carries the knowledge in
+// them, not the bulk, under small stage budgets:
 //   - the op pack: a handful of lessons for the op's category and at most three pitfalls, fixed at
 //     the op's first prompt and repeated unchanged in its per-op part (so a provider caches it);
 //   - draft: at most one exemplar, the best verified kernel of the closest operator of the same

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/memory_items.h"
 #include "agent/template.h"
 #include "eval/native.h"
 #include "eval/registry.h"
@@ -254,14 +255,14 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
   for (const auto* list : {&state_items, &broad_items}) {
     for (const auto& it : *list) max_score = std::max(max_score, it.score);
   }
-  auto make = [&](const memory::RetrievedItem& r, context::Tier tier, double scale, std::string reason,
-                  std::string category) {
+  auto make = [&](const memory::RetrievedItem& r, const std::string& text, context::Tier tier, double scale,
+                  std::string reason, std::string category) {
     context::Item it;
     it.category = std::move(category);
     it.id = r.id;
     it.tier = tier;
     it.foreign = r.foreign;
-    it.text = std::string(util::trim(r.text));
+    it.text = std::string(util::trim(text));
     if (tier == context::Tier::cold) {
       it.section = "notes";
     } else if (r.foreign) {
@@ -300,8 +301,8 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     out.scores[r.id] = r.score;
     return it;
   };
-  auto fresh = [&](const memory::RetrievedItem& r) {
-    return seen.insert(r.id).second && seen_content.insert(knowledge_content_key(r.text)).second;
+  auto fresh = [&](const memory::RetrievedItem& r, const std::string& text) {
+    return seen.insert(r.id).second && seen_content.insert(knowledge_content_key(text)).second;
   };
   // The op category an item is about: the store's, else the suite's ("" for general items).
   auto category_of_item = [&](const memory::RetrievedItem& r) {
@@ -310,11 +311,12 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     return r.op.empty() ? std::string() : category_of(r.op).value_or("");
   };
   // Where an item belongs, and why; nullopt when it is not likely to change this attempt's outcome.
-  auto place = [&](const memory::RetrievedItem& r, bool from_state) -> std::optional<std::pair<context::Tier, std::string>> {
+  auto place = [&](const memory::RetrievedItem& r, const std::string& text,
+                   bool from_state) -> std::optional<std::pair<context::Tier, std::string>> {
     bool other_op = !r.op.empty() && r.op != op.name;
     std::string category = category_of_item(r);
     bool other_category = !category.empty() && category != op.category;
-    bool shows_code = r.kind == memory::RetrievedItem::Kind::best_kernel || r.text.find("```") != std::string::npos;
+    bool shows_code = r.kind == memory::RetrievedItem::Kind::best_kernel || text.find("```") != std::string::npos;
     if (r.kind == memory::RetrievedItem::Kind::lesson) {
       if (other_category && r.learned <= 0) return std::nullopt;  // another category's lesson that never paid off
       if (other_category) {
@@ -334,10 +336,11 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
   for (const auto* list : {&state_items, &broad_items}) {
     bool from_state = list == &state_items;
     for (const auto& r : *list) {
-      auto where = place(r, from_state);
-      if (!where || !fresh(r)) continue;
+      const std::string text = render_item(r);
+      auto where = place(r, text, from_state);
+      if (!where || !fresh(r, text)) continue;
       bool warm = where->first == context::Tier::warm;
-      (warm ? out.warm : out.cold).push_back(make(r, where->first, warm ? 1.0 : 0.8, std::move(where->second),
+      (warm ? out.warm : out.cold).push_back(make(r, text, where->first, warm ? 1.0 : 0.8, std::move(where->second),
                                                    category_of_item(r)));
     }
   }

@@ -109,8 +109,9 @@ struct KnowledgeCandidates {
   std::vector<context::Item> match_warm, match_cold;
 };
 
-// Sorts retrieved memory into tiers and sections, keeping only what is likely to change this
-// attempt's outcome (docs/design.md §5, relevance):
+// Sorts retrieved memory into tiers and sections, each item as its text (render_item, agent/
+// memory_items.h), keeping only what is likely to change this attempt's outcome (docs/design.md
+// §5, relevance):
 //   warm — items of the state query about this op or its category, and lessons of any op;
 //   cold — other-category items of the state query, items only the broad query found, and the
 //          library's notes that apply to this op's category and stage;

@@ -208,17 +208,27 @@ TEST(PromptCheck, AssembledPromptsPass) {
   in.tried = render_tried({a});
   in.feedback = render_feedback(a, nullptr);
   memory::RetrievedItem k;
-  k.id = "case:4";
+  k.id = "kernel:4";
   k.kind = memory::RetrievedItem::Kind::best_kernel;
-  k.text = "[best kernel · softmax · case 4]\nchange: rows\n```cpp\nint f() { return 1; }\n```\n";
+  k.case_id = 4;
+  k.kase.emplace();
+  k.kase->verdict = eval::Verdict::correct;
+  k.kase->optimisation = "rows";
+  k.kase->code = "int f() { return 1; }\n";
   k.score = 1;
   k.op = "softmax";
+  k.category = "normalization";
+  k.target = "x86_64-avx2-fma";
   memory::RetrievedItem dup = k;  // the same kernel under another id
-  dup.id = "case:5";
+  dup.id = "kernel:5";
   memory::RetrievedItem l;
   l.id = "lesson:L1";
   l.kind = memory::RetrievedItem::Kind::lesson;
-  l.text = "[lesson L1 · strategy · normalization] Rows: parallelise over rows.";
+  l.lesson.emplace();
+  l.lesson->id = "L1";
+  l.lesson->title = "Rows";
+  l.lesson->text = "parallelise over rows.";
+  l.lesson->scope.category = "normalization";
   l.score = 0.5;
   auto knowledge = classify_knowledge({k, dup, l}, {}, op, memory::Stage::refine, lib, est,
                                       [](std::string_view) { return std::nullopt; });

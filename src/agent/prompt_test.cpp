@@ -31,12 +31,24 @@ struct Fixture {
   }
 };
 
+// A retrieved item whose facts carry `text`: a lesson's title, or a correct case's description
+// (its case id the number in `id`, if any).
 memory::RetrievedItem item(std::string id, memory::RetrievedItem::Kind kind, std::string text, double score, bool foreign = false,
                            std::string op = "") {
   memory::RetrievedItem it;
   it.id = std::move(id);
   it.kind = kind;
-  it.text = std::move(text);
+  std::string key = it.id.substr(it.id.find(':') + 1);
+  if (kind == memory::RetrievedItem::Kind::lesson) {
+    it.lesson.emplace();
+    it.lesson->id = key;
+    it.lesson->title = std::move(text);
+  } else {
+    it.case_id = std::strtoll(key.c_str(), nullptr, 10);
+    it.kase.emplace();
+    it.kase->verdict = eval::Verdict::correct;
+    it.kase->optimisation = std::move(text);
+  }
   it.score = score;
   it.foreign = foreign;
   it.target = foreign ? "aarch64-neon" : "x86_64-avx2-fma";
@@ -531,14 +543,17 @@ TEST(Prompt, OpenClPromptsUseCFencesAndHaveNoCppLeftovers) {
 
 TEST(Prompt, ExperienceShowsNoItemTwiceAndQuarantineOnlyAsFeasibility) {
   Fixture f;
-  std::string kernel = "[best kernel · softmax · case 4]\nchange: rows\n```cpp\nint k() { return 4; }\n```\n";
+  auto kernel = [](const std::string& id, double score) {
+    memory::RetrievedItem k = item(id, Kind::best_kernel, "rows", score, false, "softmax");
+    k.kase->code = "int k() { return 4; }\n";
+    return k;
+  };
   std::vector<memory::RetrievedItem> state = {
-      item("case:4", Kind::best_kernel, kernel, 2.0, false, "softmax"),
-      item("case:7", Kind::best_kernel, util::replace_all(kernel, "case 4", "case 7"), 1.9, false, "softmax"),  // same code
-      item("lesson:L1", Kind::lesson, "[lesson L1 · strategy] Rows: parallelise rows.", 1.5),
-      item("lesson:L2", Kind::lesson, "[lesson L2 · strategy] Rows: parallelise rows.", 1.4),  // same text
-      item("case:9", Kind::case_summary, "[case 9 · softmax · correct · QUARANTINED: awaiting re-verification]", 1.2, false,
-           "softmax")};
+      kernel("case:4", 2.0),
+      kernel("case:7", 1.9),  // same code
+      item("lesson:L1", Kind::lesson, "Rows: parallelise rows.", 1.5),
+      item("lesson:L2", Kind::lesson, "Rows: parallelise rows.", 1.4),  // same text
+      item("case:9", Kind::case_summary, "rows, once more", 1.2, false, "softmax")};
   state.back().quarantined = true;
   auto k = classify_knowledge(state, {}, f.op, memory::Stage::refine, f.lib, f.est, [](std::string_view) { return std::nullopt; });
   std::set<std::string> ids;

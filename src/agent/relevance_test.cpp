@@ -123,9 +123,12 @@ std::vector<memory::RetrievedItem> other_category_cases(double learned) {
     r.category = "elementwise";
     r.score = 1.0;
     r.learned = learned;
-    r.text = fmt::format("[case {} · relu on x86_64-avx2-fma · draft · correct]\nchange: variant {} of a vectorised loop "
-                         "with {} accumulators and a blocking of {} elements along the row\n",
-                         100 + i, i, i % 7 + 2, 64 * (i + 1));
+    r.case_id = 100 + i;
+    r.target = "x86_64-avx2-fma";
+    r.kase.emplace();
+    r.kase->verdict = eval::Verdict::correct;
+    r.kase->optimisation = fmt::format("variant {} of a vectorised loop with {} accumulators and a blocking of {} elements "
+                                       "along the row", i, i % 7 + 2, 64 * (i + 1));
     out.push_back(r);
   }
   return out;

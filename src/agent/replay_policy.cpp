@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "agent/replay.h"
-#include "eval/registry.h"
 #include "hw/isa.h"
 #include "util/hash.h"
 
@@ -82,7 +81,6 @@ Result<std::set<std::string>> ReplayPolicy::related_ops(const spec::SignatureSha
   q.target = m_ctx.env.evaluator->target().str();
   q.toolchain = m_ctx.env.evaluator->toolchain_id();
   q.backend = m_ctx.env.evaluator->backend();
-  q.code_fences = eval::backend_code_fences();
   q.limit = 40;
   q.holdout = m_ctx.env.holdout;
   KOPE_ASSIGN(auto items, m_ctx.env.store->retrieve(q));

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "agent/forms.h"
-#include "eval/registry.h"
 #include "util/strings.h"
 
 namespace kope::agent {
@@ -18,7 +17,6 @@ memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan) {
   q.target = ctx.env.evaluator->target().str();
   q.toolchain = ctx.env.evaluator->toolchain_id();
   q.backend = ctx.env.evaluator->backend();
-  q.code_fences = eval::backend_code_fences();
   q.stage = plan.stage;
   q.holdout = ctx.env.holdout;
   q.limit = ctx.cfg.mode == context::Mode::passive ? ctx.cfg.passive_retrieval_limit : ctx.cfg.retrieval_limit;

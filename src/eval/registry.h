@@ -93,7 +93,8 @@ std::string backend_names(std::string_view sep = ", ", std::string_view last_sep
 // Every backend's name, for a CLI option's allowed values.
 std::vector<std::string> backend_name_list();
 
-// Every backend's name -> the code-fence language of its kernels (memory::RetrievalQuery).
+// Every backend's name -> the code-fence language of its kernels (the prompt text of retrieved
+// kernels, agent/memory_items.h).
 std::map<std::string, std::string> backend_code_fences();
 
 // The default backend's name (the first row: "cpu").

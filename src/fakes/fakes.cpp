@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "context/context.h"
 #include "util/hash.h"
 #include "util/strings.h"
 
@@ -301,6 +300,25 @@ Result<std::vector<memory::Lesson>> InMemoryStore::lessons(const memory::LessonS
   return out;
 }
 
+namespace {
+
+// What a retrieved case is made of, as the store reads it from the record (no lineage signals).
+memory::RetrievedCase case_facts(const memory::CaseRecord& c) {
+  memory::RetrievedCase k;
+  k.stage = c.stage;
+  k.verdict = c.verdict;
+  k.outcome = c.outcome;
+  k.ratio = c.ratio;
+  k.speedup_ref = c.speedup_vs_reference;
+  k.parent_id = c.parent_id;
+  k.optimisation = c.optimisation;
+  k.error_signature = c.error_signature;
+  k.backend = c.toolchain.backend;
+  return k;
+}
+
+}  // namespace
+
 Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory::RetrievalQuery& q) {
   std::lock_guard lock(m_mutex);
   std::vector<memory::RetrievedItem> items;
@@ -310,8 +328,7 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     memory::RetrievedItem it;
     it.kind = memory::RetrievedItem::Kind::lesson;
     it.id = "lesson:" + l.id;
-    it.text = fmt::format("[{}] {}: {}", l.id, l.title, l.text);
-    it.tokens = context::estimate_tokens(it.text);
+    it.lesson = memory::RetrievedLesson{l.id, l.kind, l.title, l.text, l.scope, l.error_signature, l.helpful, l.harmful};
     double cat = l.scope.category.empty() ? 0.3 : (l.scope.category == q.task.category ? 1.0 : 0.1);
     double sig = (!q.last_error_signature.empty() && l.error_signature == q.last_error_signature) ? 0.5 : 0.0;
     auto v = l.value.find(stage);
@@ -337,9 +354,9 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     memory::RetrievedItem it;
     it.kind = memory::RetrievedItem::Kind::best_kernel;
     it.id = fmt::format("case:{}", c->id);
-    it.text = fmt::format("Best kernel for {} on {} ({:.2f}x vs reference): {}\n```cpp\n{}```", c->task.op,
-                          c->hardware.target, c->speedup_vs_reference.value_or(0), c->optimisation, c->code);
-    it.tokens = context::estimate_tokens(it.text);
+    it.case_id = c->id;
+    it.kase = case_facts(*c);
+    it.kase->code = c->code;
     it.foreign = c->hardware.target != q.target || c->toolchain.id != q.toolchain;
     it.score = sim + 0.1 * m_case_values[c->id];
     it.score_parts = {{"similarity", sim}};
@@ -357,9 +374,10 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     memory::RetrievedItem it;
     it.kind = memory::RetrievedItem::Kind::case_summary;
     it.id = fmt::format("case:{}", c.id);
-    it.text = fmt::format("Attempt on {} ({}): '{}' ended {}: {}", c.task.op, memory::stage_name(c.stage), c.optimisation,
-                          eval::verdict_name(c.verdict), c.message);
-    it.tokens = context::estimate_tokens(it.text);
+    it.case_id = c.id;
+    it.error_signature = c.error_signature;
+    it.kase = case_facts(c);
+    it.kase->journal = c.journal;
     it.foreign = c.hardware.target != q.target;
     it.score = 0.4;
     it.target = c.hardware.target;

@@ -167,13 +167,6 @@ json lineage_json(const LineageNode& n) {
           {"quarantine_status", std::string(quarantine_status_name(n.quarantine_status))}};
 }
 
-json retrieved_json(const RetrievedItem& item) {
-  return {{"id", item.id},       {"kind", item_kind_name(item.kind)}, {"score", item.score},
-          {"score_parts", item.score_parts}, {"tokens", item.tokens}, {"foreign", item.foreign},
-          {"target", item.target}, {"op", item.op},                  {"text", item.text},
-          {"category", item.category}, {"structurally_close", item.structurally_close}, {"learned", item.learned}};
-}
-
 json import_report_json(const ImportReport& r) {
   return {{"origin", r.origin},
           {"cases_added", r.cases_added},

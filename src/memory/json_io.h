@@ -14,7 +14,6 @@ nlohmann::json lesson_log_json(const LessonLogEntry& e);
 nlohmann::json stats_json(const Stats& s);
 nlohmann::json import_record_json(const ImportRecord& r);
 nlohmann::json lineage_json(const LineageNode& n);
-nlohmann::json retrieved_json(const RetrievedItem& item);
 nlohmann::json import_report_json(const ImportReport& r);
 nlohmann::json check_report_json(const CheckReport& r);
 std::string_view item_kind_name(RetrievedItem::Kind k);

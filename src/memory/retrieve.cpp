@@ -19,7 +19,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "context/context.h"
 #include "memory/codec.h"
 #include "memory/retrieval_store.h"
 #include "memory/text.h"
@@ -46,40 +45,8 @@ constexpr int k_lexical_lesson_rows = 100;
 constexpr double k_lexical_half = 5.0;  // a BM25 score of 5 counts as a lexical signal of 0.5
 constexpr int k_lineage_ancestors = 6;
 constexpr int k_lineage_children = 10;
-constexpr size_t k_journal_excerpt = 600;
-// A kernel's source is shown whole or not at all (a listing cut mid-line is worse than none).
-constexpr size_t k_max_kernel_code = 24000;
 
 double closeness(double a, double b, double scale) { return std::exp(-std::abs(a - b) / scale); }
-
-// The whole lines of `text` that fit in `max_bytes` (none of a line is shown unless all of it
-// is), with a last line saying how many were left out.
-std::string whole_lines(std::string_view text, size_t max_bytes) {
-  text = util::trim(text);
-  if (text.size() <= max_bytes) return std::string(text);
-  size_t end = 0;
-  for (;;) {
-    size_t nl = text.find('\n', end);
-    if (nl == std::string_view::npos || nl + 1 > max_bytes) break;
-    end = nl + 1;
-  }
-  size_t left = static_cast<size_t>(std::count(text.begin() + static_cast<std::ptrdiff_t>(end), text.end(), '\n')) + 1;
-  return fmt::format("{}({} more line{} of the journal not shown)", text.substr(0, end), left, left == 1 ? "" : "s");
-}
-
-// The first line of `s` within `max` bytes, shortened at a clause or word (never mid-word). A
-// description an older kope stored cut mid-word ("micro-k...") is shortened the same way.
-std::string short_line(std::string_view s, size_t max) {
-  std::string_view first = s.substr(0, s.find('\n'));
-  for (std::string_view mark : {std::string_view("..."), std::string_view("\xE2\x80\xA6")}) {
-    if (first.size() > mark.size() + 1 && first.ends_with(mark) &&
-        std::isalnum(static_cast<unsigned char>(first[first.size() - mark.size() - 1]))) {
-      first.remove_suffix(mark.size());
-      return util::shorten_at_clause(first, std::min(max, first.size() - 1));
-    }
-  }
-  return util::shorten_at_clause(first, max);
-}
 
 // The loaded facts of a candidate case.
 struct CaseFacts {
@@ -111,7 +78,8 @@ struct Candidate {
   int64_t lesson_seq = 0;
   std::map<std::string, double> parts;  // raw signal strengths in [0, 1] (value in [-1.5, 1.5])
   std::optional<int64_t> failed_case;    // fix links: the failed case the item fixed
-  std::string lineage_note;
+  CaseLineage lineage = CaseLineage::none;  // the first lineage signal that found it
+  int ancestor = 0;                         // CaseLineage::ancestor: generations above the incumbent
   bool similar_op = false;
 
   void raise(const std::string& part, double v) {
@@ -716,15 +684,18 @@ class RetrievalEngine {
     for (int depth = 0; cur && depth <= k_lineage_ancestors; ++depth) {
       Candidate& c = case_cand(*cur);
       c.raise("lineage", depth == 0 ? 1.0 : 0.8 - 0.05 * depth);
-      if (c.lineage_note.empty()) c.lineage_note = depth == 0 ? "the incumbent" : fmt::format("ancestor {} of the incumbent", depth);
+      if (c.lineage == CaseLineage::none) {
+        c.lineage = depth == 0 ? CaseLineage::incumbent : CaseLineage::ancestor;
+        c.ancestor = depth;
+      }
       KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT parent_id FROM cases WHERE id = ?"));
       st.bind(1, *cur);
       KOPE_ASSIGN(bool row, st.step());
       cur = row ? st.opt_int64(0) : std::nullopt;
       if (depth == 0) parent = cur;
     }
-    for (auto [from, note, strength] : {std::tuple{m_q.incumbent_case, "tried from the incumbent", 0.9},
-                                        std::tuple{parent, "a sibling branch of the incumbent", 0.5}}) {
+    for (auto [from, relation, strength] : {std::tuple{m_q.incumbent_case, CaseLineage::tried_from, 0.9},
+                                            std::tuple{parent, CaseLineage::sibling_branch, 0.5}}) {
       if (!from) continue;
       KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT id FROM cases WHERE parent_id = ? ORDER BY id DESC LIMIT ?"));
       st.bind(1, *from).bind(2, k_lineage_children);
@@ -734,7 +705,7 @@ class RetrievalEngine {
         if (st.int64(0) == *m_q.incumbent_case) continue;
         Candidate& c = case_cand(st.int64(0));
         c.raise("lineage", strength);
-        if (c.lineage_note.empty()) c.lineage_note = note;
+        if (c.lineage == CaseLineage::none) c.lineage = relation;
       }
     }
     return {};
@@ -966,15 +937,18 @@ class RetrievalEngine {
     return v_norm * confidence + (helpfulness - 0.5);
   }
 
-  // --- Score and render. A case offered as a best kernel is not offered again as a summary:
-  // its signals move over.
+  // --- Score, and gather each item's facts. A case offered as a best kernel is not offered
+  // again as a summary: its signals move over.
   std::vector<RetrievedItem> score() {
     for (auto& [key, c] : m_cands) {
       if (c.kind != RetrievedItem::Kind::case_summary) continue;
       auto k = m_cands.find("kernel:" + std::to_string(c.case_id));
       if (k == m_cands.end()) continue;
       for (const auto& [part, v] : c.parts) k->second.raise(part, v);
-      if (k->second.lineage_note.empty()) k->second.lineage_note = c.lineage_note;
+      if (k->second.lineage == CaseLineage::none) {
+        k->second.lineage = c.lineage;
+        k->second.ancestor = c.ancestor;
+      }
       m_kernel_cases.insert(c.case_id);
     }
     std::vector<RetrievedItem> items;
@@ -991,13 +965,12 @@ class RetrievalEngine {
         score += w;
       }
       item.score = score;
-      item.tokens = context::estimate_tokens(item.text);
       items.push_back(std::move(item));
     }
     return items;
   }
 
-  // A lesson's parts and text; false when it is not offered (inactive, another backend).
+  // A lesson's parts and facts; false when it is not offered (inactive, another backend).
   bool score_lesson(Candidate& c, RetrievedItem& item) const {
     auto it = m_lessons_by_seq.find(c.lesson_seq);
     if (it == m_lessons_by_seq.end()) return false;
@@ -1005,7 +978,6 @@ class RetrievalEngine {
     if (l.status != LessonStatus::active || m_held_out_lessons.contains(l.id)) return false;
     if (!l.scope.backend.empty() && !m_q.backend.empty() && l.scope.backend != m_q.backend) return false;
     item.id = "lesson:" + l.id;
-    item.lesson_kind = std::string(lesson_kind_name(l.kind));
     item.error_signature = l.error_signature;
     item.target = l.scope.target;
     // An imported lesson this target has confirmed or updated (load_confirmed_here) is this
@@ -1023,17 +995,11 @@ class RetrievalEngine {
     c.parts["value"] = value_part(item.id, l.helpful, l.harmful);
     item.learned = c.parts["value"];
     item.category = l.scope.category;
-    std::string scope = l.scope.category.empty() ? "any op" : l.scope.category;
-    if (!l.scope.backend.empty()) scope += "/" + l.scope.backend;
-    if (!l.scope.target.empty()) scope += " on " + l.scope.target;
-    item.text = fmt::format("[lesson {} · {} · {}{}] {}{}{}", l.id, lesson_kind_name(l.kind), scope,
-                            item.foreign ? " · from other hardware: feasibility only" : "", l.title,
-                            l.text.empty() ? "" : ": ", l.text);
-    if (l.kind == LessonKind::fix && !l.error_signature.empty()) item.text += fmt::format(" (fixes: {})", l.error_signature);
+    item.lesson = RetrievedLesson{l.id, l.kind, l.title, l.text, l.scope, l.error_signature, l.helpful, l.harmful};
     return true;
   }
 
-  // A case's parts and text (as item number `index`); false when it is not offered (refuted,
+  // A case's parts and facts (as item number `index`); false when it is not offered (refuted,
   // shown as a kernel, a best kernel that is not native evidence).
   bool score_case(const std::string& key, Candidate& c, RetrievedItem& item, size_t index) {
     auto it = m_facts.find(c.case_id);
@@ -1075,52 +1041,41 @@ class RetrievalEngine {
     auto st = m_stats.find(key);
     c.parts["value"] = value_part(key, st == m_stats.end() ? 0 : st->second.first, st == m_stats.end() ? 0 : st->second.second);
     item.learned = c.parts["value"];
-    item.text = case_text(f, c, foreign, index);
+    item.kase = case_facts(f, c, index);
     return true;
   }
 
-  // The prompt text of a case item: a best kernel (its source added after the cut), a fix, or a
-  // case summary (its journal added after the cut).
-  std::string case_text(const CaseFacts& f, const Candidate& c, bool foreign, size_t index) {
-    std::string where = foreign ? fmt::format("{} (other hardware or toolchain: shows what compiles and passes "
-                                              "there, not what is fast here)", f.target)
-                                : f.target;
-    std::string text;
+  // What a case item is made of: a best kernel (its code read after the cut), a fix, or a case
+  // summary (its journal read after the cut).
+  RetrievedCase case_facts(const CaseFacts& f, const Candidate& c, size_t index) {
+    RetrievedCase k;
+    k.stage = f.stage;
+    k.verdict = f.verdict;
+    k.outcome = f.outcome;
+    k.ratio = f.ratio;
+    k.speedup_ref = f.speedup_ref;
+    k.parent_id = f.parent_id;
+    k.optimisation = f.optimisation;
+    k.error_signature = f.signature;
+    k.backend = f.backend;
+    k.lineage = c.lineage;
+    k.ancestor = c.ancestor;
+    k.similar_op = c.similar_op;
     if (c.kind == RetrievedItem::Kind::best_kernel) {
-      text = fmt::format("[best kernel · {} ({}{}) on {} · {:.2f}x vs reference · case {}]\nchange: {}\n", f.op,
-                         f.category, c.similar_op ? ", a similar op" : "", f.target,
-                         f.speedup_ref.value_or(0), f.id, short_line(f.optimisation, 1000));
-      if (!c.lineage_note.empty()) text += "lineage: " + c.lineage_note + "\n";
-      if (m_q.incumbent_case && f.id != *m_q.incumbent_case && f.op == m_q.task.op) {
-        // The fastest by recorded timings, taken at other times and loads; the incumbent is
-        // decided side by side, so the two may differ and the reader must know which is which.
-        text += fmt::format("not the incumbent (case {}): it was not promoted (a candidate replaces the incumbent when timed "
-                            "beside it, and a quarantined win waits for re-verification)\n", *m_q.incumbent_case);
-      }
+      // The fastest by recorded timings, taken at other times and loads; the incumbent is
+      // decided side by side, so the two may differ and the reader must know which is which.
+      if (m_q.incumbent_case && f.id != *m_q.incumbent_case && f.op == m_q.task.op) k.other_incumbent = *m_q.incumbent_case;
       m_kernels_to_load.emplace_back(index, f.code_id);
-      m_case_of_item[index] = f.id;
-    } else if (c.failed_case) {
-      auto failed = m_facts.find(*c.failed_case);
-      std::string failed_msg = failed == m_facts.end() ? std::string() : short_line(failed->second.message, 200);
-      text = fmt::format("[fix · case {} -> case {} · {} on {}]\nerror: {}\n{}fixed by: {}\n", *c.failed_case, f.id,
-                         f.op, where, failed == m_facts.end() ? std::string("?") : failed->second.signature,
-                         failed_msg.empty() ? "" : "message: " + failed_msg + "\n", short_line(f.optimisation, 1000));
-      m_journal_of[index] = f.id;
-    } else {
-      std::string result(eval::verdict_name(f.verdict));
-      if (f.verdict == eval::Verdict::correct && !foreign) {
-        result += fmt::format(" · {} r={:.2f}", outcome_name(f.outcome), f.ratio);
-        if (f.speedup_ref) result += fmt::format(" · {:.2f}x vs reference", *f.speedup_ref);
-        if (f.quarantine == QuarantineStatus::quarantined) result += " · QUARANTINED: awaiting re-verification, not evidence";
-      }
-      text = fmt::format("[case {} · {} on {} · {} · {}]\n", f.id, f.op, where, stage_name(f.stage), result);
-      if (!c.lineage_note.empty()) text += "lineage: " + c.lineage_note + "\n";
-      if (f.parent_id) text += fmt::format("began from: case {}\n", *f.parent_id);
-      if (!f.optimisation.empty()) text += "change: " + short_line(f.optimisation, 1000) + "\n";
-      if (f.verdict != eval::Verdict::correct && !f.signature.empty()) text += "error: " + f.signature + "\n";
-      m_journal_of[index] = f.id;
+      return k;
     }
-    return text;
+    if (c.failed_case) {
+      if (auto failed = m_facts.find(*c.failed_case); failed != m_facts.end()) {
+        k.failed_signature = failed->second.signature;
+        k.failed_message = failed->second.message;
+      }
+    }
+    m_journal_of[index] = f.id;
+    return k;
   }
 
   // --- The cut: best first (ties by id, for determinism), at most q.limit; journals and kernel
@@ -1141,13 +1096,9 @@ class RetrievalEngine {
     for (size_t i : order) {
       RetrievedItem item = std::move(items[i]);
       if (auto j = m_journal_of.find(i); j != m_journal_of.end()) {
-        auto text = journals.find(j->second);
-        if (text != journals.end() && !text->second.empty()) {
-          item.text += "journal: " + whole_lines(text->second, k_journal_excerpt) + "\n";
-        }
+        if (auto text = journals.find(j->second); text != journals.end()) item.kase->journal = text->second;
       }
-      if (auto k = code_of.find(i); k != code_of.end() && k->second) KOPE_TRY(add_kernel_source(item, i, *k->second));
-      item.tokens = context::estimate_tokens(item.text);
+      if (auto k = code_of.find(i); k != code_of.end() && k->second) KOPE_TRY(load_kernel_source(item, *k->second));
       out.push_back(std::move(item));
     }
     return out;
@@ -1170,26 +1121,14 @@ class RetrievalEngine {
     }
   }
 
-  // Appends the kernel's whole source to item number `index` (fenced in its backend's language),
-  // or a note when it is too long to show whole.
-  Status add_kernel_source(RetrievedItem& item, size_t index, int64_t code_id) {
-    auto f = m_facts.find(m_case_of_item[index]);
-    std::string fence = "cpp";
-    if (f != m_facts.end()) {
-      auto known = m_q.code_fences.find(f->second.backend);
-      if (known != m_q.code_fences.end()) fence = known->second;
-    }
+  // The kernel's whole source into the item's facts (left unset when its blob is missing).
+  Status load_kernel_source(RetrievedItem& item, int64_t code_id) {
     KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT raw_size, data FROM blob WHERE id = ?"));
     st.bind(1, code_id);
     KOPE_ASSIGN(bool row, st.step());
     if (!row) return {};
     KOPE_ASSIGN(std::string code, decompress(st.blob(1), static_cast<size_t>(st.int64(0))));
-    if (code.size() <= k_max_kernel_code) {
-      if (!code.empty() && code.back() != '\n') code += '\n';
-      item.text += "```" + fence + "\n" + code + "```\n";
-    } else {
-      item.text += fmt::format("(its source, {} bytes, is too long to show whole)\n", code.size());
-    }
+    item.kase->code = std::move(code);
     return {};
   }
 
@@ -1213,7 +1152,6 @@ class RetrievalEngine {
   std::unordered_set<std::string> m_held_out_lessons;  // lesson ids
   std::unordered_set<std::string> m_confirmed_here;     // imported lesson ids this target confirmed
   std::vector<std::pair<size_t, std::optional<int64_t>>> m_kernels_to_load;  // item index, code id
-  std::unordered_map<size_t, int64_t> m_case_of_item;  // item index -> case id (for the fence language)
   std::unordered_map<size_t, int64_t> m_journal_of;    // item index -> case id
 };
 

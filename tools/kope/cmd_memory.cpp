@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/loop.h"
+#include "agent/memory_items.h"
 #include "agent/prompt.h"
 #include "agent/retrieval.h"
 #include "agent/reverify.h"
@@ -862,13 +863,24 @@ std::string retrieved_text(const std::vector<mem::RetrievedItem>& items) {
   for (const auto& it : items) {
     std::vector<std::string> parts;
     for (const auto& [k, v] : it.score_parts) parts.push_back(fmt::format("{} {:.2f}", k, v));
+    std::string text = agent::render_item(it);
+    int64_t it_tokens = agent::item_tokens(it);
     out += fmt::format("{:<16} {:<12} score {:6.3f}  {:>5} tokens{}  ({})\n", it.id, mem::item_kind_name(it.kind),
-                       it.score, it.tokens, it.foreign ? "  FOREIGN" : "", util::join(parts, ", "));
-    out += "    " + one_line(it.text, 110) + "\n";
-    tokens += it.tokens;
+                       it.score, it_tokens, it.foreign ? "  FOREIGN" : "", util::join(parts, ", "));
+    out += "    " + one_line(text, 110) + "\n";
+    tokens += it_tokens;
   }
   out += fmt::format("{} items, {} tokens\n", items.size(), tokens);
   return out;
+}
+
+// One element of `retrieve OP --json`: the item's facts the agent's admission uses, its prompt
+// text and its tokens (agent/memory_items.h).
+json retrieved_json(const mem::RetrievedItem& item) {
+  return {{"id", item.id},       {"kind", mem::item_kind_name(item.kind)}, {"score", item.score},
+          {"score_parts", item.score_parts}, {"tokens", agent::item_tokens(item)}, {"foreign", item.foreign},
+          {"target", item.target}, {"op", item.op},                  {"text", agent::render_item(item)},
+          {"category", item.category}, {"structurally_close", item.structurally_close}, {"learned", item.learned}};
 }
 
 // The retrieval query of `retrieve OP` for a state (the op's features from its newest recorded
@@ -887,7 +899,6 @@ Result<mem::RetrievalQuery> retrieval_query(mem::Database& store, const Retrieve
   q.target = o.target.empty() ? Target::host().str() : o.target;
   q.toolchain = o.toolchain;
   q.backend = o.backend;
-  q.code_fences = eval::backend_code_fences();
   auto stage = mem::parse_stage(o.stage);
   if (!stage) return fail(ErrorKind::usage, "stage '{}' is none of draft, repair, refine", o.stage);
   q.stage = *stage;
@@ -910,7 +921,7 @@ Result<json> memory_retrieve_json(const std::string& memory, const RetrieveOptio
   }
   KOPE_ASSIGN(auto items, store->retrieve(q));
   json arr = json::array();
-  for (const auto& it : items) arr.push_back(mem::retrieved_json(it));
+  for (const auto& it : items) arr.push_back(retrieved_json(it));
   return arr;
 }
 

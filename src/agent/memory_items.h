@@ -1,0 +1,34 @@
+// agent/memory_items.h — the prompt text of what memory retrieval returns (docs/design.md §4,
+// §5). Retrieval (memory::Store::retrieve) returns facts only; the wording a prompt, the
+// reflector and `kope memory retrieve` show is written here, from those facts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kope/memory.h"
+
+namespace kope::agent {
+
+// A kernel's source is shown whole or not at all (a listing cut mid-line is worse than none):
+// longer than this, an item says how long it is instead.
+inline constexpr size_t k_item_kernel_bytes = 24000;
+// A case's journal is shown by whole lines within this many bytes, then how many were left out.
+inline constexpr size_t k_item_journal_bytes = 600;
+
+// The text of a retrieved item, made from its facts alone; the same for the same facts, and
+// never fails. A lesson: "[lesson ID · KIND · SCOPE] TITLE: TEXT", marked as feasibility only when
+// foreign, with the error a fix is for. A best kernel: its header (op, category, target, speedup
+// vs the reference, case), its change, its lineage, whether it is the query's incumbent, and
+// its source fenced in its backend's code-fence language (eval::backend_code_fences(); "cpp" for
+// a backend kope does not know). A fix: the failed and the fixing case, the error and message,
+// the change, the journal. A case summary: the verdict with its outcome and ratio (native and
+// correct only), quarantine, lineage, parent, change, error, journal. An item without the part
+// its kind needs (RetrievedItem::lesson, ::kase) renders as "".
+std::string render_item(const memory::RetrievedItem& item);
+
+// The estimated tokens of render_item(item) (context::estimate_tokens, unscaled: what `kope
+// memory retrieve` shows; a prompt estimates its own lines with its calibrated estimator).
+int64_t item_tokens(const memory::RetrievedItem& item);
+
+}  // namespace kope::agent
