@@ -63,7 +63,7 @@ struct CaseFigures {
   // The roofline model's figures for this case (case_roofline): which roof bounds it ("memory"
   // or "compute"), the bandwidth and the compute peak it used, the working set it read the
   // bandwidth curve at.
-  std::string roofline_bound;
+  std::string roofline_bound = {};
   double roofline_gbps = 0;
   double roofline_gflops = 0;
   uint64_t roofline_working_set_bytes = 0;

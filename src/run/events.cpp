@@ -206,11 +206,11 @@ Result<ReverifiedEvent> reverified_from_json(const json& j) {
   }
 }
 
-namespace {
-
 json evidence_json(const RefineEvidence& ev) {
   return json{{"category", ev.category}, {"refinements", ev.refinements}, {"wins", ev.wins}};
 }
+
+namespace {
 
 Result<RefineEvidence> evidence_from_json(const json& e, std::string_view where) {
   try {

@@ -90,6 +90,9 @@ struct OpPackRecord {
   std::optional<RefineEvidence> evidence;
 };
 nlohmann::json op_pack_json(const OpPackRecord& pack);
+// The evidence stop rule's facts ({"category", "refinements", "wins"}), as kernel prompts and
+// the op pack log them.
+nlohmann::json evidence_json(const RefineEvidence& ev);
 // Lenient on the items (as admission_from_json); fails with corrupt without a text.
 Result<OpPackRecord> op_pack_from_json(const nlohmann::json& j);
 
@@ -200,7 +203,7 @@ struct RecordedEvent {
   int64_t case_id = 0;
   // The error signature memory computed for the case ("" for a correct one, and in runs written
   // before it was logged): the next repair's query and the reflection read it.
-  std::string error_signature;
+  std::string error_signature = {};
 };
 
 // "reflection": a reflection's lessons, logged before memory applies them.

@@ -177,10 +177,7 @@ json state_json(const OpState& st) {
           {"stop_reason", st.stop_reason},
           {"errors", st.errors},
           {"notes_shown", st.notes_shown},
-          {"evidence", st.evidence ? json{{"category", st.evidence->category},
-                                          {"refinements", st.evidence->refinements},
-                                          {"wins", st.evidence->wins}}
-                                   : json(nullptr)},
+          {"evidence", st.evidence ? evidence_json(*st.evidence) : json(nullptr)},
           {"op_pack", st.op_pack ? op_pack_json(*st.op_pack) : json(nullptr)},
           {"experience", st.experience},
           {"reverified", reverified},
