@@ -672,7 +672,7 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
       std::optional<int> cpu;
       if (shared) ct.move_shared_data();
       for (CaseTimer* t : order) {
-        auto r = t->sample(cpu);
+        auto r = t->sample(&cpu);
         if (!r) {
           error = r.error();
           return PairStatus::failed;
@@ -681,7 +681,6 @@ Result<ComparisonRun> compare_with_incumbent(const spec::OpSpec& op, const std::
           (t == &ct ? cand_failed : inc_failed) = true;
           return PairStatus::failed;
         }
-        if (!cpu && t->ran_on() >= 0) cpu = t->ran_on();
       }
       TimingOutcome oc = ct.outcome(), oi = it.outcome();
       p.candidate = oc.samples_s.back();

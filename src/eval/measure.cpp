@@ -559,6 +559,16 @@ struct CaseTimer::Impl {
     for (int sl = 0; sl < k_rotating_sets; ++sl) finish_inputs(s.arena(), l, sl, op.inputs.size(), in_canary);
   }
 
+  // The data changes places between batches (always before the first), so a result cached by
+  // buffer address goes stale: the two sets swap slots at random.
+  void move_sets() {
+    bool swap = first_sample || (rng() & 1) != 0;
+    first_sample = false;
+    if (!swap) return;
+    std::swap(slot_data[0], slot_data[1]);
+    reload();
+  }
+
   // The rotating sets back in their slots, in order (where the timing expects them).
   void load_rotating_sets() {
     slot_data = {&data.sets[0], &data.sets[1]};
@@ -711,14 +721,7 @@ CaseTimer::~CaseTimer() {
 }
 
 void CaseTimer::move_shared_data() {
-  Impl& t = *m;
-  if (t.leader) return;
-  bool swap = t.first_sample || (t.rng() & 1) != 0;
-  t.first_sample = false;
-  if (swap) {
-    std::swap(t.slot_data[0], t.slot_data[1]);
-    t.reload();
-  }
+  if (!m->leader) m->move_sets();
 }
 
 void CaseTimer::share_data_of(CaseTimer& leader) {
@@ -792,18 +795,15 @@ Result<bool> CaseTimer::prepare() {
   return true;
 }
 
-Result<bool> CaseTimer::sample(std::optional<int> on_cpu) {
+Result<bool> CaseTimer::sample(std::optional<int>* round_cpu) {
   Impl& t = *m;
   if (t.out.violation) return false;
-  // The data changes places between batches (always before the first), so a result cached by
-  // buffer address goes stale. On shared buffers it moves before a pair (move_shared_data).
-  bool swap = !t.shared && (t.first_sample || (t.rng() & 1) != 0);
-  t.first_sample = false;
-  if (t.leader) t.slot_data = t.leader->slot_data;
+  // On shared buffers the data moves before a pair (move_shared_data), else before each batch.
   auto phase_start = Clock::now();
-  if (swap) {
-    std::swap(t.slot_data[0], t.slot_data[1]);
-    t.reload();
+  if (t.leader) {
+    t.slot_data = t.leader->slot_data;
+  } else if (!t.shared) {
+    t.move_sets();
   }
   double swap_ms = std::chrono::duration<double, std::milli>(Clock::now() - phase_start).count();
   // A random length: a kernel cannot know which call of a batch is the last (the verified one).
@@ -812,10 +812,11 @@ Result<bool> CaseTimer::sample(std::optional<int> on_cpu) {
   Session::CpuTimes before = t.s.cpu_times();
   const proto::StatusPage* page = t.s.arena().status();
   uint64_t device_ns0 = page->device_ns, device_calls0 = page->device_calls;
-  bool kept = on_cpu && t.s.keep_calling_thread_on(*on_cpu);
+  bool kept = round_cpu && *round_cpu && t.s.keep_calling_thread_on(**round_cpu);
   auto batch = t.run_batch(nb, &secs);
   t.ran_on = t.s.calling_cpu();
   if (kept) t.s.keep_calling_thread_on(std::nullopt);
+  if (round_cpu && !*round_cpu && t.ran_on >= 0) *round_cpu = t.ran_on;
   KOPE_ASSIGN(bool ok, std::move(batch));
   if (!ok) return false;
   Session::CpuTimes after = t.s.cpu_times();
@@ -886,8 +887,6 @@ bool CaseTimer::converged() const {
 }
 
 size_t CaseTimer::sample_count() const { return m->out.samples_s.size(); }
-
-int CaseTimer::ran_on() const { return m->ran_on; }
 
 TimingOutcome CaseTimer::outcome() const { return m->out; }
 
@@ -1155,9 +1154,8 @@ Status time_group(const std::vector<CaseTimer*>& timers, const TimingPlan& plan)
       if (t->converged()) continue;
       all_done = false;
       if (t->sample_count() >= static_cast<size_t>(plan.max_samples)) continue;
-      KOPE_ASSIGN(bool ok, t->sample(cpu));
+      KOPE_ASSIGN(bool ok, t->sample(&cpu));
       if (!ok) return {};
-      if (!cpu && t->ran_on() >= 0) cpu = t->ran_on();
     }
     for (CaseTimer* t : timers) all_min = all_min && t->sample_count() >= 3;
     if (all_done) return {};

@@ -177,11 +177,11 @@ class CaseTimer {
   // Maps the case, measures the round-trip overhead, warms up and sizes the batch. Each step
   // returns false when the kernel failed (see outcome().violation).
   Result<bool> prepare();
-  // Runs one batch and records one sample. With `on_cpu`, the runner's calling thread is kept on
-  // that CPU for the batch (Session::keep_calling_thread_on; as before when it cannot be).
-  Result<bool> sample(std::optional<int> on_cpu = std::nullopt);
-  // The CPU the last batch's calling thread ended on; -1 when unknown.
-  int ran_on() const;
+  // Runs one batch and records one sample. With `round_cpu` (same-CPU rounds, time_group): when
+  // it holds a CPU, the runner's calling thread is kept there for the batch
+  // (Session::keep_calling_thread_on; as before when it cannot be); when empty, it receives the
+  // CPU the batch ended on, for the round's later batches.
+  Result<bool> sample(std::optional<int>* round_cpu = nullptr);
   // Takes up this timer's timing again after the session ran other cases: maps the case and
   // writes its inputs again, keeping the batch size, the overhead and the samples (a prepared
   // timer only). False when the kernel failed.

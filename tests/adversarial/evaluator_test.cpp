@@ -38,6 +38,27 @@ extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N)
 }
 )";
 
+// A kernel `source` built as a trusted shared object in a scratch folder of the build tree,
+// with runner options for it in `mode` with `threads` OpenMP threads (the other limits the
+// defaults). The Sandbox tests start their sessions from it.
+struct BuiltKernel {
+  util::TempDir dir;
+  fs::path so;
+  eval::RunnerOptions options;
+};
+Result<BuiltKernel> build_for_runner(const spec::OpSpec& op, const std::string& source, eval::proto::Mode mode, int threads) {
+  KOPE_ASSIGN(util::TempDir dir, util::TempDir::create("kope-built-", fs::path(KOPE_BINARY_DIR)));
+  KOPE_TRY(util::write_file_atomic(dir.path() / "k.cpp", source));
+  KOPE_ASSIGN(auto tc, eval::cpu_toolchain());
+  KOPE_ASSIGN(fs::path so, eval::build_trusted(op, dir.path() / "k.cpp", tc));
+  KOPE_ASSIGN(fs::path runner, eval::find_runner());
+  eval::RunnerOptions ro;
+  ro.runner = runner;
+  ro.mode = mode;
+  ro.threads = threads;
+  return BuiltKernel{std::move(dir), std::move(so), std::move(ro)};
+}
+
 // The reference timed as a candidate against itself, in alternating batches: its speedup's
 // confidence interval must contain 1. Compared as ratios only. A 95% interval misses 1 by
 // chance one time in twenty (more on a loaded machine), so up to three measurements are made;
@@ -446,24 +467,13 @@ extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N)
 }}
 )",
                                   w.secret_path.string(), (fs::path(KOPE_SOURCE_DIR) / "CMakeLists.txt").string(), w.port);
-  auto dir = util::TempDir::create("kope-probe-", fs::path(KOPE_BINARY_DIR));
-  ASSERT_TRUE(dir);
-  ASSERT_TRUE(util::write_file_atomic(dir->path() / "probe.cpp", probe));
-  auto tc = eval::cpu_toolchain();
-  ASSERT_TRUE(tc);
-  auto so = eval::build_trusted(op, dir->path() / "probe.cpp", *tc);
-  ASSERT_TRUE(so) << so.error().message;
-  auto runner = eval::find_runner();
-  ASSERT_TRUE(runner) << runner.error().message;
-  eval::RunnerOptions ro;
-  ro.runner = *runner;
-  ro.mode = eval::proto::Mode::trusted;
-  ro.threads = 2;
-  ro.memory_bytes = 2ull << 30;
-  ro.processes = 34;
+  auto built = build_for_runner(op, probe, eval::proto::Mode::trusted, 2);
+  ASSERT_TRUE(built) << built.error().message;
+  built->options.memory_bytes = 2ull << 30;
+  built->options.processes = 34;
   const spec::Case& c = op.cases[2];  // N = 64
   auto layout = eval::layout_case(op, c, 1, 1, 4096);
-  auto s = eval::Session::start(*so, ro, layout.in_bytes, layout.out_bytes);
+  auto s = eval::Session::start(built->so, built->options, layout.in_bytes, layout.out_bytes);
   ASSERT_TRUE(s) << s.error().message;
   ASSERT_FALSE((*s)->failure()) << (*s)->failure()->message;
   auto mapped = (*s)->map(op, layout, c.dims);
@@ -504,19 +514,8 @@ extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N)
   (void)sink;
 }
 )";
-  auto dir = util::TempDir::create("kope-guard-", fs::path(KOPE_BINARY_DIR));
-  ASSERT_TRUE(dir);
-  ASSERT_TRUE(util::write_file_atomic(dir->path() / "k.cpp", source));
-  auto tc = eval::cpu_toolchain();
-  ASSERT_TRUE(tc);
-  auto so = eval::build_trusted(op, dir->path() / "k.cpp", *tc);
-  ASSERT_TRUE(so) << so.error().message;
-  auto runner = eval::find_runner();
-  ASSERT_TRUE(runner);
-  eval::RunnerOptions ro;
-  ro.runner = *runner;
-  ro.mode = eval::proto::Mode::trusted;
-  ro.threads = 1;
+  auto built = build_for_runner(op, source, eval::proto::Mode::trusted, 1);
+  ASSERT_TRUE(built) << built.error().message;
   const spec::Case& c = op.cases[1];  // N = 3
   auto layout = eval::layout_case(op, c, 1, 1, 4096);
   struct Expect {
@@ -530,7 +529,7 @@ extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N)
            {3, eval::Verdict::runtime_error, "wrote before the start of output z (byte -8000; guard page hit, SIGSEGV)"},
            {4, eval::Verdict::rejected, "wrote to input x (inputs are read-only; byte 4)"},
            {5, eval::Verdict::runtime_error, "read past the end of input y (byte 8012 of a 12-byte buffer; guard page hit, SIGSEGV)"}}) {
-    auto s = eval::Session::start(*so, ro, layout.in_bytes, layout.out_bytes);
+    auto s = eval::Session::start(built->so, built->options, layout.in_bytes, layout.out_bytes);
     ASSERT_TRUE(s) << s.error().message;
     auto mapped = (*s)->map(op, layout, c.dims);
     ASSERT_TRUE(mapped && *mapped);
@@ -555,22 +554,11 @@ extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N)
 // still work, and the thread reports the CPU it ran on. A CPU the runner may not use is refused.
 TEST(Sandbox, KeepsOnlyTheCallingThreadOnACpu) {
   spec::OpSpec op = test_op("vadd");
-  auto dir = util::TempDir::create("kope-pin-", fs::path(KOPE_BINARY_DIR));
-  ASSERT_TRUE(dir);
-  ASSERT_TRUE(util::write_file_atomic(dir->path() / "k.cpp", k_vadd));
-  auto tc = eval::cpu_toolchain();
-  ASSERT_TRUE(tc);
-  auto so = eval::build_trusted(op, dir->path() / "k.cpp", *tc);
-  ASSERT_TRUE(so) << so.error().message;
-  auto runner = eval::find_runner();
-  ASSERT_TRUE(runner);
-  eval::RunnerOptions ro;
-  ro.runner = *runner;
-  ro.mode = eval::proto::Mode::candidate;
-  ro.threads = 2;
+  auto built = build_for_runner(op, k_vadd, eval::proto::Mode::candidate, 2);
+  ASSERT_TRUE(built) << built.error().message;
   const spec::Case& c = op.cases[1];
   auto layout = eval::layout_case(op, c, 1, 1, 4096);
-  auto s = eval::Session::start(*so, ro, layout.in_bytes, layout.out_bytes);
+  auto s = eval::Session::start(built->so, built->options, layout.in_bytes, layout.out_bytes);
   ASSERT_TRUE(s) << s.error().message;
   ASSERT_FALSE((*s)->failure()) << (*s)->failure()->message;
   eval::Session& session = **s;
