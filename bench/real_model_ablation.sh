@@ -11,6 +11,8 @@
 #
 # Usage: bench/real_model_ablation.sh DIR [KOPE]   (rerun the same command to resume)
 #        TRAIN=a,b TEST=c,d MODES=none,active bench/real_model_ablation.sh DIR
+#        FROM_MEMORY=share/kope/starter/memory.json.zst bench/real_model_ablation.sh DIR   (no training
+#          phase: every mode starts from that memory, its experience of each test operator held out)
 #        PHASE=train bench/real_model_ablation.sh DIR   (one phase now: start its fresh answerers,
 #          run it; DIR/spool/STOP is removed before and written after, so they stop when it ends)
 #        JOBS=3 ...   (operators in flight: answers overlap, timings still take the machine alone)
@@ -53,7 +55,8 @@ max_retries = 1
 TOML
 cd "$DIR"
 echo "spool: $DIR/spool (answerers: bash $TOOLS/bridge_claim.sh $DIR/spool)"
-args=(ablate --train "$TRAIN" --test "$TEST" --modes "$MODES" --iterations 4 --dir "$DIR/exp" --llm bridge
+if [ -n "${FROM_MEMORY:-}" ]; then from=(--from-memory "$(realpath "$FROM_MEMORY")"); else from=(--train "$TRAIN"); fi
+args=(ablate "${from[@]}" --test "$TEST" --modes "$MODES" --iterations 4 --dir "$DIR/exp" --llm bridge
       --stop-rule "${STOP_RULE:-gap}" --jobs "${JOBS:-1}")
 for a in ${EVAL:---eval-ci 0.05 --eval-max-seconds 3}; do args+=("--run-arg=$a"); done
 if [ -n "${SIDE_BY_SIDE:-}" ]; then args+=(--side-by-side --side-by-side-seconds "$SIDE_BY_SIDE"); fi

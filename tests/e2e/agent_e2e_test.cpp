@@ -433,6 +433,66 @@ TEST_F(AgentE2E, AblateRunsTheModesComputeMatchedAndResumesAfterSigkill) {
   EXPECT_NE(again.out.find("passive"), std::string::npos) << again.out;
 }
 
+// `kope ablate --from-memory`: no training run; the test phases start from a copy of a memory
+// export (or database), which is never modified; its experience of a test operator is held out.
+TEST_F(AgentE2E, AblateStartsFromAGivenMemoryInsteadOfATrainingPhase) {
+  configure_model("fake-kernel-model");
+  ASSERT_EQ(kope(run_args(project() / "seed", {k_softmax.string(), k_scale.string()}, 1, {"--quiet"})).code, 0);
+  fs::path exported = project() / "experience.json.zst";
+  Output ex = kope({"memory", "--memory", memory_path().string(), "export", "-o", exported.string()});
+  ASSERT_EQ(ex.code, 0) << ex.err;
+  std::string before = *util::read_file(exported);
+
+  fs::path dir = project() / "ablation";
+  std::vector<std::string> args = {"ablate", "--from-memory", exported.string(), "--test", k_scale.string(), "--modes",
+                                   "none,active", "--iterations", "1", "--dir", dir.string(), "--resamples", "200"};
+  for (const char* a : {"--eval-ci", "0.2", "--eval-max-seconds", "0.5"}) args.push_back(std::string("--run-arg=") + a);
+  std::vector<std::string> both = args;
+  both.insert(both.end(), {"--train", k_softmax.string()});
+  Output refused = kope(both, 60);
+  EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("--train and --from-memory: choose one"), std::string::npos) << refused.err;
+
+  Output done = kope(args, 600);
+  ASSERT_EQ(done.code, 0) << done.err;
+  EXPECT_NE(done.err.find("phase train: no training run; the memory is " + exported.string()), std::string::npos) << done.err;
+  EXPECT_FALSE(fs::exists(dir / "train"));
+  EXPECT_EQ(*util::read_file(exported), before);
+  for (std::string mode : {"none", "active"}) {
+    SCOPED_TRACE(mode);
+    EXPECT_TRUE(read_json(dir / mode / "results.json")["complete"].get<bool>());
+    auto copy = memory::open_store(dir / "memory" / (mode + ".db"));
+    ASSERT_TRUE(copy);
+    memory::CaseFilter imported;
+    imported.op = "e2e_softmax";
+    auto cases = (*copy)->cases(imported);
+    ASSERT_TRUE(cases);
+    EXPECT_EQ(cases->size(), 1u);
+  }
+  // The test operator's own imported experience stayed out of active's prompts (--holdout).
+  auto active_memory = memory::open_store(dir / "memory" / "active.db");
+  ASSERT_TRUE(active_memory);
+  for (const auto& answer : events(dir / "active", "answer")) {
+    for (const auto& item : answer.value("admission", json::array())) {
+      std::string id = item.value("id", "");
+      size_t colon = id.find(':');
+      if (colon == std::string::npos || (id.substr(0, colon) != "case" && id.substr(0, colon) != "kernel")) continue;
+      auto c = (*active_memory)->get_case(std::stoll(id.substr(colon + 1)));
+      ASSERT_TRUE(c && c->has_value()) << id;
+      EXPECT_NE((*c)->task.op, "e2e_scale") << id;
+    }
+  }
+  json ablation = read_json(dir / "ablation.json");
+  ASSERT_EQ(ablation["phases"].size(), 3u);
+  EXPECT_EQ(ablation["phases"][0]["from_memory"], exported.string());
+  EXPECT_EQ(ablation["plan"]["from_memory"], exported.string());
+
+  Output again = kope(args, 600);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.err.find("phase train: complete already"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("phase active: complete already"), std::string::npos) << again.err;
+}
+
 // `kope ablate --side-by-side`: each mode's best kernel timed against the baseline's in
 // alternating batches, kept in side-by-side.json and ablation.json; a rerun reuses what was
 // measured, and a kernel that changed is measured again.

@@ -7,7 +7,10 @@
 //               [--json]
 //
 // Phase "train": one `kope run` on the training operators builds a memory of its own
-// (DIR/memory/train.db, never the user's; no starter experience). Then, for each mode, a copy
+// (DIR/memory/train.db, never the user's; no starter experience). Or, with --from-memory FILE
+// instead of --train, DIR/memory/train.db is FILE's experience: an export (plain or .zst, such
+// as the shipped starter) imported, or a memory database merged into a fresh one (FILE is never
+// modified). Then, for each mode, a copy
 // of that memory (DIR/memory/<mode>.db) and one `kope run --context <mode>` on the test
 // operators, every phase with the same seed, iterations, token budget and window
 // (compute-matched; each run's results.json records them). The test operators must not be
@@ -31,6 +34,7 @@
 // (kope run's own resume), and starts the rest. Each phase is a child process that dies with
 // this one.
 #include <algorithm>
+#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +61,7 @@ namespace fs = std::filesystem;
 
 struct AblateOptions {
   std::vector<std::string> train, test;
+  std::string from_memory;  // instead of a training phase: this export or database is the memory
   std::vector<std::string> modes = {"none", "passive", "active"};
   int64_t token_budget = 0;
   int64_t window = 0;
@@ -76,7 +81,7 @@ json plan_json(const AblateOptions& o) {
   return {{"train", o.train},   {"test", o.test},       {"modes", o.modes},       {"iterations", o.run.iterations},
           {"seed", o.run.seed},     {"token_budget", o.token_budget}, {"window", o.window}, {"llm", o.run.llm},
           {"policy", o.run.policy}, {"backend", o.backend}, {"suite", o.run.suite},       {"run_args", o.run.run_args},
-          {"stop_rule", o.stop_rule}};
+          {"stop_rule", o.stop_rule}, {"from_memory", o.from_memory}};
 }
 
 // The names of the operators `selectors` select, failing with usage for an empty selection.
@@ -102,8 +107,21 @@ Status check_options(const AblateOptions& o) {
       return fail(ErrorKind::usage, "--modes: '{}' is not a context mode (none, passive, active, random)", m);
     if (!seen.insert(m).second) return fail(ErrorKind::usage, "--modes names {} twice", m);
   }
-  KOPE_ASSIGN(auto train, op_names(o.train, "--train", o));
+  if (o.from_memory.empty() == o.train.empty()) {
+    return fail(ErrorKind::usage, "{}", o.train.empty() ? "--train or --from-memory: the test phases need a memory to start from"
+                                                         : "--train and --from-memory: choose one (a training phase, or a memory "
+                                                           "to start from)");
+  }
   KOPE_ASSIGN(auto test, op_names(o.test, "--test", o));
+  if (!o.from_memory.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(o.from_memory, ec)) {
+      return fail(ErrorKind::not_found, "--from-memory {}: no such file (a `kope memory export` file or a memory database)",
+                  o.from_memory);
+    }
+    return {};  // its experience of the test operators is held out by each phase's --holdout
+  }
+  KOPE_ASSIGN(auto train, op_names(o.train, "--train", o));
   std::vector<std::string> both;
   std::set_intersection(train.begin(), train.end(), test.begin(), test.end(), std::back_inserter(both));
   if (!both.empty()) {
@@ -124,7 +142,7 @@ Status check_plan(const fs::path& dir, const json& plan) {
   if (!old.is_object()) return fail(ErrorKind::corrupt, "{}: not a JSON object", file.string());
   std::vector<std::string> differ;
   // What a plan written before a key existed ran with.
-  const json before = {{"stop_rule", "fixed"}};
+  const json before = {{"stop_rule", "fixed"}, {"from_memory", ""}};
   for (const auto& [key, value] : plan.items()) {
     json was = old.value(key, before.value(key, json()));
     if (was != value) differ.push_back(fmt::format("{} ({} there, {} now)", key, was.dump(), value.dump()));
@@ -168,7 +186,34 @@ struct Phase {
   const std::vector<std::string>* ops;
   fs::path run_dir, memory;
   std::optional<fs::path> memory_from;  // a test phase's memory: a copy of the training memory
+  std::string import_from;              // the training phase of --from-memory: no run, this file's experience
 };
+
+PhaseState phase_state(const Phase& p) {
+  std::error_code ec;
+  if (!p.import_from.empty()) return fs::exists(p.memory, ec) ? PhaseState::complete : PhaseState::fresh;
+  return phase_state(p.run_dir);
+}
+
+// The --from-memory phase: FILE's experience into a fresh database beside p.memory (an export
+// imported, a database merged), renamed to p.memory once complete, so an interrupted import
+// leaves no memory the test phases could start from.
+Status import_memory(const Phase& p, const fs::path& log) {
+  std::ifstream in(p.import_from, std::ios::binary);
+  if (!in) return fail(ErrorKind::io, "--from-memory {}: cannot open it", p.import_from);
+  std::string head(16, '\0');
+  in.read(head.data(), 16);
+  bool database = in.gcount() == 16 && head == std::string_view("SQLite format 3\0", 16);
+  fs::path tmp = p.memory;
+  tmp += ".import-tmp";
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(tmp.string() + suffix, ec);
+  KOPE_TRY(run_kope_child({"memory", "--memory", tmp.string(), database ? "merge" : "import", p.import_from}, log));
+  for (const char* suffix : {"-wal", "-shm"}) fs::remove(tmp.string() + suffix, ec);
+  fs::rename(tmp, p.memory, ec);
+  if (ec) return fail(ErrorKind::io, "cannot rename {} to {}: {}", tmp.string(), p.memory.string(), ec.message());
+  return {};
+}
 
 // Runs `p` unless it is complete: continues an interrupted run, or starts it (from a fresh
 // copy of the training memory for a test phase). Says what it does on stderr.
@@ -176,15 +221,19 @@ Status run_phase(const AblateOptions& o, const Phase& p, const fs::path& log) {
   auto say = [&](const std::string& s) {
     if (!o.run.json_out) std::fprintf(stderr, "kope ablate: %s\n", s.c_str());
   };
-  switch (phase_state(p.run_dir)) {
+  switch (phase_state(p)) {
     case PhaseState::complete:
-      say(fmt::format("phase {}: complete already ({})", p.name, p.run_dir.string()));
+      say(fmt::format("phase {}: complete already ({})", p.name, p.import_from.empty() ? p.run_dir.string() : p.memory.string()));
       return {};
     case PhaseState::interrupted:
       say(fmt::format("phase {}: resuming the interrupted run in {}", p.name, p.run_dir.string()));
       return run_kope_child({"run", "--resume", p.run_dir.string(), "--jobs", std::to_string(o.jobs), "--quiet"}, log);
     case PhaseState::fresh:
       break;
+  }
+  if (!p.import_from.empty()) {
+    say(fmt::format("phase {}: no training run; the memory is {}'s experience ({})", p.name, p.import_from, p.memory.string()));
+    return import_memory(p, log);
   }
   if (p.memory_from) KOPE_TRY(memory::copy_database(*p.memory_from, p.memory));
   say(fmt::format("phase {}: context {} on {} ({} iterations per op), memory {}", p.name, p.mode, util::join(*p.ops, ","),
@@ -203,6 +252,7 @@ json target_json(const report::TargetFigures* t) {
 // Each phase's figures and the settings that make them compute-matched, from its results.json;
 // a test phase's tokens to target from the comparison `target`.
 Result<json> phase_summary(const Phase& p, const report::TargetFigures* target) {
+  if (!p.import_from.empty()) return json{{"phase", p.name}, {"from_memory", p.import_from}, {"memory", p.memory.string()}};
   KOPE_ASSIGN(json r, read_results(p.run_dir));
   const json& f = r.at("figures");
   const json settings = r.value("settings", json::object());
@@ -272,8 +322,8 @@ Result<int> ablate_command(const AblateOptions& o) {
   KOPE_TRY(check_plan(dir, plan_json(o)));
 
   const fs::path train_db = dir / "memory" / "train.db";
-  std::vector<Phase> phases = {{"train", "active", &o.train, dir / "train", train_db, std::nullopt}};
-  for (const auto& m : o.modes) phases.push_back({m, m, &o.test, dir / m, dir / "memory" / (m + ".db"), train_db});
+  std::vector<Phase> phases = {{"train", "active", &o.train, dir / "train", train_db, std::nullopt, o.from_memory}};
+  for (const auto& m : o.modes) phases.push_back({m, m, &o.test, dir / m, dir / "memory" / (m + ".db"), train_db, {}});
   for (const auto& name : o.only) {
     if (std::none_of(phases.begin(), phases.end(), [&](const Phase& p) { return p.name == name; })) {
       return fail(ErrorKind::usage, "--phase {}: this ablation's phases are train and {}", name, util::join(o.modes, ", "));
@@ -281,14 +331,14 @@ Result<int> ablate_command(const AblateOptions& o) {
   }
   for (const auto& p : phases) {
     if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), p.name) == o.only.end()) continue;
-    if (p.memory_from && phase_state(phases.front().run_dir) != PhaseState::complete) {
+    if (p.memory_from && phase_state(phases.front()) != PhaseState::complete) {
       return fail(ErrorKind::usage, "phase {} starts from a copy of the training memory: run phase train first", p.name);
     }
     KOPE_TRY(run_phase(o, p, dir / (p.name + ".log")));
   }
   std::vector<std::string> left;
   for (const auto& p : phases)
-    if (phase_state(p.run_dir) != PhaseState::complete) left.push_back(p.name);
+    if (phase_state(p) != PhaseState::complete) left.push_back(p.name);
   if (!left.empty()) {  // only with --phase: the comparison waits for every phase
     print(fmt::format("phases left: {} (rerun with --phase, or without it to run them all and compare)\n",
                       util::join(left, ", ")));
@@ -343,8 +393,11 @@ void register_ablate(CLI::App& app, Action& action) {
                                  "Context ablation: train a memory on --train ops, then run each --modes context mode on "
                                  "--test ops from a copy of it (same seed, iterations, budget); compare the modes");
   cmd->add_option("--train", o->train, "Operators the memory is built on (names, globs, category:x, level:N)")
-      ->delimiter(',')
-      ->required();
+      ->delimiter(',');
+  cmd->add_option("--from-memory", o->from_memory,
+                  "Instead of --train: start every test phase from this memory (a `kope memory export` file, plain or "
+                  ".zst, such as the shipped starter, or a memory database; never modified). Its experience of a test "
+                  "operator stays out of that operator's phase (--holdout)");
   cmd->add_option("--test", o->test, "Operators the modes are compared on (disjoint from --train)")->delimiter(',')->required();
   cmd->add_option("--modes", o->modes,
                   "Context modes to compare (none, passive, active, random); the first is the baseline")
@@ -377,7 +430,10 @@ void register_ablate(CLI::App& app, Action& action) {
                          "Print ablation.json with the comparison",
                          "Let a phase use earlier runs' experience of its own operators (default: every phase runs with "
                          "--holdout, so the comparison measures learning, not recall)"});
-  cmd->callback([&action, o] { action = [o]() -> Result<int> { return ablate_command(*o); }; });
+  cmd->callback([&action, o] {
+    if (!o->from_memory.empty()) o->from_memory = fs::absolute(o->from_memory).lexically_normal().string();
+    action = [o]() -> Result<int> { return ablate_command(*o); };
+  });
 }
 
 }  // namespace kope::cli
