@@ -719,7 +719,6 @@ CaseTimer::CaseTimer(Session& s, const spec::OpSpec& op, const spec::Case& c, co
 CaseTimer::~CaseTimer() {
   if (m->leader) m->leader->shared = false;
 }
-
 void CaseTimer::move_shared_data() {
   if (!m->leader) m->move_sets();
 }
@@ -1006,6 +1005,12 @@ Result<bool> CaseTimer::fresh_check() {
   // Its calls write both output slots: the next batch poisons them again.
   std::fill(t.pattern_intact.begin(), t.pattern_intact.end(), false);
   if (t.data.sets.size() <= static_cast<size_t>(k_rotating_sets)) return true;
+  // Each call's check covers the canaries of both slots, and a call poisons only its own: the
+  // other slot must hold this timer's pattern too. On shared pages the other kernel's batch may
+  // have been the last to poison it, with canaries of its own.
+  for (int slot = 0; slot < k_rotating_sets; ++slot) {
+    t.out_seeds[static_cast<size_t>(slot)] = poison_outputs_split(t.s.arena(), t.l, slot, t.rng());
+  }
   // Measured calls, each verified: one on a never-seen data set and one on a set the kernel has
   // seen, in pairs, the order alternating from pair to pair. Both calls of a pair start from the
   // same state, so that only a result kept between calls can tell them apart:

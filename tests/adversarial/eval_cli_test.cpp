@@ -257,6 +257,26 @@ TEST(EvalCli, IsaLevelAcceptsKernelsWithinIt) {
   EXPECT_EQ(j["target"], "x86_64-avx2-fma");
 }
 
+// Two honest real-model cummax kernels compared on shared pages (a draft and its refinement,
+// tests/adversarial/shared_pages/). The comparison often ends after a pair whose last batch was
+// the incumbent's, which poisons both output slots, canaries included, with patterns of its own;
+// the candidate's fresh-data check then calls the kernel on one slot and checks the canaries of
+// both. It judged the refinement "wrote before the start of output y (byte -1)" in four of five
+// evaluations until the check poisoned both slots itself first.
+TEST(EvalCli, AnHonestKernelStaysCorrectAgainstAnIncumbentOnSharedPages) {
+  if (!target_at_level(host_cpu_target(), IsaLevel::x86_64_v3)) GTEST_SKIP() << "this CPU is not x86-64-v3 (AVX2 + FMA)";
+  const fs::path dir = fs::path(KOPE_SOURCE_DIR) / "tests/adversarial/shared_pages";
+  for (int round = 0; round < 3; ++round) {
+    Cli c = kope({"eval", (dir / "cummax_candidate.cpp").string(), "--op", (fs::path(KOPE_SOURCE_DIR) / "ops/scan/cummax").string(),
+                  "--incumbent", (dir / "cummax_incumbent.cpp").string(), "--isa", "x86-64-v3", "--json", "--max-seconds", "3",
+                  "--target-ci", "0.05"});
+    ASSERT_TRUE(c.code == 0 || c.code == 1) << c.err;
+    json j = json::parse(c.out);
+    EXPECT_EQ(j["verdict"], "correct") << "round " << round << ": " << j["message"];
+    EXPECT_NE(j["incumbent"]["decision"], "unavailable") << j["incumbent"].dump();
+  }
+}
+
 // A level this CPU lacks, or no level at all, is a configuration error (exit 2) naming it.
 TEST(EvalCli, IsaLevelTheCpuLacksIsRefused) {
   Cli bogus = kope({"eval", corpus("honest_vadd_naive.cpp"), "--op", op_dir("elementwise/vadd"), "--isa", "x86-64-v9"});
