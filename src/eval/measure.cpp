@@ -719,6 +719,7 @@ CaseTimer::CaseTimer(Session& s, const spec::OpSpec& op, const spec::Case& c, co
 CaseTimer::~CaseTimer() {
   if (m->leader) m->leader->shared = false;
 }
+
 void CaseTimer::move_shared_data() {
   if (!m->leader) m->move_sets();
 }
