@@ -433,6 +433,18 @@ TEST(Prompt, HardwareGuideIsPreciseEnoughForIntrinsics) {
   EXPECT_NE(cpu.find("OpenMP uses all of them"), std::string::npos);
   hw.peak_gflops_core = 0;  // nothing better measured: peak / cores
   EXPECT_NE(render_hardware(hw, "g++", g).find("100 GFLOP/s per core (all-core figure / cores)"), std::string::npos);
+  // Below the host's level, -mtune=native still picks the nearest CPU the compiler knows.
+  std::string v3;
+  {
+    ScopedIsa level("x86-64-v3");
+    v3 = render_hardware(hw, "g++ 12 | -O3 -march=x86-64-v3 -mtune=native -fopenmp", g);
+  }
+  EXPECT_NE(v3.find("(-mtune=native schedules for znver4, the nearest CPU this compiler knows to this Zen 5)"), std::string::npos) << v3;
+  // A cache level nobody reported is left out, not shown as 0 bytes.
+  hw.l3_bytes = 0;
+  std::string no_l3 = render_hardware(hw, "g++", g);
+  EXPECT_NE(no_l3.find("- caches: L1d 32.0 KiB per core, L2"), std::string::npos) << no_l3;
+  EXPECT_EQ(no_l3.find("L3"), std::string::npos) << no_l3;
 
   HardwareGuide ocl = g;
   ocl.backend = "opencl";

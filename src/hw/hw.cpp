@@ -138,6 +138,12 @@ HardwareProfile describe_host() {
     if (level == "2") p.l2_bytes = size;
     if (level == "3") p.l3_bytes = size;
   }
+  // Without the kernel's cache description (some VMs have no /sys/.../cache) the per-core
+  // levels come from CPUID through the C library. Not the L3: a guest is often shown the host's
+  // whole L3, far beyond what it gets, and the roofline reads DRAM bandwidth past it.
+  auto from_cpuid = [](int name) { long v = ::sysconf(name); return v > 0 ? static_cast<uint64_t>(v) : uint64_t{0}; };
+  if (p.l1d_bytes == 0) p.l1d_bytes = from_cpuid(_SC_LEVEL1_DCACHE_SIZE);
+  if (p.l2_bytes == 0) p.l2_bytes = from_cpuid(_SC_LEVEL2_CACHE_SIZE);
   p.memory_bytes = util::physical_memory_bytes();
   return p;
 }

@@ -100,6 +100,18 @@ TEST(HardwareProfile, RooflineAndFloor) {
   EXPECT_DOUBLE_EQ(p.floor_seconds(0, 1e10, 1 << 25), 1.0);
 }
 
+// The per-core caches are known even where the kernel does not describe them (a VM without
+// /sys/devices/system/cpu/cpu0/cache): the prompt's hardware guide needs them for blocking.
+TEST(HardwareProfile, KnowsThePerCoreCaches) {
+#if defined(__x86_64__)
+  HardwareProfile p = describe_host();
+  EXPECT_GT(p.l1d_bytes, 0u);
+  EXPECT_GT(p.l2_bytes, p.l1d_bytes);
+#else
+  GTEST_SKIP() << "the CPUID fallback is x86 only";
+#endif
+}
+
 TEST(HardwareProfile, JsonRoundTrip) {
   HardwareProfile p = describe_host();
   p.peak_gflops = 12.5;

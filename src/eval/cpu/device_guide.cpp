@@ -36,11 +36,14 @@ std::string cpu_identity_line(const HardwareProfile& hw, const HardwareGuide& gu
 
 std::string cpu_memory_lines(const HardwareProfile& hw) {
   std::string out;
-  if (hw.l1d_bytes || hw.l2_bytes || hw.l3_bytes) {
-    out += fmt::format("- caches: L1d {} per core, L2 {} per core, L3 {} shared\n",
-                       util::human_bytes(static_cast<double>(hw.l1d_bytes)), util::human_bytes(static_cast<double>(hw.l2_bytes)),
-                       util::human_bytes(static_cast<double>(hw.l3_bytes)));
-  }
+  std::vector<std::string> caches;
+  auto level = [&](const char* name, uint64_t bytes, const char* scope) {
+    if (bytes > 0) caches.push_back(fmt::format("{} {} {}", name, util::human_bytes(static_cast<double>(bytes)), scope));
+  };
+  level("L1d", hw.l1d_bytes, "per core");
+  level("L2", hw.l2_bytes, "per core");
+  level("L3", hw.l3_bytes, "shared");
+  if (!caches.empty()) out += "- caches: " + util::join(caches, ", ") + "\n";
   if (hw.peak_gflops > 0) {
     bool measured_core = hw.peak_gflops_core > 0;
     double core = measured_core ? hw.peak_gflops_core : hw.peak_gflops / std::max(1, hw.cores);
@@ -86,8 +89,16 @@ std::string cpu_device_section(const HardwareProfile& hw, const HardwareGuide& g
   // Below the host's ISA ($KOPE_ISA, like the guide's extensions) the flags name the level, not
   // this CPU: the note on how -march=native picks a CPU does not apply.
   IsaLevel level = isa_level_from_env().value_or(IsaLevel::native);
-  std::string why = level == IsaLevel::native ? hw::compiler_tune_note(guide.compiler_tune, guide.microarchitecture) : "";
-  std::string tune = guide.compiler_tune.empty() ? "" : fmt::format(" ({})", why.empty() ? "the compiler targets " + guide.compiler_tune : why);
+  std::string why = hw::compiler_tune_note(guide.compiler_tune, guide.microarchitecture);
+  std::string tune;
+  if (guide.compiler_tune.empty()) {
+  } else if (level == IsaLevel::native) {
+    tune = fmt::format(" ({})", why.empty() ? "the compiler targets " + guide.compiler_tune : why);
+  } else {
+    // -mtune=native below the level: the scheduling model is the nearest CPU the compiler knows.
+    tune = fmt::format(" (-mtune=native schedules for {}{})", guide.compiler_tune,
+                       why.empty() ? "" : fmt::format(", the nearest CPU this compiler knows to this {}", guide.microarchitecture));
+  }
   std::string out;
   if (level != IsaLevel::native) {
     out += fmt::format("- ISA level: {0}: kernels are compiled for any {0} CPU ({1}), not for this CPU's own ISA; the code "
