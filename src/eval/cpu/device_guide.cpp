@@ -91,10 +91,9 @@ std::string cpu_device_section(const HardwareProfile& hw, const HardwareGuide& g
   IsaLevel level = isa_level_from_env().value_or(IsaLevel::native);
   std::string why = hw::compiler_tune_note(guide.compiler_tune, guide.microarchitecture);
   std::string tune;
-  if (guide.compiler_tune.empty()) {
-  } else if (level == IsaLevel::native) {
+  if (!guide.compiler_tune.empty() && level == IsaLevel::native) {
     tune = fmt::format(" ({})", why.empty() ? "the compiler targets " + guide.compiler_tune : why);
-  } else {
+  } else if (!guide.compiler_tune.empty()) {
     // -mtune=native below the level: the scheduling model is the nearest CPU the compiler knows.
     tune = fmt::format(" (-mtune=native schedules for {}{})", guide.compiler_tune,
                        why.empty() ? "" : fmt::format(", the nearest CPU this compiler knows to this {}", guide.microarchitecture));
