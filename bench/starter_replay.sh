@@ -14,6 +14,6 @@ SAMPLER=$!
 cd $D
 env -u KOPE_MODEL -u KOPE_PROFILE -u OPENAI_BASE_URL -u OPENAI_API_KEY -u KOPE_MEMORY XDG_CONFIG_HOME=$D/xdg \
   KOPE_TIMING_LOCK=$D/timing.lock KOPE_DATA_DIR=$D/data KOPE_CACHE_DIR=$D/cache \
-  /usr/bin/time -v $KOPE run "${sel[@]}" --run-dir $D/run > $D/out.txt 2> $D/err.txt
+  /usr/bin/time -v $KOPE run "${sel[@]}" ${JOBS:+--jobs $JOBS} --run-dir $D/run > $D/out.txt 2> $D/err.txt
 echo "rc $?" >> $D/err.txt
 kill $SAMPLER

@@ -339,6 +339,9 @@ struct BaselineTiming {
   int64_t calls_per_batch = 0;
   bool cached = false;        // read from the baseline cache instead of measured now
   std::string measured_at;    // ISO 8601 UTC
+  // The precision the timing was asked for (EvalOptions::target_ci; 0 when an older cache entry
+  // does not say): a cached time asked for less than an evaluation now asks is measured again.
+  double target_ci = 0;
 };
 
 struct CaseBaselines {

@@ -44,7 +44,7 @@ Result<int> make_memfd(const char* name, uint64_t bytes, bool final = true) {
 }
 
 Result<uint8_t*> map_rw(int fd, uint64_t bytes) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) return fail(ErrorKind::io, "cannot map a {}-byte memfd: {}", bytes, std::strerror(errno));
   return static_cast<uint8_t*>(p);
 }

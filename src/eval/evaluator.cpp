@@ -414,6 +414,7 @@ std::optional<BaselineResult> read_baseline(const fs::path& p) {
     t.samples_us = j.at("samples_us").get<std::vector<double>>();
     t.calls_per_batch = j.at("calls_per_batch").get<int64_t>();
     t.measured_at = j.value("measured_at", "");
+    t.target_ci = j.value("target_ci", 0.0);
     t.cached = true;
     if (!(t.median_us > 0)) return std::nullopt;
     r.timing = t;
@@ -435,6 +436,7 @@ void write_baseline(const fs::path& p, const spec::OpSpec& op, const spec::Case&
     j["samples_us"] = r.timing->samples_us;
     j["calls_per_batch"] = r.timing->calls_per_batch;
     j["measured_at"] = r.timing->measured_at;
+    if (r.timing->target_ci > 0) j["target_ci"] = r.timing->target_ci;
   } else {
     j["problem"] = r.problem;
   }
@@ -442,8 +444,16 @@ void write_baseline(const fs::path& p, const spec::OpSpec& op, const spec::Case&
   if (util::make_dirs(p.parent_path())) (void)util::write_file_atomic(p, j.dump(2));
 }
 
-BaselineTiming to_baseline(const TimingOutcome& t) {
+// A cached time that was asked for less precision than `target_ci` and did not reach it
+// (replay's quick timing, read by a later run that times closely) is measured again.
+bool less_precise_than(const BaselineResult& r, double target_ci) {
+  if (!r.timing || !(r.timing->target_ci > target_ci)) return false;
+  return r.timing->ci95_us > target_ci * r.timing->median_us;
+}
+
+BaselineTiming to_baseline(const TimingOutcome& t, double target_ci) {
   BaselineTiming bt;
+  bt.target_ci = target_ci;
   bt.median_us = t.median_s * 1e6;
   bt.ci95_us = t.ci95_s * 1e6;
   for (double x : t.samples_s) bt.samples_us.push_back(x * 1e6);
@@ -478,8 +488,9 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   std::optional<BaselineResult> ref_cached, lib_cached;
   if (!options.refresh_baselines) {
     ref_cached = read_baseline(ref_path);
-    if (ref_cached && !ref_cached->timing) ref_cached.reset();
+    if (ref_cached && (!ref_cached->timing || less_precise_than(*ref_cached, eo.target_ci))) ref_cached.reset();
     if (op.library_path) lib_cached = read_baseline(lib_path);
+    if (lib_cached && less_precise_than(*lib_cached, eo.target_ci)) lib_cached.reset();
   }
   TimingPlan cand_plan = make_plan(options, eo, true, b.device_clock());
   TimingPlan base_plan = make_plan(options, eo, false);
@@ -579,7 +590,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
       t = ref_t->outcome();
       if (t.violation) return reference_broke(t);
     }
-    g.reference.timing = to_baseline(t);
+    g.reference.timing = to_baseline(t, eo.target_ci);
     g.baseline_disturbed = g.baseline_disturbed || t.disturbed;
     if (!t.contention.empty()) g.reference_contention = median(t.contention);
     write_baseline(ref_path, op, c, false, g.reference);
@@ -593,7 +604,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
     if (t.violation) {
       g.library->problem = "the library baseline failed: " + t.violation->message;
     } else {
-      g.library->timing = to_baseline(t);
+      g.library->timing = to_baseline(t, eo.target_ci);
       g.baseline_disturbed = g.baseline_disturbed || t.disturbed;
     }
     write_baseline(lib_path, op, c, true, *g.library);
@@ -1268,8 +1279,9 @@ Result<std::vector<CaseBaselines>> measure_baselines(std::string_view backend_na
   // Everything cached: no runner at all.
   bool all_cached = !options.refresh_baselines;
   for (const spec::Case* c : timed) {
-    all_cached = all_cached && read_baseline(baseline_path(*backend, op, *c, false)).has_value();
-    if (op.library_path) all_cached = all_cached && read_baseline(baseline_path(*backend, op, *c, true, library_choice)).has_value();
+    auto usable = [&](const std::optional<BaselineResult>& r) { return r && !less_precise_than(*r, timing.target_ci); };
+    all_cached = all_cached && usable(read_baseline(baseline_path(*backend, op, *c, false)));
+    if (op.library_path) all_cached = all_cached && usable(read_baseline(baseline_path(*backend, op, *c, true, library_choice)));
   }
   std::unique_ptr<Session> ref_session;
   std::unique_ptr<Session> library_session;
