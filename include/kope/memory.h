@@ -319,7 +319,19 @@ struct RetrievedLesson {
   std::string error_signature;  // for a fix: the error it fixes
   int helpful = 0;
   int harmful = 0;
+  // How precisely the speed behind the lesson was measured: over its correct source cases
+  // that were timed, the median of each case's relative 95% interval (the median over its timed
+  // cases of ci95 / median: 0.03 is ±3%), and the share of those cases whose timing was marked
+  // disturbed by other load. No value when no source case was timed. A lesson drawn from
+  // timings this loose was learned under load, whatever its votes say (agent::noisy_evidence).
+  std::optional<double> evidence_spread;
+  double evidence_disturbed = 0;
+  int evidence_cases = 0;  // the timed source cases both figures are over
 };
+
+// Fills `l`'s evidence figures from the timings of its correct source cases, one list per case
+// (cases without timings are skipped).
+void set_lesson_evidence(RetrievedLesson& l, const std::vector<std::vector<CaseTimingRecord>>& source_timings);
 
 // Where a retrieved case stands to the query's incumbent (the lineage signals).
 enum class CaseLineage {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/memory_items.h"
 #include "util/diff.h"
 #include "util/strings.h"
 
@@ -138,9 +139,10 @@ std::string render_op_pack(const std::vector<context::Item>& items) {
 
 OpPackChoice choose_op_pack(const KnowledgeCandidates& knowledge, const std::vector<memory::RetrievedItem>& retrieved,
                             const spec::OpSpec& op, const SharedEstimator& estimator) {
-  std::set<std::string> pitfalls;
+  std::set<std::string> pitfalls, noisy;
   for (const auto& r : retrieved) {
     if (r.kind == memory::RetrievedItem::Kind::lesson && is_pitfall(r)) pitfalls.insert(r.id);
+    if (r.kind == memory::RetrievedItem::Kind::lesson && r.lesson && noisy_evidence(*r.lesson)) noisy.insert(r.id);
   }
   // Candidates: lessons only, native before foreign, by value.
   std::vector<const context::Item*> lessons;
@@ -149,6 +151,7 @@ OpPackChoice choose_op_pack(const KnowledgeCandidates& knowledge, const std::vec
       if (!it.id.starts_with("lesson:")) continue;
       bool for_op = it.category == op.category || (it.category.empty() && it.learned > 0);
       if (!for_op || it.learned < 0) continue;  // another category's, or one that hurt here
+      if (noisy.contains(it.id)) continue;       // learned under load
       lessons.push_back(&it);
     }
   }
@@ -245,6 +248,7 @@ Result<KnowledgeCandidates> active_forms(memory::Store& store, const KnowledgeCa
       context::Item it = cand;
       const bool same_category = r.op == op.name || (!it.category.empty() && it.category == op.category);
       if (kind == "lesson") {
+        if (r.lesson && noisy_evidence(*r.lesson)) continue;  // learned under load: not evidence of speed here
         const bool fix = r.lesson && r.lesson->kind == memory::LessonKind::fix;
         it.exact_key = (fix && !fc.error_signature.empty() && r.error_signature == fc.error_signature) ||
                        (!it.category.empty() && it.category == op.category);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "agent/forms.h"
+#include "agent/memory_items.h"
 #include "agent/test_support.h"
 
 namespace kope::agent {
@@ -146,6 +147,72 @@ TEST(Forms, TheOpPackAndThePerOpPartAreByteIdenticalAcrossAnOpsPrompts) {
   ASSERT_TRUE(st.op_pack.has_value());
   EXPECT_FALSE(st.op_pack->items.empty());
   EXPECT_NE(prefix.find(st.op_pack->text), std::string::npos) << st.op_pack->text;
+}
+
+// A lesson whose source cases were timed under load (±180% here) is not evidence of speed: the
+// active selection leaves it out of the op pack and the forms, while a lesson of the same
+// category timed quietly goes in. Shown anyway (passive, random), it says how it was timed.
+TEST(Forms, ALessonLearnedUnderLoadStaysOutOfTheActiveSelection) {
+  StoreHarness s;
+  spec::OpSpec conv1x1 = load_suite_op("conv/conv2d_1x1");
+  spec::OpSpec conv3x3 = load_suite_op("conv/conv2d_3x3");
+  s.h.known_ops = {&conv1x1, &conv3x3};
+  s.run(conv1x1, {{1, kernel_answer("CONV_DRAFT", "correct", 1000)}}, "seed");
+  auto seeded = s.store->cases({});
+  ASSERT_TRUE(seeded && !seeded->empty());
+  auto record = [&](const std::string& key, double ci_us) {
+    memory::CaseRecord c = seeded->front();
+    c.id = 0;
+    c.natural_key = key;
+    c.timings = {{9, 100.0, ci_us, 400.0, std::nullopt, false, 0.0, std::nullopt},
+                 {10, 200.0, 2 * ci_us, 800.0, std::nullopt, false, 0.0, std::nullopt}};
+    auto id = s.store->record_case(c);
+    EXPECT_TRUE(id) << id.error().message;
+    return id.value_or(0);
+  };
+  int64_t loud = record("load/loud", 180.0), quiet = record("load/quiet", 2.0);
+  auto add = [&](const std::string& title, int64_t source) {
+    memory::LessonDelta d;
+    d.lesson.kind = memory::LessonKind::strategy;
+    d.lesson.title = title;
+    d.lesson.text = "measured on conv2d_1x1";
+    d.lesson.scope = {"conv", "cpu", "", ""};
+    d.lesson.source_cases = {source};
+    auto id = s.store->apply(d);
+    EXPECT_TRUE(id) << id.error().message;
+    return id.value_or("");
+  };
+  std::string loud_id = add("LOUD_LESSON: drop OpenMP, one thread", loud);
+  std::string quiet_id = add("QUIET_LESSON: two threads over output channel blocks", quiet);
+
+  size_t before = s.kernel_calls().size();
+  s.run(conv3x3, {{1, kernel_answer("A", "correct", 1000)}}, "conv");
+  auto calls = s.kernel_calls();
+  ASSERT_EQ(calls.size(), before + 1);
+  const std::string& user = calls.back()[1].content;
+  EXPECT_NE(user.find("QUIET_LESSON"), std::string::npos) << user;
+  EXPECT_EQ(user.find("LOUD_LESSON"), std::string::npos) << user;
+  for (const auto& a : s.h.events_of("prompt").back()["admission"]) EXPECT_NE(a["id"], "lesson:" + loud_id) << a.dump();
+
+  // What a prompt that shows it says, from the store's own figures.
+  memory::RetrievalQuery q;
+  q.task.op = conv3x3.name;
+  q.task.category = conv3x3.category;
+  q.backend = "cpu";
+  q.stage = memory::Stage::draft;
+  auto items = s.store->retrieve(q);
+  ASSERT_TRUE(items) << items.error().message;
+  int seen = 0;
+  for (const auto& it : *items) {
+    if (it.id != "lesson:" + loud_id && it.id != "lesson:" + quiet_id) continue;
+    ++seen;
+    ASSERT_TRUE(it.lesson && it.lesson->evidence_spread);
+    bool is_loud = it.id == "lesson:" + loud_id;
+    EXPECT_NEAR(*it.lesson->evidence_spread, is_loud ? 1.8 : 0.02, 1e-9);
+    EXPECT_EQ(noisy_evidence(*it.lesson).has_value(), is_loud);
+    EXPECT_EQ(render_item(it).find("learned from timings to ±180% (under load)") != std::string::npos, is_loud) << render_item(it);
+  }
+  EXPECT_EQ(seen, 2);
 }
 
 TEST(Forms, ARepairShowsTheFixDiffOnlyForTheSameErrorSignature) {

@@ -67,6 +67,21 @@ std::string lineage_words(const RetrievedCase& k) {
   return "";
 }
 
+}  // namespace
+
+std::optional<std::string> noisy_evidence(const RetrievedLesson& l) {
+  if (l.kind != memory::LessonKind::strategy && l.kind != memory::LessonKind::recipe) return std::nullopt;
+  if (!l.evidence_spread || l.evidence_cases == 0) return std::nullopt;
+  bool loose = *l.evidence_spread > k_noisy_evidence_spread;
+  bool disturbed = 2 * l.evidence_disturbed > 1;
+  if (!loose && !disturbed) return std::nullopt;
+  std::string how = fmt::format("learned from timings to ±{:.0f}%", 100 * *l.evidence_spread);
+  if (disturbed) how += fmt::format(", {:.0f}% of them disturbed by other load", 100 * l.evidence_disturbed);
+  return how + " (under load): not evidence of speed on a quiet machine";
+}
+
+namespace {
+
 std::string lesson_text(const RetrievedItem& item, const RetrievedLesson& l) {
   std::string scope = l.scope.category.empty() ? "any op" : l.scope.category;
   if (!l.scope.backend.empty()) scope += "/" + l.scope.backend;
@@ -75,6 +90,7 @@ std::string lesson_text(const RetrievedItem& item, const RetrievedLesson& l) {
                                  item.foreign ? " · from other hardware: feasibility only" : "", l.title,
                                  l.text.empty() ? "" : ": ", l.text);
   if (l.kind == memory::LessonKind::fix && !l.error_signature.empty()) text += fmt::format(" (fixes: {})", l.error_signature);
+  if (auto noisy = noisy_evidence(l)) text += " [" + *noisy + "]";
   return text;
 }
 

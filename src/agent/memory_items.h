@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kope/memory.h"
@@ -26,6 +27,21 @@ inline constexpr size_t k_item_journal_bytes = 600;
 // correct only), quarantine, lineage, parent, change, error, journal. An item without the part
 // its kind needs (RetrievedItem::lesson, ::kase) renders as "".
 std::string render_item(const memory::RetrievedItem& item);
+
+// A speed lesson (a strategy or a recipe) whose source cases were timed to a relative 95%
+// interval wider than this (their median), or were mostly marked disturbed, was learned under
+// load: a contended machine makes threads, prefetching and streaming stores look better or worse
+// than they are, and an interval of ±50% is no measurement of speed at all. In the shipped
+// starter (recorded with up to eight operators in flight on two cores) 12 of its 77 speed
+// lessons are past it, among them all three that say "one thread" for streaming ops (±57% to
+// ±78%); the median lesson's sources were timed to ±18%, quiet timings to ±1% to ±5%.
+inline constexpr double k_noisy_evidence_spread = 0.5;
+
+// Why `lesson` is not evidence of speed here (its source cases' timing, in words), or nullopt
+// when it is (or says nothing about speed: pitfalls and fixes, lessons without timed sources).
+// Active selection (the op pack, the active forms) leaves such a lesson out; a prompt that shows
+// it anyway (passive, random) says so beside it.
+std::optional<std::string> noisy_evidence(const memory::RetrievedLesson& lesson);
 
 // The estimated tokens of render_item(item) (context::estimate_tokens, unscaled: what `kope
 // memory retrieve` shows; a prompt estimates its own lines with its calibrated estimator).

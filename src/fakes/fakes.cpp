@@ -328,7 +328,22 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     memory::RetrievedItem it;
     it.kind = memory::RetrievedItem::Kind::lesson;
     it.id = "lesson:" + l.id;
-    it.lesson = memory::RetrievedLesson{l.id, l.kind, l.title, l.text, l.scope, l.error_signature, l.helpful, l.harmful};
+    it.lesson = memory::RetrievedLesson{};
+    it.lesson->id = l.id;
+    it.lesson->kind = l.kind;
+    it.lesson->title = l.title;
+    it.lesson->text = l.text;
+    it.lesson->scope = l.scope;
+    it.lesson->error_signature = l.error_signature;
+    it.lesson->helpful = l.helpful;
+    it.lesson->harmful = l.harmful;
+    std::vector<std::vector<memory::CaseTimingRecord>> source_timings;
+    for (int64_t id : l.source_cases) {
+      if (id >= 1 && id <= static_cast<int64_t>(m_cases.size()) && m_cases[static_cast<size_t>(id - 1)].verdict == eval::Verdict::correct) {
+        source_timings.push_back(m_cases[static_cast<size_t>(id - 1)].timings);
+      }
+    }
+    memory::set_lesson_evidence(*it.lesson, source_timings);
     double cat = l.scope.category.empty() ? 0.3 : (l.scope.category == q.task.category ? 1.0 : 0.1);
     double sig = (!q.last_error_signature.empty() && l.error_signature == q.last_error_signature) ? 0.5 : 0.0;
     auto v = l.value.find(stage);

@@ -37,44 +37,6 @@ std::string bin_to_hex(std::string_view bin) {
   return out;
 }
 
-std::string timings_to_json(const std::vector<CaseTimingRecord>& ts) {
-  json arr = json::array();
-  for (const auto& t : ts) {
-    json row = json::array({t.case_index, t.median_us, t.ci95_us, t.reference_us});
-    row.push_back(t.library_us ? json(*t.library_us) : json(nullptr));
-    // Appended (rows written before have five elements): disturbed, contention, then the floor.
-    if (t.disturbed || t.contention > 0 || t.floor_us) {
-      row.push_back(t.disturbed);
-      row.push_back(t.contention);
-    }
-    if (t.floor_us) row.push_back(*t.floor_us);
-    arr.push_back(std::move(row));
-  }
-  return arr.dump();
-}
-
-std::vector<CaseTimingRecord> timings_from_json(const std::string& text) {
-  std::vector<CaseTimingRecord> out;
-  json arr = json::parse(text, nullptr, false);
-  if (!arr.is_array()) return out;
-  for (const auto& row : arr) {
-    if (!row.is_array() || row.size() < 5) continue;
-    CaseTimingRecord t;
-    t.case_index = row[0].get<int>();
-    t.median_us = row[1].get<double>();
-    t.ci95_us = row[2].get<double>();
-    t.reference_us = row[3].get<double>();
-    if (!row[4].is_null()) t.library_us = row[4].get<double>();
-    if (row.size() >= 7 && row[5].is_boolean() && row[6].is_number()) {
-      t.disturbed = row[5].get<bool>();
-      t.contention = row[6].get<double>();
-    }
-    if (row.size() >= 8 && row[7].is_number()) t.floor_us = row[7].get<double>();
-    out.push_back(t);
-  }
-  return out;
-}
-
 // A key that travels through JSON unchanged (other bytes may not be valid UTF-8).
 bool plain_ascii(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; });
@@ -165,6 +127,44 @@ Result<CaseRecord> case_from_row(const Stmt& st, bool with_code) {
 }
 
 }  // namespace
+
+std::string timings_to_json(const std::vector<CaseTimingRecord>& ts) {
+  json arr = json::array();
+  for (const auto& t : ts) {
+    json row = json::array({t.case_index, t.median_us, t.ci95_us, t.reference_us});
+    row.push_back(t.library_us ? json(*t.library_us) : json(nullptr));
+    // Appended (rows written before have five elements): disturbed, contention, then the floor.
+    if (t.disturbed || t.contention > 0 || t.floor_us) {
+      row.push_back(t.disturbed);
+      row.push_back(t.contention);
+    }
+    if (t.floor_us) row.push_back(*t.floor_us);
+    arr.push_back(std::move(row));
+  }
+  return arr.dump();
+}
+
+std::vector<CaseTimingRecord> timings_from_json(const std::string& text) {
+  std::vector<CaseTimingRecord> out;
+  json arr = json::parse(text, nullptr, false);
+  if (!arr.is_array()) return out;
+  for (const auto& row : arr) {
+    if (!row.is_array() || row.size() < 5) continue;
+    CaseTimingRecord t;
+    t.case_index = row[0].get<int>();
+    t.median_us = row[1].get<double>();
+    t.ci95_us = row[2].get<double>();
+    t.reference_us = row[3].get<double>();
+    if (!row[4].is_null()) t.library_us = row[4].get<double>();
+    if (row.size() >= 7 && row[5].is_boolean() && row[6].is_number()) {
+      t.disturbed = row[5].get<bool>();
+      t.contention = row[6].get<double>();
+    }
+    if (row.size() >= 8 && row[7].is_number()) t.floor_us = row[7].get<double>();
+    out.push_back(t);
+  }
+  return out;
+}
 
 CaseStore::CaseStore(SharedDb& shared) : m_shared(shared), m_db(&shared.db()) {
   m_shared.on_reset([this] { reset_caches(); });

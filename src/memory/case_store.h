@@ -22,6 +22,11 @@
 
 namespace kope::memory {
 
+// The cases.timings column: one JSON array per timed case (rows written by older versions have
+// fewer elements; they read back with the defaults).
+std::string timings_to_json(const std::vector<CaseTimingRecord>& ts);
+std::vector<CaseTimingRecord> timings_from_json(const std::string& text);
+
 class CaseStore {
  public:
   explicit CaseStore(SharedDb& shared);

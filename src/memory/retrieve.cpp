@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memory/case_store.h"
 #include "memory/codec.h"
 #include "memory/retrieval_store.h"
 #include "memory/text.h"
@@ -906,7 +907,23 @@ class RetrievalEngine {
       if (!row) break;
       m_stats[s2.text(0)] = {s2.int64(1), s2.int64(2)};
     }
-    return load_held_out_lessons();
+    KOPE_TRY(load_held_out_lessons());
+    return load_lesson_evidence();
+  }
+
+  // The timings of each candidate lesson's correct source cases (RetrievedLesson's evidence).
+  Status load_lesson_evidence() {
+    std::vector<std::string> ids;
+    for (const auto& [seq, lf] : m_lessons_by_seq) ids.push_back(lf.lesson.id);
+    if (ids.empty()) return {};
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT ls.lesson_id, c.timings FROM lesson_source ls JOIN cases c ON c.id = ls.case_id "
+                                      "WHERE c.verdict = 'correct' AND ls.lesson_id IN (" + m_db.json_texts("?") + ")"));
+    st.bind(1, json_strings(ids));
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) return {};
+      m_lesson_timings[st.text(0)].push_back(timings_from_json(st.text(1)));
+    }
   }
 
   // The candidate lessons distilled from a held-out op's cases of an earlier run (the
@@ -995,7 +1012,16 @@ class RetrievalEngine {
     c.parts["value"] = value_part(item.id, l.helpful, l.harmful);
     item.learned = c.parts["value"];
     item.category = l.scope.category;
-    item.lesson = RetrievedLesson{l.id, l.kind, l.title, l.text, l.scope, l.error_signature, l.helpful, l.harmful};
+    item.lesson = RetrievedLesson{};
+    item.lesson->id = l.id;
+    item.lesson->kind = l.kind;
+    item.lesson->title = l.title;
+    item.lesson->text = l.text;
+    item.lesson->scope = l.scope;
+    item.lesson->error_signature = l.error_signature;
+    item.lesson->helpful = l.helpful;
+    item.lesson->harmful = l.harmful;
+    if (auto t = m_lesson_timings.find(l.id); t != m_lesson_timings.end()) set_lesson_evidence(*item.lesson, t->second);
     return true;
   }
 
@@ -1150,6 +1176,7 @@ class RetrievalEngine {
   std::unordered_map<std::string, std::pair<int64_t, int64_t>> m_stats;  // helpful, harmful
   std::unordered_set<int64_t> m_kernel_cases;
   std::unordered_set<std::string> m_held_out_lessons;  // lesson ids
+  std::unordered_map<std::string, std::vector<std::vector<CaseTimingRecord>>> m_lesson_timings;  // by lesson id
   std::unordered_set<std::string> m_confirmed_here;     // imported lesson ids this target confirmed
   std::vector<std::pair<size_t, std::optional<int64_t>>> m_kernels_to_load;  // item index, code id
   std::unordered_map<size_t, int64_t> m_journal_of;    // item index -> case id

@@ -178,6 +178,63 @@ TEST_P(RetrieveTest, ItemFactsAreWhatWasRecorded) {
   EXPECT_EQ(l.harmful, 0);
 }
 
+// A lesson carries how precisely the speed behind it was measured: over its correct source
+// cases, the median of each case's relative interval, and the share marked disturbed (a case
+// that failed, or one written before timings were kept, says nothing).
+TEST_P(RetrieveTest, ALessonCarriesHowPreciselyItsSourceCasesWereTimed) {
+  auto t = temp_store();
+  Database& s = *t.store;
+  auto timed = [&](const std::string& key, std::vector<std::pair<double, double>> median_ci, bool disturbed) {
+    CaseRecord c = make_case(key, "softmax", 2.0);
+    c.timings.clear();
+    int index = 0;
+    for (auto [median, ci] : median_ci) c.timings.push_back({index++, median, ci, 4 * median, std::nullopt, disturbed, disturbed ? 0.4 : 0.0, std::nullopt});
+    return *s.record_case(c);
+  };
+  // Two cases timed under load (about ±180% and ±200%), one quiet (±2%), one failed.
+  int64_t loud_a = timed("n/loud-a", {{25.0, 46.0}, {37.0, 77.0}, {12.5, 2.0}}, false);
+  int64_t loud_b = timed("n/loud-b", {{23.0, 99.0}, {11.0, 6.0}, {18.0, 14.0}}, true);
+  int64_t quiet = timed("n/quiet", {{10.0, 0.2}, {20.0, 0.4}}, false);
+  int64_t failed = *s.record_case(make_case("n/failed", "softmax", 0));
+  auto add = [&](const std::string& title, std::vector<int64_t> sources) {
+    LessonDelta d;
+    d.lesson.kind = LessonKind::strategy;
+    d.lesson.title = title;
+    d.lesson.text = title + " for softmax rows";
+    d.lesson.scope = {"normalization", "cpu", k_native, ""};
+    d.lesson.source_cases = std::move(sources);
+    auto id = s.apply(d);
+    EXPECT_TRUE(id) << id.error().message;
+    return id.value_or("");
+  };
+  std::string loud = add("Run the rows on one thread", {loud_a, loud_b, failed});
+  std::string calm = add("Two threads over row blocks", {quiet, failed});
+  std::string untimed = add("Keep the row in L1", {failed});
+
+  auto items = s.retrieve(query(Stage::draft));
+  ASSERT_TRUE(items) << items.error().message;
+  auto lesson = [&](const std::string& id) -> const RetrievedLesson& {
+    const RetrievedItem* it = find_item(*items, "lesson:" + id);
+    EXPECT_NE(it, nullptr) << id;
+    static const RetrievedLesson none;
+    return it && it->lesson ? *it->lesson : none;
+  };
+  const RetrievedLesson& l = lesson(loud);
+  ASSERT_TRUE(l.evidence_spread);
+  EXPECT_EQ(l.evidence_cases, 2);
+  // loud_a: median of 1.84, 2.08, 0.16 = 1.84; loud_b: of 4.30, 0.55, 0.78 = 0.78; their median 1.31.
+  EXPECT_NEAR(*l.evidence_spread, (46.0 / 25.0 + 14.0 / 18.0) / 2, 1e-9);
+  EXPECT_DOUBLE_EQ(l.evidence_disturbed, 0.5);
+  const RetrievedLesson& c = lesson(calm);
+  ASSERT_TRUE(c.evidence_spread);
+  EXPECT_EQ(c.evidence_cases, 1);
+  EXPECT_NEAR(*c.evidence_spread, 0.02, 1e-9);
+  EXPECT_DOUBLE_EQ(c.evidence_disturbed, 0);
+  const RetrievedLesson& u = lesson(untimed);
+  EXPECT_FALSE(u.evidence_spread);
+  EXPECT_EQ(u.evidence_cases, 0);
+}
+
 TEST_P(RetrieveTest, AFixForThisOpHereOutranksManyNewerFixesElsewhere) {
   auto t = temp_store();
   int64_t failed = *t.store->record_case(make_case("n/failed", "softmax", 0));

@@ -253,6 +253,34 @@ Outcome outcome_for_ratio(double r) {
   return Outcome::negative;
 }
 
+void set_lesson_evidence(RetrievedLesson& l, const std::vector<std::vector<CaseTimingRecord>>& source_timings) {
+  auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  std::vector<double> spreads;
+  int disturbed = 0;
+  for (const auto& timings : source_timings) {
+    std::vector<double> rel;
+    int marked = 0;
+    for (const CaseTimingRecord& t : timings) {
+      if (!(t.median_us > 0)) continue;
+      rel.push_back(t.ci95_us / t.median_us);
+      marked += t.disturbed ? 1 : 0;
+    }
+    if (rel.empty()) continue;
+    spreads.push_back(median_of(rel));
+    disturbed += 2 * marked > static_cast<int>(rel.size()) ? 1 : 0;
+  }
+  l.evidence_cases = static_cast<int>(spreads.size());
+  l.evidence_spread.reset();
+  l.evidence_disturbed = 0;
+  if (spreads.empty()) return;
+  l.evidence_spread = median_of(spreads);
+  l.evidence_disturbed = static_cast<double>(disturbed) / static_cast<double>(spreads.size());
+}
+
 std::string_view lesson_kind_name(LessonKind k) {
   switch (k) {
     case LessonKind::strategy: return "strategy";
