@@ -329,6 +329,8 @@ struct RetrievedLesson {
   int evidence_cases = 0;  // the timed source cases both figures are over
 };
 
+// A lesson's fields as retrieval returns them (the evidence figures left empty).
+RetrievedLesson retrieved_lesson(const Lesson& l);
 // Fills `l`'s evidence figures from the timings of its correct source cases, one list per case
 // (cases without timings are skipped).
 void set_lesson_evidence(RetrievedLesson& l, const std::vector<std::vector<CaseTimingRecord>>& source_timings);

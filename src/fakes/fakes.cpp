@@ -328,15 +328,7 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     memory::RetrievedItem it;
     it.kind = memory::RetrievedItem::Kind::lesson;
     it.id = "lesson:" + l.id;
-    it.lesson = memory::RetrievedLesson{};
-    it.lesson->id = l.id;
-    it.lesson->kind = l.kind;
-    it.lesson->title = l.title;
-    it.lesson->text = l.text;
-    it.lesson->scope = l.scope;
-    it.lesson->error_signature = l.error_signature;
-    it.lesson->helpful = l.helpful;
-    it.lesson->harmful = l.harmful;
+    it.lesson = memory::retrieved_lesson(l);
     std::vector<std::vector<memory::CaseTimingRecord>> source_timings;
     for (int64_t id : l.source_cases) {
       if (id >= 1 && id <= static_cast<int64_t>(m_cases.size()) && m_cases[static_cast<size_t>(id - 1)].verdict == eval::Verdict::correct) {

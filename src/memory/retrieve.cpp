@@ -1012,15 +1012,7 @@ class RetrievalEngine {
     c.parts["value"] = value_part(item.id, l.helpful, l.harmful);
     item.learned = c.parts["value"];
     item.category = l.scope.category;
-    item.lesson = RetrievedLesson{};
-    item.lesson->id = l.id;
-    item.lesson->kind = l.kind;
-    item.lesson->title = l.title;
-    item.lesson->text = l.text;
-    item.lesson->scope = l.scope;
-    item.lesson->error_signature = l.error_signature;
-    item.lesson->helpful = l.helpful;
-    item.lesson->harmful = l.harmful;
+    item.lesson = retrieved_lesson(l);
     if (auto t = m_lesson_timings.find(l.id); t != m_lesson_timings.end()) set_lesson_evidence(*item.lesson, t->second);
     return true;
   }

@@ -253,6 +253,19 @@ Outcome outcome_for_ratio(double r) {
   return Outcome::negative;
 }
 
+RetrievedLesson retrieved_lesson(const Lesson& l) {
+  RetrievedLesson r;
+  r.id = l.id;
+  r.kind = l.kind;
+  r.title = l.title;
+  r.text = l.text;
+  r.scope = l.scope;
+  r.error_signature = l.error_signature;
+  r.helpful = l.helpful;
+  r.harmful = l.harmful;
+  return r;
+}
+
 void set_lesson_evidence(RetrievedLesson& l, const std::vector<std::vector<CaseTimingRecord>>& source_timings) {
   auto median_of = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
