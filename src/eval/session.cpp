@@ -154,7 +154,15 @@ Result<std::unique_ptr<Session>> Session::start(const fs::path& kernel_so, const
               {"OMP_NUM_THREADS", std::to_string(threads)},
               {"OMP_THREAD_LIMIT", std::to_string(threads)},
               {"OMP_DYNAMIC", "false"},
-              {"OMP_MAX_ACTIVE_LEVELS", "1"}};
+              {"OMP_MAX_ACTIVE_LEVELS", "1"},
+              // OpenMP workers that have finished a region spin before they sleep (libgomp: 300,000
+              // rounds by default), long enough to reach into the next runner's batch: timed in
+              // alternation with a reference and a library beside it, a two-thread conv kernel
+              // waited for a CPU 21-25% of its runnable time on an idle machine and was marked
+              // disturbed; with 10,000 rounds it waited 0-4.5% and ran 17-35% faster, the same with
+              // OMP_WAIT_POLICY=passive. Within a batch the calls follow each other closely
+              // enough that the workers are still spinning.
+              {"GOMP_SPINCOUNT", "10000"}};
   if (trusted) {
     spec.env.emplace_back("OPENBLAS_NUM_THREADS", std::to_string(threads));
     // The vendor libraries' configuration: the user's (see library_env_default), or the
