@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "eval/stats.h"
 #include "kope/memory.h"
 
 namespace kope::memory {
@@ -267,11 +268,6 @@ RetrievedLesson retrieved_lesson(const Lesson& l) {
 }
 
 void set_lesson_evidence(RetrievedLesson& l, const std::vector<std::vector<CaseTimingRecord>>& source_timings) {
-  auto median_of = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  };
   std::vector<double> spreads;
   int disturbed = 0;
   for (const auto& timings : source_timings) {
@@ -283,14 +279,14 @@ void set_lesson_evidence(RetrievedLesson& l, const std::vector<std::vector<CaseT
       marked += t.disturbed ? 1 : 0;
     }
     if (rel.empty()) continue;
-    spreads.push_back(median_of(rel));
+    spreads.push_back(eval::median(std::move(rel)));
     disturbed += 2 * marked > static_cast<int>(rel.size()) ? 1 : 0;
   }
   l.evidence_cases = static_cast<int>(spreads.size());
   l.evidence_spread.reset();
   l.evidence_disturbed = 0;
   if (spreads.empty()) return;
-  l.evidence_spread = median_of(spreads);
+  l.evidence_spread = eval::median(spreads);
   l.evidence_disturbed = static_cast<double>(disturbed) / static_cast<double>(spreads.size());
 }
 
