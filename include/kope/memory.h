@@ -327,6 +327,10 @@ struct RetrievedLesson {
   std::optional<double> evidence_spread;
   double evidence_disturbed = 0;
   int evidence_cases = 0;  // the timed source cases both figures are over
+  // The arithmetic intensities (flops per byte, TaskInfo::arithmetic_intensity) of the ops the
+  // lesson was drawn from, one per distinct op, unknown ones (0) left out: what kind of
+  // computation it was learned on (agent::other_kind_of_work).
+  std::vector<double> source_intensity;
 };
 
 // A lesson's fields as retrieval returns them (the evidence figures left empty).

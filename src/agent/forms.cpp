@@ -119,6 +119,16 @@ Result<std::string> kernel_recipe(memory::Store& store, int64_t id, size_t max_s
   for (const auto& c : chain) {
     if (c.verdict == eval::Verdict::correct && c.speedup_vs_reference) steps.push_back(&c);
   }
+  // A step timed mostly under outside load: its figure, and a ratio against it, are uncertain.
+  auto under_load = [](const memory::CaseRecord& c) {
+    int timed = 0, disturbed = 0;
+    for (const auto& t : c.timings) {
+      if (!(t.median_us > 0)) continue;
+      ++timed;
+      disturbed += t.disturbed ? 1 : 0;
+    }
+    return 2 * disturbed > timed;
+  };
   std::string out;
   size_t first = steps.size() > max_steps ? steps.size() - max_steps : 0;
   if (first > 0) out += fmt::format("({} earlier step{} not shown)\n", first, first == 1 ? "" : "s");
@@ -126,6 +136,7 @@ Result<std::string> kernel_recipe(memory::Store& store, int64_t id, size_t max_s
     const memory::CaseRecord& c = *steps[i];
     std::string measured = i == 0 ? fmt::format("first correct kernel, {:.2f}x vs reference", *c.speedup_vs_reference)
                                   : fmt::format("{:.2f}x over step {}", *c.speedup_vs_reference / *steps[i - 1]->speedup_vs_reference, i);
+    if (under_load(c) || (i > 0 && under_load(*steps[i - 1]))) measured += " (timed under outside load: uncertain)";
     out += fmt::format("{}. {} ({}) - {}\n", i + 1, short_change(c.optimisation), memory::stage_name(c.stage), measured);
   }
   return out;
@@ -138,11 +149,12 @@ std::string render_op_pack(const std::vector<context::Item>& items) {
 }
 
 OpPackChoice choose_op_pack(const KnowledgeCandidates& knowledge, const std::vector<memory::RetrievedItem>& retrieved,
-                            const spec::OpSpec& op, const SharedEstimator& estimator) {
+                            const spec::OpSpec& op, const SharedEstimator& estimator, double intensity, double balance) {
   std::set<std::string> pitfalls, noisy;
   for (const auto& r : retrieved) {
-    if (r.kind == memory::RetrievedItem::Kind::lesson && is_pitfall(r)) pitfalls.insert(r.id);
-    if (r.kind == memory::RetrievedItem::Kind::lesson && r.lesson && noisy_evidence(*r.lesson)) noisy.insert(r.id);
+    if (r.kind != memory::RetrievedItem::Kind::lesson) continue;
+    if (is_pitfall(r)) pitfalls.insert(r.id);
+    if (r.lesson && (noisy_evidence(*r.lesson) || lesson_from_other_work(*r.lesson, intensity, balance))) noisy.insert(r.id);
   }
   // Candidates: lessons only, native before foreign, by value.
   std::vector<const context::Item*> lessons;
@@ -151,7 +163,7 @@ OpPackChoice choose_op_pack(const KnowledgeCandidates& knowledge, const std::vec
       if (!it.id.starts_with("lesson:")) continue;
       bool for_op = it.category == op.category || (it.category.empty() && it.learned > 0);
       if (!for_op || it.learned < 0) continue;  // another category's, or one that hurt here
-      if (noisy.contains(it.id)) continue;       // learned under load
+      if (noisy.contains(it.id)) continue;       // learned under load, or on another kind of work
       lessons.push_back(&it);
     }
   }
@@ -249,6 +261,7 @@ Result<KnowledgeCandidates> active_forms(memory::Store& store, const KnowledgeCa
       const bool same_category = r.op == op.name || (!it.category.empty() && it.category == op.category);
       if (kind == "lesson") {
         if (r.lesson && noisy_evidence(*r.lesson)) continue;  // learned under load: not evidence of speed here
+        if (r.lesson && lesson_from_other_work(*r.lesson, fc.intensity, fc.balance)) continue;
         const bool fix = r.lesson && r.lesson->kind == memory::LessonKind::fix;
         it.exact_key = (fix && !fc.error_signature.empty() && r.error_signature == fc.error_signature) ||
                        (!it.category.empty() && it.category == op.category);
@@ -260,6 +273,9 @@ Result<KnowledgeCandidates> active_forms(memory::Store& store, const KnowledgeCa
       if (r.case_id > 0) {
         KOPE_ASSIGN(rec, store.get_case(r.case_id));
       }
+      // Another op limited by something else (memory against arithmetic): its kernels and
+      // changes do not transfer.
+      if (rec && r.op != op.name && other_kind_of_work(rec->task.arithmetic_intensity, fc.intensity, fc.balance)) continue;
       std::string item_bottleneck = rec ? bottleneck_of(rec->task.arithmetic_intensity, fc.balance) : "";
       const bool same_bottleneck = !fc.bottleneck.empty() && item_bottleneck == fc.bottleneck;
       it.exact_key = same_category && (same_bottleneck || r.op == op.name);

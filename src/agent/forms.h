@@ -45,6 +45,7 @@ struct FormContext {
   std::string lang = "cpp";            // code fence of the backend
   std::string bottleneck;              // "memory" / "compute" for this op on this machine ("" unknown)
   double balance = 0;                  // peak FLOP/s over bandwidth: an op's bottleneck from its intensity
+  double intensity = 0;                // this op's arithmetic intensity (0 unknown): other_kind_of_work
   std::string error_signature;         // repair: the failure's signature as the store computed it
   std::string incumbent_code;          // never shown again as experience
 };
@@ -53,13 +54,17 @@ struct FormContext {
 // (native first; foreign lessons only for a kind no native lesson covers): at most
 // k_op_pack_lessons lessons for the op's category (or any op, with a positive learned value) and
 // k_op_pack_pitfalls pitfalls or fixes, by value, within k_op_pack_tokens, never a lesson that
-// hurt here. Its items carry their admission reasons; the text is what the per-op part shows.
+// hurt here, none learned under load (noisy_evidence) and none drawn only from ops of another
+// kind of work than this op, of intensity `intensity` on a machine of `balance`
+// (lesson_from_other_work; 0 for either when unknown). Its items carry their admission reasons;
+// the text is what the per-op part shows.
 struct OpPackChoice {
   std::string text;
   std::vector<context::Item> items;
 };
 OpPackChoice choose_op_pack(const KnowledgeCandidates& knowledge, const std::vector<memory::RetrievedItem>& retrieved,
-                            const spec::OpSpec& op, const SharedEstimator& estimator);
+                            const spec::OpSpec& op, const SharedEstimator& estimator, double intensity = 0,
+                            double balance = 0);
 
 // The random control's op pack: lessons in a seeded random order up to `tokens` (what the active
 // op pack holds for the same op).
@@ -78,7 +83,8 @@ Result<KnowledgeCandidates> active_forms(memory::Store& store, const KnowledgeCa
                                          const SharedEstimator& estimator, const std::set<std::string>& exclude);
 
 // The recipe of the kernel of case `id`: its lineage's correct steps from the root, each with its
-// change and the ratio it measured over the step before ("" when the case cannot be read).
+// change and the ratio it measured over the step before ("" when the case cannot be read). A
+// figure from a step timed mostly under outside load (its timings marked disturbed) says so.
 Result<std::string> kernel_recipe(memory::Store& store, int64_t id, size_t max_steps = 8);
 
 // `diff_text` of before -> after as whole unified hunks within `max_bytes`, with a line saying

@@ -215,6 +215,95 @@ TEST(Forms, ALessonLearnedUnderLoadStaysOutOfTheActiveSelection) {
   EXPECT_EQ(seen, 2);
 }
 
+TEST(Forms, ExperienceOfAnotherKindOfWorkStaysOutOfTheActiveSelection) {
+  // The harness's machine has a balance of 10 flops per byte: layernorm_gelu (2.3) and
+  // groupnorm_silu (1.6) are memory-bound, matmul_bias_gelu (56) is compute-bound. All three are
+  // in the fused category.
+  StoreHarness s;
+  spec::OpSpec near_op = load_suite_op("fused/layernorm_gelu");
+  spec::OpSpec far_op = load_suite_op("fused/matmul_bias_gelu");
+  spec::OpSpec target = load_suite_op("fused/groupnorm_silu");
+  ASSERT_EQ(near_op.category, target.category);
+  ASSERT_EQ(far_op.category, target.category);
+  s.h.known_ops = {&near_op, &far_op, &target};
+  s.run(near_op, {{1, kernel_answer("NEAR_DRAFT", "correct", 1000)}, {2, kernel_answer("NEAR_FUSED", "correct", 500)}}, "seed");
+  s.run(far_op, {{1, kernel_answer("FAR_DRAFT", "correct", 1000)}, {2, kernel_answer("FAR_TILED", "correct", 400)}}, "seed");
+  auto seeded = s.store->cases({});
+  ASSERT_TRUE(seeded);
+  auto source_of = [&](const std::string& op) {
+    for (const auto& c : *seeded) {
+      if (c.task.op == op) return c.id;
+    }
+    ADD_FAILURE() << "no case of " << op;
+    return int64_t{0};
+  };
+  auto add = [&](const std::string& title, int64_t source) {
+    memory::LessonDelta d;
+    d.lesson.kind = memory::LessonKind::strategy;
+    d.lesson.title = title;
+    d.lesson.text = "measured on a fused operator";
+    d.lesson.scope = {"fused", "cpu", "", ""};
+    d.lesson.source_cases = {source};
+    auto id = s.store->apply(d);
+    EXPECT_TRUE(id) << id.error().message;
+    return id.value_or("");
+  };
+  std::string near_lesson = add("NEAR_LESSON: one pass for the statistics", source_of(near_op.name));
+  std::string far_lesson = add("FAR_LESSON: pack B into panels", source_of(far_op.name));
+
+  size_t before = s.kernel_calls().size();
+  s.run(target, {{1, kernel_answer("G_A", "correct", 1000)}, {2, kernel_answer("G_B", "correct", 800)}}, "gn");
+  auto calls = s.kernel_calls();
+  ASSERT_EQ(calls.size(), before + 2);
+  bool near_seen = false;
+  for (size_t i = before; i < calls.size(); ++i) {
+    const std::string& user = calls[i][1].content;
+    EXPECT_EQ(user.find("FAR_"), std::string::npos) << user;
+    near_seen = near_seen || user.find("NEAR_") != std::string::npos;
+  }
+  EXPECT_TRUE(near_seen) << "experience of the same kind of work stays";
+  for (const auto& p : s.h.events_of("prompt")) {
+    for (const auto& a : p["admission"]) EXPECT_NE(a["id"], "lesson:" + far_lesson) << a.dump();
+  }
+
+  // The store gives each lesson the intensities of the ops it was drawn from.
+  memory::RetrievalQuery q;
+  q.task.op = target.name;
+  q.task.category = target.category;
+  q.backend = "cpu";
+  q.stage = memory::Stage::draft;
+  auto items = s.store->retrieve(q);
+  ASSERT_TRUE(items) << items.error().message;
+  int seen = 0;
+  for (const auto& it : *items) {
+    if (it.id != "lesson:" + near_lesson && it.id != "lesson:" + far_lesson) continue;
+    ++seen;
+    ASSERT_TRUE(it.lesson);
+    ASSERT_EQ(it.lesson->source_intensity.size(), 1u);
+    bool is_far = it.id == "lesson:" + far_lesson;
+    EXPECT_GT(it.lesson->source_intensity[0], is_far ? 10.0 : 1.0);
+    EXPECT_EQ(lesson_from_other_work(*it.lesson, 1.6, 10.0), is_far);
+  }
+  EXPECT_EQ(seen, 2);
+}
+
+TEST(Forms, OtherKindOfWorkNeedsBothSidesOfTheBalanceAndAFactorApart) {
+  EXPECT_TRUE(other_kind_of_work(0.3, 50, 10));
+  EXPECT_TRUE(other_kind_of_work(50, 0.3, 10));
+  EXPECT_FALSE(other_kind_of_work(0.3, 8, 10));   // both memory-bound
+  EXPECT_FALSE(other_kind_of_work(20, 300, 10));  // both compute-bound
+  EXPECT_FALSE(other_kind_of_work(8, 12, 10));    // either side, but close
+  EXPECT_TRUE(other_kind_of_work(2.5, 10, 10));   // a factor of 4 apart, on either side
+  EXPECT_FALSE(other_kind_of_work(0, 50, 10));    // unknown intensity
+  EXPECT_FALSE(other_kind_of_work(0.3, 50, 0));   // unknown balance
+  memory::RetrievedLesson l;
+  EXPECT_FALSE(lesson_from_other_work(l, 0.3, 10)) << "no known source";
+  l.source_intensity = {50, 0.5};
+  EXPECT_FALSE(lesson_from_other_work(l, 0.3, 10)) << "one source did the same kind of work";
+  l.source_intensity = {50, 120};
+  EXPECT_TRUE(lesson_from_other_work(l, 0.3, 10));
+}
+
 TEST(Forms, ARepairShowsTheFixDiffOnlyForTheSameErrorSignature) {
   const std::string crash = "crashed with SIGSEGV (invalid memory access at the end of a row)";
   auto seed_memory = [&](StoreHarness& s, const spec::OpSpec& op) {

@@ -80,6 +80,18 @@ std::optional<std::string> noisy_evidence(const RetrievedLesson& l) {
   return how + " (under load): not evidence of speed on a quiet machine";
 }
 
+bool other_kind_of_work(double a, double b, double balance) {
+  if (!(a > 0) || !(b > 0) || !(balance > 0)) return false;
+  if ((a < balance) == (b < balance)) return false;
+  return std::max(a, b) >= k_other_work_factor * std::min(a, b);
+}
+
+bool lesson_from_other_work(const RetrievedLesson& l, double intensity, double balance) {
+  if (l.source_intensity.empty()) return false;
+  return std::all_of(l.source_intensity.begin(), l.source_intensity.end(),
+                     [&](double ai) { return other_kind_of_work(ai, intensity, balance); });
+}
+
 namespace {
 
 std::string lesson_text(const RetrievedItem& item, const RetrievedLesson& l) {

@@ -43,6 +43,21 @@ inline constexpr double k_noisy_evidence_spread = 0.5;
 // it anyway (passive, random) says so beside it.
 std::optional<std::string> noisy_evidence(const memory::RetrievedLesson& lesson);
 
+// Two ops do different kinds of work on this machine when their arithmetic intensities (flops
+// per byte) lie on either side of its balance point (peak FLOP/s over bandwidth) and at least
+// k_other_work_factor apart: one is limited by memory, the other by arithmetic, so what made one
+// fast (register tiles and packing; streaming and fewer passes) says little about the other. In
+// the shipped starter's fused category this separates the norms and activations (0.3 to 2.3
+// flops per byte) from the GEMM- and conv-based blocks (8 to 276) on a machine of balance 2.7,
+// while ops near the balance point, on either side of it, stay together. An unknown intensity or
+// balance (0) never separates.
+inline constexpr double k_other_work_factor = 4.0;
+bool other_kind_of_work(double a, double b, double balance);
+// Whether every op `lesson` was drawn from does another kind of work than an op of intensity
+// `intensity` (other_kind_of_work; false when no source intensity is known). Active selection
+// leaves such a lesson out, as it leaves out the cases and kernels of such ops.
+bool lesson_from_other_work(const memory::RetrievedLesson& lesson, double intensity, double balance);
+
 // The estimated tokens of render_item(item) (context::estimate_tokens, unscaled: what `kope
 // memory retrieve` shows; a prompt estimates its own lines with its calibrated estimator).
 int64_t item_tokens(const memory::RetrievedItem& item);

@@ -132,7 +132,7 @@ Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeR
     pack = op_pack_items(*req.op_pack);
     pack_text = req.op_pack->text;
   } else {
-    OpPackChoice chosen = choose_op_pack(raw, retrieved, op, estimator);
+    OpPackChoice chosen = choose_op_pack(raw, retrieved, op, estimator, req.query.task.arithmetic_intensity, req.balance);
     if (req.mode == context::Mode::random) {
       int64_t tokens = 0;
       for (const auto& it : chosen.items) tokens += it.tokens;
@@ -156,6 +156,7 @@ Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeR
     fc.lang = req.lang;
     fc.bottleneck = req.query.bottleneck;
     fc.balance = req.balance;
+    fc.intensity = req.query.task.arithmetic_intensity;
     fc.error_signature = req.query.last_error_signature;
     fc.incumbent_code = req.incumbent_code;
     KOPE_ASSIGN(KnowledgeCandidates forms, active_forms(store, raw, retrieved, fc, estimator, exclude));

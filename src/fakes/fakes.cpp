@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -330,9 +331,13 @@ Result<std::vector<memory::RetrievedItem>> InMemoryStore::retrieve(const memory:
     it.id = "lesson:" + l.id;
     it.lesson = memory::retrieved_lesson(l);
     std::vector<std::vector<memory::CaseTimingRecord>> source_timings;
+    std::set<std::string> source_ops;
     for (int64_t id : l.source_cases) {
-      if (id >= 1 && id <= static_cast<int64_t>(m_cases.size()) && m_cases[static_cast<size_t>(id - 1)].verdict == eval::Verdict::correct) {
-        source_timings.push_back(m_cases[static_cast<size_t>(id - 1)].timings);
+      if (id < 1 || id > static_cast<int64_t>(m_cases.size())) continue;
+      const memory::CaseRecord& c = m_cases[static_cast<size_t>(id - 1)];
+      if (c.verdict == eval::Verdict::correct) source_timings.push_back(c.timings);
+      if (c.task.arithmetic_intensity > 0 && source_ops.insert(c.task.op).second) {
+        it.lesson->source_intensity.push_back(c.task.arithmetic_intensity);
       }
     }
     memory::set_lesson_evidence(*it.lesson, source_timings);

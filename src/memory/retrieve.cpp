@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cmath>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -911,18 +912,24 @@ class RetrievalEngine {
     return load_lesson_evidence();
   }
 
-  // The timings of each candidate lesson's correct source cases (RetrievedLesson's evidence).
+  // The timings of each candidate lesson's correct source cases, and the intensities of its
+  // source ops (RetrievedLesson's evidence and source_intensity).
   Status load_lesson_evidence() {
     std::vector<std::string> ids;
     for (const auto& [seq, lf] : m_lessons_by_seq) ids.push_back(lf.lesson.id);
     if (ids.empty()) return {};
-    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT ls.lesson_id, c.timings FROM lesson_source ls JOIN cases c ON c.id = ls.case_id "
-                                      "WHERE c.verdict = 'correct' AND ls.lesson_id IN (" + m_db.json_texts("?") + ")"));
+    KOPE_ASSIGN(Stmt st, m_db.prepare("SELECT ls.lesson_id, c.verdict, c.timings, t.id, t.arithmetic_intensity "
+                                      "FROM lesson_source ls JOIN cases c ON c.id = ls.case_id JOIN task t ON t.id = c.task_id "
+                                      "WHERE ls.lesson_id IN (" + m_db.json_texts("?") + ")"));
     st.bind(1, json_strings(ids));
+    std::set<std::pair<std::string, int64_t>> seen_tasks;
     for (;;) {
       KOPE_ASSIGN(bool row, st.step());
       if (!row) return {};
-      m_lesson_timings[st.text(0)].push_back(timings_from_json(st.text(1)));
+      std::string id = st.text(0);
+      if (st.text(1) == "correct") m_lesson_timings[id].push_back(timings_from_json(st.text(2)));
+      double ai = st.real(4);
+      if (ai > 0 && seen_tasks.emplace(id, st.int64(3)).second) m_lesson_intensity[id].push_back(ai);
     }
   }
 
@@ -1014,6 +1021,7 @@ class RetrievalEngine {
     item.category = l.scope.category;
     item.lesson = retrieved_lesson(l);
     if (auto t = m_lesson_timings.find(l.id); t != m_lesson_timings.end()) set_lesson_evidence(*item.lesson, t->second);
+    if (auto t = m_lesson_intensity.find(l.id); t != m_lesson_intensity.end()) item.lesson->source_intensity = t->second;
     return true;
   }
 
@@ -1169,6 +1177,7 @@ class RetrievalEngine {
   std::unordered_set<int64_t> m_kernel_cases;
   std::unordered_set<std::string> m_held_out_lessons;  // lesson ids
   std::unordered_map<std::string, std::vector<std::vector<CaseTimingRecord>>> m_lesson_timings;  // by lesson id
+  std::unordered_map<std::string, std::vector<double>> m_lesson_intensity;                       // by lesson id
   std::unordered_set<std::string> m_confirmed_here;     // imported lesson ids this target confirmed
   std::vector<std::pair<size_t, std::optional<int64_t>>> m_kernels_to_load;  // item index, code id
   std::unordered_map<size_t, int64_t> m_journal_of;    // item index -> case id

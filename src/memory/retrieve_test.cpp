@@ -233,6 +233,10 @@ TEST_P(RetrieveTest, ALessonCarriesHowPreciselyItsSourceCasesWereTimed) {
   const RetrievedLesson& u = lesson(untimed);
   EXPECT_FALSE(u.evidence_spread);
   EXPECT_EQ(u.evidence_cases, 0);
+  // Every source, failed ones too, tells what kind of computation a lesson was drawn from: one
+  // intensity per op.
+  EXPECT_EQ(l.source_intensity, std::vector<double>{0.6});
+  EXPECT_EQ(u.source_intensity, std::vector<double>{0.6});
 }
 
 TEST_P(RetrieveTest, AFixForThisOpHereOutranksManyNewerFixesElsewhere) {
