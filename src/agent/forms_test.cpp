@@ -9,6 +9,7 @@
 #include "agent/forms.h"
 #include "agent/memory_items.h"
 #include "agent/test_support.h"
+#include "util/strings.h"
 
 namespace kope::agent {
 namespace {
@@ -302,6 +303,44 @@ TEST(Forms, OtherKindOfWorkNeedsBothSidesOfTheBalanceAndAFactorApart) {
   EXPECT_FALSE(lesson_from_other_work(l, 0.3, 10)) << "one source did the same kind of work";
   l.source_intensity = {50, 120};
   EXPECT_TRUE(lesson_from_other_work(l, 0.3, 10));
+}
+
+TEST(Forms, ARecipeSaysWhichStepsWereTimedUnderLoad) {
+  StoreHarness s;
+  spec::OpSpec op = load_suite_op("conv/conv2d_1x1");
+  s.h.known_ops = {&op};
+  s.run(op, {{1, kernel_answer("SEED", "correct", 1000)}}, "seed");
+  auto seeded = s.store->cases({});
+  ASSERT_TRUE(seeded && !seeded->empty());
+  std::optional<int64_t> parent;
+  auto step = [&](const std::string& key, const std::string& change, double speedup, bool disturbed) {
+    memory::CaseRecord c = seeded->front();
+    c.id = 0;
+    c.natural_key = key;
+    c.optimisation = change;
+    c.parent_id = parent;
+    c.stage = parent ? memory::Stage::refine : memory::Stage::draft;
+    c.speedup_vs_reference = speedup;
+    c.timings = {{9, 100.0, 2.0, 400.0, std::nullopt, disturbed, 0.4, std::nullopt},
+                 {10, 200.0, 4.0, 800.0, std::nullopt, disturbed, 0.4, std::nullopt}};
+    auto id = s.store->record_case(c);
+    EXPECT_TRUE(id) << id.error().message;
+    parent = id.value_or(0);
+    return id.value_or(0);
+  };
+  step("recipe/1", "LOUD_STEP", 2.0, true);
+  step("recipe/2", "SECOND_STEP", 3.0, false);
+  int64_t last = step("recipe/3", "THIRD_STEP", 4.5, false);
+  auto recipe = kernel_recipe(*s.store, last);
+  ASSERT_TRUE(recipe) << recipe.error().message;
+  auto lines = util::split(*recipe, '\n');
+  ASSERT_GE(lines.size(), 3u) << *recipe;
+  const std::string label = "(timed under outside load: uncertain)";
+  EXPECT_NE(lines[0].find("LOUD_STEP"), std::string::npos) << *recipe;
+  EXPECT_NE(lines[0].find(label), std::string::npos) << *recipe;
+  EXPECT_NE(lines[1].find("1.50x over step 1 " + label), std::string::npos) << "a ratio against a loud step: " << *recipe;
+  EXPECT_NE(lines[2].find("1.50x over step 2"), std::string::npos) << *recipe;
+  EXPECT_EQ(lines[2].find(label), std::string::npos) << *recipe;
 }
 
 TEST(Forms, ARepairShowsTheFixDiffOnlyForTheSameErrorSignature) {
