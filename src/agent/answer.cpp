@@ -360,6 +360,34 @@ std::string describe_edit(int number, const Edit& e) {
   return fmt::format("edit {} (SEARCH `{}`)", number, first);
 }
 
+namespace {
+
+// Where a SEARCH part that matches nothing stops matching: ": its first N lines match, its line
+// N+1 (`...`) does not" when its first N >= 1 lines match somewhere in `src` (at a line start),
+// else "". Both end in newlines. The first line alone is what describe_edit names, so without this
+// a SEARCH that goes wrong further down would seem to fail on a line that is there.
+std::string first_mismatch(const std::string& src, const std::string& search) {
+  std::vector<size_t> ends;  // the end of each line of `search`, past its newline
+  for (size_t pos = search.find('\n'); pos != std::string::npos; pos = search.find('\n', pos + 1)) ends.push_back(pos + 1);
+  auto found = [&](size_t len) {
+    std::string_view prefix(search.data(), len);
+    for (size_t pos = src.find(prefix); pos != std::string::npos; pos = src.find(prefix, pos + 1)) {
+      if (pos == 0 || src[pos - 1] == '\n') return true;
+    }
+    return false;
+  };
+  for (size_t k = ends.size() - 1; k >= 1; --k) {  // the longest prefix of k whole lines that matches
+    if (!found(ends[k - 1])) continue;
+    std::string_view line(search.data() + ends[k - 1], ends[k] - ends[k - 1] - 1);
+    std::string shown(util::trim(line));
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+    return fmt::format(": its first {} line{} match, its line {} (`{}`) does not", k, k == 1 ? "" : "s", k + 1, shown);
+  }
+  return "";
+}
+
+}  // namespace
+
 Result<std::string> apply_edits(std::string_view source, const std::vector<Edit>& edits) {
   std::string src = normalise_newlines(source);
   if (!src.empty() && src.back() != '\n') src += '\n';
@@ -387,8 +415,8 @@ Result<std::string> apply_edits(std::string_view source, const std::vector<Edit>
     if (at.empty()) {
       return fail(ErrorKind::config,
                   "{} matches nothing in the incumbent's source (SEARCH lines must be copied exactly, "
-                  "whitespace included)",
-                  describe_edit(number, edits[n]));
+                  "whitespace included){}",
+                  describe_edit(number, edits[n]), first_mismatch(src, search));
     }
     if (at.size() > 1) {
       return fail(ErrorKind::config,

@@ -260,6 +260,17 @@ TEST(ApplyEdits, NoMatchNamesTheEdit) {
             "copied exactly, whitespace included)");
 }
 
+TEST(ApplyEdits, NoMatchNamesTheFirstLineThatDiffers) {
+  // The first two lines are there; the third is not: the message points at the third.
+  std::string src = "#include <cstdint>\n}  // namespace\n\nextern \"C\" void kope_kernel(const float* x) {\n}\n";
+  auto r = apply_edits(src, {{"}  // namespace\n\nextern \"C\" void kope_kernel(float* x) {\n", "", 0}});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message,
+            "edit 1 (SEARCH `}  // namespace`) matches nothing in the incumbent's source (SEARCH lines must be "
+            "copied exactly, whitespace included): its first 2 lines match, its line 3 "
+            "(`extern \"C\" void kope_kernel(float* x) {`) does not");
+}
+
 TEST(ApplyEdits, AmbiguousMatchIsAnError) {
   std::string src = "int a;\nint b;\nint a;\n";
   auto r = apply_edits(src, {{"int a;\n", "int c;\n", 0}});
