@@ -253,7 +253,17 @@ TEST(Forms, ExperienceOfAnotherKindOfWorkStaysOutOfTheActiveSelection) {
   std::string far_lesson = add("FAR_LESSON: pack B into panels", source_of(far_op.name));
 
   size_t before = s.kernel_calls().size();
+  size_t calls_before = s.h.llm->calls().size();
+  s.h.config.reflect = true;  // the reflection's lesson list leaves them out too
   s.run(target, {{1, kernel_answer("G_A", "correct", 1000)}, {2, kernel_answer("G_B", "correct", 800)}}, "gn");
+  int reflections = 0;
+  for (size_t i = calls_before; i < s.h.llm->calls().size(); ++i) {
+    const auto& c = s.h.llm->calls()[i];
+    if (c.params.purpose != "reflect") continue;
+    ++reflections;
+    EXPECT_EQ(c.messages.back().content.find("FAR_LESSON"), std::string::npos) << c.messages.back().content;
+  }
+  EXPECT_GT(reflections, 0);
   auto calls = s.kernel_calls();
   ASSERT_EQ(calls.size(), before + 2);
   bool near_seen = false;
@@ -264,7 +274,8 @@ TEST(Forms, ExperienceOfAnotherKindOfWorkStaysOutOfTheActiveSelection) {
   }
   EXPECT_TRUE(near_seen) << "experience of the same kind of work stays";
   for (const auto& p : s.h.events_of("prompt")) {
-    for (const auto& a : p["admission"]) EXPECT_NE(a["id"], "lesson:" + far_lesson) << a.dump();
+    if (!p.contains("admission")) continue;
+    for (const auto& a : p.at("admission")) EXPECT_NE(a["id"], "lesson:" + far_lesson) << a.dump();
   }
 
   // The store gives each lesson the intensities of the ops it was drawn from.

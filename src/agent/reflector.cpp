@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/memory_items.h"
 #include "agent/model_turn.h"
 #include "agent/plan.h"
 #include "agent/prompt.h"
@@ -196,11 +197,19 @@ Status Reflector::lessons_for_prompt(const std::string& key, ReflectionInput& in
     memory::RetrievalQuery q = state_query(m_ctx, plan_next(m_ctx.state, m_ctx.cfg));
     q.limit = 30;
     KOPE_ASSIGN(auto items, m_ctx.env.store->retrieve(q));
+    // Lessons drawn only from another kind of work (agent::lesson_from_other_work) say nothing
+    // about this task's outcome: they are not listed, as the kernel prompts leave them out.
+    const HardwareProfile* hw = m_ctx.env.hw;
+    double balance = hw && hw->peak_gbps > 0 ? hw->peak_gflops / hw->peak_gbps : 0;
     std::vector<memory::Lesson> ordered;
     std::set<std::string> placed;
     for (const auto& it : items) {
       if (it.kind != memory::RetrievedItem::Kind::lesson || !it.id.starts_with("lesson:")) continue;
       std::string id = it.id.substr(7);
+      if (it.lesson && lesson_from_other_work(*it.lesson, q.task.arithmetic_intensity, balance)) {
+        placed.insert(id);
+        continue;
+      }
       auto l = find(id);
       if (l != in_scope.end() && placed.insert(id).second) ordered.push_back(*l);
     }
