@@ -72,6 +72,20 @@ bool in_code(const std::string& prompt, const std::string& marker) {
   return false;
 }
 
+// A speed lesson scoped to `category`, drawn from the case `source`; its id.
+std::string add_speed_lesson(memory::Database& store, const std::string& title, const std::string& text,
+                             const std::string& category, int64_t source) {
+  memory::LessonDelta d;
+  d.lesson.kind = memory::LessonKind::strategy;
+  d.lesson.title = title;
+  d.lesson.text = text;
+  d.lesson.scope = {category, "cpu", "", ""};
+  d.lesson.source_cases = {source};
+  auto id = store.apply(d);
+  EXPECT_TRUE(id) << id.error().message;
+  return id.value_or("");
+}
+
 TEST(Forms, AConvPromptHoldsNoCodeOfAnotherCategory) {
   StoreHarness s;
   spec::OpSpec sgemm = load_suite_op("matmul/sgemm");
@@ -173,15 +187,7 @@ TEST(Forms, ALessonLearnedUnderLoadStaysOutOfTheActiveSelection) {
   };
   int64_t loud = record("load/loud", 180.0), quiet = record("load/quiet", 2.0);
   auto add = [&](const std::string& title, int64_t source) {
-    memory::LessonDelta d;
-    d.lesson.kind = memory::LessonKind::strategy;
-    d.lesson.title = title;
-    d.lesson.text = "measured on conv2d_1x1";
-    d.lesson.scope = {"conv", "cpu", "", ""};
-    d.lesson.source_cases = {source};
-    auto id = s.store->apply(d);
-    EXPECT_TRUE(id) << id.error().message;
-    return id.value_or("");
+    return add_speed_lesson(*s.store, title, "measured on conv2d_1x1", "conv", source);
   };
   std::string loud_id = add("LOUD_LESSON: drop OpenMP, one thread", loud);
   std::string quiet_id = add("QUIET_LESSON: two threads over output channel blocks", quiet);
@@ -239,15 +245,7 @@ TEST(Forms, ExperienceOfAnotherKindOfWorkStaysOutOfTheActiveSelection) {
     return int64_t{0};
   };
   auto add = [&](const std::string& title, int64_t source) {
-    memory::LessonDelta d;
-    d.lesson.kind = memory::LessonKind::strategy;
-    d.lesson.title = title;
-    d.lesson.text = "measured on a fused operator";
-    d.lesson.scope = {"fused", "cpu", "", ""};
-    d.lesson.source_cases = {source};
-    auto id = s.store->apply(d);
-    EXPECT_TRUE(id) << id.error().message;
-    return id.value_or("");
+    return add_speed_lesson(*s.store, title, "measured on a fused operator", "fused", source);
   };
   std::string near_lesson = add("NEAR_LESSON: one pass for the statistics", source_of(near_op.name));
   std::string far_lesson = add("FAR_LESSON: pack B into panels", source_of(far_op.name));

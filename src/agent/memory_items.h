@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "kope/hw.h"
 #include "kope/memory.h"
 
 namespace kope::agent {
@@ -52,6 +53,9 @@ std::optional<std::string> noisy_evidence(const memory::RetrievedLesson& lesson)
 // while ops near the balance point, on either side of it, stay together. An unknown intensity or
 // balance (0) never separates.
 inline constexpr double k_other_work_factor = 4.0;
+// The machine's balance point: peak FP32 FLOP/s over DRAM bandwidth (flops per byte); 0 when
+// the bandwidth is unknown.
+inline double machine_balance(const HardwareProfile& hw) { return hw.peak_gbps > 0 ? hw.peak_gflops / hw.peak_gbps : 0; }
 bool other_kind_of_work(double a, double b, double balance);
 // Whether every op `lesson` was drawn from does another kind of work than an op of intensity
 // `intensity` (other_kind_of_work; false when no source intensity is known). Active selection

@@ -199,8 +199,7 @@ Status Reflector::lessons_for_prompt(const std::string& key, ReflectionInput& in
     KOPE_ASSIGN(auto items, m_ctx.env.store->retrieve(q));
     // Lessons drawn only from another kind of work (agent::lesson_from_other_work) say nothing
     // about this task's outcome: they are not listed, as the kernel prompts leave them out.
-    const HardwareProfile* hw = m_ctx.env.hw;
-    double balance = hw && hw->peak_gbps > 0 ? hw->peak_gflops / hw->peak_gbps : 0;
+    double balance = m_ctx.env.hw ? machine_balance(*m_ctx.env.hw) : 0;
     std::vector<memory::Lesson> ordered;
     std::set<std::string> placed;
     for (const auto& it : items) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "agent/forms.h"
+#include "agent/memory_items.h"
 #include "util/strings.h"
 
 namespace kope::agent {
@@ -20,7 +21,7 @@ memory::RetrievalQuery state_query(const OpContext& ctx, const Plan& plan) {
   q.stage = plan.stage;
   q.holdout = ctx.env.holdout;
   q.limit = ctx.cfg.mode == context::Mode::passive ? ctx.cfg.passive_retrieval_limit : ctx.cfg.retrieval_limit;
-  double balance = ctx.env.hw->peak_gbps > 0 ? ctx.env.hw->peak_gflops / ctx.env.hw->peak_gbps : 0;
+  double balance = machine_balance(*ctx.env.hw);
   if (balance > 0 && q.task.arithmetic_intensity > 0) q.bottleneck = q.task.arithmetic_intensity < balance ? "memory" : "compute";
   if (plan.stage == memory::Stage::repair && plan.parent_iteration) {
     const Attempt& failed = ctx.state.attempts[static_cast<size_t>(*plan.parent_iteration - 1)];
@@ -194,7 +195,7 @@ Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan) {
     if (code) req.incumbent_code = *code;
   }
   const HardwareProfile& hw = *ctx.env.hw;
-  req.balance = hw.peak_gbps > 0 ? hw.peak_gflops / hw.peak_gbps : 0;
+  req.balance = machine_balance(hw);
   req.lang = ctx.lang();
   req.seed = ctx.derived_seed(static_cast<int>(ctx.state.attempts.size()) + 1, "random-context");
   return knowledge_for(*ctx.env.store, req, *ctx.env.prompts, *ctx.env.estimator, ctx.env.known_ops);

@@ -787,7 +787,7 @@ Result<AdmitView> admit_view(mem::Store& store, const mem::RetrievalQuery& base,
   auto device = eval::backend_profile(backend, host, eval::EvaluatorOptions{});
   if (!device) return fail(ErrorKind::unavailable, "the {} backend's hardware is unknown here: {}", backend, device.error().message);
   const HardwareProfile& hw = *device;
-  double balance = hw.peak_gbps > 0 ? hw.peak_gflops / hw.peak_gbps : 0;
+  double balance = agent::machine_balance(hw);
   if (q.bottleneck.empty() && balance > 0 && q.task.arithmetic_intensity > 0) {
     q.bottleneck = q.task.arithmetic_intensity < balance ? "memory" : "compute";
   }
