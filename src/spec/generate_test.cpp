@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "spec/dtype.h"
@@ -69,6 +71,125 @@ TEST(Generate, GoldenHashesFormatV2) {
   EXPECT_EQ(shaped_hash("permutation", DType::i32, {16, 100}, 42), "2e90747415c90374644a8afa0bacfdf77a127b7e17fac44a05a89d5faf36acd1");
   EXPECT_EQ(shaped_hash("index(sqrt(i + 1) * exp(-j / 10) + pow(i, 3) + log(j + 1))", DType::f64, {30, 40}, 1),
             "bdd687043bbf5bbbc2a1e1a29e7f493bdd4d3f6b4f5de6f2c3a15b15d024612f");
+}
+
+// The normal generator over many blocks, odd lengths and every float dtype, with and without
+// specials: bytes recorded from the scalar polar method before its pairs were computed in bulk
+// (normal_block); the bulk path must give them bit for bit.
+TEST(Generate, GoldenHashesOfTheNormalPathOverManyBlocks) {
+  struct Golden {
+    const char* init;
+    DType dtype;
+    size_t n;
+    uint64_t seed;
+    const char* sha;
+  };
+  const Golden golden[] = {
+      {"normal(0, 1)", DType::f32, 4096 * 70 + 13, 3, 
+       "10256de21287d11496aef690487afa994426d9ac052dce8eb1662b0c3f2408af"},
+      {"normal(0.5, 2)", DType::f64, 4096 * 9 + 4095, 11, 
+       "8d7199ae9ee07e14287b26ed439532ae34898abce264fbc3528d863b3f285e11"},
+      {"normal(0, 1) | specials(0.01)", DType::f32, 4096 * 66 + 1, 5, 
+       "f04fb7fa42ccd038bb5ff0cc9e4d440a4fb0f7704e4c7e2cdd3fe28bba06f362"},
+      {"normal(-1, 0.25) | specials(0.3)", DType::f64, 4096 * 5 + 7, 6, 
+       "39b0c43d688b408ca7ffcb9483ed1d7786a61176439af57c012aacc900836e35"},
+      {"normal(0, 1) | specials(0.02)", DType::bf16, 4096 * 3 + 3, 8, 
+       "cd1a60a61ea5a93063ecefb51ba392877d7c8d9c7033d5e9dded12dcce790074"},
+      {"normal(2, 3)", DType::f16, 4096 * 2 + 9, 9, 
+       "17a56e0023f64ac1a3ad9a9628f0a8c22b346fadd6681332eb08766338a8e55f"},
+      {"normal(0, 1)", DType::f32, 1, 10, 
+       "7c519d833539f0ddbb69bd1b354839b3428421cf71144727e48dfacab73832a1"},
+      {"normal(0, 1)", DType::f32, 3, 10, 
+       "afc155ad30d11bdd405d4174426f31ee8dd5260ada59f7eb2551f4a4ddd7970f"},
+  };
+  for (const auto& g : golden) {
+    auto spec = InitSpec::parse(g.init, g.dtype);
+    ASSERT_TRUE(spec) << g.init;
+    std::vector<unsigned char> buf(g.n * dtype_size(g.dtype));
+    generate_shaped(*spec, g.dtype, {}, {static_cast<int64_t>(g.n)}, g.seed, buf.data());
+    std::string sha = util::sha256_hex(std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
+    EXPECT_EQ(sha, g.sha) << g.init << " " << dtype_name(g.dtype) << " n=" << g.n;
+  }
+}
+
+// The element-by-element definition of normal(a, b) | specials(p) in f64, as generate.cpp had
+// it before the pairs were computed in bulk: the oracle for the test below.
+namespace oracle {
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t s = a ^ (b * 0xD6E8FEB86659FD93ULL);
+  splitmix64(s);
+  return splitmix64(s);
+}
+double uniform01(uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
+uint64_t below(uint64_t& state, uint64_t range) {
+  uint64_t limit = UINT64_MAX - (UINT64_MAX % range);
+  for (;;) {
+    uint64_t x = splitmix64(state);
+    if (x < limit) return x % range;
+  }
+}
+std::vector<uint64_t> normal_f64(double a, double b, double specials, uint64_t seed, size_t n) {
+  std::vector<uint64_t> out(n);
+  for (size_t begin = 0; begin < n; begin += 4096) {
+    uint64_t state = mix(seed, begin / 4096);
+    double spare = 0;
+    bool have_spare = false;
+    for (size_t i = begin; i < std::min(n, begin + 4096); ++i) {
+      double z;
+      if (have_spare) {
+        z = spare;
+        have_spare = false;
+      } else {
+        for (;;) {
+          double u = 2.0 * uniform01(state) - 1.0;
+          double v = 2.0 * uniform01(state) - 1.0;
+          double q = u * u + v * v;
+          if (q > 0.0 && q < 1.0) {
+            double f = std::sqrt(-2.0 * det_log(q) / q);
+            z = u * f;
+            spare = v * f;
+            break;
+          }
+        }
+        have_spare = true;
+      }
+      double v = a + b * z;
+      std::memcpy(&out[i], &v, 8);
+      if (specials > 0 && uniform01(state) < specials) {
+        uint64_t pick = below(state, 6);
+        const uint64_t fixed[4] = {0x7FF8000000000000ULL, 0x7FF0000000000000ULL, 0xFFF0000000000000ULL, 0x8000000000000000ULL};
+        if (pick < 4) {
+          out[i] = fixed[pick];
+        } else {
+          out[i] = (1 + below(state, 0xFFFFFFFFFFFFFULL)) | (pick == 5 ? 0x8000000000000000ULL : 0);
+        }
+      }
+    }
+  }
+  return out;
+}
+}  // namespace oracle
+
+TEST(Generate, TheNormalPathEqualsItsElementByElementDefinition) {
+  std::mt19937_64 rng(2024);
+  for (int trial = 0; trial < 40; ++trial) {
+    size_t n = 1 + rng() % (4096 * 3);
+    double a = static_cast<double>(static_cast<int>(rng() % 7) - 3) / 4, b = 0.25 + static_cast<double>(rng() % 8);
+    double specials = trial % 2 ? static_cast<double>(rng() % 30) / 100 : 0.0;
+    uint64_t seed = rng();
+    std::string init = specials > 0 ? fmt::format("normal({}, {}) | specials({})", a, b, specials) : fmt::format("normal({}, {})", a, b);
+    auto spec = InitSpec::parse(init, DType::f64);
+    ASSERT_TRUE(spec) << init;
+    std::vector<uint64_t> got(n);
+    generate(*spec, DType::f64, {}, seed, got.data(), n);
+    ASSERT_EQ(got, oracle::normal_f64(a, b, specials, seed, n)) << init << " n=" << n << " seed=" << seed;
+  }
 }
 
 TEST(Generate, LargeTensorsAreThreadIndependent) {
