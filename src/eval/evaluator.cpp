@@ -480,7 +480,8 @@ struct GroupResult {
 Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, const spec::Case& c, const CaseData& data,
                                     Session* candidate, Session* reference, std::unique_ptr<Session>* library_session,
                                     const EvaluatorOptions& options, const EvalOptions& eo, uint64_t seed,
-                                    const LibraryChoice& lib, CaseTimer* resume = nullptr) {
+                                    const LibraryChoice& lib, CaseTimer* resume = nullptr,
+                                    const std::shared_future<Result<fs::path>>* library_build = nullptr) {
   GroupResult g;
   std::mt19937_64 rng(seed);
   fs::path ref_path = baseline_path(b, op, c, false);
@@ -532,7 +533,10 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
     } else {
       g.library = BaselineResult{};
       if (!*library_session) {
-        auto so = b.build_trusted(op, *op.library_path, true);
+        // Built beside the verification (prebuild_library) when that could run; else now.
+        bool prebuilt = library_build && library_build->valid() &&
+                        library_build->wait_for(std::chrono::seconds(0)) == std::future_status::ready && library_build->get();
+        auto so = prebuilt ? library_build->get() : b.build_trusted(op, *op.library_path, true);
         if (so) {
           uint64_t in = max_extent(op, true), out = max_extent(op, false);
           RunnerOptions ro = b.library_runner_options(in + out);
@@ -782,6 +786,21 @@ void mark_unchecked(EvalResult& r, const spec::OpSpec& op, size_t from, std::str
   }
 }
 
+// The library baseline's build, started once the candidate builds and run beside its
+// verification: a trusted compile, often of a heavy header (oneDNN's takes about 2 s), that
+// timing would otherwise wait for with the timing lock held. Like every compile it holds the
+// machine lock shared, but it only tries: while another kope times, it gives up at once (and
+// timing builds the library itself), so that it never waits for a lock its own evaluation may
+// hold by then. The result is also the compile cache's entry.
+std::shared_future<Result<fs::path>> prebuild_library(const Backend& b, const spec::OpSpec& op) {
+  return std::async(std::launch::async, [&b, &op]() -> Result<fs::path> {
+           KOPE_ASSIGN(util::SharedLock work, util::SharedLock::acquire(util::timing_lock_path(), util::SharedLock::Mode::shared,
+                                                                          std::chrono::milliseconds(0)));
+           return b.build_trusted(op, *op.library_path, true);
+         })
+      .share();
+}
+
 // --- one evaluation's steps --------------------------------------------------------------------
 
 // What one evaluation's steps share: the op, the result being filled in, the notes for its
@@ -855,6 +874,7 @@ struct Baselines {
   LibraryChoice choice;                    // the library's configuration
   Session* reference = nullptr;            // the reference pipeline's runner
   std::unique_ptr<Session> library;        // started by the first case that times the library
+  std::shared_future<Result<fs::path>> library_build;  // its build, started beside the verification
 };
 
 // The outcome of the comparison with the incumbent.
@@ -932,12 +952,13 @@ Result<EvalResult> SandboxedEvaluator::evaluate(const spec::OpSpec& op_in, std::
 
   KOPE_ASSIGN(std::optional<EvalResult> unbuilt, build(run, source));
   if (unbuilt) return *unbuilt;
+  Baselines baselines;
+  if (options.time && op.library_path && !op.timed_cases().empty()) baselines.library_build = prebuild_library(*m_backend, op);
   KOPE_ASSIGN(std::optional<EvalResult> wrong, verify(run));
   if (wrong) return *wrong;
   auto timed = op.timed_cases();
   if (!options.time || timed.empty()) return pass_untimed(run);
 
-  Baselines baselines;
   // --library-config best selects (and caches) the library's configuration before the lock.
   KOPE_ASSIGN(baselines.choice, choose_library(m_hw, op, m_options, options));
   IncumbentRunner incumbent = start_incumbent(run, incumbent_build);
@@ -1112,12 +1133,12 @@ Result<TimedCase> SandboxedEvaluator::time_case(EvalRun& run, const spec::Case& 
   KOPE_ASSIGN(const CaseData * data, run.ref.wait(static_cast<size_t>(c.index)));
   if (!compared.full) {
     KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, run.op, c, *data, nullptr, baselines.reference, &baselines.library,
-                                               m_options, run.options, run.rng(), baselines.choice));
+                                               m_options, run.options, run.rng(), baselines.choice, nullptr, &baselines.library_build));
     return TimedCase{compared.timers[i]->outcome(), std::move(g)};
   }
   CaseTimer* resume = compared.timers.empty() ? nullptr : compared.timers[i].get();
   KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, run.op, c, *data, run.session.get(), baselines.reference, &baselines.library,
-                                             m_options, run.options, run.rng(), baselines.choice, resume));
+                                             m_options, run.options, run.rng(), baselines.choice, resume, &baselines.library_build));
   run.trace(fmt::format("case {}: timed", c.index));
   TimingOutcome candidate = *g.candidate;
   return TimedCase{std::move(candidate), std::move(g)};
