@@ -305,6 +305,11 @@ Result<HardwareProfile> load_hardware_profile(bool refresh) {
         // A profile of an older probe (no FP64 peak, no small working sets) is measured again.
         if (cached->target == host.target && cached->cpu_model == host.cpu_model && cached->cores == host.cores &&
             cached->probe_version >= k_hw_probe_version && cached->peak_gflops_f64 > 0) {
+          // The per-core caches are static facts, read again: a profile cached by a kope that
+          // could not read them (no /sys/.../cache on some VMs) gets them without a new
+          // measurement. (Not the L3: the roofline was measured with what the file says.)
+          if (cached->l1d_bytes == 0) cached->l1d_bytes = host.l1d_bytes;
+          if (cached->l2_bytes == 0) cached->l2_bytes = host.l2_bytes;
           return *cached;
         }
       }

@@ -43,5 +43,28 @@ TEST(HardwareProfileCache, AnOldProfileIsMeasuredAgainWithTheNewFields) {
   EXPECT_EQ(again->measured_at, p->measured_at);
 }
 
+// A current profile cached without cache sizes (measured where they could not be read) takes
+// the host's per-core caches as they are read now, and is not measured again.
+TEST(HardwareProfileCache, ACurrentProfileWithoutCacheSizesTakesTheHosts) {
+  auto tmp = util::TempDir::create("kope-hw-caches-");
+  ASSERT_TRUE(tmp) << tmp.error().message;
+  ::setenv("KOPE_CACHE_DIR", tmp->path().c_str(), 1);
+  HardwareProfile host = describe_host();
+  std::string current = fmt::format(R"({{"target": "{}", "cpu_model": "{}", "cores": {}, "peak_gflops": 100,
+      "peak_gflops_core": 50, "peak_gflops_f64": 50, "peak_gbps": 20, "probe_version": {},
+      "l1d_bytes": 0, "l2_bytes": 0, "l3_bytes": 0,
+      "bandwidth": [{{"working_set_bytes": 16384, "gbps": 100}}, {{"working_set_bytes": 268435456, "gbps": 20}}],
+      "compiler": "g++ 12", "measured_at": "2026-01-01T00:00:00Z"}})",
+                                    host.target.str(), host.cpu_model, host.cores, k_hw_probe_version);
+  ASSERT_TRUE(util::write_file_atomic(tmp->path() / "hw.json", current));
+  auto p = load_hardware_profile();
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->measured_at, "2026-01-01T00:00:00Z");  // read, not measured
+  EXPECT_EQ(p->l1d_bytes, host.l1d_bytes);
+  EXPECT_EQ(p->l2_bytes, host.l2_bytes);
+  EXPECT_EQ(p->l3_bytes, 0u);
+  EXPECT_EQ(p->peak_gflops, 100);
+}
+
 }  // namespace
 }  // namespace kope
