@@ -1,10 +1,12 @@
 // kope-library: onednn
 // Grouped-query causal attention as a composition of oneDNN primitives. The G query heads that
 // share a kv head are adjacent in q, so per (batch, kv head) they form one (G·S)×DH matrix:
-// scores = Q·Kᵀ/√DH + mask is one batched matmul (K read transposed through strides, the scale
-// an output scale, the causal mask a binary_add post-op by a (G·S)×S tensor of 0 and -inf built
-// with the primitive), then softmax_forward over the last axis in place, then o = P·V, a batched
-// matmul whose output is o's own layout. Primitives, the mask and the score buffer are created on
+// scores = Q·Kᵀ/√DH is one batched matmul (K read transposed through strides, the scale an
+// output scale), the causal mask is added by a binary_add primitive (a (G·S)×S tensor of 0 and
+// -inf broadcast over the batch), then softmax_forward over the last axis in place, then
+// o = P·V, a batched matmul whose output is o's own layout. The mask is not a post-op of the
+// matmul: with it, oneDNN 2.7 runs the matmul on its reference implementation (ref:any), where
+// alone it gets its JIT kernel (brg). Primitives, the mask and the score buffer are created on
 // the first call for a shape and reused, so creation stays outside timed calls (calls for one
 // shape must not overlap).
 #include <array>
@@ -25,6 +27,7 @@ struct Prim {
   std::vector<float> mask;  // (G·S) x S: 0 where key j <= query i, -inf elsewhere
   memory mask_mem, scores;
   dnnl::matmul qk, pv;
+  dnnl::binary add_mask;
   dnnl::softmax_forward softmax;
 };
 
@@ -47,17 +50,15 @@ Prim& get(int64_t B, int64_t HKV, int64_t G, int64_t S, int64_t DH) {
   memory::desc kt_md({BH, DH, S}, f32, memory::dims{S * DH, 1, DH});  // k read as kᵀ
   memory::desc s_md({BH, R, S}, f32, tag::abc), mask_md({1, R, S}, f32, tag::abc);
   memory::desc o_md({BH, R, DH}, f32, tag::abc);
-  dnnl::post_ops ops;
-  ops.append_binary(dnnl::algorithm::binary_add, mask_md);
   dnnl::primitive_attr attr;
   attr.set_output_scales(0, {static_cast<float>(1.0 / std::sqrt(static_cast<double>(DH)))});
-  attr.set_post_ops(ops);
   dnnl::matmul::primitive_desc qk_pd(dnnl::matmul::desc(q_md, kt_md, s_md), attr, engine());
+  dnnl::binary::primitive_desc mask_pd(dnnl::binary::desc(dnnl::algorithm::binary_add, s_md, mask_md, s_md), engine());
   dnnl::matmul::primitive_desc pv_pd(dnnl::matmul::desc(s_md, v_md, o_md), engine());
   dnnl::softmax_forward::primitive_desc sm_pd(
       dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, s_md, 2), engine());
   Prim p{q_md, kt_md, v_md, o_md, std::vector<float>(static_cast<size_t>(R * S)),
-         memory(), memory(s_md, engine()), dnnl::matmul(qk_pd), dnnl::matmul(pv_pd),
+         memory(), memory(s_md, engine()), dnnl::matmul(qk_pd), dnnl::matmul(pv_pd), dnnl::binary(mask_pd),
          dnnl::softmax_forward(sm_pd)};
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t j = 0; j < S; ++j) {
@@ -81,8 +82,8 @@ extern "C" void kope_kernel(const float* q, const float* k, const float* v, floa
   memory om(p.o_md, engine(), o);
   p.qk.execute(s, {{DNNL_ARG_SRC, qm},
                    {DNNL_ARG_WEIGHTS, ktm},
-                   {DNNL_ARG_DST, p.scores},
-                   {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, p.mask_mem}});
+                   {DNNL_ARG_DST, p.scores}});
+  p.add_mask.execute(s, {{DNNL_ARG_SRC_0, p.scores}, {DNNL_ARG_SRC_1, p.mask_mem}, {DNNL_ARG_DST, p.scores}});
   p.softmax.execute(s, {{DNNL_ARG_SRC, p.scores}, {DNNL_ARG_DST, p.scores}});
   p.pv.execute(s, {{DNNL_ARG_SRC, p.scores}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, om}});
   s.wait();
