@@ -56,8 +56,10 @@ std::string render_lessons_in_scope(const std::vector<memory::Lesson>& in_scope,
 // A reflection shows the other lessons in scope that retrieval ranks first: this many whole, and
 // up to k_lessons_listed in all (whole or by title). Twelve whole lessons made up a third of a
 // reflection prompt (about 2,000 tokens) in the real-model ablation of issue 28; few of them were
-// voted on or edited.
-inline constexpr size_t k_lessons_shown_whole = 4;
+// voted on or edited. With four whole, over the two active runs of 2026-12-06 (28 reflections):
+// 9 of the 10 edits went to the first two, and votes went to every position, the title-only ones
+// included. So two are shown whole; the third and fourth (about 650 tokens) are listed by title.
+inline constexpr size_t k_lessons_shown_whole = 2;
 inline constexpr size_t k_lessons_listed = 16;
 
 Result<std::vector<llm::Message>> build_reflection_prompt(const PromptLibrary& lib, const ReflectionInput& in);
