@@ -1,6 +1,7 @@
 // load_hardware_profile with a hw.json of an older probe: measured again and replaced, never a
 // crash. Runs the real probe once (a few seconds), in a private cache directory.
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -12,12 +13,20 @@
 namespace kope {
 namespace {
 
-TEST(HardwareProfileCache, AnOldProfileIsMeasuredAgainWithTheNewFields) {
-  auto tmp = util::TempDir::create("kope-hw-upgrade-");
-  ASSERT_TRUE(tmp) << tmp.error().message;
-  // This test executable's own cache directory (only hw.json lives there).
-  ::setenv("KOPE_CACHE_DIR", tmp->path().c_str(), 1);
+// Each test gets its own cache directory (only hw.json lives there), for this executable.
+class HardwareProfileCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto t = util::TempDir::create("kope-hw-cache-");
+    ASSERT_TRUE(t) << t.error().message;
+    tmp.emplace(std::move(*t));
+    ::setenv("KOPE_CACHE_DIR", tmp->path().c_str(), 1);
+  }
+  std::optional<util::TempDir> tmp;
   HardwareProfile host = describe_host();
+};
+
+TEST_F(HardwareProfileCache, AnOldProfileIsMeasuredAgainWithTheNewFields) {
   std::string old = fmt::format(R"({{"target": "{}", "cpu_model": "{}", "cores": {}, "peak_gflops": 1.5,
       "peak_gflops_core": 1, "peak_gbps": 0.5, "bandwidth": [{{"working_set_bytes": 262144, "gbps": 0.5}}],
       "compiler": "g++ 12", "measured_at": "2026-01-01T00:00:00Z"}})",
@@ -45,11 +54,7 @@ TEST(HardwareProfileCache, AnOldProfileIsMeasuredAgainWithTheNewFields) {
 
 // A current profile cached without cache sizes (measured where they could not be read) takes
 // the host's per-core caches as they are read now, and is not measured again.
-TEST(HardwareProfileCache, ACurrentProfileWithoutCacheSizesTakesTheHosts) {
-  auto tmp = util::TempDir::create("kope-hw-caches-");
-  ASSERT_TRUE(tmp) << tmp.error().message;
-  ::setenv("KOPE_CACHE_DIR", tmp->path().c_str(), 1);
-  HardwareProfile host = describe_host();
+TEST_F(HardwareProfileCache, ACurrentProfileWithoutCacheSizesTakesTheHosts) {
   std::string current = fmt::format(R"({{"target": "{}", "cpu_model": "{}", "cores": {}, "peak_gflops": 100,
       "peak_gflops_core": 50, "peak_gflops_f64": 50, "peak_gbps": 20, "probe_version": {},
       "l1d_bytes": 0, "l2_bytes": 0, "l3_bytes": 0,

@@ -85,21 +85,21 @@ TEST(Generate, GoldenHashesOfTheNormalPathOverManyBlocks) {
     const char* sha;
   };
   const Golden golden[] = {
-      {"normal(0, 1)", DType::f32, 4096 * 70 + 13, 3, 
+      {"normal(0, 1)", DType::f32, 4096 * 70 + 13, 3,
        "10256de21287d11496aef690487afa994426d9ac052dce8eb1662b0c3f2408af"},
-      {"normal(0.5, 2)", DType::f64, 4096 * 9 + 4095, 11, 
+      {"normal(0.5, 2)", DType::f64, 4096 * 9 + 4095, 11,
        "8d7199ae9ee07e14287b26ed439532ae34898abce264fbc3528d863b3f285e11"},
-      {"normal(0, 1) | specials(0.01)", DType::f32, 4096 * 66 + 1, 5, 
+      {"normal(0, 1) | specials(0.01)", DType::f32, 4096 * 66 + 1, 5,
        "f04fb7fa42ccd038bb5ff0cc9e4d440a4fb0f7704e4c7e2cdd3fe28bba06f362"},
-      {"normal(-1, 0.25) | specials(0.3)", DType::f64, 4096 * 5 + 7, 6, 
+      {"normal(-1, 0.25) | specials(0.3)", DType::f64, 4096 * 5 + 7, 6,
        "39b0c43d688b408ca7ffcb9483ed1d7786a61176439af57c012aacc900836e35"},
-      {"normal(0, 1) | specials(0.02)", DType::bf16, 4096 * 3 + 3, 8, 
+      {"normal(0, 1) | specials(0.02)", DType::bf16, 4096 * 3 + 3, 8,
        "cd1a60a61ea5a93063ecefb51ba392877d7c8d9c7033d5e9dded12dcce790074"},
-      {"normal(2, 3)", DType::f16, 4096 * 2 + 9, 9, 
+      {"normal(2, 3)", DType::f16, 4096 * 2 + 9, 9,
        "17a56e0023f64ac1a3ad9a9628f0a8c22b346fadd6681332eb08766338a8e55f"},
-      {"normal(0, 1)", DType::f32, 1, 10, 
+      {"normal(0, 1)", DType::f32, 1, 10,
        "7c519d833539f0ddbb69bd1b354839b3428421cf71144727e48dfacab73832a1"},
-      {"normal(0, 1)", DType::f32, 3, 10, 
+      {"normal(0, 1)", DType::f32, 3, 10,
        "afc155ad30d11bdd405d4174426f31ee8dd5260ada59f7eb2551f4a4ddd7970f"},
   };
   for (const auto& g : golden) {
