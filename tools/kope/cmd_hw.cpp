@@ -71,8 +71,9 @@ void register_hw(CLI::App& app, Action& action) {
       out += fmt::format("target       {}\n", p.target.str());
       out += fmt::format("cpu          {}\n", p.cpu_model);
       out += fmt::format("cores        {}\n", p.cores);
-      out += fmt::format("caches       L1d {}  L2 {}  L3 {}\n", util::human_bytes(static_cast<double>(p.l1d_bytes)),
-                         util::human_bytes(static_cast<double>(p.l2_bytes)), util::human_bytes(static_cast<double>(p.l3_bytes)));
+      // 0: not readable here (no /sys/.../cache; the L3 is never taken from CPUID, see describe_host).
+      auto cache = [](uint64_t b) { return b > 0 ? util::human_bytes(static_cast<double>(b)) : std::string("unknown"); };
+      out += fmt::format("caches       L1d {}  L2 {}  L3 {}\n", cache(p.l1d_bytes), cache(p.l2_bytes), cache(p.l3_bytes));
       out += fmt::format("memory       {}\n", util::human_bytes(static_cast<double>(p.memory_bytes)));
       out += fmt::format("peak fp32    {:.1f} GFLOP/s ({:.1f} per core)\n", p.peak_gflops, p.peak_gflops_core);
       out += fmt::format("peak fp64    {:.1f} GFLOP/s ({:.1f} per core)\n", p.peak_gflops_f64, p.peak_gflops_f64_core);
