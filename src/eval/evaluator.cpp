@@ -789,13 +789,15 @@ void mark_unchecked(EvalResult& r, const spec::OpSpec& op, size_t from, std::str
 // The library baseline's build, started once the candidate builds and run beside its
 // verification: a trusted compile, often of a heavy header (oneDNN's takes about 2 s), that
 // timing would otherwise wait for with the timing lock held. Like every compile it holds the
-// machine lock shared, but it only tries: while another kope times, it gives up at once (and
-// timing builds the library itself), so that it never waits for a lock its own evaluation may
+// machine lock shared, but it waits for it briefly only (k_prebuild_lock_wait, the time other
+// work takes to pass the lock's turnstile): while another kope times, it gives up (and timing
+// builds the library itself), so that it never waits long for a lock its own evaluation may
 // hold by then. The result is also the compile cache's entry.
+constexpr std::chrono::milliseconds k_prebuild_lock_wait{200};
 std::shared_future<Result<fs::path>> prebuild_library(const Backend& b, const spec::OpSpec& op) {
   return std::async(std::launch::async, [&b, &op]() -> Result<fs::path> {
            KOPE_ASSIGN(util::SharedLock work, util::SharedLock::acquire(util::timing_lock_path(), util::SharedLock::Mode::shared,
-                                                                          std::chrono::milliseconds(0)));
+                                                                          k_prebuild_lock_wait));
            return b.build_trusted(op, *op.library_path, true);
          })
       .share();
