@@ -79,8 +79,7 @@ KOPE_CLONES bool chunk_within(const T* got, const T* expected, size_t count, dou
   typedef T lanes __attribute__((vector_size(4 * sizeof(T))));
   const f64x4 va = {atol, atol, atol, atol}, vr = {rtol, rtol, rtol, rtol};
   const f64x4 finite_max = {DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX};
-  const f64x4 zero = {0, 0, 0, 0};
-  f64x4 vmax = zero;
+  f64x4 vmax = {0, 0, 0, 0};
   i64x4 bad = {0, 0, 0, 0};
   size_t i = 0;
   for (; i + 4 <= count; i += 4) {

@@ -46,24 +46,9 @@ uint64_t below(uint64_t& state, uint64_t range) {
   }
 }
 
-// Marsaglia's polar method: two independent normals per accepted pair; needs only det_log
-// and sqrt.
-void normal_pair(uint64_t& state, double& z0, double& z1) {
-  for (;;) {
-    double u = 2.0 * uniform01(state) - 1.0;
-    double v = 2.0 * uniform01(state) - 1.0;
-    double s = u * u + v * v;
-    if (s > 0.0 && s < 1.0) {
-      double f = std::sqrt(-2.0 * det_log(s) / s);
-      z0 = u * f;
-      z1 = v * f;
-      return;
-    }
-  }
-}
-
-// f[k] = sqrt(-2 det_log(s[k]) / s[k]) for the accepted pairs' s in (0, 1), bit for bit what
-// normal_pair computes one pair at a time, four pairs per step on vectors (GCC's vector types:
+// Marsaglia's polar method (two independent normals per accepted pair; only det_log and sqrt):
+// f[k] = sqrt(-2 det_log(s[k]) / s[k]) for the accepted pairs' s in (0, 1), bit for bit the
+// scalar expression (the tail's), four pairs per step on vectors (GCC's vector types:
 // one AVX2 instruction per operation in the avx2 clone, two SSE2 ones in the default). Every
 // operation is the scalar one, in the same order, so every lane rounds as the scalar code does.
 // s is a normal double (s >= 2^-106), so frexp is the exponent field's arithmetic; a select by
@@ -216,23 +201,9 @@ void fill_block_with(const Resolved& r, DType dtype, uint64_t seed, void* out, S
     return;
   }
   uint64_t state = mix(seed, begin / k_block);
-  double spare = 0;
-  bool have_spare = false;
   for (size_t i = begin; i < end; ++i) {
     double v = 0;
     switch (r.kind) {
-      case InitSpec::Kind::normal: {
-        double z;
-        if (have_spare) {
-          z = spare;
-          have_spare = false;
-        } else {
-          normal_pair(state, z, spare);
-          have_spare = true;
-        }
-        v = r.a + r.b * z;
-        break;
-      }
       case InitSpec::Kind::uniform: v = r.a + (r.b - r.a) * uniform01(state); break;
       case InitSpec::Kind::randint: {
         auto lo = static_cast<int64_t>(r.a), hi = static_cast<int64_t>(r.b);
@@ -242,7 +213,7 @@ void fill_block_with(const Resolved& r, DType dtype, uint64_t seed, void* out, S
       case InitSpec::Kind::constant: v = r.a; break;
       case InitSpec::Kind::arange: v = r.a + r.b * static_cast<double>(i); break;
       case InitSpec::Kind::mask: v = uniform01(state) < r.a ? 1.0 : 0.0; break;
-      default: break;  // the structured generators fill by shape (generate_shaped)
+      default: break;  // normal: fill_normal_block; the structured generators fill by shape (generate_shaped)
     }
     store(i, v);
     if (r.specials > 0 && uniform01(state) < r.specials) put_special(dtype, out, i, state);

@@ -75,7 +75,7 @@ TEST(Generate, GoldenHashesFormatV2) {
 
 // The normal generator over many blocks, odd lengths and every float dtype, with and without
 // specials: bytes recorded from the scalar polar method before its pairs were computed in bulk
-// (normal_block); the bulk path must give them bit for bit.
+// (fill_normal_block); the bulk path must give them bit for bit.
 TEST(Generate, GoldenHashesOfTheNormalPathOverManyBlocks) {
   struct Golden {
     const char* init;
