@@ -344,7 +344,7 @@ double wait_until_quiet(double max_seconds) {
 
 namespace {
 
-// Big buffers freed are kept for the next ones of the same size. One evaluation of a big case
+// Big buffers freed are kept for the next ones of about the same size. One evaluation of a big case
 // generates hundreds of megabytes of data sets, and the next evaluation in the same process
 // (`kope run`, the benchmarks) asks for the same sizes again. Memory the process hands back
 // comes back as fresh pages, and on a virtual machine that returns freed memory to its host a
@@ -356,13 +356,18 @@ class BufferPool {
     return *pool;
   }
 
-  uint8_t* take(size_t bytes) {
+  // A buffer of at least `bytes`; *capacity says how many it has (give it back with that). A
+  // kept buffer is taken when it is at most k_slack bigger, the smallest such first: the cases
+  // of different operators have different sizes, so an exact match alone seldom comes.
+  uint8_t* take(size_t bytes, size_t* capacity) {
+    *capacity = bytes;
     if (bytes >= k_min_bytes) {
       std::lock_guard lock(m_mu);
-      if (auto it = m_free.find(bytes); it != m_free.end()) {
+      if (auto it = m_free.lower_bound(bytes); it != m_free.end() && it->first - bytes <= bytes / k_slack) {
         uint8_t* p = it->second;
+        *capacity = it->first;
         m_free.erase(it);
-        m_idle -= bytes;
+        m_idle -= *capacity;
         return p;
       }
     }
@@ -390,6 +395,7 @@ class BufferPool {
 
  private:
   static constexpr size_t k_min_bytes = 1u << 20;
+  static constexpr size_t k_slack = 2;  // a kept buffer serves requests it exceeds by at most 1/k_slack
   static constexpr size_t k_huge_page = 2u << 20, k_huge_bytes = 8u << 20;
   // Up to an eighth of the machine's memory, at most 2 GiB, stays idle here.
   BufferPool() : m_cap(static_cast<size_t>(std::min<uint64_t>(util::physical_memory_bytes() / 8, uint64_t{2} << 30))) {}
@@ -402,9 +408,11 @@ class BufferPool {
 
 }  // namespace
 
-AlignedBytes::AlignedBytes(size_t bytes)
-    : m_ptr(BufferPool::instance().take(allocated(bytes)), Free{allocated(bytes)}), m_size(bytes) {
-  if (!m_ptr) throw std::bad_alloc();
+AlignedBytes::AlignedBytes(size_t bytes) : m_size(bytes) {
+  size_t capacity = 0;
+  uint8_t* p = BufferPool::instance().take(allocated(bytes), &capacity);
+  if (p == nullptr) throw std::bad_alloc();
+  m_ptr = std::unique_ptr<uint8_t, Free>(p, Free{capacity});
 }
 
 size_t AlignedBytes::allocated(size_t bytes) { return std::max<size_t>(64, (bytes + 63) / 64 * 64); }
@@ -416,13 +424,15 @@ const std::vector<std::pair<int, int>>& call_cycle() {
   return k;
 }
 
-CaseData generate_case_data(const spec::OpSpec& op, const spec::Case& c, uint64_t evaluation_seed, int set_count) {
+CaseData generate_case_data(const spec::OpSpec& op, const spec::Case& c, uint64_t evaluation_seed, int set_count,
+                            int first_set) {
   CaseData d;
   d.case_index = c.index;
+  d.evaluation_seed = evaluation_seed;
   d.sets.resize(static_cast<size_t>(set_count));
   auto fill = [&](int s) {
     DataSet& set = d.sets[static_cast<size_t>(s)];
-    set.seed = mix(evaluation_seed, static_cast<uint64_t>(s));
+    set.seed = mix(evaluation_seed, static_cast<uint64_t>(first_set + s));
     std::vector<void*> ptrs;
     for (const auto& t : op.inputs) {
       set.inputs.emplace_back(op.byte_size(t, c));
@@ -559,6 +569,7 @@ struct CaseTimer::Impl {
   Impl* leader = nullptr;
   bool shared = false;
   double poison_ms = 0, check_ms = 0;  // the last batch's work around it (KOPE_EVAL_TRACE)
+  std::vector<DataSet> deferred;        // the case's deferred never-seen sets, once made
   TimingOutcome out;
 
   void reload() {
@@ -1104,17 +1115,33 @@ Result<bool> CaseTimer::fresh_check() {
     cost->wall_floor = cost->wall;
     return true;
   };
-  std::vector<size_t> unseen;
-  for (size_t f = k_rotating_sets; f < t.data.sets.size(); ++f) unseen.push_back(f);
-  size_t rounds = unseen.size() >= 2 ? 2 : 1;
-  size_t per_round = unseen.size() / rounds;
+  // The case's never-seen sets; the confirmation round's may not be made yet
+  // (CaseData::deferred_sets): they are made when that round comes.
+  std::vector<const DataSet*> unseen;
+  for (size_t f = k_rotating_sets; f < t.data.sets.size(); ++f) unseen.push_back(&t.data.sets[f]);
+  for (const DataSet& d : t.deferred) unseen.push_back(&d);
+  size_t total = t.data.sets.size() - k_rotating_sets + static_cast<size_t>(std::max(0, t.data.deferred_sets));
+  size_t rounds = total >= 2 ? 2 : 1;
+  size_t per_round = total / rounds;
   std::vector<double> fresh_cpu_all;
   std::vector<FreshRound> done;
   size_t pair_index = 0;
   for (size_t r = 0; r < rounds; ++r) {
+    if ((r + 1) * per_round > unseen.size()) {
+      if (!t.deferred.empty() || !t.plan.make_deferred) {
+        return fail(ErrorKind::internal, "the fresh-data check of {} has {} of its {} never-seen sets", t.op.case_label(t.c),
+                    unseen.size(), total);
+      }
+      KOPE_ASSIGN(t.deferred, t.plan.make_deferred(t.c, t.data));
+      for (const DataSet& d : t.deferred) unseen.push_back(&d);
+      if ((r + 1) * per_round > unseen.size()) {
+        return fail(ErrorKind::internal, "the fresh-data check of {} got {} of its {} never-seen sets", t.op.case_label(t.c),
+                    unseen.size(), total);
+      }
+    }
     std::vector<FreshPair> pairs;
     for (size_t k = 0; k < per_round; ++k, ++pair_index) {
-      const DataSet& novel = t.data.sets[unseen[r * per_round + k]];
+      const DataSet& novel = *unseen[r * per_round + k];
       int slot = static_cast<int>(pair_index % 2);
       FreshPair p;
       if (pair_index % 2 == 0) {
