@@ -52,7 +52,9 @@ constexpr const char* k_timing_recipe = "kope-timing-1";
 // The never-seen data sets of a timed case, for the fresh-data check (each costs a reference
 // call and its memory): four (two rounds of two pairs) when the reference is cheap and the sets
 // small, two (two rounds of one pair) when a reference call takes up to
-// k_expensive_reference_seconds, one beyond.
+// k_expensive_reference_seconds, one beyond. Only the first round's are made with the case's
+// data; the confirmation round's are deferred (CaseData::deferred_sets) until a first round
+// flags the kernel.
 constexpr int k_unseen_sets = 4;
 constexpr double k_cheap_reference_seconds = 0.05;
 constexpr uint64_t k_cheap_set_bytes = 32ull << 20;
@@ -66,6 +68,11 @@ size_t unseen_sets_to_keep(double reference_call_seconds, uint64_t set_bytes) {
   if (reference_call_seconds > k_cheap_reference_seconds || set_bytes > k_cheap_set_bytes) return 2;
   return k_unseen_sets;
 }
+
+// Of `unseen` never-seen sets, the first round's (made now) and the confirmation round's
+// (deferred): the check runs two rounds of unseen / 2 pairs, or one round of one.
+int first_round_sets(size_t unseen) { return unseen >= 2 ? static_cast<int>(unseen / 2) : static_cast<int>(unseen); }
+int deferred_round_sets(size_t unseen) { return static_cast<int>(unseen) - first_round_sets(unseen); }
 
 // $KOPE_EVAL_TRACE=1 prints the evaluation's milestones with their times to stderr.
 class Trace {
@@ -197,6 +204,37 @@ size_t reused_case_data() { return CaseDataCache::instance().hits(); }
 
 namespace {
 
+std::atomic<size_t> g_deferred_sets_made{0};
+
+// TimingPlan::make_deferred for `op`: a case's deferred never-seen sets, with the reference's
+// outputs for them, from a reference runner of their own (the pipeline's may be in the middle
+// of timing the reference, mapped for it). It runs under the timing lock, and seldom: only after
+// a first round of the fresh-data check flagged the kernel.
+std::function<Result<std::vector<DataSet>>(const spec::Case&, const CaseData&)> deferred_set_maker(const Backend& b,
+                                                                                                   const spec::OpSpec& op,
+                                                                                                   milliseconds min_timeout) {
+  return [&b, &op, min_timeout](const spec::Case& c, const CaseData& data) -> Result<std::vector<DataSet>> {
+    if (data.deferred_sets <= 0) return std::vector<DataSet>{};
+    auto so = b.build_trusted(op, op.reference_path, false);
+    if (!so) return std::unexpected(std::move(so).error().with_context(fmt::format("building the reference of {}: ", op.name)));
+    uint64_t in = max_extent(op, true), out = max_extent(op, false);
+    KOPE_ASSIGN(std::unique_ptr<Session> ref, Session::start(*so, b.runner_options(proto::Mode::trusted, in + out), in, out));
+    if (ref->failure()) {
+      return fail(ErrorKind::config, "the reference of {} cannot be started: {}", op.name, ref->failure()->message);
+    }
+    CaseData more = generate_case_data(op, c, data.evaluation_seed, data.deferred_sets, static_cast<int>(data.sets.size()));
+    KOPE_TRY(compute_expected(*ref, op, c, more, std::max(milliseconds(600'000), min_timeout)));
+    g_deferred_sets_made += more.sets.size();
+    return std::move(more.sets);
+  };
+}
+
+}  // namespace
+
+size_t deferred_sets_made() { return g_deferred_sets_made; }
+
+namespace {
+
 // --- reference pipeline ------------------------------------------------------------------------
 
 // Builds and runs the reference in its own thread, publishing each case's data as it is ready.
@@ -289,8 +327,9 @@ class ReferencePipeline {
       uint64_t set_bytes = 0;
       for (const auto& t : m_op.inputs) set_bytes += m_op.byte_size(t, c);
       for (const auto& t : m_op.outputs) set_bytes += m_op.byte_size(t, c);
-      int sets = k_rotating_sets + (m_timed && c.timed ? static_cast<int>(unseen_sets_to_keep(0, set_bytes)) : 0);
+      int sets = k_rotating_sets + (m_timed && c.timed ? first_round_sets(unseen_sets_to_keep(0, set_bytes)) : 0);
       CaseData d = generate_case_data(m_op, c, m_seed ^ (0x51ed27a1ULL * (static_cast<uint64_t>(i) + 1)), sets);
+      if (m_timed && c.timed) d.deferred_sets = deferred_round_sets(unseen_sets_to_keep(0, set_bytes));
       // The reference may take a while on big cases: generous but finite.
       milliseconds timeout = std::max(milliseconds(600'000), m_options.min_call_timeout);
       if (sets > k_rotating_sets + 1) {
@@ -302,15 +341,18 @@ class ReferencePipeline {
         d.sets[0] = std::move(first.sets[0]);
         d.reference_call_seconds = first.reference_call_seconds;
         size_t keep = unseen_sets_to_keep(first.reference_call_seconds, set_bytes);
-        d.sets.resize(std::min(d.sets.size(), static_cast<size_t>(k_rotating_sets) + keep));
+        d.sets.resize(std::min(d.sets.size(), static_cast<size_t>(k_rotating_sets + first_round_sets(keep))));
+        d.deferred_sets = deferred_round_sets(keep);
         CaseData rest;
         rest.case_index = d.case_index;
         for (size_t k = 1; k < d.sets.size(); ++k) rest.sets.push_back(std::move(d.sets[k]));
         if (auto st = compute_expected(*m_session, m_op, c, rest, timeout); !st) return publish_error(st.error());
         for (size_t k = 1; k < d.sets.size(); ++k) d.sets[k] = std::move(rest.sets[k - 1]);
         d.reference_call_seconds = std::max(d.reference_call_seconds, rest.reference_call_seconds);
-      } else if (auto st = compute_expected(*m_session, m_op, c, d, timeout); !st) {
-        return publish_error(st.error());
+      } else {
+        if (auto st = compute_expected(*m_session, m_op, c, d, timeout); !st) return publish_error(st.error());
+        // An expensive reference keeps one never-seen set: nothing to confirm with.
+        if (m_timed && c.timed) d.deferred_sets = deferred_round_sets(unseen_sets_to_keep(d.reference_call_seconds, set_bytes));
       }
       auto data = std::make_shared<const CaseData>(std::move(d));
       if (!key.empty()) CaseDataCache::instance().put(key, data);
@@ -494,6 +536,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
     if (lib_cached && less_precise_than(*lib_cached, eo.target_ci)) lib_cached.reset();
   }
   TimingPlan cand_plan = make_plan(options, eo, true, b.device_clock());
+  cand_plan.make_deferred = deferred_set_maker(b, op, options.min_call_timeout);
   TimingPlan base_plan = make_plan(options, eo, false);
   TimingPlan lib_plan = base_plan;
   lib_plan.device_clock = b.library_device_clock();  // a device baseline: timed like a candidate
@@ -1108,6 +1151,7 @@ Result<Compared> SandboxedEvaluator::compare(EvalRun& run, IncumbentRunner& incu
   if (incumbent.session) {
     auto timed = run.op.timed_cases();
     TimingPlan cand_plan = make_plan(m_options, run.options, true, m_backend->device_clock());
+    cand_plan.make_deferred = deferred_set_maker(*m_backend, run.op, m_options.min_call_timeout);
     KOPE_ASSIGN(ComparisonRun cr, compare_with_incumbent(run.op, timed, [&](size_t i) { return run.ref.wait(i); }, *run.session,
                                                          *incumbent.session, cand_plan, run.options, run.rng, run.trace));
     incumbent.session->close();

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,8 +62,14 @@ struct DataSet {
 // kept unseen until the fresh-data check of a timed case.
 struct CaseData {
   int case_index = 0;
+  uint64_t evaluation_seed = 0;  // set k's seed is mix(evaluation_seed, k)
   std::vector<DataSet> sets;
   double reference_call_seconds = 0;  // wall time of one reference call (round trip included)
+  // Never-seen sets of the fresh-data check's confirmation round, not made yet: sets
+  // sets.size() .. sets.size() + deferred_sets - 1, made (TimingPlan::make_deferred) only when a
+  // first round flags the kernel, which an honest kernel seldom is. Each costs a generation and
+  // a reference call, on the path to every verdict.
+  int deferred_sets = 0;
 };
 
 constexpr int k_rotating_sets = 2;
@@ -70,13 +77,18 @@ constexpr int k_rotating_sets = 2;
 // How many cases, over this process, an evaluation took the data of from an earlier evaluation
 // with the same data seed (eval/evaluator.cpp keeps it) instead of making it again.
 size_t reused_case_data();
+// How many deferred never-seen sets (CaseData::deferred_sets) this process made for
+// confirmation rounds of the fresh-data check.
+size_t deferred_sets_made();
 
 // The (input slot, output slot) cycle every verification and timing batch follows: consecutive
 // calls on one output slot always read different input slots.
 const std::vector<std::pair<int, int>>& call_cycle();
 
-// Generates the inputs of `set_count` data sets for case `c` from the evaluation seed.
-CaseData generate_case_data(const spec::OpSpec& op, const spec::Case& c, uint64_t evaluation_seed, int set_count);
+// Generates the inputs of `set_count` data sets for case `c` from the evaluation seed: sets
+// first_set .. first_set + set_count - 1 of that seed (the deferred ones start after the others).
+CaseData generate_case_data(const spec::OpSpec& op, const spec::Case& c, uint64_t evaluation_seed, int set_count,
+                            int first_set = 0);
 
 // A failure of the kernel under test, as its verdict would read ("case N=64: ...").
 struct Violation {
@@ -112,6 +124,9 @@ struct TimingPlan {
   // host shim adds up in the status page; the parent's clock around the host-synchronised batch
   // bounds it (device time above wall time, or a call count that disagrees, is a violation).
   bool device_clock = false;
+  // Makes a case's deferred never-seen sets (CaseData::deferred_sets), inputs and expected
+  // outputs, for a confirmation round. A check that needs them without it is kope's error.
+  std::function<Result<std::vector<DataSet>>(const spec::Case&, const CaseData&)> make_deferred;
 };
 
 struct TimingOutcome {
