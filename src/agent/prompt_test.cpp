@@ -440,11 +440,19 @@ TEST(Prompt, HardwareGuideIsPreciseEnoughForIntrinsics) {
     v3 = render_hardware(hw, "g++ 12 | -O3 -march=x86-64-v3 -mtune=native -fopenmp", g);
   }
   EXPECT_NE(v3.find("(-mtune=native schedules for znver4, the nearest CPU this compiler knows to this Zen 5)"), std::string::npos) << v3;
-  // A cache level nobody reported is left out, not shown as 0 bytes.
+  // A cache level nobody reported is not shown as 0 bytes: an unknown L3 says where to look
+  // instead (the bandwidth curve), and without that curve it is left out.
   hw.l3_bytes = 0;
+  hw.bandwidth = {{uint64_t{1} << 20, 200}, {uint64_t{64} << 20, 20}};
   std::string no_l3 = render_hardware(hw, "g++", g);
   EXPECT_NE(no_l3.find("- caches: L1d 32.0 KiB per core, L2"), std::string::npos) << no_l3;
-  EXPECT_EQ(no_l3.find("L3"), std::string::npos) << no_l3;
+  EXPECT_NE(no_l3.find("L3 size not known here (the triad bandwidth by working set below"), std::string::npos) << no_l3;
+  EXPECT_EQ(no_l3.find("L3 0"), std::string::npos) << no_l3;
+  {
+    HardwareProfile flat = hw;
+    flat.bandwidth.clear();
+    EXPECT_EQ(render_hardware(flat, "g++", g).find("L3"), std::string::npos);
+  }
 
   HardwareGuide ocl = g;
   ocl.backend = "opencl";

@@ -43,6 +43,11 @@ std::string cpu_memory_lines(const HardwareProfile& hw) {
   level("L1d", hw.l1d_bytes, "per core");
   level("L2", hw.l2_bytes, "per core");
   level("L3", hw.l3_bytes, "shared");
+  // A guest often learns no L3 size it could trust (hw.cpp); the bandwidth curve shows instead
+  // where a working set leaves the caches.
+  if (!caches.empty() && hw.l3_bytes == 0 && !hw.bandwidth.empty()) {
+    caches.push_back("L3 size not known here (the triad bandwidth by working set below shows where a working set leaves the caches)");
+  }
   if (!caches.empty()) out += "- caches: " + util::join(caches, ", ") + "\n";
   if (hw.peak_gflops > 0) {
     bool measured_core = hw.peak_gflops_core > 0;
