@@ -198,13 +198,29 @@ class CaseDataCache {
   size_t m_hits = 0;
 };
 
+std::atomic<size_t> g_deferred_sets_made{0};
+
 }  // namespace
 
 size_t reused_case_data() { return CaseDataCache::instance().hits(); }
+size_t deferred_sets_made() { return g_deferred_sets_made; }
 
 namespace {
 
-std::atomic<size_t> g_deferred_sets_made{0};
+// --- reference pipeline ------------------------------------------------------------------------
+
+// The op's reference (a trusted build) started in a runner sized for its biggest case.
+Result<std::unique_ptr<Session>> start_reference(const Backend& b, const spec::OpSpec& op) {
+  auto so = b.build_trusted(op, op.reference_path, false);
+  if (!so) return std::unexpected(std::move(so).error().with_context(fmt::format("building the reference of {}: ", op.name)));
+  uint64_t in = max_extent(op, true), out = max_extent(op, false);
+  KOPE_ASSIGN(std::unique_ptr<Session> ref, Session::start(*so, b.runner_options(proto::Mode::trusted, in + out), in, out));
+  if (ref->failure()) return fail(ErrorKind::config, "the reference of {} cannot be started: {}", op.name, ref->failure()->message);
+  return ref;
+}
+
+// A reference call may take a while on big cases: generous but finite.
+milliseconds reference_call_timeout(milliseconds min_call_timeout) { return std::max(milliseconds(600'000), min_call_timeout); }
 
 // TimingPlan::make_deferred for `op`: a case's deferred never-seen sets, with the reference's
 // outputs for them, from a reference runner of their own (the pipeline's may be in the middle
@@ -215,27 +231,13 @@ std::function<Result<std::vector<DataSet>>(const spec::Case&, const CaseData&)> 
                                                                                                    milliseconds min_timeout) {
   return [&b, &op, min_timeout](const spec::Case& c, const CaseData& data) -> Result<std::vector<DataSet>> {
     if (data.deferred_sets <= 0) return std::vector<DataSet>{};
-    auto so = b.build_trusted(op, op.reference_path, false);
-    if (!so) return std::unexpected(std::move(so).error().with_context(fmt::format("building the reference of {}: ", op.name)));
-    uint64_t in = max_extent(op, true), out = max_extent(op, false);
-    KOPE_ASSIGN(std::unique_ptr<Session> ref, Session::start(*so, b.runner_options(proto::Mode::trusted, in + out), in, out));
-    if (ref->failure()) {
-      return fail(ErrorKind::config, "the reference of {} cannot be started: {}", op.name, ref->failure()->message);
-    }
+    KOPE_ASSIGN(std::unique_ptr<Session> ref, start_reference(b, op));
     CaseData more = generate_case_data(op, c, data.evaluation_seed, data.deferred_sets, static_cast<int>(data.sets.size()));
-    KOPE_TRY(compute_expected(*ref, op, c, more, std::max(milliseconds(600'000), min_timeout)));
+    KOPE_TRY(compute_expected(*ref, op, c, more, reference_call_timeout(min_timeout)));
     g_deferred_sets_made += more.sets.size();
     return std::move(more.sets);
   };
 }
-
-}  // namespace
-
-size_t deferred_sets_made() { return g_deferred_sets_made; }
-
-namespace {
-
-// --- reference pipeline ------------------------------------------------------------------------
 
 // Builds and runs the reference in its own thread, publishing each case's data as it is ready.
 class ReferencePipeline {
@@ -304,15 +306,9 @@ class ReferencePipeline {
     // kope's own work waits while another kope times (util::lock_for_work), case by case.
     auto work = util::lock_for_work();
     if (!work) return publish_error(work.error());
-    auto so = m_backend.build_trusted(m_op, m_op.reference_path, false);
-    if (!so) return publish_error(std::move(so).error().with_context(fmt::format("building the reference of {}: ", m_op.name)));
-    uint64_t in = max_extent(m_op, true), out = max_extent(m_op, false);
-    auto s = Session::start(*so, m_backend.runner_options(proto::Mode::trusted, in + out), in, out);
+    auto s = start_reference(m_backend, m_op);
     if (!s) return publish_error(s.error());
     m_session = std::move(*s);
-    if (m_session->failure()) {
-      return publish_error(Error{ErrorKind::config, fmt::format("the reference of {} cannot be started: {}", m_op.name, m_session->failure()->message)});
-    }
     work->release();
     for (size_t i = 0; i < m_op.cases.size(); ++i) {
       if (m_cancel) return publish_error(Error{ErrorKind::internal, "cancelled"});
@@ -327,11 +323,12 @@ class ReferencePipeline {
       uint64_t set_bytes = 0;
       for (const auto& t : m_op.inputs) set_bytes += m_op.byte_size(t, c);
       for (const auto& t : m_op.outputs) set_bytes += m_op.byte_size(t, c);
-      int sets = k_rotating_sets + (m_timed && c.timed ? first_round_sets(unseen_sets_to_keep(0, set_bytes)) : 0);
+      // The most never-seen sets the case can keep (fewer once the reference's cost is known).
+      size_t unseen = m_timed && c.timed ? unseen_sets_to_keep(0, set_bytes) : 0;
+      int sets = k_rotating_sets + first_round_sets(unseen);
       CaseData d = generate_case_data(m_op, c, m_seed ^ (0x51ed27a1ULL * (static_cast<uint64_t>(i) + 1)), sets);
-      if (m_timed && c.timed) d.deferred_sets = deferred_round_sets(unseen_sets_to_keep(0, set_bytes));
-      // The reference may take a while on big cases: generous but finite.
-      milliseconds timeout = std::max(milliseconds(600'000), m_options.min_call_timeout);
+      d.deferred_sets = deferred_round_sets(unseen);
+      milliseconds timeout = reference_call_timeout(m_options.min_call_timeout);
       if (sets > k_rotating_sets + 1) {
         // Compute the first set alone to learn the cost; drop one fresh set when it is expensive.
         CaseData first;
@@ -352,7 +349,7 @@ class ReferencePipeline {
       } else {
         if (auto st = compute_expected(*m_session, m_op, c, d, timeout); !st) return publish_error(st.error());
         // An expensive reference keeps one never-seen set: nothing to confirm with.
-        if (m_timed && c.timed) d.deferred_sets = deferred_round_sets(unseen_sets_to_keep(d.reference_call_seconds, set_bytes));
+        if (unseen > 0) d.deferred_sets = deferred_round_sets(unseen_sets_to_keep(d.reference_call_seconds, set_bytes));
       }
       auto data = std::make_shared<const CaseData>(std::move(d));
       if (!key.empty()) CaseDataCache::instance().put(key, data);
@@ -1365,15 +1362,12 @@ Result<std::vector<CaseBaselines>> measure_baselines(std::string_view backend_na
     if (!all_cached) {
       if (!ref_session) {
         KOPE_ASSIGN(util::SharedLock build_work, util::lock_for_work());
-        KOPE_ASSIGN(fs::path so, backend->build_trusted(op, op.reference_path, false));
-        uint64_t in = max_extent(op, true), out_b = max_extent(op, false);
-        KOPE_ASSIGN(ref_session, Session::start(so, backend->runner_options(proto::Mode::trusted, in + out_b), in, out_b));
-        if (ref_session->failure()) return fail(ErrorKind::config, "the reference of {} cannot be started: {}", op.name, ref_session->failure()->message);
+        KOPE_ASSIGN(ref_session, start_reference(*backend, op));
       }
       if (progress) progress(fmt::format("{} {}: computing reference outputs", op.name, cb.label));
       KOPE_ASSIGN(util::SharedLock work, util::lock_for_work());
       data = generate_case_data(op, *c, seed ^ static_cast<uint64_t>(c->index), k_rotating_sets);
-      KOPE_TRY(compute_expected(*ref_session, op, *c, data, std::max(milliseconds(600'000), options.min_call_timeout)));
+      KOPE_TRY(compute_expected(*ref_session, op, *c, data, reference_call_timeout(options.min_call_timeout)));
     }
     auto lock = util::lock_for_timing();
     if (!lock) return std::unexpected(lock.error());

@@ -1127,17 +1127,13 @@ Result<bool> CaseTimer::fresh_check() {
   std::vector<FreshRound> done;
   size_t pair_index = 0;
   for (size_t r = 0; r < rounds; ++r) {
-    if ((r + 1) * per_round > unseen.size()) {
-      if (!t.deferred.empty() || !t.plan.make_deferred) {
-        return fail(ErrorKind::internal, "the fresh-data check of {} has {} of its {} never-seen sets", t.op.case_label(t.c),
-                    unseen.size(), total);
-      }
+    if ((r + 1) * per_round > unseen.size() && t.deferred.empty() && t.plan.make_deferred) {
       KOPE_ASSIGN(t.deferred, t.plan.make_deferred(t.c, t.data));
       for (const DataSet& d : t.deferred) unseen.push_back(&d);
-      if ((r + 1) * per_round > unseen.size()) {
-        return fail(ErrorKind::internal, "the fresh-data check of {} got {} of its {} never-seen sets", t.op.case_label(t.c),
-                    unseen.size(), total);
-      }
+    }
+    if ((r + 1) * per_round > unseen.size()) {
+      return fail(ErrorKind::internal, "the fresh-data check of {} has {} of its {} never-seen sets", t.op.case_label(t.c),
+                  unseen.size(), total);
     }
     std::vector<FreshPair> pairs;
     for (size_t k = 0; k < per_round; ++k, ++pair_index) {
