@@ -743,6 +743,21 @@ TEST(Loop, ReplayPrefersKernelsOfATargetThatRunsHere) {
   EXPECT_EQ(st.stop_reason, "replay_verified");
 }
 
+// On an AVX-512 host, of two kernels recorded elsewhere that both run here, the AVX-512 one is
+// replayed before an AVX2 one, even one recorded as faster at its source (issue 31: replay picks
+// the highest level the machine runs).
+TEST(Loop, ReplayPrefersTheHighestLevelThatRunsHere) {
+  Harness h(fakes::FakeEvaluator::Config{.target = "x86_64-avx2-fma-avx512-avx512vnni-avx512bf16", .hardware = testing::fake_hw()});
+  ASSERT_EQ(h.evaluator.target().str(), "x86_64-avx2-fma-avx512-avx512vnni-avx512bf16");
+  record_replayable(h, h.op, "x86_64-avx2-fma", 100, "avx2 kernel", "g++ avx2 host");
+  int64_t avx512 = record_replayable(h, h.op, "x86_64-avx2-fma-avx512", 300, "avx512 kernel", "g++ avx512 host");
+  record_replayable(h, h.op, "x86_64-avx2-fma-avx512-amx", 50, "amx kernel", "g++ amx host");  // does not run here
+  OpState st = run_replay(h);
+  ASSERT_EQ(st.attempts.size(), 1u);
+  EXPECT_EQ(st.attempts[0].source_case_id, avx512);
+  EXPECT_EQ(st.stop_reason, "replay_verified");
+}
+
 // An op memory holds no kernel of its own for may try another op's kernel with the same
 // parameter types (re-verified here like any other).
 TEST(Loop, ReplayTriesAnotherOpsKernelOnlyForAnOpWithoutItsOwn) {

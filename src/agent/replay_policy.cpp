@@ -22,13 +22,14 @@ Result<std::vector<memory::CaseRecord>> cases_if_any(memory::Store& store, const
 }
 
 // Best first: this op's own kernels, then native records, then those recorded on a target this
-// one runs, then the faster at its source, then the older case.
+// one runs, the higher ISA level first, then the faster at its source, then the older case.
 void order_candidates(std::vector<ReplayCandidate>& out, const spec::OpSpec& op) {
   std::stable_sort(out.begin(), out.end(), [&](const ReplayCandidate& a, const ReplayCandidate& b) {
     bool a_same = replay_same_op(a.source.task, op), b_same = replay_same_op(b.source.task, op);
     if (a_same != b_same) return a_same;
     if (a.native != b.native) return a.native;
     if (a.runs_here != b.runs_here) return a.runs_here;
+    if (a.level != b.level) return a.level > b.level;
     double sa = a.source.speedup_vs_reference.value_or(0), sb = b.source.speedup_vs_reference.value_or(0);
     if (sa != sb) return sa > sb;
     return a.source.id < b.source.id;
@@ -116,6 +117,7 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
     auto source_target = Target::parse(c.hardware.target);
     ReplayCandidate cand{c, c.hardware.target == here && c.toolchain.id == toolchain,
                          source_target && target_runs_on(*source_target, here_target)};
+    if (cand.runs_here) cand.level = source_target->features.size();
     auto it = by_code.find(h);
     // Prefer the native record of a kernel, then the faster one.
     if (it == by_code.end() || (cand.native && !it->second.native) ||

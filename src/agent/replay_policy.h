@@ -25,6 +25,11 @@ struct ReplayCandidate {
   // Recorded on a target whose features this one has (Target::runs_on): under --isa x86-64-v3
   // on an AVX-512 CPU, an AVX2 host's kernel, not an AVX-512 one that would not compile.
   bool runs_here = false;
+  // How many ISA features the recorded target names (0 unless it runs here): of two kernels that
+  // run here, the one written for the higher level (an AVX-512 host's over an AVX2 host's) is
+  // tried first. Speeds recorded at different levels are not comparable (each level has its own
+  // reference and library builds), so the level decides before the recorded speed does.
+  size_t level = 0;
 };
 
 class ReplayPolicy : public CandidatePolicy {

@@ -88,7 +88,7 @@ struct Harness {
   spec::OpSpec op = load_softmax();
   HardwareProfile hw = fake_hw();
   PromptLibrary prompts;
-  FakeEvaluator evaluator{FakeEvaluator::Config{.hardware = fake_hw()}};
+  FakeEvaluator evaluator;
   InMemoryStore store;
   LoopConfig config;
   SharedEstimator estimator;
@@ -103,7 +103,8 @@ struct Harness {
   std::string run_id = "run-test";
   std::vector<const spec::OpSpec*> known_ops;
 
-  Harness() {
+  Harness() : Harness(FakeEvaluator::Config{.hardware = fake_hw()}) {}
+  explicit Harness(FakeEvaluator::Config evaluator_config) : evaluator(std::move(evaluator_config)) {
     auto lib = PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", "cpu");
     if (!lib) ADD_FAILURE() << lib.error().message;
     prompts = *lib;
