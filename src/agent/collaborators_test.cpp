@@ -186,6 +186,28 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   EXPECT_EQ(fast.outcome, memory::outcome_for_ratio(2.0));
   EXPECT_TRUE(fast.notable);  // at least notable_speedup (1.5) over its parent
 
+  // Timed beside the incumbent it began from, the comparison's ratio decides whether the gain is
+  // notable, not memory's r over recorded timings (2x here, 1.08x beside it).
+  Attempt beside = made(2, Stage::refine, eval::Verdict::correct);
+  beside.parent_iteration = 1;
+  beside.timings = {timed(0, 500)};
+  beside.speedup_vs_reference = 2.0;
+  beside.decision = run::Decision::faster;
+  beside.speedup_vs_incumbent = 1.08;
+  beside.decision_lower = 1.05;
+  beside.decision_upper = 1.11;
+  ASSERT_TRUE(judge.decide(beside));
+  EXPECT_TRUE(beside.improved);
+  EXPECT_NEAR(*beside.speedup_vs_parent, 2.0, 1e-9);
+  EXPECT_FALSE(beside.notable) << beside.notable_reason;
+  beside.speedup_vs_incumbent = 1.7;
+  beside.decision_lower = 1.6;
+  beside.decision_upper = 1.8;
+  ASSERT_TRUE(judge.decide(beside));
+  EXPECT_TRUE(beside.notable);
+  EXPECT_NE(beside.notable_reason.find("1.70x the speed of the kernel it began from, timed beside it"), std::string::npos)
+      << beside.notable_reason;
+
   Attempt failed = made(2, Stage::refine, eval::Verdict::wrong_result);
   ASSERT_TRUE(judge.decide(failed));
   EXPECT_FALSE(failed.improved);

@@ -146,9 +146,18 @@ Result<AssessedCase> Judge::decide(Attempt& a) const {
     a.notable = true;
     a.notable_reason = fmt::format("attempt {} is correct after attempt {} failed ({}: {})", a.iteration, prev.iteration,
                                    eval::verdict_name(prev.verdict), util::truncate_text(prev.message, 160, 1));
-  } else if (a.improved && inc && r && *r >= m_ctx.cfg.notable_speedup) {
-    a.notable = true;
-    a.notable_reason = fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, *r);
+  } else if (a.improved && inc && r) {
+    // Timed beside the incumbent it began from, the gain is that comparison's (the same load for
+    // both); memory's r compares timings recorded at other times, which under load can be off
+    // by 2x, and a reflection triggered by it would write an overstated lesson.
+    bool beside = compared_side_by_side(a) && a.speedup_vs_incumbent && parent && parent->iteration == inc->iteration;
+    double gain = beside ? *a.speedup_vs_incumbent : *r;
+    if (gain >= m_ctx.cfg.notable_speedup) {
+      a.notable = true;
+      a.notable_reason = beside ? fmt::format("attempt {} is {:.2f}x the speed of the kernel it began from, timed beside it",
+                                              a.iteration, gain)
+                                : fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, gain);
+    }
   }
   return out;
 }

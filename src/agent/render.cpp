@@ -266,8 +266,9 @@ std::string decidable_gain(const Attempt& a) {
                        "likely to come out undecided again.\n",
                        below, needed);
   }
-  return "The comparison ran too few pairs for an interval in its time (long timed cases or a loaded machine), so only a "
-         "large gain can be decided: prefer a change with a large expected effect.\n";
+  return "A timed case ran too few pairs for an interval in the comparison's time (a long case or a loaded machine; "
+         "the interval over the cases needs one from each), so only a large gain can be decided: prefer a change with a "
+         "large expected effect.\n";
 }
 }  // namespace
 
@@ -281,7 +282,7 @@ std::string render_decision(const Attempt& a) {
   if (compared_side_by_side(a)) {
     std::string interval = a.decision_lower && a.decision_upper && std::isfinite(*a.decision_upper)
                                ? fmt::format(" (95% interval {:.2f}x to {:.2f}x)", *a.decision_lower, *a.decision_upper)
-                               : " (too few pairs for an interval)";
+                               : " (no interval: a timed case ran too few pairs for one)";
     std::string verdict = "undecided within the comparison's time, and an undecided kernel does not replace the incumbent";
     auto d = run::incumbent_decision(a.decision);
     if (d == eval::IncumbentDecision::faster) verdict = "faster";

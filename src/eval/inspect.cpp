@@ -357,8 +357,11 @@ InspectionReport SymbolPolicy::inspect(const elf::File& object, std::string_view
     std::vector<std::string> shown;
     for (size_t i = 0; i < state.size() && i < 5; ++i) shown.push_back(display_symbol(state[i]));
     if (state.size() > 5) shown.push_back(fmt::format("and {} more", state.size() - 5));
-    rep.notes.push_back(fmt::format("keeps writable static data ({}); kernels may not keep state between calls "
-                                    "(checked by rotating and fresh inputs)",
+    // A note, not a finding: scratch kept from call to call is allowed (prompts/cpu/system.md),
+    // results kept are not, and only the data checks tell the two apart.
+    rep.notes.push_back(fmt::format("keeps writable static data ({}): allowed as scratch that each call writes "
+                                    "before it reads; results kept from call to call are not (checked by "
+                                    "rotating and fresh inputs)",
                                     util::join(shown, ", ")));
   }
   return rep;
