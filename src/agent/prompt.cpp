@@ -276,7 +276,7 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     } else {
       it.section = "lessons";
     }
-    if (r.foreign && !r.target.empty()) it.text = "(from " + r.target + ") " + it.text;
+    if (r.foreign && !r.target.empty()) it.text = "(from " + r.target + ", another machine) " + it.text;
     it.tokens = estimator.estimate(item_text(it));
     double relevance = std::max(0.0, r.score) / max_score;
     // Lessons are ranked by what they earned at this stage: up to twice the relevance for a
@@ -301,8 +301,17 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     out.scores[r.id] = r.score;
     return it;
   };
+  // A case is one item whatever form it is retrieved in: its best-kernel form ("kernel:N") and
+  // its summary ("case:N") render different text, and both reached one refine prompt (a
+  // matmul_softmax kernel under "kernels that verified" and again under "General notes"). A fix
+  // item is about the failed case beside it, and stays.
+  std::set<int64_t> seen_cases;
   auto fresh = [&](const memory::RetrievedItem& r, const std::string& text) {
-    return seen.insert(r.id).second && seen_content.insert(knowledge_content_key(text)).second;
+    bool one_case = r.kind != memory::RetrievedItem::Kind::lesson && r.case_id > 0 && !r.failed_case;
+    if (one_case && seen_cases.contains(r.case_id)) return false;
+    if (!seen.insert(r.id).second || !seen_content.insert(knowledge_content_key(text)).second) return false;
+    if (one_case) seen_cases.insert(r.case_id);
+    return true;
   };
   // The op category an item is about: the store's, else the suite's ("" for general items).
   auto category_of_item = [&](const memory::RetrievedItem& r) {

@@ -58,6 +58,27 @@ memory::RetrievedItem item(std::string id, memory::RetrievedItem::Kind kind, std
 
 using Kind = memory::RetrievedItem::Kind;
 
+// A case retrieved both as a best kernel and as a summary is offered once, in the form found
+// first; a fix item about it stays (it is about the failed case beside it).
+TEST(Prompt, ACaseIsOfferedOnceWhateverItsForm) {
+  Fixture f;
+  memory::RetrievedItem kernel = item("kernel:7", Kind::best_kernel, "GEMM with an 8x48 register tile", 1.0, false, "softmax");
+  memory::RetrievedItem summary = item("case:7", Kind::case_summary, "GEMM with an 8x48 register tile, then softmax", 0.9,
+                                       false, "softmax");
+  memory::RetrievedItem fix = item("case:7", Kind::case_summary, "fixed the tail", 0.8, false, "softmax");
+  fix.id = "fix:6-7";
+  fix.failed_case = 6;
+  auto knowledge = classify_knowledge({kernel}, {summary, fix}, f.op, memory::Stage::refine, f.lib, f.est,
+                                      [](std::string_view) { return std::nullopt; });
+  std::set<std::string> ids;
+  for (const auto* tier : {&knowledge.warm, &knowledge.cold}) {
+    for (const auto& it : *tier) ids.insert(it.id);
+  }
+  EXPECT_TRUE(ids.contains("kernel:7"));
+  EXPECT_FALSE(ids.contains("case:7")) << "the same case twice";
+  EXPECT_TRUE(ids.contains("fix:6-7"));
+}
+
 TEST(PromptLibrary, LoadsEveryTemplateAndSplitsNotes) {
   Fixture f;
   EXPECT_FALSE(f.lib.system.empty());

@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "hw/probe_source.h"
 #include "kope/hw.h"
 #include "util/fs.h"
+#include "util/strings.h"
+#include "util/subprocess.h"
 
 namespace kope {
 namespace {
@@ -69,6 +72,52 @@ TEST_F(HardwareProfileCache, ACurrentProfileWithoutCacheSizesTakesTheHosts) {
   EXPECT_EQ(p->l2_bytes, host.l2_bytes);
   EXPECT_EQ(p->l3_bytes, 0u);
   EXPECT_EQ(p->peak_gflops, 100);
+}
+
+// The integer peak is measured with the widest int8 dot product each level offers kernels, so
+// an int8 kernel is never "beyond the roof": vpdpbusd on zmm with AVX-512 VNNI (the AVX2
+// vpmaddubsw figure is half of what a VNNI kernel reaches on a Zen 5 core), vpmaddubsw on zmm
+// with AVX-512 BW, the VEX vpdpbusd with AVX-VNNI, vpmaddubsw on ymm with AVX2. Compiled only
+// (with the flags, not the host, deciding), and read back with objdump.
+TEST(HardwareProbe, TheIntegerPeakUsesTheWidestInt8DotProductOfEachLevel) {
+  auto dir = util::TempDir::create("kope-probe-isa-");
+  ASSERT_TRUE(dir) << dir.error().message;
+  auto src = dir->path() / "probe.cpp";
+  ASSERT_TRUE(util::write_file_atomic(src, hw::k_probe_source));
+  struct Level {
+    std::vector<std::string> flags;
+    std::string expected;     // the instruction and register kind, as objdump prints them
+    std::string not_expected;
+    int chains;
+  };
+  const std::vector<Level> levels = {
+      {{"-march=x86-64-v3"}, "vpmaddubsw %ymm", "vpdpbusd", 12},
+      {{"-march=x86-64-v3", "-mavxvnni"}, "{vex} vpdpbusd %ymm", "vpmaddubsw", 12},
+      {{"-march=x86-64-v4"}, "vpmaddubsw %zmm", "vpdpbusd", 16},
+      {{"-march=x86-64-v4", "-mavx512vnni"}, "vpdpbusd %zmm", "vpmaddubsw", 16},
+  };
+  std::string cxx = util::get_env("KOPE_CXX").value_or("g++");
+  for (const Level& l : levels) {
+    SCOPED_TRACE(util::join(l.flags, " "));
+    auto obj = dir->path() / "probe.o";
+    util::RunOptions cc;
+    cc.spawn.argv = {cxx, "-O3", "-fopenmp", "-std=gnu++17", "-c", src.string(), "-o", obj.string()};
+    cc.spawn.argv.insert(cc.spawn.argv.begin() + 2, l.flags.begin(), l.flags.end());
+    cc.timeout = std::chrono::seconds(120);
+    auto built = util::run(cc);
+    ASSERT_TRUE(built) << built.error().message;
+    ASSERT_TRUE(built->status.success()) << built->err;
+    util::RunOptions dis;
+    dis.spawn.argv = {"objdump", "-d", "--no-show-raw-insn", obj.string()};
+    dis.timeout = std::chrono::seconds(60);
+    auto listing = util::run(dis);
+    ASSERT_TRUE(listing) << listing.error().message;
+    ASSERT_TRUE(listing->status.success()) << listing->err;
+    int found = 0;
+    for (size_t at = listing->out.find(l.expected); at != std::string::npos; at = listing->out.find(l.expected, at + 1)) ++found;
+    EXPECT_GE(found, l.chains) << "every chain of the integer loop in " << l.expected;
+    EXPECT_EQ(listing->out.find(l.not_expected), std::string::npos) << "a narrower int8 instruction: " << l.not_expected;
+  }
 }
 
 }  // namespace
