@@ -137,7 +137,11 @@ std::string render_op_spec(const spec::OpSpec& op) {
                                            : fmt::format("  - {} {} = {}\n", a.name, spec::dtype_name(a.dtype), a.ivalue);
     }
   }
-  out += fmt::format("- tolerance: |got − expected| <= {} + {}·|expected| (NaN/Inf positions must match)\n",
+  // With an output's own tolerance above, this is the op's: it holds for the other outputs and
+  // for the part an output's own leaves "as the op's" (an answerer could not tell which applied).
+  bool own = std::any_of(op.outputs.begin(), op.outputs.end(), [](const spec::Tensor& t) { return t.tolerance.has_value(); });
+  out += fmt::format("- tolerance{}: |got − expected| <= {} + {}·|expected| (NaN/Inf positions must match)\n",
+                     own ? " (the op's: for outputs without their own, and where their own says \"as the op's\")" : "",
                      op.tolerance.atol, op.tolerance.rtol);
   out += fmt::format("- work: flops = {}, bytes = {}\n", op.flops.text(), op.bytes.text());
   std::vector<std::string> checked, timed;
