@@ -48,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // Bumped when the timing procedure changes, so cached baseline times are measured again.
-constexpr const char* k_timing_recipe = "kope-timing-1";
+constexpr const char* k_timing_recipe = "kope-timing-2";
 // The never-seen data sets of a timed case, for the fresh-data check (each costs a reference
 // call and its memory): four (two rounds of two pairs) when the reference is cheap and the sets
 // small, two (two rounds of one pair) when a reference call takes up to

@@ -31,7 +31,7 @@ namespace {
 using json = nlohmann::json;
 
 // Bumped when the selection procedure changes, so cached selections are made again.
-constexpr const char* k_selection_recipe = "kope-library-best-1";
+constexpr const char* k_selection_recipe = "kope-library-best-2";
 
 // "key=value" of a report's part for `library` ("openblas core=Haswell threads=2 ...;").
 std::map<std::string, std::string> report_fields(std::string_view report, std::string_view library) {

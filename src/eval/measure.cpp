@@ -832,7 +832,11 @@ Result<bool> CaseTimer::sample(std::optional<int>* round_cpu) {
   Session::CpuTimes before = t.s.cpu_times();
   const proto::StatusPage* page = t.s.arena().status();
   uint64_t device_ns0 = page->device_ns, device_calls0 = page->device_calls;
-  bool kept = round_cpu && *round_cpu && t.s.keep_calling_thread_on(**round_cpu);
+  // The round's first batch keeps the calling thread where it last ran (and the pool off that
+  // CPU) as the later ones do, so that no batch runs two of its threads on one CPU.
+  std::optional<int> where;
+  if (round_cpu) where = *round_cpu ? **round_cpu : t.s.calling_cpu();
+  bool kept = where && *where >= 0 && t.s.keep_calling_thread_on(*where);
   auto batch = t.run_batch(nb, &secs);
   t.ran_on = t.s.calling_cpu();
   if (kept) t.s.keep_calling_thread_on(std::nullopt);

@@ -194,8 +194,9 @@ class CaseTimer {
   Result<bool> prepare();
   // Runs one batch and records one sample. With `round_cpu` (same-CPU rounds, time_group): when
   // it holds a CPU, the runner's calling thread is kept there for the batch
-  // (Session::keep_calling_thread_on; as before when it cannot be); when empty, it receives the
-  // CPU the batch ended on, for the round's later batches.
+  // (Session::keep_calling_thread_on; as before when it cannot be); when empty, the thread is
+  // kept where it last ran, and `round_cpu` receives the CPU the batch ended on, for the
+  // round's later batches.
   Result<bool> sample(std::optional<int>* round_cpu = nullptr);
   // Takes up this timer's timing again after the session ran other cases: maps the case and
   // writes its inputs again, keeping the batch size, the overhead and the samples (a prepared
@@ -256,8 +257,9 @@ bool fresh_check_rejects(const std::vector<FreshRound>& rounds, size_t needed, d
 // each has at least 3 samples. Stops early when one fails.
 //
 // Same-CPU rounds: the batches of one round (and both batches of a pair of the comparison with
-// the incumbent) run on the CPU the round's first batch ended on: the calling thread of every
-// later runner is kept there for its batch. Left to the scheduler, each runner stays on the
+// the incumbent) run on one CPU: the calling thread of the round's first runner is kept where it
+// last ran, and every later runner's there, for its batch, with the runner's other threads
+// on the other CPUs (Session::keep_calling_thread_on). Left to the scheduler, each runner stays on the
 // CPU it woke on for the whole timing, and two CPUs of a virtual machine differ: one is the
 // parent's (it wrote the inputs and poisoned the outputs just before), or its host core is
 // shared. Measured on a 2-CPU VM, a kernel timed against itself in separate runners came out

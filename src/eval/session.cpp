@@ -277,13 +277,26 @@ bool Session::keep_calling_thread_on(std::optional<int> cpu) {
     if (::sched_getaffinity(m_runner_pid, sizeof now, &now) != 0) return false;
     m->calling_cpus = now;
   }
-  cpu_set_t want = *m->calling_cpus;
+  const cpu_set_t& every = *m->calling_cpus;
+  cpu_set_t want = every;
+  cpu_set_t rest = every;  // the other threads': every CPU but the calling thread's
   if (cpu) {
-    if (*cpu < 0 || *cpu >= CPU_SETSIZE || !CPU_ISSET(*cpu, &*m->calling_cpus)) return false;
+    if (*cpu < 0 || *cpu >= CPU_SETSIZE || !CPU_ISSET(*cpu, &every)) return false;
     CPU_ZERO(&want);
     CPU_SET(*cpu, &want);
+    if (CPU_COUNT(&every) > 1) CPU_CLR(*cpu, &rest);
   }
-  return ::sched_setaffinity(m_runner_pid, sizeof want, &want) == 0;
+  if (::sched_setaffinity(m_runner_pid, sizeof want, &want) != 0) return false;
+  // The other threads (the OpenMP pool, a library's own) leave the calling thread's CPU: a
+  // worker woken onto it waits there for the whole batch while another CPU idles, whenever the
+  // scheduler sees no cache shared between the CPUs (a VM that reports no L3), which halved a
+  // two-thread kernel's speed in half its batches. A thread that has just exited is no error.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path("/proc") / std::to_string(m_runner_pid) / "task", ec)) {
+    pid_t tid = static_cast<pid_t>(std::atoi(e.path().filename().c_str()));
+    if (tid > 0 && tid != m_runner_pid) ::sched_setaffinity(tid, sizeof rest, &rest);
+  }
+  return true;
 }
 
 std::string Session::output_tail() const {

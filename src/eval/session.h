@@ -111,10 +111,11 @@ class Session {
   // The CPU the runner's calling thread (the one that makes the kernel's calls; OpenMP's thread
   // 0) last ran on, from /proc/<pid>/task/<pid>/stat; -1 when unknown.
   int calling_cpu() const;
-  // Keeps the calling thread on `cpu` for the coming commands, or (nullopt) lets it run on every
-  // CPU it could at the start again. Only that thread: the runner's other threads (the OpenMP
-  // pool, made before the kernel was loaded; a candidate cannot make more) keep their CPUs.
-  // False, and the thread as it was, when the kernel refuses it (a CPU the runner may not use).
+  // Keeps the calling thread on `cpu` for the coming commands, and the runner's other threads
+  // (the OpenMP pool, made before the kernel was loaded; a candidate cannot make more) on every
+  // other CPU the calling thread could use at the start; or (nullopt) lets every thread run on
+  // all of those again. False, and the threads as they were, when the kernel refuses it (a CPU
+  // the runner may not use).
   bool keep_calling_thread_on(std::optional<int> cpu);
   // The runner's pid as this process sees it (learnt from the socket's credentials), or 0.
   pid_t runner_pid() const { return m_runner_pid; }

@@ -573,9 +573,11 @@ extern "C" void kope_kernel(const float* x, const float* y, float* z, int64_t N)
 }
 
 // Same-CPU rounds (eval/measure.h): the parent keeps a candidate runner's calling thread on one
-// CPU and lets it go again; the OpenMP pool's other thread keeps every CPU it had, the calls
-// still work, and the thread reports the CPU it ran on. A CPU the runner may not use is refused.
-TEST(Sandbox, KeepsOnlyTheCallingThreadOnACpu) {
+// CPU and lets it go again; meanwhile the OpenMP pool's other thread may use every other CPU but
+// not that one (where a worker woken beside the calling thread would wait for it), the calls
+// still work, and the thread reports the CPU it ran on. Let go, both threads have every CPU
+// again. A CPU the runner may not use is refused.
+TEST(Sandbox, KeepsTheCallingThreadOnACpuAndThePoolOffIt) {
   spec::OpSpec op = test_op("vadd");
   auto built = build_for_runner(op, k_vadd, eval::proto::Mode::candidate, 2);
   ASSERT_TRUE(built) << built.error().message;
@@ -609,14 +611,24 @@ TEST(Sandbox, KeepsOnlyTheCallingThreadOnACpu) {
   ASSERT_EQ(::sched_getaffinity(0, sizeof mine, &mine), 0);
   int cpu = 0;
   while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine)) ++cpu;
+  EXPECT_EQ(pool, every);
   ASSERT_TRUE(session.keep_calling_thread_on(cpu));
   EXPECT_EQ(allowed(pid), std::to_string(cpu));
-  EXPECT_EQ(allowed(others[0]), pool);
+  // The pool's CPUs: every one the runner had but `cpu` (all of them on a one-CPU machine).
+  cpu_set_t runner_cpus;
+  ASSERT_EQ(::sched_getaffinity(others[0], sizeof runner_cpus, &runner_cpus), 0);
+  if (CPU_COUNT(&mine) > 1) {
+    EXPECT_FALSE(CPU_ISSET(cpu, &runner_cpus)) << allowed(others[0]);
+    EXPECT_EQ(CPU_COUNT(&runner_cpus), CPU_COUNT(&mine) - 1) << allowed(others[0]);
+  } else {
+    EXPECT_EQ(allowed(others[0]), pool);
+  }
   auto called = session.call(0, 0, std::chrono::seconds(30));
   ASSERT_TRUE(called && *called) << (session.failure() ? session.failure()->message : "");
   EXPECT_EQ(session.calling_cpu(), cpu);
   ASSERT_TRUE(session.keep_calling_thread_on(std::nullopt));
   EXPECT_EQ(allowed(pid), every);
+  EXPECT_EQ(allowed(others[0]), every);
   EXPECT_FALSE(session.keep_calling_thread_on(CPU_SETSIZE + 1));
   EXPECT_FALSE(session.keep_calling_thread_on(-1));
   EXPECT_EQ(allowed(pid), every);
