@@ -53,8 +53,9 @@ struct Roof {
 // The version of the probe's measurements (FP64 peak, small working sets): a cached hw.json
 // of an older probe is measured again (3: FMA chains that fit the vector registers; 4: beyond
 // the last-level cache, the better of plain and streaming-store triads, and the integer peak;
-// 5: the integer peak in the widest int8 dot product of the level, AVX-512 VNNI or BW on zmm).
-inline constexpr int k_hw_probe_version = 5;
+// 5: the integer peak in the widest int8 dot product of the level, AVX-512 VNNI or BW on zmm;
+// 6: each thread on a CPU of its own, so the triad's two threads never share one).
+inline constexpr int k_hw_probe_version = 6;
 
 struct HardwareProfile {
   Target target;
