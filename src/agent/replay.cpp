@@ -8,8 +8,13 @@ bool replay_same_op(const memory::TaskInfo& task, const spec::OpSpec& op) {
 
 std::optional<std::string> replay_stop_reason(const LoopConfig& config, const OpState& state) {
   if (config.policy != Policy::replay || config.replay_all) return std::nullopt;
-  if (state.incumbent() != nullptr) return "replay_verified";
-  return std::nullopt;
+  const run::Attempt* best = state.incumbent();
+  if (best == nullptr) return std::nullopt;
+  // Slower than the library here: the op's next kernel may not be. Speeds recorded elsewhere
+  // (another run's load, another library build, one thread or two) rank the candidates, and
+  // only the time here says which is faster.
+  if (best->speedup_vs_library && *best->speedup_vs_library < 1.0) return std::nullopt;
+  return "replay_verified";
 }
 
 }  // namespace kope::agent

@@ -21,9 +21,10 @@ bool replay_same_op(const memory::TaskInfo& task, const spec::OpSpec& op);
 
 // The replay policy's stop reason before the next attempt, beyond the attempt limit
 // (`replay_limit`, checked by the loop as "iterations"): "replay_verified" once a replayed
-// kernel is correct here (it is the incumbent), unless `replay_all` asks for every kernel up to
-// the limit. A kernel that fails here does not stop the op: the next candidate is tried.
-// nullopt: go on.
+// kernel is correct here (it is the incumbent) and not slower than the library here, unless
+// `replay_all` asks for every kernel up to the limit. A kernel that fails here, or trails the
+// library, does not stop the op: the next candidate is tried (and becomes the incumbent only
+// when it is faster). nullopt: go on.
 std::optional<std::string> replay_stop_reason(const LoopConfig& config, const OpState& state);
 
 }  // namespace kope::agent

@@ -149,7 +149,8 @@ Result<std::vector<ReplayCandidate>> ReplayPolicy::candidates() {
 
 Result<Next> ReplayPolicy::propose(int k, const Plan& plan) {
   KOPE_ASSIGN(auto found, candidates());
-  if (found.empty()) return Next{std::nullopt, OpEnd::finished, "replay_exhausted"};
+  // Nothing left to try: the op ends with its incumbent (one that trails the library) or none.
+  if (found.empty()) return Next{std::nullopt, OpEnd::finished, m_ctx.state.incumbent() ? "replay_verified" : "replay_exhausted"};
   const memory::CaseRecord& src = found.front().source;
   Proposal p;
   Attempt& a = p.attempt;
