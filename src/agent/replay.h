@@ -21,9 +21,9 @@ bool replay_same_op(const memory::TaskInfo& task, const spec::OpSpec& op);
 
 // The replay policy's stop reason before the next attempt, beyond the attempt limit
 // (`replay_limit`, checked by the loop as "iterations"): "replay_verified" once a replayed
-// kernel is correct here (it is the incumbent) and not slower than the library here, unless
-// `replay_all` asks for every kernel up to the limit. A kernel that fails here, or trails the
-// library, does not stop the op: the next candidate is tried (and becomes the incumbent only
+// kernel is correct here (it is the incumbent) and at least 0.9x the library's speed here,
+// unless `replay_all` asks for every kernel up to the limit. A kernel that fails here, or trails
+// the library by more, does not stop the op: the next candidate is tried (and becomes the incumbent only
 // when it is faster). nullopt: go on.
 std::optional<std::string> replay_stop_reason(const LoopConfig& config, const OpState& state);
 
