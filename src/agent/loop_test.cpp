@@ -4,6 +4,7 @@
 
 #include "agent/prompt.h"
 #include "agent/reflector.h"
+#include "agent/replay.h"
 #include "agent/test_support.h"
 #include "util/strings.h"
 
@@ -769,7 +770,7 @@ TEST(Loop, ReplayTriesTheNextKernelWhenOneTrailsTheLibraryHere) {
     OpState st = run_replay(h);
     ASSERT_FALSE(st.attempts.empty());
     EXPECT_EQ(st.attempts[0].source_case_id, avx512);
-    if (800 / first_us < 0.9) {
+    if (800 / first_us < k_replay_library_floor) {
       ASSERT_EQ(st.attempts.size(), 2u);
       EXPECT_EQ(st.attempts[1].source_case_id, avx2);
       ASSERT_NE(st.incumbent(), nullptr);

@@ -6,11 +6,6 @@ bool replay_same_op(const memory::TaskInfo& task, const spec::OpSpec& op) {
   return task.op == op.name || (!task.spec_hash.empty() && task.spec_hash == op.spec_hash);
 }
 
-// Below this share of the library's speed here a replayed kernel does not end its op's replay:
-// the op's next kernel is tried. (The report notes every op below it; between it and 1.0 a
-// second kernel changed the suite's geomean by little and cost a tenth more time.)
-constexpr double k_replay_library_floor = 0.9;
-
 std::optional<std::string> replay_stop_reason(const LoopConfig& config, const OpState& state) {
   if (config.policy != Policy::replay || config.replay_all) return std::nullopt;
   const run::Attempt* best = state.incumbent();

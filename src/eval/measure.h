@@ -258,9 +258,9 @@ bool fresh_check_rejects(const std::vector<FreshRound>& rounds, size_t needed, d
 //
 // Same-CPU rounds: the batches of one round (and both batches of a pair of the comparison with
 // the incumbent) run on one CPU: the calling thread of the round's first runner is kept where it
-// last ran, and every later runner's there, for its batch, with the runner's other threads
-// on the other CPUs (Session::keep_calling_thread_on). Left to the scheduler, each runner stays on the
-// CPU it woke on for the whole timing, and two CPUs of a virtual machine differ: one is the
+// last ran, and every later runner's there, for its batch, with the runner's other threads on
+// the other CPUs (Session::keep_calling_thread_on). Left to the scheduler, each runner stays on
+// the CPU it woke on for the whole timing, and two CPUs of a virtual machine differ: one is the
 // parent's (it wrote the inputs and poisoned the outputs just before), or its host core is
 // shared. Measured on a 2-CPU VM, a kernel timed against itself in separate runners came out
 // 0.85x to 1.32x with intervals that excluded 1; with the runners on one CPU, 0.99x to 1.01x.

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "agent/replay.h"
 #include "hw/isa.h"
 #include "memory/starter.h"
 #include "util/fs.h"
@@ -159,7 +160,7 @@ void expect_replays_own_kernels_until_one_is_correct(const fs::path& run_dir) {
       EXPECT_NE(what.find("(" + op + " on "), std::string::npos) << op << " replayed another op's kernel: " << what;
       bool correct = list[i].value("verdict", "") == "correct";
       const json& lib = list[i]["speedup_vs_library"];
-      bool trails = lib.is_number() && lib.get<double>() < 0.9;
+      bool trails = lib.is_number() && lib.get<double>() < agent::k_replay_library_floor;
       if (i + 1 < list.size()) {
         EXPECT_TRUE(!correct || trails) << op << ": attempt " << i + 1 << " was correct at "
                                         << lib.dump() << "x the library, yet replay went on";
