@@ -1264,7 +1264,7 @@ void SandboxedEvaluator::note_waits(EvalRun& run, const CaseTiming& ct, const Ti
         if (cc.case_index == ct.case_index && cc.incumbent_us > 0) others.push_back({"the incumbent (timed beside it)", cc.incumbent_contention});
       }
     }
-    if (auto note = own_waits_note("case " + ct.label, ct.contention, ct.outside_load, others, m_hw.cores)) {
+    if (auto note = own_waits_note("case " + ct.label, ct.contention, ct.outside_load, others, m_hw.cores, t.threads)) {
       run.notes.add(*note);
     }
   } else if (ct.contention > k_busy_contention) {

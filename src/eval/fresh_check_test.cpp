@@ -141,6 +141,25 @@ TEST(OwnWaits, NotedOnlyWhenTheKernelWaitsClearlyMoreThanItsNeighbours) {
             std::string::npos) << *note;
   EXPECT_NE(note->find("more threads than the 2 CPUs"), std::string::npos) << *note;
   EXPECT_NE(note->find("would lower them"), std::string::npos) << *note;
+  // Knowing the kernel's threads, the note names the one cause that applies to it.
+  auto crowded = own_waits_note("case N=4096", 0.35, 0.0, {{"the reference", 0.04}}, 2, 4);
+  ASSERT_TRUE(crowded);
+  EXPECT_NE(crowded->find("It ran 4 threads on the 2 CPUs: no more threads than CPUs would lower them"), std::string::npos) << *crowded;
+  EXPECT_EQ(crowded->find("wake-ups"), std::string::npos) << *crowded;
+  auto waking = own_waits_note("case N=4096", 0.35, 0.0, {{"the reference", 0.04}}, 2, 2);
+  ASSERT_TRUE(waking);
+  EXPECT_NE(waking->find("It ran 2 threads on the 2 CPUs, so the waits are wake-ups"), std::string::npos) << *waking;
+  EXPECT_EQ(waking->find("more threads than"), std::string::npos) << *waking;
+}
+
+// The threads of a batch: those whose CPU time grew between the two readings, matched by id
+// (a thread that appeared meanwhile counts from zero).
+TEST(OwnWaits, ThreadsThatRanAreThoseWhoseCpuTimeGrew) {
+  Session::CpuTimes before, after;
+  before.threads = {{101, 500, 0}, {102, 300, 0}, {103, 0, 0}};
+  after.threads = {{103, 0, 0}, {101, 900, 10}, {102, 300, 0}, {104, 50, 0}};
+  EXPECT_EQ(threads_that_ran(before, after), 2);
+  EXPECT_EQ(threads_that_ran(after, after), 0);
 }
 
 // The re-time's wait for a quiet machine reads at least one 250 ms window of /proc/stat and

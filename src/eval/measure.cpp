@@ -305,7 +305,7 @@ CpuBusy cpu_busy(pid_t pid) {
 }  // namespace
 
 std::optional<std::string> own_waits_note(std::string_view case_name, double contention, double outside_load,
-                                          const std::vector<WaitComparator>& others, int cpus) {
+                                          const std::vector<WaitComparator>& others, int cpus, int threads) {
   if (outside_load_seen(outside_load) || contention < k_busy_contention || others.empty()) return std::nullopt;
   const WaitComparator* least = &others.front();
   for (const auto& o : others) {
@@ -313,11 +313,34 @@ std::optional<std::string> own_waits_note(std::string_view case_name, double con
   }
   if (!(contention >= least->contention + 0.05 && contention >= 1.5 * least->contention)) return std::nullopt;
   std::string cpu_text = cpus > 0 ? fmt::format("the {} CPUs", cpus) : std::string("the CPUs");
-  return fmt::format("{}: the kernel waited for a CPU {:.0f}% of its runnable time, {} {:.0f}% in the same evaluation, while other "
-                     "work used {:.0f}% of the CPUs: the waits are the kernel's own and count in its time. They come from running "
-                     "more threads than {} or from threads that sleep and wake between short parallel regions; no more threads "
-                     "than CPUs and fewer, longer parallel regions (one parallel region around the loops) would lower them",
-                     case_name, 100 * contention, least->name, 100 * least->contention, 100 * outside_load, cpu_text);
+  std::string head = fmt::format("{}: the kernel waited for a CPU {:.0f}% of its runnable time, {} {:.0f}% in the same evaluation, "
+                                 "while other work used {:.0f}% of the CPUs: the waits are the kernel's own and count in its time",
+                                 case_name, 100 * contention, least->name, 100 * least->contention, 100 * outside_load);
+  if (threads > 0 && cpus > 0 && threads > cpus) {
+    return fmt::format("{}. It ran {} threads on {}: no more threads than CPUs would lower them", head, threads, cpu_text);
+  }
+  if (threads > 0 && cpus > 0) {
+    // No more threads than CPUs: each wait is a thread that slept (its runtime spins briefly,
+    // then sleeps) and waited for a CPU to wake (on a virtual machine, for the host) when work came.
+    return fmt::format("{}. It ran {} thread{} on {}, so the waits are wake-ups: a thread that slept, between parallel regions "
+                       "or idle inside one, waits for a CPU each time work comes. Fewer parallel regions per call, and the work "
+                       "split so that every thread finishes together, would lower them; a call too short to be worth waking "
+                       "another thread for runs faster on one",
+                       head, threads, threads == 1 ? "" : "s", cpu_text);
+  }
+  return fmt::format("{}. They come from running more threads than {} or from threads that sleep and wake between short "
+                     "parallel regions; no more threads than CPUs and fewer, longer parallel regions (one parallel region "
+                     "around the loops) would lower them",
+                     head, cpu_text);
+}
+
+int threads_that_ran(const Session::CpuTimes& before, const Session::CpuTimes& after) {
+  int n = 0;
+  for (const auto& a : after.threads) {
+    auto b = std::find_if(before.threads.begin(), before.threads.end(), [&](const auto& x) { return x.tid == a.tid; });
+    if (a.run_ns > (b == before.threads.end() ? 0 : b->run_ns)) ++n;
+  }
+  return n;
 }
 
 double wait_until_quiet(double max_seconds) {
@@ -844,6 +867,7 @@ Result<bool> CaseTimer::sample(std::optional<int>* round_cpu) {
   KOPE_ASSIGN(bool ok, std::move(batch));
   if (!ok) return false;
   Session::CpuTimes after = t.s.cpu_times();
+  t.out.threads = std::max(t.out.threads, threads_that_ran(before, after));
   const CpuBusy& busy0 = t.busy_before;
   const CpuBusy& busy1 = t.busy_after;
   double span = t.batch_span_s;

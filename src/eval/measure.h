@@ -140,6 +140,8 @@ struct TimingOutcome {
   // Per batch: the share of the runner's runnable time spent waiting for a CPU (other load on
   // the machine), from the scheduler's statistics; empty when unavailable.
   std::vector<double> contention;
+  // The most of the runner's threads that ran in one batch (the kernel's threads; 0: unknown).
+  int threads = 0;
   // The share of the capacity of the runner's CPUs that other work used during the batches
   // (outside_load_seen), from the machine's CPU accounting less the runner's own CPU time.
   double outside_load = 0;
@@ -278,11 +280,17 @@ struct WaitComparator {
 // The note on a kernel's waits for a CPU without outside load (not outside_load_seen), which
 // are its own doing and count in its time. Shown (a value) only when it waited at least
 // k_busy_contention and clearly more than the least-waiting of `others` (by 5 points and half
-// as much again): then the kernel causes them, and the note says what would lower them (no more
-// threads than the `cpus` CPUs, fewer and longer parallel regions). nullopt otherwise, and
-// without others: a wait every kernel shows on this machine is nothing the kernel can change.
+// as much again): then the kernel causes them, and the note says what would lower them, from the
+// `threads` it ran in a batch (0: unknown) and the `cpus` CPUs: more threads than CPUs wait for
+// each other; no more, and they wait for a CPU to wake each time one of them slept (between
+// parallel regions, or idle inside one). nullopt otherwise, and without others: a wait every
+// kernel shows on this machine is nothing the kernel can change.
 std::optional<std::string> own_waits_note(std::string_view case_name, double contention, double outside_load,
-                                          const std::vector<WaitComparator>& others, int cpus);
+                                          const std::vector<WaitComparator>& others, int cpus, int threads = 0);
+
+// How many of a runner's threads ran between two readings of its CPU times (the threads of a
+// batch: the kernel's, and the runner's calling thread).
+int threads_that_ran(const Session::CpuTimes& before, const Session::CpuTimes& after);
 
 // Waits until the outside load on this process's CPUs (what everything but this process used of
 // them, from /proc/stat over 250 ms windows) is below k_outside_load, or `max_seconds` have
