@@ -133,7 +133,15 @@ Status Loop::start() {
     KOPE_ASSIGN(e.experience, experience_of_op());
     KOPE_TRY(m_ctx.emit(std::move(e)));
   }
-  if (m_ctx.env.progress) m_ctx.env.progress->op_started(m_ctx.op.name);
+  if (m_ctx.env.progress) {
+    m_ctx.env.progress->op_started(m_ctx.op.name);
+    if (!st.attempts.empty()) {
+      // So that an op which ends without a new attempt says where it stands, not "0 attempts".
+      const Attempt* inc = st.incumbent();
+      m_ctx.env.progress->op_resumed(m_ctx.op.name, st.attempts.back().iteration, inc ? inc->speedup_vs_reference.value_or(0) : 0,
+                                     st.tokens_prompt() + st.tokens_completion());
+    }
+  }
   for (const auto& a : st.attempts) {
     if (!st.case_ids.contains(a.iteration)) KOPE_TRY(m_recorder.record(a));
   }

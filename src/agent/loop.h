@@ -107,6 +107,11 @@ class ProgressSink {
   virtual void attempt_done(const std::string& op, const Attempt& a, double best_speedup, int64_t tokens) {
     (void)op, (void)a, (void)best_speedup, (void)tokens;
   }
+  // An op a resumed run restored with attempts an earlier process made: how far it got (the
+  // last attempt's number), its best speedup (0 when unsolved) and its tokens, before any new attempt.
+  virtual void op_resumed(const std::string& op, int attempts, double best_speedup, int64_t tokens) {
+    (void)op, (void)attempts, (void)best_speedup, (void)tokens;
+  }
   virtual void op_finished(const std::string& op, const std::string& stop_reason) { (void)op, (void)stop_reason; }
   virtual void note(const std::string& op, std::string_view line) { (void)op, (void)line; }
 };

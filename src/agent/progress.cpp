@@ -115,6 +115,20 @@ void ConsoleProgress::attempt_done(const std::string& op, const Attempt& a, doub
   }
 }
 
+void ConsoleProgress::op_resumed(const std::string& op, int attempts, double best_speedup, int64_t tokens) {
+  std::lock_guard lock(m_mutex);
+  auto& l = m_active[op];
+  l.best = best_speedup;
+  l.tokens = tokens;
+  l.attempts = attempts;
+  if (m_style == Style::plain) {
+    emit_locked(fmt::format("[{}] resumed after {} attempts: best {}, {} tokens", op, attempts,
+                            best_speedup > 0 ? fmt::format("{:.2f}x", best_speedup) : "-", tokens_text(tokens)));
+  } else {
+    redraw_locked();
+  }
+}
+
 void ConsoleProgress::op_finished(const std::string& op, const std::string& stop_reason) {
   std::lock_guard lock(m_mutex);
   OpLine l = m_active[op];

@@ -49,6 +49,24 @@ TEST(Progress, PlainLogLines) {
   std::fclose(f);
 }
 
+// A resumed run restores an op's attempts; when the op then ends without a new one (its stop
+// rule already holds), its line still says how it stands.
+TEST(Progress, AResumedOpEndsWithTheAttemptsItWasRestoredWith) {
+  std::FILE* f = std::tmpfile();
+  ConsoleProgress p(ConsoleProgress::Style::plain, f, 2);
+  p.op_started("gelu");
+  p.op_resumed("gelu", 3, 4.25, 9000);
+  p.op_finished("gelu", "library");
+  p.op_started("relu");
+  p.op_resumed("relu", 1, 0, 1500);
+  p.op_finished("relu", "iterations");
+  std::string out = contents(f);
+  EXPECT_NE(out.find("[gelu] resumed after 3 attempts: best 4.25x, 9.0k tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("[gelu] done: solved, best 4.25x vs reference after 3 attempts, 9.0k tokens (stop: library)"), std::string::npos) << out;
+  EXPECT_NE(out.find("[relu] done: not solved after 1 attempts, 1.5k tokens (stop: iterations)"), std::string::npos) << out;
+  std::fclose(f);
+}
+
 TEST(Progress, LiveRedrawsInPlaceAndQuietPrintsNothing) {
   std::FILE* f = std::tmpfile();
   ConsoleProgress live(ConsoleProgress::Style::live, f, 3);
