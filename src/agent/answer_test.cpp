@@ -567,6 +567,12 @@ TEST(GapStopRule, StopsAfterThePatienceItsGapAllows) {
   ASSERT_TRUE(by_library);
   EXPECT_EQ(by_library->reason, "library");
   EXPECT_EQ(by_library->detail, "1.20x the library (target 1.20x)");
+  // Beating a library that is slower than the plain reference is no reason to stop.
+  lib.attempts[0].speedup_vs_reference = 0.65;
+  lib.attempts[0].speedup_vs_library = 1.57;
+  EXPECT_FALSE(stop_decision(lib, cfg));
+  lib.attempts[0].speedup_vs_reference = 1.1;
+  EXPECT_EQ(stop_reason(lib, cfg), "library");
   cfg.library_target = 0;
   EXPECT_FALSE(stop_decision(lib, cfg));
   // The fixed rule: cfg.patience attempts, whatever the gap.

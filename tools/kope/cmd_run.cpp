@@ -551,7 +551,7 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_option("--roofline-target", o->roofline_target, "Stop an operator once its best kernel reaches this fraction of the roofline; 0 = never")
       ->default_val(0.8);
   cmd->add_option("--library-target", o->library_target,
-                  "Stop an operator with a library baseline once its best kernel is this many times as fast as the library (e.g. 1.2, with --library-config best); 0 = never")
+                  "Stop an operator with a library baseline once its best kernel is this many times as fast as the library, and faster than the reference (e.g. 1.2, with --library-config best); 0 = never")
       ->default_val(0)
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--patience", o->patience, "Stop an operator after this many attempts without a faster kernel; 0 = never")
