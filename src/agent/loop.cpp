@@ -160,7 +160,11 @@ Result<OpEnd> Loop::finish() {
     return m_end;
   }
   // Quarantined wins are re-verified before the end reflection, which then sees the incumbent.
+  const Attempt* before = st.incumbent();
   KOPE_TRY(m_judge.reverify_quarantined());
+  if (const Attempt* promoted = st.incumbent(); progress && promoted && promoted != before) {
+    progress->best_changed(m_ctx.op.name, promoted->speedup_vs_reference.value_or(0));
+  }
   if (m_policy->reflects()) KOPE_TRY(m_reflector.at_end(m_end_reason, m_end_detail));
   const Attempt* inc = st.incumbent();
   run::OpDoneEvent done;

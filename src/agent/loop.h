@@ -112,6 +112,9 @@ class ProgressSink {
   virtual void op_resumed(const std::string& op, int attempts, double best_speedup, int64_t tokens) {
     (void)op, (void)attempts, (void)best_speedup, (void)tokens;
   }
+  // The op's best speedup changed without a new attempt (a quarantined win confirmed by its
+  // re-verification at the op's end became the incumbent).
+  virtual void best_changed(const std::string& op, double best_speedup) { (void)op, (void)best_speedup; }
   virtual void op_finished(const std::string& op, const std::string& stop_reason) { (void)op, (void)stop_reason; }
   virtual void note(const std::string& op, std::string_view line) { (void)op, (void)line; }
 };

@@ -129,6 +129,12 @@ void ConsoleProgress::op_resumed(const std::string& op, int attempts, double bes
   }
 }
 
+void ConsoleProgress::best_changed(const std::string& op, double best_speedup) {
+  std::lock_guard lock(m_mutex);
+  m_active[op].best = best_speedup;
+  if (m_style == Style::live) redraw_locked();
+}
+
 void ConsoleProgress::op_finished(const std::string& op, const std::string& stop_reason) {
   std::lock_guard lock(m_mutex);
   OpLine l = m_active[op];

@@ -25,6 +25,7 @@ class ConsoleProgress : public ProgressSink {
   void phase(const std::string& op, int iteration, memory::Stage stage, std::string_view what) override;
   void attempt_done(const std::string& op, const Attempt& a, double best_speedup, int64_t tokens) override;
   void op_resumed(const std::string& op, int attempts, double best_speedup, int64_t tokens) override;
+  void best_changed(const std::string& op, double best_speedup) override;
   void op_finished(const std::string& op, const std::string& stop_reason) override;
   void note(const std::string& op, std::string_view line) override;
   // Counts ops a resumed run had already finished.

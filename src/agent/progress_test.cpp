@@ -67,6 +67,22 @@ TEST(Progress, AResumedOpEndsWithTheAttemptsItWasRestoredWith) {
   std::fclose(f);
 }
 
+// A quarantined win that its re-verification confirms at the op's end becomes the incumbent
+// without a new attempt: the op's last line says it is solved.
+TEST(Progress, AWinConfirmedAtTheEndMakesTheOpSolved) {
+  std::FILE* f = std::tmpfile();
+  ConsoleProgress p(ConsoleProgress::Style::plain, f, 1);
+  p.op_started("mul");
+  Attempt held = attempt(1, eval::Verdict::correct, 2.29);
+  held.improved = false;  // quarantined: no incumbent yet
+  p.attempt_done("mul", held, 0, 0);
+  p.best_changed("mul", 2.38);
+  p.op_finished("mul", "iterations");
+  std::string out = contents(f);
+  EXPECT_NE(out.find("[mul] done: solved, best 2.38x vs reference after 1 attempts"), std::string::npos) << out;
+  std::fclose(f);
+}
+
 TEST(Progress, LiveRedrawsInPlaceAndQuietPrintsNothing) {
   std::FILE* f = std::tmpfile();
   ConsoleProgress live(ConsoleProgress::Style::live, f, 3);
