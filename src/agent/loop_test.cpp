@@ -783,6 +783,21 @@ TEST(Loop, ReplayTriesTheNextKernelWhenOneTrailsTheLibraryHere) {
   }
 }
 
+// Nor does a kernel slower than the reference here end the replay, even when the library is
+// slower still (oneDNN's 2x2 max pooling is, here).
+TEST(Loop, ReplayTriesTheNextKernelWhenOneTrailsTheReferenceHere) {
+  Harness h(fakes::FakeEvaluator::Config{.reference_us = 1000, .library_us = 2000,
+                                         .target = "x86_64-avx2-fma-avx512-avx512vnni-avx512bf16", .hardware = testing::fake_hw()});
+  int64_t avx512 = record_replayable(h, h.op, "x86_64-avx2-fma-avx512", 1400, "avx512 kernel", "g++ avx512 host");
+  int64_t avx2 = record_replayable(h, h.op, "x86_64-avx2-fma", 500, "avx2 kernel", "g++ avx2 host");
+  OpState st = run_replay(h);
+  ASSERT_EQ(st.attempts.size(), 2u);  // 1.43x the library, but 0.71x the reference
+  EXPECT_EQ(st.attempts[0].source_case_id, avx512);
+  EXPECT_EQ(st.attempts[1].source_case_id, avx2);
+  ASSERT_NE(st.incumbent(), nullptr);
+  EXPECT_EQ(st.incumbent()->source_case_id, avx2);
+}
+
 // An op memory holds no kernel of its own for may try another op's kernel with the same
 // parameter types (re-verified here like any other).
 TEST(Loop, ReplayTriesAnotherOpsKernelOnlyForAnOpWithoutItsOwn) {

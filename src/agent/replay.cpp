@@ -14,6 +14,9 @@ std::optional<std::string> replay_stop_reason(const LoopConfig& config, const Op
   // (another run's load, another library build, one thread or two) rank the candidates, and
   // only the time here says which is faster.
   if (best->speedup_vs_library && *best->speedup_vs_library < k_replay_library_floor) return std::nullopt;
+  // Nor does a kernel slower here than the plain reference, however it compares with a library
+  // that is slower still.
+  if (best->speedup_vs_reference && *best->speedup_vs_reference < 1.0) return std::nullopt;
   return "replay_verified";
 }
 

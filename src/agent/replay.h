@@ -26,9 +26,9 @@ inline constexpr double k_replay_library_floor = 0.9;
 
 // The replay policy's stop reason before the next attempt, beyond the attempt limit
 // (`replay_limit`, checked by the loop as "iterations"): "replay_verified" once a replayed
-// kernel is correct here (it is the incumbent) and at least k_replay_library_floor of the
-// library's speed here, unless `replay_all` asks for every kernel up to the limit. A kernel that
-// fails here, or trails the library by more, does not stop the op: the next candidate is tried
+// kernel is correct here (it is the incumbent), at least k_replay_library_floor of the
+// library's speed here and faster than the reference here, unless `replay_all` asks for every kernel up to the limit. A kernel that
+// fails here, or trails the library by more or the reference, does not stop the op: the next candidate is tried
 // (and becomes the incumbent only when it is faster). nullopt: go on.
 std::optional<std::string> replay_stop_reason(const LoopConfig& config, const OpState& state);
 

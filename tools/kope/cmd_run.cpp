@@ -199,7 +199,7 @@ Result<run::RunConfig> new_config(const RunOptions& o, const std::optional<llm::
                 l.budget.generation, l.budget.window);
   }
   // Replay re-times every kernel it tries: keep it quick by default. Up to two kernels per op,
-  // the second only when the first fails here or is below 0.9x the library (--replay-all: both, to
+  // the second only when the first fails here, is below 0.9x the library or slower than the reference (--replay-all: both, to
   // compare them here).
   bool replay = policy == run::Policy::replay;
   l.replay_limit = o.replay_limit > 0 ? o.replay_limit : 2;
@@ -587,7 +587,7 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_option("--suite", o->suite, "Operator suite root for selectors and related operators (default: the bundled ops/)");
   cmd->add_option("--replay-limit", o->replay_limit,
                   "Kernels the replay policy tries per operator, at most (default 2); it stops at the first one correct "
-                  "here and at least 0.9x the library's speed here, unless --replay-all");
+                  "here, at least 0.9x the library's speed and faster than the reference here, unless --replay-all");
   cmd->add_flag("--replay-all", o->replay_all,
                 "Replay: re-verify and re-time --replay-limit kernels per operator even after one is correct here");
   cmd->add_option("--window", o->window, "Cap the model's context window (tokens), e.g. for compute-matched ablations");
