@@ -9,7 +9,9 @@
 #
 # Options: --work DIR (where the memory, runs, spool and export are kept; default
 # .kope/starter-refresh-<UTC time>), --out FILE (default share/kope/starter/memory.json.zst),
-# --kope PATH (default build/kope), --dry-run (print the commands only).
+# --kope PATH (default build/kope), --provenance FILE (a JSON object merged into the export's
+# provenance, e.g. the targets of kernels carried over from an earlier starter), --dry-run
+# (print the commands only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -17,7 +19,7 @@ root=$PWD
 kope="$root/build/kope"
 profile="" bridge=0 bridge_script="$root/../shared/tools/llm_bridge.py"
 ops="" iterations=8 note="" out="$root/share/kope/starter/memory.json.zst"
-work="" from_memory="" dry=0
+work="" from_memory="" provenance="" dry=0
 run_dirs=() extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,10 +33,11 @@ while [ $# -gt 0 ]; do
     --work) work=$2; shift 2 ;;
     --kope) kope=$2; shift 2 ;;
     --from-memory) from_memory=$2; shift 2 ;;
+    --provenance) provenance=$(realpath "$2"); shift 2 ;;
     --run-dir) run_dirs+=("$2"); shift 2 ;;
     --dry-run) dry=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "refresh_starter.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -97,6 +100,7 @@ fi
 exp=(--memory "$memory" -o "$work/memory.json.zst")
 for d in "${run_dirs[@]}"; do exp+=(--run-dir "$d"); done
 [ -z "$note" ] || exp+=(--note "$note")
+[ -z "$provenance" ] || exp+=(--provenance "$provenance")
 run "$kope" memory export "${exp[@]}"
 # The export must import cleanly and pass the memory's own checks.
 run rm -f "$work/check.db" "$work/check.db-wal" "$work/check.db-shm"
