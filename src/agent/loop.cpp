@@ -22,6 +22,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The op's best speed over the reference so far, as the progress lines show it (0: none yet).
+double best_speedup(const OpState& st) {
+  const Attempt* inc = st.incumbent();
+  return inc ? inc->speedup_vs_reference.value_or(0) : 0;
+}
+
 // One op's loop (docs/design.md §1, the rules in loop.h): before each iteration the stopping
 // rules and the plan (plan.h); then the policy proposes a candidate (policy.h), the judge
 // evaluates and decides (judge.h), the recorder logs and records it (recorder.h), and the
@@ -90,9 +96,7 @@ Result<bool> Loop::step() {
   KOPE_TRY(m_recorder.add(std::move(a), std::move(assessed)));  // its attempt event settles the pending answer
   const Attempt& added = st.attempts.back();
   if (m_ctx.env.progress) {
-    const Attempt* inc = st.incumbent();
-    m_ctx.env.progress->attempt_done(m_ctx.op.name, added, inc ? inc->speedup_vs_reference.value_or(0) : 0,
-                                     st.tokens_prompt() + st.tokens_completion());
+    m_ctx.env.progress->attempt_done(m_ctx.op.name, added, best_speedup(st), st.tokens_prompt() + st.tokens_completion());
   }
   if (m_policy->reflects()) KOPE_TRY(m_reflector.after(added));
   return true;
@@ -137,8 +141,7 @@ Status Loop::start() {
     m_ctx.env.progress->op_started(m_ctx.op.name);
     if (!st.attempts.empty()) {
       // So that an op which ends without a new attempt says where it stands, not "0 attempts".
-      const Attempt* inc = st.incumbent();
-      m_ctx.env.progress->op_resumed(m_ctx.op.name, st.attempts.back().iteration, inc ? inc->speedup_vs_reference.value_or(0) : 0,
+      m_ctx.env.progress->op_resumed(m_ctx.op.name, st.attempts.back().iteration, best_speedup(st),
                                      st.tokens_prompt() + st.tokens_completion());
     }
   }
@@ -163,7 +166,7 @@ Result<OpEnd> Loop::finish() {
   const Attempt* before = st.incumbent();
   KOPE_TRY(m_judge.reverify_quarantined());
   if (const Attempt* promoted = st.incumbent(); progress && promoted && promoted != before) {
-    progress->best_changed(m_ctx.op.name, promoted->speedup_vs_reference.value_or(0));
+    progress->best_changed(m_ctx.op.name, best_speedup(st));
   }
   if (m_policy->reflects()) KOPE_TRY(m_reflector.at_end(m_end_reason, m_end_detail));
   const Attempt* inc = st.incumbent();

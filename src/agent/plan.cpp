@@ -71,10 +71,8 @@ std::optional<StopDecision> stop_decision(const run::OpState& state, const run::
   if (cfg.time_limit_seconds > 0 && state.wall_seconds() >= cfg.time_limit_seconds) return StopDecision{"time_limit", ""};
   const Attempt* inc = state.incumbent();
   if (inc && cfg.roofline_target > 0 && reached_roofline(*inc, cfg.roofline_target)) return StopDecision{"roofline", ""};
-  // A library slower than the plain reference is no bar: the target counts only for a kernel that
-  // is also faster than the reference.
   if (inc && cfg.library_target > 0 && inc->speedup_vs_library && *inc->speedup_vs_library >= cfg.library_target &&
-      inc->speedup_vs_reference.value_or(1.0) >= 1.0) {
+      keeps_up_with_reference(*inc)) {
     return StopDecision{"library", fmt::format("{:.2f}x the library (target {:.2f}x)", *inc->speedup_vs_library, cfg.library_target)};
   }
   if (!inc || cfg.policy == Policy::replay) return std::nullopt;

@@ -16,7 +16,7 @@ std::optional<std::string> replay_stop_reason(const LoopConfig& config, const Op
   if (best->speedup_vs_library && *best->speedup_vs_library < k_replay_library_floor) return std::nullopt;
   // Nor does a kernel slower here than the plain reference, however it compares with a library
   // that is slower still.
-  if (best->speedup_vs_reference && *best->speedup_vs_reference < 1.0) return std::nullopt;
+  if (!keeps_up_with_reference(*best)) return std::nullopt;
   return "replay_verified";
 }
 

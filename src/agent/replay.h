@@ -24,6 +24,11 @@ bool replay_same_op(const memory::TaskInfo& task, const spec::OpSpec& op);
 // second kernel changed the suite's geomean by little and cost a tenth more time.)
 inline constexpr double k_replay_library_floor = 0.9;
 
+// Whether `a` is no slower than the plain reference it was timed beside (a kernel without a
+// figure counts as such). A library slower than the reference is no bar: neither the library
+// target nor the replay's stop counts a kernel that is slower than the reference itself.
+inline bool keeps_up_with_reference(const run::Attempt& a) { return a.speedup_vs_reference.value_or(1.0) >= 1.0; }
+
 // The replay policy's stop reason before the next attempt, beyond the attempt limit
 // (`replay_limit`, checked by the loop as "iterations"): "replay_verified" once a replayed
 // kernel is correct here (it is the incumbent), at least k_replay_library_floor of the
