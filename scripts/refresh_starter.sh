@@ -10,7 +10,7 @@
 # Options: --work DIR (where the memory, runs, spool and export are kept; default
 # .kope/starter-refresh-<UTC time>), --out FILE (default share/kope/starter/memory.json.zst),
 # --kope PATH (default build/kope), --provenance FILE (a JSON object merged into the export's
-# provenance, e.g. the targets of kernels carried over from an earlier starter), --dry-run
+# provenance; the export itself lists the targets of every case it writes), --dry-run
 # (print the commands only).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -162,6 +162,13 @@ TEST_F(MemoryCli, ExportImportMergeAndDot) {
   std::string file = (dir->path() / "export.json").string();
   Out ex = kope({"memory", "export", "--memory", db, "-o", file});
   ASSERT_EQ(ex.code, 0) << ex.err;
+  // The provenance names the targets of the cases written, though no run is named.
+  auto text = util::read_file(file);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(json::parse(*text)["provenance"]["targets"], json::array({k_foreign, k_native})) << *text;
+  Out one_op = kope({"memory", "export", "--op", "layernorm", "--memory", db});
+  ASSERT_EQ(one_op.code, 0) << one_op.err;
+  EXPECT_EQ(one_op.j()["provenance"]["targets"], json::array({k_foreign})) << one_op.out;
   std::string other = (dir->path() / "other.db").string();
   Out im = kope({"memory", "import", file, "--json", "--memory", other});
   ASSERT_EQ(im.code, 0) << im.err;

@@ -189,14 +189,14 @@ std::string provenance_line(const json& p) {
 }
 
 // The provenance `kope memory export` writes: what this kope knows (version, time, database),
-// the runs named with --run-dir (their model, target, toolchain, ops), --note, and the object in
-// --provenance FILE on top (its keys win).
+// the targets of the cases written (`case_targets`) and of the runs named with --run-dir (with
+// their model, toolchain, ops), --note, and the object in --provenance FILE on top (its keys win).
 Result<json> build_provenance(const std::string& memory_path, const std::vector<std::string>& run_dirs,
-                              const std::string& note, const std::string& extra_file) {
+                              const std::set<std::string>& case_targets, const std::string& note, const std::string& extra_file) {
   json p{{"kope_version", KOPE_VERSION},
          {"date", util::now_iso8601(util::TimePrecision::seconds)},
          {"memory", memory_path}};
-  std::set<std::string> models, targets;
+  std::set<std::string> models, targets = case_targets;
   json runs = json::array();
   for (const auto& dir : run_dirs) {
     std::filesystem::path d(dir);
@@ -233,8 +233,8 @@ Result<json> build_provenance(const std::string& memory_path, const std::vector<
   if (!runs.empty()) {
     p["runs"] = runs;
     p["model"] = models.empty() ? std::string("none (replay runs)") : util::join(std::vector<std::string>(models.begin(), models.end()), ", ");
-    p["targets"] = targets;
   }
+  if (!targets.empty()) p["targets"] = targets;
   if (!note.empty()) p["answers"] = note;
   if (!extra_file.empty()) {
     KOPE_ASSIGN(std::string text, util::read_file(extra_file));
@@ -586,7 +586,18 @@ Result<int> run_export(const Common& common, const ExportCliOptions& o) {
   KOPE_ASSIGN(auto store, open(common));
   mem::ExportOptions eo{o.op, o.target, o.max_cases, {}};
   if (o.format == "json") {
-    KOPE_ASSIGN(json prov, build_provenance(store_path(common).string(), o.run_dirs, o.note, o.provenance));
+    // The targets the written cases were recorded on, whatever runs are named: an export that
+    // carries kernels of earlier runs says so.
+    mem::CaseFilter every;
+    every.op = o.op;
+    every.target = o.target;
+    every.limit = 0;
+    KOPE_ASSIGN(std::vector<mem::CaseRecord> written, store->cases(every));
+    std::set<std::string> case_targets;
+    for (const auto& c : written) {
+      if (!c.hardware.target.empty()) case_targets.insert(c.hardware.target);
+    }
+    KOPE_ASSIGN(json prov, build_provenance(store_path(common).string(), o.run_dirs, case_targets, o.note, o.provenance));
     eo.provenance = prov.dump();
   }
   if (o.format == "json" && std::filesystem::path(o.output).extension() == ".zst") {
