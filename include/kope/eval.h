@@ -381,8 +381,9 @@ Result<std::vector<CaseBaselines>> measure_baselines(
 // (eval/cuda/gpu_probe.h for cuda), `hw` for the CPU.
 Result<HardwareProfile> backend_profile(std::string_view backend, const HardwareProfile& hw, const EvaluatorOptions& options);
 
-// The roofline of case `c` of `op` (HardwareProfile::roofline with the case's flops and bytes;
-// the FP64 peak when a floating-point input or output of the op is f64, the FP32 peak for the
+// The roofline of case `c` of `op` (HardwareProfile::roofline with the case's flops and bytes,
+// the bandwidth read at the working set of the data sets timing alternates, k_rotating_sets x
+// bytes; the FP64 peak when a floating-point input or output of the op is f64, the FP32 peak for the
 // other float dtypes, f16/bf16 included; the memory roof alone, HardwareProfile::memory_roofline,
 // for an op without float tensors). Every figure that is a fraction of the roofline comes from
 // here.

@@ -6,10 +6,12 @@
 //                  for the other ops with float tensors, f16/bf16 included: they compute in
 //                  f32 on CPUs without native half arithmetic); ops with no float tensor at all
 //                  have no compute roof (no integer peak is measured): the memory roof only;
-//   memory roof  = bytes / the bandwidth the measured curve gives at a working set of `bytes`
-//                  (the op's `bytes` expression: the bytes one call touches), interpolated
-//                  linearly in log2(working set) between the two neighbouring measured points,
-//                  the first point's bandwidth below the curve, the last point's (DRAM) above it;
+//   memory roof  = bytes / the bandwidth the measured curve gives at the case's working set
+//                  (`bytes` is the op's `bytes` expression: the bytes one call touches; the
+//                  evaluator's working set is that of the data sets timing alternates,
+//                  k_rotating_sets x bytes, eval::case_roofline), interpolated linearly in
+//                  log2(working set) between the two neighbouring measured points, the first
+//                  point's bandwidth below the curve, the last point's (DRAM) above it;
 //   roofline     = max(compute roof, memory roof).
 // Peaks are measured by a probe compiled with the same compiler and flags candidates use (-O3
 // -march=native -fopenmp, or the --isa level's, hw/isa.h), then cached in cache_dir()/hw.json
@@ -38,7 +40,7 @@ struct Roof {
   double memory_seconds = 0;      // bytes / (gbps * 1e9)
   double gflops = 0;              // the compute peak used (of the op's dtype)
   double gbps = 0;                // the bandwidth used (from the curve at working_set_bytes)
-  uint64_t working_set_bytes = 0; // the bytes one call touches
+  uint64_t working_set_bytes = 0; // the working set the bandwidth was read at
   bool f64 = false;               // the FP64 peak was used
   bool integer = false;           // an op without floating-point tensors: the integer peak was used
   // An op without floating-point tensors on a profile without an integer peak (an older
@@ -93,15 +95,15 @@ struct HardwareProfile {
   // The compute peak for an op of this dtype class: peak_gflops_f64 for f64 (peak_gflops when
   // it was not measured), peak_gflops otherwise.
   double peak_gflops_for(bool f64) const;
-  // The working-set roofline of a case (see the header comment): `bytes` is both the traffic
-  // and the working set the bandwidth is read at.
-  Roof roofline(double flops, double bytes, bool f64) const;
+  // The working-set roofline of a case (see the header comment): `bytes` is the traffic of one
+  // call, read at the bandwidth of a working set of `working_set_bytes` (0: `bytes` itself).
+  Roof roofline(double flops, double bytes, bool f64, uint64_t working_set_bytes = 0) const;
   // The memory roof alone (Roof::memory_only).
-  Roof memory_roofline(double bytes) const;
+  Roof memory_roofline(double bytes, uint64_t working_set_bytes = 0) const;
   // The roofline of an op without floating-point tensors: the integer peak (`ops` the op's
   // flops expression, counted as integer ops) and the memory roof; the memory roof alone when
   // the profile has no integer peak.
-  Roof integer_roofline(double ops, double bytes) const;
+  Roof integer_roofline(double ops, double bytes, uint64_t working_set_bytes = 0) const;
   // The DRAM roofline in seconds: max(flops / peak_gflops, bytes / peak_gbps). Not the model
   // figures use (roofline() is); kept for callers that want the DRAM-only bound.
   double roofline_seconds(double flops, double bytes) const;

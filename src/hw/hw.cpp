@@ -185,11 +185,11 @@ double HardwareProfile::peak_gflops_for(bool f64) const {
   return f64 && peak_gflops_f64 > 0 ? peak_gflops_f64 : peak_gflops;
 }
 
-Roof HardwareProfile::roofline(double flops, double bytes, bool f64) const {
+Roof HardwareProfile::roofline(double flops, double bytes, bool f64, uint64_t working_set_bytes) const {
   Roof r;
   r.f64 = f64 && peak_gflops_f64 > 0;
   r.gflops = peak_gflops_for(f64);
-  r.working_set_bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
+  r.working_set_bytes = working_set_bytes > 0 ? working_set_bytes : bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
   r.gbps = gbps_at(r.working_set_bytes);
   if (r.gflops > 0) r.compute_seconds = flops / (r.gflops * 1e9);
   if (r.gbps > 0) r.memory_seconds = bytes / (r.gbps * 1e9);
@@ -197,16 +197,16 @@ Roof HardwareProfile::roofline(double flops, double bytes, bool f64) const {
   return r;
 }
 
-Roof HardwareProfile::memory_roofline(double bytes) const {
-  Roof r = roofline(0, bytes, false);
+Roof HardwareProfile::memory_roofline(double bytes, uint64_t working_set_bytes) const {
+  Roof r = roofline(0, bytes, false, working_set_bytes);
   r.gflops = 0;
   r.memory_only = true;
   return r;
 }
 
-Roof HardwareProfile::integer_roofline(double ops, double bytes) const {
-  if (!(peak_giops > 0)) return memory_roofline(bytes);
-  Roof r = roofline(0, bytes, false);
+Roof HardwareProfile::integer_roofline(double ops, double bytes, uint64_t working_set_bytes) const {
+  if (!(peak_giops > 0)) return memory_roofline(bytes, working_set_bytes);
+  Roof r = roofline(0, bytes, false, working_set_bytes);
   r.integer = true;
   r.gflops = peak_giops;
   r.compute_seconds = ops / (peak_giops * 1e9);
@@ -216,7 +216,13 @@ Roof HardwareProfile::integer_roofline(double ops, double bytes) const {
 
 std::string Roof::describe() const {
   if (bound() == "memory") {
-    return fmt::format("memory roof: {} at {:.1f} GB/s{}", util::human_bytes(static_cast<double>(working_set_bytes)), gbps,
+    // The bytes a call moves, and the working set the bandwidth was read at when it is larger
+    // (the data sets timing alternates).
+    double moved = memory_seconds * gbps * 1e9;
+    std::string at = static_cast<double>(working_set_bytes) > moved * 1.01
+                         ? fmt::format(" (the bandwidth of a {} working set)", util::human_bytes(static_cast<double>(working_set_bytes)))
+                         : std::string();
+    return fmt::format("memory roof: {} at {:.1f} GB/s{}{}", util::human_bytes(moved), gbps, at,
                        memory_only ? " (integer op: no integer peak is measured, so no compute roof)" : "");
   }
   if (integer) return fmt::format("compute roof: {:.1f} GOP/s integer (the int8 multiply-add peak)", gflops);

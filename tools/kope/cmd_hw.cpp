@@ -84,8 +84,8 @@ void register_hw(CLI::App& app, Action& action) {
       for (const auto& pt : p.bandwidth) {
         out += fmt::format("  bandwidth  {:>10} working set: {:.1f} GB/s\n", util::human_bytes(static_cast<double>(pt.working_set_bytes)), pt.gbps);
       }
-      out += "roofline     max(flops / the dtype's peak, bytes / the bandwidth at a working set of `bytes`, "
-             "log-interpolated on the curve above)\n";
+      out += "roofline     max(flops / the dtype's peak, bytes / the bandwidth at a working set of 2 x `bytes` (the two data "
+             "sets timing alternates), log-interpolated on the curve above)\n";
       out += fmt::format("compiler     {}\n", p.compiler);
       out += fmt::format("measured     {}\n", p.measured_at);
       out += "\nkernel backends (kope backends):\n" + backends_text(backends);

@@ -81,7 +81,8 @@ std::string cpu_memory_lines(const HardwareProfile& hw) {
                                         util::human_bytes(static_cast<double>(hw.l3_bytes)), hw.peak_gbps)
                           : std::string();
     out += "- roofline of a case: max(flops / the peak of its dtype (the integer peak when its integer inputs outweigh its float "
-           "ones), bytes / the bandwidth at a working set of `bytes`); the "
+           "ones), bytes / the bandwidth at a working set of 2 x `bytes`: timing alternates two data sets, so a call finds "
+           "its data in a cache only when both fit); the "
            "bandwidth is read from the table above, interpolated linearly in log2(working set) between its two nearest points "
            "(so a figure between rows appears in no row)" + llc + "\n";
   }
