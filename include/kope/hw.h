@@ -56,8 +56,9 @@ struct Roof {
 // of an older probe is measured again (3: FMA chains that fit the vector registers; 4: beyond
 // the last-level cache, the better of plain and streaming-store triads, and the integer peak;
 // 5: the integer peak in the widest int8 dot product of the level, AVX-512 VNNI or BW on zmm;
-// 6: each thread on a CPU of its own, so the triad's two threads never share one).
-inline constexpr int k_hw_probe_version = 6;
+// 6: each thread on a CPU of its own, so the triad's two threads never share one; 7: beyond
+// the cores' own caches, the threads' concurrent time, never the sum of each one's best pass).
+inline constexpr int k_hw_probe_version = 7;
 
 struct HardwareProfile {
   Target target;

@@ -190,16 +190,39 @@ static double giops(int threads) {
   return g;
 }
 
+// One triad pass a = b + 3c over elements [lo, hi). `streaming`: the stores bypass the caches
+// (x86 non-temporal stores), so the line written is not read first.
+static inline void triad_pass(double* a, const double* b, const double* c, size_t lo, size_t hi, bool streaming) {
+  size_t i = lo;
+#if defined(__SSE2__)
+  if (streaming) {
+    const __m128d three = _mm_set1_pd(3.0);
+    for (; i + 2 <= hi; i += 2) _mm_stream_pd(a + i, _mm_add_pd(_mm_load_pd(b + i), _mm_mul_pd(three, _mm_load_pd(c + i))));
+    _mm_sfence();
+  }
+#endif
+  for (; i < hi; ++i) a[i] = b[i] + 3.0 * c[i];
+  __asm__ __volatile__("" ::: "memory");
+}
+
 // Triad a = b + 3c over a working set of 24n bytes, each thread on its own static share of
 // whole 64-byte lines. Small working sets repeat the triad `inner` times inside one parallel
-// region (no fork/join per pass). Cache-resident sets (`per_thread`) are timed per thread and
-// pass, and the bandwidth is the sum of each thread's best: what every core's own caches
-// deliver while it runs, whatever else the machine runs at the time. Larger sets share the
-// memory system and are timed around the whole region, best of `reps` (or the per-thread sum
-// when that is higher: the threads did not get to run together). `streaming`: the stores bypass
-// the caches (x86 non-temporal stores), so the line written is not read first. STREAM counting
-// (24 bytes an element) leaves that read out, so a kernel with streaming stores moves more
-// counted bytes per second than the plain triad: the roof must be the better of the two.
+// region (no fork/join per pass).
+//
+// Cache-resident sets (`per_thread`) are timed per thread and pass, and the bandwidth is the sum
+// of each thread's best: what every core's own caches deliver while it runs, whatever else the
+// machine runs at the time.
+//
+// Larger sets share the memory system, so they are timed as the threads run together: each
+// repetition starts every thread at a barrier and ends when the last one is done, and the
+// bandwidth is the best repetition's. Never the sum of each thread's best pass there: a thread
+// that ran while the other waited had the memory system to itself, and on a 2-CPU VM where one
+// core alone draws about what two do, that sum read 96-119 GB/s beyond the caches while two
+// concurrent streams (the triad's, and every streaming kernel's) reached 40-65 (probe version 7).
+//
+// `streaming`: non-temporal stores. STREAM counting (24 bytes an element) leaves out the read of
+// the line a plain store writes, so a kernel with streaming stores moves more counted bytes per
+// second than the plain triad: the roof must be the better of the two.
 static double triad(size_t n, int reps, bool per_thread, bool streaming = false) {
   double* a = (double*)aligned_alloc(64, n * 8);
   double* b = (double*)aligned_alloc(64, n * 8);
@@ -212,50 +235,42 @@ static double triad(size_t n, int reps, bool per_thread, bool streaming = false)
   std::vector<size_t> share(tn_max, 0);
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
-    double t0 = now();
+    double together = 0;  // shared sets: from the common start to the last thread's end
 #pragma omp parallel
     {
       size_t t = (size_t)omp_get_thread_num(), tn = (size_t)omp_get_num_threads();
       // Shares start on 64-byte lines: no line is written by two threads.
       size_t lo = (n * t / tn) & ~(size_t)7, hi = t + 1 == tn ? n : (n * (t + 1) / tn) & ~(size_t)7;
       share[t] = hi - lo;
-      // Passes are timed in groups of at least 256 KiB of traffic (the clock's resolution).
-      long group = (long)std::max<size_t>(1, ((size_t)256 << 10) / std::max<size_t>(1, 24 * share[t]));
-      for (long k = 0; k < inner; k += group) {
-        long g = std::min(group, inner - k);
-        double p0 = now();
-        for (long q = 0; q < g; ++q) {
-          size_t i = lo;
-#if defined(__SSE2__)
-          if (streaming) {
-            const __m128d three = _mm_set1_pd(3.0);
-            for (; i + 2 <= hi; i += 2) _mm_stream_pd(a + i, _mm_add_pd(_mm_load_pd(b + i), _mm_mul_pd(three, _mm_load_pd(c + i))));
-            _mm_sfence();
-          }
-#endif
-          for (; i < hi; ++i) a[i] = b[i] + 3.0 * c[i];
-          __asm__ __volatile__("" ::: "memory");
+      if (per_thread) {
+        // Passes are timed in groups of at least 256 KiB of traffic (the clock's resolution).
+        long group = (long)std::max<size_t>(1, ((size_t)256 << 10) / std::max<size_t>(1, 24 * share[t]));
+        for (long k = 0; k < inner; k += group) {
+          long g = std::min(group, inner - k);
+          double p0 = now();
+          for (long q = 0; q < g; ++q) triad_pass(a, b, c, lo, hi, streaming);
+          double dp = (now() - p0) / (double)g;
+          if (dp < best_pass[t]) best_pass[t] = dp;
         }
-        double dp = (now() - p0) / (double)g;
-        if (dp < best_pass[t]) best_pass[t] = dp;
+      } else {
+#pragma omp barrier
+        double s0 = now();
+        for (long q = 0; q < inner; ++q) triad_pass(a, b, c, lo, hi, streaming);
+#pragma omp barrier
+        if (t == 0) together = (now() - s0) / (double)inner;
       }
     }
-    double dt = (now() - t0) / (double)inner;
-    best = std::min(best, dt);
+    if (!per_thread && together > 0) best = std::min(best, together);
   }
   volatile double sink = a[n / 2];
   (void)sink;
   free(a); free(b); free(c);
-  double region = 24.0 * (double)n / best / 1e9;
+  if (!per_thread) return 24.0 * (double)n / best / 1e9;
   double gbps = 0;
   for (int t = 0; t < tn_max; ++t) {
     if (share[t] > 0 && best_pass[t] < 1e29) gbps += 24.0 * (double)share[t] / best_pass[t] / 1e9;
   }
-  // Shared levels: the region's time, unless load kept the threads from running together, when
-  // the sum of each thread's best pass is the better (higher) estimate of what the memory
-  // system delivers: the roof is an upper bound, and a pessimistic one would put honest
-  // kernels beyond it.
-  return per_thread ? gbps : std::max(region, gbps);
+  return gbps;
 }
 
 // Puts each thread of the pool on a CPU of its own (the t-th the process may use), as kope's
