@@ -57,9 +57,10 @@ std::string cpu_memory_lines(const HardwareProfile& hw) {
                        core, measured_core ? "measured on one core" : "all-core figure / cores", hw.peak_gflops, hw.cores);
   }
   if (hw.peak_gbps > 0) {
-    out += fmt::format("- DRAM bandwidth: {:.1f} GB/s, measured with the STREAM triad a[i] = b[i] + s*c[i] on all cores and "
-                       "counted as 24 bytes per element (reads of b and c, write of a): the write-allocate read of a is not "
-                       "counted, so the bytes the memory moves are up to 4/3 of this\n",
+    out += fmt::format("- DRAM bandwidth: {:.1f} GB/s, measured with the STREAM triad a[i] = b[i] + s*c[i] on all cores running "
+                       "together and counted as 24 bytes per element (reads of b and c, write of a): the better of a triad with "
+                       "plain stores, whose write-allocate read of a is not counted (the bytes the memory moves are up to 4/3 of "
+                       "this), and one with non-temporal (streaming) stores, which skip that read\n",
                        hw.peak_gbps);
   }
   if (hw.peak_gflops_f64 > 0) {
