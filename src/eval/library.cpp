@@ -384,7 +384,10 @@ Result<std::optional<LibrarySelection>> select_library_config(const HardwareProf
     if (progress) progress(what);
   };
 
-  // Expected outputs of every case, from the reference.
+  // Expected outputs of every case, from the reference. Like every compile and verification,
+  // this work holds the machine lock shared: it waits while any kope times, and no timing
+  // starts while it runs (the selection runs inside an evaluation, beside other ops' timings).
+  KOPE_ASSIGN(util::SharedLock preparing, util::lock_for_work());
   KOPE_ASSIGN(fs::path ref_so, backend->build_trusted(op, op.reference_path, false));
   uint64_t in = 0, out = 0;
   auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
@@ -405,6 +408,7 @@ Result<std::optional<LibrarySelection>> select_library_config(const HardwareProf
   ref->close();
 
   auto lib_so = backend->build_trusted(op, *op.library_path, true);
+  preparing.release();
   if (!lib_so) return fail(ErrorKind::config, "the library baseline of {} does not build: {}", op.name, lib_so.error().message);
   TimingPlan plan;
   plan.target_ci = timing.target_ci;
@@ -443,6 +447,7 @@ Result<std::optional<LibrarySelection>> select_library_config(const HardwareProf
     measured[effective] = s.name;
     say(fmt::format("{}: verifying and timing the library with {} ({})", op.name, s.name, t.config.describe()));
     bool ok = true;
+    KOPE_ASSIGN(util::SharedLock verifying, util::lock_for_work());
     for (size_t i = 0; i < op.cases.size() && ok; ++i) {
       KOPE_ASSIGN(VerifyOutcome v, verify_case(**session, op, op.cases[i], data[i], std::chrono::milliseconds(600'000), random_seed()));
       if (v.violation) {
@@ -453,6 +458,7 @@ Result<std::optional<LibrarySelection>> select_library_config(const HardwareProf
         ok = false;
       }
     }
+    verifying.release();
     if (ok) {
       KOPE_ASSIGN(util::FileLock lock, util::FileLock::acquire(util::timing_lock_path()));
       std::vector<double> medians;
