@@ -216,9 +216,9 @@ static inline void triad_pass(double* a, const double* b, const double* c, size_
 // Larger sets share the memory system, so they are timed as the threads run together: each
 // repetition starts every thread at a barrier and ends when the last one is done, and the
 // bandwidth is the best repetition's. Never the sum of each thread's best pass there: a thread
-// that ran while the other waited had the memory system to itself, and on a 2-CPU VM where one
-// core alone draws about what two do, that sum read 96-119 GB/s beyond the caches while two
-// concurrent streams (the triad's, and every streaming kernel's) reached 40-65 (probe version 7).
+// that ran while the other waited had the memory system to itself, so the sum counts shared
+// bandwidth once per thread (on a 2-CPU VM it read 2-22% above the threads' common time;
+// probe version 7).
 //
 // `streaming`: non-temporal stores. STREAM counting (24 bytes an element) leaves out the read of
 // the line a plain store writes, so a kernel with streaming stores moves more counted bytes per
