@@ -99,6 +99,48 @@ TEST(Compare, HalfFormatsAllowOneUnitInTheLastPlace) {
   }
 }
 
+// The half formats go through a fast pass per chunk too: over every bit pattern of the
+// expected value, against results one and two units away (and the same pattern), it gives the
+// rule's result element by element: the count, the first mismatch and the largest error.
+TEST(Compare, HalfFormatsGiveTheSameResultAsTheRuleOnEveryValue) {
+  for (spec::DType t : {spec::DType::bf16, spec::DType::f16}) {
+    for (spec::Tolerance tol : {spec::Tolerance{0, 0}, spec::Tolerance{1e-6, 1e-5}, spec::Tolerance{0, 0.01}}) {
+      for (int delta : {0, 1, -1, 2, -2}) {
+        std::vector<uint16_t> e(65536), g(65536);
+        for (size_t i = 0; i < e.size(); ++i) {
+          e[i] = static_cast<uint16_t>(i);
+          g[i] = static_cast<uint16_t>(static_cast<int>(i) + delta);
+        }
+        size_t want = 0;
+        double want_max = 0;
+        std::optional<size_t> first;
+        for (size_t i = 0; i < e.size(); ++i) {
+          double x = spec::load_element(t, g.data(), i), y = spec::load_element(t, e.data(), i);
+          double atol = tol.atol + spec::storage_ulp(t, y);
+          bool match = std::isnan(x) || std::isnan(y) ? std::isnan(x) && std::isnan(y)
+                       : std::isinf(x) || std::isinf(y) ? x == y
+                                                        : std::fabs(x - y) <= atol + tol.rtol * std::fabs(y);
+          if (std::isfinite(x) && std::isfinite(y)) want_max = std::max(want_max, std::fabs(x - y));
+          if (!match && !first) first = i;
+          want += !match;
+        }
+        SCOPED_TRACE(testing::Message() << spec::dtype_name(t) << " delta " << delta << " rtol " << tol.rtol);
+        auto r = compare_tensor(t, g.data(), e.data(), e.size(), tol);
+        EXPECT_EQ(r.ok, want == 0);
+        EXPECT_EQ(r.mismatches, want);
+        EXPECT_EQ(r.max_abs_err, want_max);
+        ASSERT_EQ(r.first.has_value(), first.has_value());
+        if (first) {
+          EXPECT_EQ(r.first->index, *first);
+        }
+        if (delta == 0) {
+          EXPECT_EQ(want, 0u);  // NaN bit patterns match each other
+        }
+      }
+    }
+  }
+}
+
 // Big tensors go through a branch-free pass per chunk; any special value, mismatch or error at
 // the edge of the tolerance, wherever it falls (chunk edges, the unrolled tail), gives the
 // same result as the rule applied element by element.
