@@ -276,7 +276,7 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     } else {
       it.section = "lessons";
     }
-    if (r.foreign && !r.target.empty()) it.text = "(from " + r.target + ", another machine) " + it.text;
+    if (r.foreign && !r.target.empty()) it.text = "(from " + r.target + ": another machine or ISA level) " + it.text;
     it.tokens = estimator.estimate(item_text(it));
     double relevance = std::max(0.0, r.score) / max_score;
     // Lessons are ranked by what they earned at this stage: up to twice the relevance for a

@@ -391,6 +391,10 @@ std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_vi
   return out;
 }
 
+// A tried row's description, at most: enough for the approach and its main parameters (blocking,
+// threads, stores), which the next attempt must not repeat blindly.
+constexpr size_t k_tried_description_bytes = 160;
+
 std::string render_tried(const std::vector<Attempt>& attempts, size_t max_rows) {
   if (attempts.empty()) return "";
   std::string out = "| # | stage | optimisation | result |\n|---|---|---|---|\n";
@@ -399,7 +403,7 @@ std::string render_tried(const std::vector<Attempt>& attempts, size_t max_rows) 
   for (size_t i = start; i < attempts.size(); ++i) {
     const Attempt& a = attempts[i];
     // The description gives way, never the cause.
-    out += fmt::format("| {} | {} | {} | {} |\n", a.iteration, memory::stage_name(a.stage), cell(util::shorten_at_clause(one_line(a.optimisation), 70)),
+    out += fmt::format("| {} | {} | {} | {} |\n", a.iteration, memory::stage_name(a.stage), cell(util::shorten_at_clause(one_line(a.optimisation), k_tried_description_bytes)),
                        cell(describe_outcome(a)));
   }
   return out;

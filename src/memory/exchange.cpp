@@ -187,6 +187,24 @@ Status Exchange::export_json(std::ostream& out, const ExportOptions& options) {
     if (prov.is_discarded() || !prov.is_object()) {
       return fail(ErrorKind::usage, "export: the provenance must be a JSON object");
     }
+    // Its targets include every target a written case was recorded on, from the same snapshot
+    // as the cases: an export that carries kernels of earlier runs says so.
+    std::set<std::string> targets;
+    if (auto it = prov.find("targets"); it != prov.end() && it->is_array()) {
+      for (const json& t : *it) {
+        if (t.is_string()) targets.insert(t.get<std::string>());
+      }
+    }
+    KOPE_ASSIGN(Stmt st, m_db->prepare("SELECT DISTINCT h.target FROM cases c JOIN task t ON t.id = c.task_id "
+                                       "JOIN hardware h ON h.id = c.hardware_id "
+                                       "WHERE (?1 = '' OR t.op = ?1) AND (?2 = '' OR h.target = ?2)"));
+    st.bind(1, options.op).bind(2, options.target);
+    for (;;) {
+      KOPE_ASSIGN(bool row, st.step());
+      if (!row) break;
+      if (!st.text(0).empty()) targets.insert(st.text(0));
+    }
+    if (!targets.empty()) prov["targets"] = targets;
     head["provenance"] = std::move(prov);
   }
   std::string head_text = head.dump(1);

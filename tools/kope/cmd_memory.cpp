@@ -189,14 +189,15 @@ std::string provenance_line(const json& p) {
 }
 
 // The provenance `kope memory export` writes: what this kope knows (version, time, database),
-// the targets of the cases written (`case_targets`) and of the runs named with --run-dir (with
-// their model, toolchain, ops), --note, and the object in --provenance FILE on top (its keys win).
+// the targets of the runs named with --run-dir (with their model, toolchain, ops), --note, and
+// the object in --provenance FILE on top (its keys win). The export adds the targets of the
+// cases it writes (ExportOptions::provenance).
 Result<json> build_provenance(const std::string& memory_path, const std::vector<std::string>& run_dirs,
-                              const std::set<std::string>& case_targets, const std::string& note, const std::string& extra_file) {
+                              const std::string& note, const std::string& extra_file) {
   json p{{"kope_version", KOPE_VERSION},
          {"date", util::now_iso8601(util::TimePrecision::seconds)},
          {"memory", memory_path}};
-  std::set<std::string> models, targets = case_targets;
+  std::set<std::string> models, targets;
   json runs = json::array();
   for (const auto& dir : run_dirs) {
     std::filesystem::path d(dir);
@@ -586,18 +587,7 @@ Result<int> run_export(const Common& common, const ExportCliOptions& o) {
   KOPE_ASSIGN(auto store, open(common));
   mem::ExportOptions eo{o.op, o.target, o.max_cases, {}};
   if (o.format == "json") {
-    // The targets the written cases were recorded on, whatever runs are named: an export that
-    // carries kernels of earlier runs says so.
-    mem::CaseFilter every;
-    every.op = o.op;
-    every.target = o.target;
-    every.limit = 0;
-    KOPE_ASSIGN(std::vector<mem::CaseRecord> written, store->cases(every));
-    std::set<std::string> case_targets;
-    for (const auto& c : written) {
-      if (!c.hardware.target.empty()) case_targets.insert(c.hardware.target);
-    }
-    KOPE_ASSIGN(json prov, build_provenance(store_path(common).string(), o.run_dirs, case_targets, o.note, o.provenance));
+    KOPE_ASSIGN(json prov, build_provenance(store_path(common).string(), o.run_dirs, o.note, o.provenance));
     eo.provenance = prov.dump();
   }
   if (o.format == "json" && std::filesystem::path(o.output).extension() == ".zst") {
