@@ -509,9 +509,14 @@ struct GroupResult {
   std::optional<double> reference_contention;  // the reference's median wait share, when timed now
 };
 
-// Times one case: the candidate (when given) and whichever baselines are not cached, batch by
-// batch in alternation, so that their ratio is measured under the same machine conditions.
-// Baselines measured here are written to the cache. The caller holds the timing lock.
+// Times one case: the candidate (when given) and its baselines, batch by batch in alternation,
+// so that their ratio is measured under the same machine conditions. A candidate's baselines
+// are always timed beside it: a cached time was taken at another moment, and on a shared
+// machine the same kernel's time moves several-fold within minutes (0.14x to 4.9x in one
+// model run here), so a ratio to it says as much about the moment as about the kernel. The
+// cache serves timings of the baselines alone (`kope bench`, an attempt that is not a new
+// incumbent, whose figures are its comparison's). Baselines measured here are written to the
+// cache. The caller holds the timing lock.
 // `resume`: the candidate's timer of the comparison with the incumbent on this case, whose
 // samples the timing goes on from (the candidate's batches there alternated with the
 // incumbent's, under the same conditions as these); its fresh-data check, passed there, is not
@@ -526,7 +531,7 @@ Result<GroupResult> time_case_group(const Backend& b, const spec::OpSpec& op, co
   fs::path ref_path = baseline_path(b, op, c, false);
   fs::path lib_path = op.library_path ? baseline_path(b, op, c, true, lib) : fs::path();
   std::optional<BaselineResult> ref_cached, lib_cached;
-  if (!options.refresh_baselines) {
+  if (!options.refresh_baselines && candidate == nullptr) {
     ref_cached = read_baseline(ref_path);
     if (ref_cached && (!ref_cached->timing || less_precise_than(*ref_cached, eo.target_ci))) ref_cached.reset();
     if (op.library_path) lib_cached = read_baseline(lib_path);
