@@ -409,6 +409,8 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                     {"op_spec", render_op_spec(*in.op)},
                     {"signature", eval::backend_row_or_default(lib.backend).signature(*in.op)},
                     {"reference", in.reference_source},
+                    // A KernelBench op's reference is its PyTorch module (design §2).
+                    {"reference_lang", in.op->reference_path.extension() == ".py" ? "python" : "cpp"},
                     {"op_pack", ""},
                     {"incumbent", in.incumbent},
                     {"feedback", in.feedback},

@@ -19,10 +19,11 @@ struct Fixture {
   spec::OpSpec op = testing::load_softmax();
   PromptLibrary lib = *PromptLibrary::load(std::filesystem::path(KOPE_SOURCE_DIR) / "prompts", "cpu");
   SharedEstimator est;
-  PromptInput input() {
+  PromptInput input() { return input_with(*util::read_file(op.reference_path)); }
+  PromptInput input_with(std::string reference_source) {
     PromptInput in;
     in.op = &op;
-    in.reference_source = *util::read_file(op.reference_path);
+    in.reference_source = std::move(reference_source);
     in.hardware = render_hardware(testing::fake_hw(), "g++ 12 | -O3 -march=native -fopenmp");
     in.toolchain = "g++ 12 | -O3 -march=native -fopenmp";
     in.iteration = 2;
@@ -245,6 +246,23 @@ std::string system_prompt_for_host(Fixture& f) {
   auto p = assemble_prompt(f.lib, in, {}, budget, context::Mode::active, f.est);
   EXPECT_TRUE(p) << p.error().message;
   return p ? p->messages[0].content + p->messages[1].content : "";
+}
+
+// The reference block names the reference's language: C++ for the suite's ops, Python for a
+// KernelBench op's PyTorch module.
+TEST(Prompt, TheReferenceBlockNamesItsLanguage) {
+  Fixture f;
+  context::Budget budget;
+  budget.window = 32000;
+  budget.generation = 4000;
+  auto cpp = assemble_prompt(f.lib, f.input(), {}, budget, context::Mode::active, f.est);
+  ASSERT_TRUE(cpp) << cpp.error().message;
+  EXPECT_NE(cpp->messages[1].content.find("not fast):\n```cpp\n"), std::string::npos) << cpp->messages[1].content;
+  f.op.reference_path = f.op.reference_path.parent_path() / "reference.py";
+  PromptInput in = f.input_with("class Model(nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, -1)\n");
+  auto py = assemble_prompt(f.lib, in, {}, budget, context::Mode::active, f.est);
+  ASSERT_TRUE(py) << py.error().message;
+  EXPECT_NE(py->messages[1].content.find("not fast):\n```python\nclass Model"), std::string::npos) << py->messages[1].content;
 }
 
 // Under --isa x86-64-v3 the prompt describes the level's vector ISA (AVX2, FMA) and target, not
