@@ -263,9 +263,9 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     it.tier = tier;
     it.foreign = r.foreign;
     it.text = std::string(util::trim(text));
-    if (tier == context::Tier::cold) {
-      it.section = "notes";
-    } else if (r.foreign) {
+    // A retrieved item goes under the heading of what it is, whatever its tier ("General notes"
+    // holds the library's notes only: an answerer read a case record there as a note).
+    if (r.foreign) {
       it.section = "feasibility";
     } else if (r.quarantined) {
       it.section = "unverified";
