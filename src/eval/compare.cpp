@@ -117,27 +117,32 @@ KOPE_CLONES bool chunk_within(const T* got, const T* expected, size_t count, dou
   return true;
 }
 
-template <class T>
-CompareResult compare_floating(const T* got, const T* expected, size_t count, const spec::Tolerance& tol) {
+// The comparison both fast paths share: each chunk through `fast` (whether all of it matches,
+// and then its largest error), a chunk it does not pass through `slow` (the element-wise rule,
+// which finds the mismatches), the results folded in order.
+template <class Fast, class Slow>
+CompareResult compare_in_chunks(size_t count, Fast&& fast, Slow&& slow) {
   constexpr size_t k_chunk = 4096;
   CompareResult r;
   for (size_t i = 0; i < count; i += k_chunk) {
     size_t n = std::min(k_chunk, count - i);
     double chunk_max = 0;
-    if (chunk_within(got + i, expected + i, n, tol.atol, tol.rtol, &chunk_max)) {
+    if (fast(i, n, &chunk_max)) {
       r.max_abs_err = std::max(r.max_abs_err, chunk_max);
       continue;
     }
-    CompareResult c = compare_typed(got + i, expected + i, n, tol);
-    r.max_abs_err = std::max(r.max_abs_err, c.max_abs_err);
-    r.mismatches += c.mismatches;
-    if (!c.ok) r.ok = false;
-    if (c.first && !r.first) {
-      r.first = c.first;
-      r.first->index += i;
-    }
+    CompareResult c = slow(i, n);
+    if (c.first) c.first->index += i;
+    merge_compare(r, c);
   }
   return r;
+}
+
+template <class T>
+CompareResult compare_floating(const T* got, const T* expected, size_t count, const spec::Tolerance& tol) {
+  return compare_in_chunks(
+      count, [&](size_t i, size_t n, double* max_err) { return chunk_within(got + i, expected + i, n, tol.atol, tol.rtol, max_err); },
+      [&](size_t i, size_t n) { return compare_typed(got + i, expected + i, n, tol); });
 }
 
 // The narrow integer dtypes and bool: exactly equal or a mismatch, whatever the tolerance.
@@ -234,26 +239,10 @@ bool half_chunk_within(const HalfFormat& f, const uint16_t* got, const uint16_t*
 
 CompareResult compare_half(spec::DType dtype, const uint16_t* got, const uint16_t* expected, size_t count,
                            const spec::Tolerance& tol) {
-  constexpr size_t k_chunk = 4096;
   HalfFormat f(dtype);
-  CompareResult r;
-  for (size_t i = 0; i < count; i += k_chunk) {
-    size_t n = std::min(k_chunk, count - i);
-    double chunk_max = 0;
-    if (half_chunk_within(f, got + i, expected + i, n, tol, &chunk_max)) {
-      r.max_abs_err = std::max(r.max_abs_err, chunk_max);
-      continue;
-    }
-    CompareResult c = compare_half_slow(dtype, got + i, expected + i, n, tol);
-    r.max_abs_err = std::max(r.max_abs_err, c.max_abs_err);
-    r.mismatches += c.mismatches;
-    if (!c.ok) r.ok = false;
-    if (c.first && !r.first) {
-      r.first = c.first;
-      r.first->index += i;
-    }
-  }
-  return r;
+  return compare_in_chunks(
+      count, [&](size_t i, size_t n, double* max_err) { return half_chunk_within(f, got + i, expected + i, n, tol, max_err); },
+      [&](size_t i, size_t n) { return compare_half_slow(dtype, got + i, expected + i, n, tol); });
 }
 
 }  // namespace
