@@ -65,6 +65,16 @@ CompareResult compare_typed(const T* got, const T* expected, size_t count, const
 // finds the mismatches, so the result is the same to the bit: the pass is only faster
 // (verifying every timed batch's outputs is on the path of every verdict, and inputs with
 // specials() put NaNs and infinities in most chunks).
+// One pair by the rule, in double: false on a mismatch; a finite pair's error raises *max_err.
+inline bool pair_within(double g, double e, double atol, double rtol, double* max_err) {
+  if (std::isnan(e) || std::isnan(g)) return std::isnan(e) && std::isnan(g);
+  if (std::isinf(e) || std::isinf(g)) return g == e;
+  double err = std::fabs(g - e);
+  if (!(err <= atol + rtol * std::fabs(e))) return false;
+  *max_err = std::max(*max_err, err);
+  return true;
+}
+
 #if defined(__GNUC__) && defined(__x86_64__)
 #define KOPE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
@@ -102,16 +112,7 @@ KOPE_CLONES bool chunk_within(const T* got, const T* expected, size_t count, dou
   if ((bad[0] | bad[1] | bad[2] | bad[3]) != 0) return false;
   double m = std::max(std::max(vmax[0], vmax[1]), std::max(vmax[2], vmax[3]));
   for (; i < count; ++i) {
-    double g = static_cast<double>(got[i]), e = static_cast<double>(expected[i]);
-    if (std::isnan(e) || std::isnan(g)) {
-      if (!(std::isnan(e) && std::isnan(g))) return false;
-    } else if (std::isinf(e) || std::isinf(g)) {
-      if (g != e) return false;
-    } else {
-      double err = std::fabs(g - e);
-      if (!(err <= atol + rtol * std::fabs(e))) return false;
-      m = std::max(m, err);
-    }
+    if (!pair_within(static_cast<double>(got[i]), static_cast<double>(expected[i]), atol, rtol, &m)) return false;
   }
   *max_err = m;
   return true;
@@ -221,17 +222,9 @@ bool half_chunk_within(const HalfFormat& f, const uint16_t* got, const uint16_t*
   double m = 0;
   for (size_t i = 0; i < count; ++i) {
     float gf = f.widen(got[i]), ef = f.widen(expected[i]);
-    double g = static_cast<double>(gf), e = static_cast<double>(ef);
-    if (std::isnan(e) || std::isnan(g)) {
-      if (!(std::isnan(e) && std::isnan(g))) return false;
-    } else if (std::isinf(e) || std::isinf(g)) {
-      if (g != e) return false;
-    } else {
-      double err = std::fabs(g - e);
-      double atol = tol.atol + f.ulp(ef);
-      if (!(err <= atol + tol.rtol * std::fabs(e))) return false;
-      m = std::max(m, err);
-    }
+    // The unit in the last place only matters (and is only defined) for a finite expected value.
+    double atol = std::isfinite(ef) ? tol.atol + f.ulp(ef) : tol.atol;
+    if (!pair_within(static_cast<double>(gf), static_cast<double>(ef), atol, tol.rtol, &m)) return false;
   }
   *max_err = m;
   return true;
