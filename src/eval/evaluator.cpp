@@ -512,8 +512,8 @@ struct GroupResult {
 // Times one case: the candidate (when given) and its baselines, batch by batch in alternation,
 // so that their ratio is measured under the same machine conditions. A candidate's baselines
 // are always timed beside it: a cached time was taken at another moment, and on a shared
-// machine the same kernel's time moves several-fold within minutes (0.14x to 4.9x in one
-// model run here), so a ratio to it says as much about the moment as about the kernel. The
+// machine the same kernel's time moves several-fold within minutes (0.13x to 6.85x of
+// its own earlier median in one model run here), so a ratio to it says as much about the moment as about the kernel. The
 // cache serves timings of the baselines alone (`kope bench`, an attempt that is not a new
 // incumbent, whose figures are its comparison's). Baselines measured here are written to the
 // cache. The caller holds the timing lock.
