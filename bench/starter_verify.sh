@@ -27,7 +27,7 @@ here=$("$kope" hw --json | python3 -c 'import json,sys; print(json.load(sys.stdi
 zstd -dcq "$export_file" > "$work/export.json" 2>/dev/null || cp "$export_file" "$work/export.json"
 # One line per kernel to judge: file, op, isa, key; skipped kernels are counted in $work/skipped.
 python3 - "$work" "$here" <<'PY'
-import hashlib, json, sys
+import glob, hashlib, json, os, sys
 work, here = sys.argv[1], sys.argv[2]
 def parts(t):
     arch, _, rest = t.partition("-")
@@ -55,7 +55,10 @@ for c in doc["cases"]:
     isa = "x86-64-v3" if target == "x86_64-avx2-fma" else "native"
     f = f"{work}/k{len(todo):04d}-{op}.cpp"
     open(f, "w").write(code)
-    todo.append(f"{f}\t{op}\t{isa}\t{c.get('natural_key','')}")
+    # An ops-kernelbench operator (the starter holds both suites) by its folder, others by name.
+    kb = glob.glob(f"ops-kernelbench/*/{op}/op.toml")
+    where = os.path.dirname(kb[0]) if kb else op
+    todo.append(f"{f}\t{where}\t{isa}\t{c.get('natural_key','')}")
 open(f"{work}/todo.tsv", "w").write("".join(t + "\n" for t in todo))
 open(f"{work}/skipped.txt", "w").write("".join(s + "\n" for s in skipped))
 PY
