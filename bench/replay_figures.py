@@ -43,8 +43,15 @@ def main(path):
             roofs.append(roof)
     figures = results.get('figures', {})
     print(f"solved {figures.get('solved')} of {figures.get('ops')}; geomean vs the reference {fmt(figures.get('geomean_speedup_vs_reference'))}")
+    # Which configuration the libraries ran with: issue 31's figure is against each at its best
+    # (`--library-config best`); "environment" is as the environment sets it (OPENBLAS_CORETYPE...),
+    # and "forced" counts the operators whose library a variable pinned to other kernels.
+    configs = [o['library_config'] for o in ops if isinstance(o.get('library_config'), dict)]
+    settings = sorted({c.get('setting', '?') for c in configs})
+    forced = sum(1 for c in configs if c.get('forced'))
     print(f"geomean vs the library {geomean(vs_library):.3f} over {len(vs_library)} operators; per level "
-          + ', '.join(f"L{k} {geomean(v):.2f} ({len(v)})" for k, v in sorted(by_level.items())))
+          + ', '.join(f"L{k} {geomean(v):.2f} ({len(v)})" for k, v in sorted(by_level.items()))
+          + f"; library configuration: {', '.join(settings) or '-'} ({forced} forced)")
     print('below 0.9x the library:', ', '.join(f'{n} {x}' for n, x in sorted(below, key=lambda b: b[1])) or 'none')
     if roofs:
         print(f"memory-bound median fraction of the roofline: {statistics.median(roofs) * 100:.0f}% over {len(roofs)} operators")
