@@ -512,11 +512,11 @@ struct GroupResult {
 // Times one case: the candidate (when given) and its baselines, batch by batch in alternation,
 // so that their ratio is measured under the same machine conditions. A candidate's baselines
 // are always timed beside it: a cached time was taken at another moment, and on a shared
-// machine the same kernel's time moves several-fold within minutes (0.13x to 6.85x of
-// its own earlier median in one model run here), so a ratio to it says as much about the moment as about the kernel. The
-// cache serves timings of the baselines alone (`kope bench`, an attempt that is not a new
-// incumbent, whose figures are its comparison's). Baselines measured here are written to the
-// cache. The caller holds the timing lock.
+// machine the same kernel's time moves several-fold within minutes (0.13x to 6.85x of its own
+// earlier median in one model run here), so a ratio to it says as much about the moment as
+// about the kernel. The cache serves timings of the baselines alone (`kope bench`, an attempt
+// that is not a new incumbent, whose figures are its comparison's). Baselines measured here are
+// written to the cache. The caller holds the timing lock.
 // `resume`: the candidate's timer of the comparison with the incumbent on this case, whose
 // samples the timing goes on from (the candidate's batches there alternated with the
 // incumbent's, under the same conditions as these); its fresh-data check, passed there, is not
