@@ -120,13 +120,17 @@ KOPE_CLONES bool chunk_within(const T* got, const T* expected, size_t count, dou
 
 // The comparison both fast paths share: each chunk through `fast` (whether all of it matches,
 // and then its largest error), a chunk it does not pass through `slow` (the element-wise rule,
-// which finds the mismatches), the results folded in order.
-template <class Fast, class Slow>
-CompareResult compare_in_chunks(size_t count, Fast&& fast, Slow&& slow) {
+// which finds the mismatches), the results folded in order. A chunk equal to the bit needs
+// neither: by the rule every pair of it matches (NaN with NaN, an infinity with itself) with no
+// error, and many honest kernels (copies, max, relu, exact sums) give exactly the reference's
+// bits, where memcmp reads the chunk several times faster than the widening pass.
+template <class T, class Fast, class Slow>
+CompareResult compare_in_chunks(const T* got, const T* expected, size_t count, Fast&& fast, Slow&& slow) {
   constexpr size_t k_chunk = 4096;
   CompareResult r;
   for (size_t i = 0; i < count; i += k_chunk) {
     size_t n = std::min(k_chunk, count - i);
+    if (std::memcmp(got + i, expected + i, n * sizeof(T)) == 0) continue;
     double chunk_max = 0;
     if (fast(i, n, &chunk_max)) {
       r.max_abs_err = std::max(r.max_abs_err, chunk_max);
@@ -142,7 +146,7 @@ CompareResult compare_in_chunks(size_t count, Fast&& fast, Slow&& slow) {
 template <class T>
 CompareResult compare_floating(const T* got, const T* expected, size_t count, const spec::Tolerance& tol) {
   return compare_in_chunks(
-      count, [&](size_t i, size_t n, double* max_err) { return chunk_within(got + i, expected + i, n, tol.atol, tol.rtol, max_err); },
+      got, expected, count, [&](size_t i, size_t n, double* max_err) { return chunk_within(got + i, expected + i, n, tol.atol, tol.rtol, max_err); },
       [&](size_t i, size_t n) { return compare_typed(got + i, expected + i, n, tol); });
 }
 
@@ -234,7 +238,7 @@ CompareResult compare_half(spec::DType dtype, const uint16_t* got, const uint16_
                            const spec::Tolerance& tol) {
   HalfFormat f(dtype);
   return compare_in_chunks(
-      count, [&](size_t i, size_t n, double* max_err) { return half_chunk_within(f, got + i, expected + i, n, tol, max_err); },
+      got, expected, count, [&](size_t i, size_t n, double* max_err) { return half_chunk_within(f, got + i, expected + i, n, tol, max_err); },
       [&](size_t i, size_t n) { return compare_half_slow(dtype, got + i, expected + i, n, tol); });
 }
 

@@ -206,6 +206,26 @@ void expect_same_as_the_rule(spec::DType dtype) {
   r = compare_tensor(dtype, gg.data(), ee.data(), e.size(), {atol, rtol});
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.mismatches, 1u);
+  // Outputs equal to the reference's bits (specials too) match with no error, even with no
+  // tolerance; then two elements of the third chunk off, one beyond the tolerance: only it
+  // mismatches, and the largest error is that chunk's.
+  r = compare_tensor(dtype, ee.data(), ee.data(), e.size(), {0, 0});
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.max_abs_err, 0.0);
+  std::vector<T> off = ee;
+  off[2 * 4096 + 10] = static_cast<T>(static_cast<double>(ee[2 * 4096 + 10]) + 1);
+  off[2 * 4096 + 11] = static_cast<T>(static_cast<double>(ee[2 * 4096 + 11]) + atol * 0.5);
+  r = compare_tensor(dtype, off.data(), ee.data(), e.size(), {atol, rtol});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.mismatches, 1u);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->index, size_t{2 * 4096 + 10});
+  double chunk_max = 0;
+  for (size_t i = 2 * 4096; i < 3 * 4096; ++i) {
+    double x = static_cast<double>(off[i]), y = static_cast<double>(ee[i]);
+    if (std::isfinite(x) && std::isfinite(y)) chunk_max = std::max(chunk_max, std::fabs(x - y));
+  }
+  EXPECT_EQ(r.max_abs_err, chunk_max);
 }
 
 TEST(Compare, BigTensorsGiveTheSameResultAsTheRule) {
