@@ -76,6 +76,8 @@ Result<PromptInput> LlmPolicy::prompt_input(const Plan& plan, int k) {
       }
     }
     in.tried = render_tried(m_ctx.state.attempts);
+    KOPE_ASSIGN(std::vector<memory::Lesson> learned, lessons_learned_here(m_ctx));
+    in.learned = render_learned(learned);
   }
   return in;
 }

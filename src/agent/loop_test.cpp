@@ -422,6 +422,67 @@ TEST(Loop, TheTasksOwnLessonsAreShownInModeNone) {
   EXPECT_TRUE(end[1]["problems"].empty()) << end[1].dump();
 }
 
+// A lesson the task's own reflection wrote reaches its later kernel prompts, in the hot tier
+// ("Learned in this task"), once: not again among the memory items; a lesson of another run
+// that the reflection only voted on stays with retrieval. Modes none and random (the
+// ablation's controls) show no lesson there.
+TEST(Loop, TheTasksOwnLessonsReachItsLaterPrompts) {
+  for (auto mode : {context::Mode::active, context::Mode::passive, context::Mode::none, context::Mode::random}) {
+    SCOPED_TRACE(context::mode_name(mode));
+    Harness h;
+    h.config.mode = mode;
+    h.config.max_iterations = 4;
+    h.answers = {{1, kernel_answer("naive", "wrong_result")},
+                 {2, kernel_answer("fixed", "correct", 500)},
+                 {3, kernel_answer("faster", "correct", 400)},
+                 {4, kernel_answer("same", "correct", 400)}};
+    memory::LessonDelta other;
+    other.lesson.title = "Someone else's lesson";
+    other.lesson.text = "Advice from an earlier run about normalization kernels";
+    other.lesson.scope.category = "normalization";
+    ASSERT_TRUE(h.store.apply(other));
+    std::string other_id = (*h.store.lessons({}))[0].id;
+    // The first reflection adds a lesson and upvotes the other run's.
+    h.reflection = fmt::format(R"({{"lessons": [{{"action": "add", "kind": "strategy", "title": "Use row-parallel loops",
+        "text": "Parallelise over rows with OpenMP; rows are independent."}}, {{"action": "upvote", "id": "{}"}}]}})", other_id);
+    OpState st;
+    ASSERT_TRUE(h.run(st));
+    ASSERT_TRUE(st.reflections.contains("k2"));
+    std::string own_id;
+    auto lessons = *h.store.lessons({});
+    for (const auto& l : lessons) {
+      if (l.title == "Use row-parallel loops") own_id = l.id;
+    }
+    ASSERT_FALSE(own_id.empty());
+    std::vector<std::string> kernel_prompts;
+    for (const auto& c : h.llm->calls()) {
+      if (c.params.purpose != "reflect") kernel_prompts.push_back(c.messages[1].content);
+    }
+    ASSERT_EQ(kernel_prompts.size(), 4u);
+    bool shows = mode == context::Mode::active || mode == context::Mode::passive;
+    for (size_t k = 0; k < kernel_prompts.size(); ++k) {
+      const std::string& p = kernel_prompts[k];
+      size_t section = p.find("## Learned in this task");
+      // Before the reflection after attempt 2, there is nothing to show.
+      if (!shows || k < 2) {
+        EXPECT_EQ(section, std::string::npos) << p;
+        continue;
+      }
+      ASSERT_NE(section, std::string::npos) << p;
+      std::string line = "- [lesson " + own_id + " · strategy] Use row-parallel loops: Parallelise over rows";
+      EXPECT_NE(p.find(line, section), std::string::npos) << p;
+      EXPECT_EQ(p.find("Use row-parallel loops"), p.find(line, section) + line.find("Use")) << "shown once: " << p;
+      EXPECT_EQ(p.find("Someone else's lesson", section), std::string::npos) << p;
+    }
+    if (shows) {
+      for (const auto& e : h.events_of("prompt")) {
+        if (!e.contains("admitted")) continue;  // a reflection's prompt
+        for (const auto& id : e.at("admitted")) EXPECT_NE(id.dump(), "\"lesson:" + own_id + "\"") << e.dump();
+      }
+    }
+  }
+}
+
 // A held-out op's reflections do not show lessons drawn from its experience of another run
 // (the contamination guard retrieval applies to kernel prompts).
 TEST(Loop, ReflectionsLeaveOutLessonsOfAHeldOutOpsEarlierRuns) {

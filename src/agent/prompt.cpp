@@ -415,6 +415,7 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
                     {"incumbent", in.incumbent},
                     {"feedback", in.feedback},
                     {"tried", in.tried},
+                    {"learned", in.learned},
                     {"toolchain", in.toolchain},
                     {"backend", lib.backend}};
   for (const char* key : k_knowledge_keys) vars[key] = "";
@@ -433,7 +434,7 @@ Result<AssembledPrompt> assemble_prompt(const PromptLibrary& lib, const PromptIn
   int64_t hot_tokens = estimator.estimate(hot_user);
   for (int round = 0; system_tokens + hot_tokens > out.limit && round < 12; ++round) {
     std::string* largest = nullptr;
-    for (const char* key : {"reference", "incumbent", "feedback", "tried", "op_spec"}) {
+    for (const char* key : {"reference", "incumbent", "feedback", "tried", "learned", "op_spec"}) {
       std::string& v = vars[key];
       if (v.size() > 400 && (!largest || v.size() > largest->size())) largest = &v;
     }

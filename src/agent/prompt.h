@@ -91,7 +91,16 @@ struct PromptInput {
   std::string incumbent;  // empty when there is none
   std::string feedback;   // empty on the first attempt
   std::string tried;      // empty on the first attempt
+  // The lessons this task's own attempts taught (reflections on them), in the hot tier: the op
+  // pack is fixed by the op's first prompt and a refine tail carries a few hundred tokens of
+  // memory, so without it a run's own lessons seldom reached its later prompts.
+  std::string learned;
 };
+
+// The hot tier's "Learned in this task" lines: each lesson's id, kind and title, and its text up
+// to k_learned_text_bytes (at a clause); "" for none.
+inline constexpr size_t k_learned_text_bytes = 480;
+std::string render_learned(const std::vector<memory::Lesson>& lessons);
 
 // Candidates for the warm and cold tiers, with the memory item each came from.
 struct KnowledgeCandidates {

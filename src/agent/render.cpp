@@ -409,4 +409,13 @@ std::string render_tried(const std::vector<Attempt>& attempts, size_t max_rows) 
   return out;
 }
 
+std::string render_learned(const std::vector<memory::Lesson>& lessons) {
+  std::string out;
+  for (const memory::Lesson& l : lessons) {
+    out += fmt::format("- [lesson {} · {}] {}{}{}\n", l.id, memory::lesson_kind_name(l.kind), l.title, l.text.empty() ? "" : ": ",
+                       util::shorten_at_clause(one_line(l.text), k_learned_text_bytes));
+  }
+  return out;
+}
+
 }  // namespace kope::agent

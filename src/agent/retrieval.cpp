@@ -1,6 +1,8 @@
 #include "agent/retrieval.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -177,6 +179,47 @@ Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeR
   return out;
 }
 
+Result<std::vector<memory::Lesson>> lessons_learned_here(const OpContext& ctx, size_t limit) {
+  std::vector<memory::Lesson> out;
+  if (limit == 0 || (ctx.cfg.mode != context::Mode::active && ctx.cfg.mode != context::Mode::passive)) return out;
+  std::set<int64_t> own;
+  for (const auto& [iter, id] : ctx.state.case_ids) own.insert(id);
+  // Reflections by recency: "k<iteration>" in iteration order, "end" after them.
+  std::vector<std::pair<int, const run::ReflectionRecord*>> recs;
+  for (const auto& [key, record] : ctx.state.reflections) {
+    if (!record.applied) continue;
+    int k = key.size() > 1 && key[0] == 'k' ? std::atoi(key.c_str() + 1) : std::numeric_limits<int>::max();
+    recs.emplace_back(k, &record);
+  }
+  std::stable_sort(recs.begin(), recs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (recs.empty()) return out;
+  KOPE_ASSIGN(std::vector<memory::Lesson> active, ctx.env.store->lessons({}));  // every active lesson
+  std::map<std::string, memory::Lesson*> by_id;
+  for (auto& l : active) by_id[l.id] = &l;
+  std::set<std::string> seen;
+  for (const auto& [k, record] : recs) {
+    for (const auto& id : record->lesson_ids) {
+      if (out.size() >= limit) return out;
+      if (!seen.insert(id).second) continue;
+      auto found = by_id.find(id);
+      if (found == by_id.end()) continue;  // deprecated or merged since
+      memory::Lesson* l = found->second;
+      // Voted on but drawn from other work: retrieval offers it as it offers any lesson.
+      if (std::none_of(l->source_cases.begin(), l->source_cases.end(), [&](int64_t c) { return own.contains(c); })) continue;
+      // The contamination guard, as for every lesson a prompt shows: an edit can have kept the
+      // sources of a lesson drawn from a held-out op's experience.
+      bool held_out = false;
+      for (int64_t c : l->source_cases) {
+        if (!ctx.env.holdout.active() || own.contains(c) || held_out) continue;
+        KOPE_ASSIGN(std::optional<memory::CaseRecord> source, ctx.env.store->get_case(c));
+        held_out = source && ctx.env.holdout.excludes(source->task.op, source->task.spec_hash, source->run_id);
+      }
+      if (!held_out) out.push_back(std::move(*l));
+    }
+  }
+  return out;
+}
+
 Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan) {
   KnowledgeRequest req;
   req.query = state_query(ctx, plan);
@@ -188,6 +231,8 @@ Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan) {
     req.exclude.insert(fmt::format("case:{}", id));
     req.exclude.insert(fmt::format("kernel:{}", id));
   }
+  KOPE_ASSIGN(std::vector<memory::Lesson> learned, lessons_learned_here(ctx));
+  for (const auto& l : learned) req.exclude.insert("lesson:" + l.id);
   req.shown_notes = ctx.state.notes_shown;
   req.op_pack = ctx.state.op_pack;
   if (const Attempt* inc = ctx.state.incumbent()) {

@@ -41,8 +41,17 @@ Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeR
                                           const SharedEstimator& estimator,
                                           const std::vector<const spec::OpSpec*>& known_ops);
 
-// knowledge_for with the loop's state: this task's own cases left out, the op pack of its first
-// prompt, the incumbent's code.
+// The lessons this task taught: written or edited by its applied reflections from its own
+// attempts (one of the lesson's source cases is this task's), still active, the latest
+// reflection's first, at most `limit`. The hot tier shows them ("Learned in this task"): the op
+// pack is fixed by the op's first prompt, before any of them existed, and a refine prompt's
+// memory tail is a few hundred tokens, so without it a run's own lessons seldom reached its
+// later prompts (0 of 18, 2 of 19 and 1 of 26 in three model runs of 2026-12-07).
+inline constexpr size_t k_learned_lessons = 3;
+Result<std::vector<memory::Lesson>> lessons_learned_here(const OpContext& ctx, size_t limit = k_learned_lessons);
+
+// knowledge_for with the loop's state: this task's own cases left out, and the lessons the hot
+// tier shows (lessons_learned_here); the op pack of its first prompt, the incumbent's code.
 Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan);
 
 // What `store` holds about refinements of operators of the query's category on its target: the
