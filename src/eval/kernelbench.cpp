@@ -204,7 +204,30 @@ Rendered render(const KernelbenchImport& o, const KernelbenchName& kb, const std
     s += fmt::format("  {{ name = {}, dtype = {}, value = {} }},\n", toml_string(a.at("name").get<std::string>()), toml_string(dtype), value);
   }
   s += "]\n";
-  s += fmt::format("flops = {}  # one per output element: the least any algorithm does\n", toml_string(util::join(flops, " + ")));
+  // The matrix products' and convolutions' multiply-adds, counted while the model ran each case
+  // (two flops each), then one per output element (the least any algorithm does): without the
+  // products a matmul or a convolution reads as memory-bound, at a few percent of its roof.
+  std::vector<std::string> products;
+  for (const auto& t : j.value("product_terms", json::array())) {
+    auto coef = t.at("coef").get<std::vector<int64_t>>();
+    std::vector<std::string> factors;
+    if (coef.at(0) != 1 || t.at("dims").empty()) factors.push_back(std::to_string(coef.at(0)));
+    for (const auto& d : t.at("dims")) {
+      for (int64_t k = 0; k < d.at(1).get<int64_t>(); ++k) factors.push_back(d.at(0).get<std::string>());
+    }
+    std::string term = util::join(factors, " * ");
+    if (coef.at(1) != 1) term = fmt::format("{} / {}", term, coef.at(1));
+    products.push_back(term);
+  }
+  if (!products.empty()) {
+    s += fmt::format("# Matrix products and convolutions, two per multiply-add (counted while the model ran every case),\n"
+                     "# then one per output element.\nflops = {}\n",
+                     toml_string(util::join(products, " + ") + " + " + util::join(flops, " + ")));
+  } else {
+    std::string why = j.value("products_note", "");
+    if (!why.empty()) s += fmt::format("# No count of the matrix products' flops: {}.\n", why);
+    s += fmt::format("flops = {}  # one per output element: the least any algorithm does\n", toml_string(util::join(flops, " + ")));
+  }
   s += fmt::format("bytes = {}\n", toml_string(util::join(bytes, " + ")));
   s += half ? "# bf16/f16 outputs: the storage format's rounding dominates.\ntolerance = { atol = 1e-2, rtol = 1e-2 }\n"
             : "# PyTorch and a kernel may sum in different orders.\ntolerance = { atol = 1e-3, rtol = 1e-3 }\n";

@@ -249,6 +249,74 @@ TEST(KernelbenchImport, TheCommittedSuiteIsWhatTheCommandWrites) {
   EXPECT_NE(check.out.find("10 operator specs valid"), std::string::npos) << check.out;
 }
 
+// The flops of an imported op count the multiply-adds of its matrix products and convolutions
+// (two each), as the model ran every case, then one per output element: without them a matmul
+// reads as memory-bound at a few percent of its roof. Exact on every case, on non-square
+// shapes, a transposed convolution and the committed convolution; an op with no product keeps
+// one per output element.
+TEST(KernelbenchImport, FlopsCountTheMultiplyAddsOfProductsAndConvolutions) {
+  SKIP_WITHOUT_TORCH();
+  auto tmp = util::TempDir::create("kope-kbflops-", fs::path(KOPE_BINARY_DIR));
+  ASSERT_TRUE(tmp);
+  const std::string problem = R"(import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.up = nn.ConvTranspose1d(in_channels, out_channels, 3, stride=2)
+
+    def forward(self, a, b, x):
+        return torch.relu(a @ b), self.up(x)
+
+batch = 4
+M, K, N = 96, 160, 72
+in_channels, out_channels, length = 6, 10, 50
+
+def get_inputs():
+    return [torch.randn(M, K), torch.randn(K, N), torch.randn(batch, in_channels, length)]
+
+def get_init_inputs():
+    return [in_channels, out_channels]
+)";
+  fs::path file = tmp->path() / "7_Products.py";
+  ASSERT_TRUE(util::write_file_atomic(file, problem));
+  auto r = kope({"ops", "import", "kernelbench", file.string(), "--out", tmp->path().string(), "--level", "2"});
+  ASSERT_TRUE(r.status.success()) << r.out << r.err;
+  std::optional<spec::OpSpec> op;
+  for (const auto& e : fs::recursive_directory_iterator(tmp->path())) {
+    if (e.path().filename() == "op.toml") {
+      auto loaded = spec::load_op(e.path().parent_path());
+      ASSERT_TRUE(loaded) << loaded.error().message;
+      op = *loaded;
+    }
+  }
+  ASSERT_TRUE(op);
+  ASSERT_GE(op->cases.size(), 3u) << "the variants make the fit exact on more than one shape";
+  for (const auto& c : op->cases) {
+    auto d = op->dim_values(c);
+    double m = d.at("M"), k = d.at("K"), n = d.at("N"), b = d.at("BATCH"), ci = d.at("IN_CHANNELS"), co = d.at("OUT_CHANNELS");
+    double len = d.at("LENGTH");
+    double up_len = (len - 1) * 2 + 3;
+    double want = 2 * m * k * n + 2 * (b * ci * len) * (co * 3) + m * n + b * co * up_len;
+    EXPECT_EQ(op->flops_for(c), want) << op->case_label(c);
+  }
+  auto conv = spec::load_op(k_suite / "conv/kb1_63_conv_standard_2d_square_input_square_ker");
+  ASSERT_TRUE(conv) << conv.error().message;
+  for (const auto& c : conv->cases) {
+    auto d = conv->dim_values(c);
+    double out = d.at("BATCH_SIZE") * d.at("OUT_CHANNELS") * d.at("OUT_D2") * d.at("OUT_D3");
+    double want = 2 * out * d.at("IN_CHANNELS") * d.at("KERNEL_SIZE") * d.at("KERNEL_SIZE") + out;
+    EXPECT_EQ(conv->flops_for(c), want) << conv->case_label(c);
+  }
+  auto relu = spec::load_op(k_suite / "elementwise/kb1_19_relu");
+  ASSERT_TRUE(relu) << relu.error().message;
+  for (const auto& c : relu->cases) {
+    auto d = relu->dim_values(c);
+    EXPECT_EQ(relu->flops_for(c), d.at("BATCH_SIZE") * d.at("DIM"));
+  }
+}
+
 // Malformed or unsupported problems are refused with "FILE:LINE: what".
 TEST(KernelbenchImport, MalformedProblemsAreRefusedWithFileLineAndConstruct) {
   SKIP_WITHOUT_TORCH();

@@ -61,6 +61,42 @@ def problem_line(exc):
     return 0
 
 
+# The multiply-adds of the matrix products and convolutions of the last forward() execute()
+# ran, in call order: (aten op, flops), two per multiply-add.
+LAST_PRODUCTS = []
+
+
+def product_flops(func, args, out):
+    """Two per multiply-add of a matrix product or convolution aten op; None for other ops."""
+    name = func.overloadpacket.__name__
+    t = [a for a in args if isinstance(a, torch.Tensor)]
+    if name in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot"):
+        a, b = (t[-2], t[-1])  # addmm(bias, a, b): the last two
+        inner = a.shape[-1]
+        return 2 * inner * (out.numel() if name != "addbmm" else out.numel() * a.shape[0])
+    if name == "convolution":
+        x, w = t[0], t[1]
+        transposed = bool(args[6]) if len(args) > 6 else False
+        # weight: (out, in/groups, k...) or, transposed, (in, out/groups, k...)
+        per = math.prod(w.shape[1:])
+        return 2 * (x.numel() if transposed else out.numel()) * per
+    return None
+
+
+def counting_products():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor):
+                f = product_flops(func, args, out)
+                if f:
+                    LAST_PRODUCTS.append((func.overloadpacket.__name__, int(f)))
+            return out
+    return Count()
+
+
 def execute(source, overrides, forward=True):
     """One run of the problem with some constants set: init args, model, inputs, outputs."""
     ns = kope_problem(source, SHOWN, overrides)
@@ -70,7 +106,8 @@ def execute(source, overrides, forward=True):
     inputs = list(ns["get_inputs"]())
     outputs = None
     if forward:
-        with torch.no_grad():
+        del LAST_PRODUCTS[:]
+        with torch.no_grad(), counting_products():
             outputs = model(*inputs)
         outputs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs) if isinstance(outputs, (tuple, list)) else outputs
     return init, model, inputs, outputs
@@ -168,6 +205,8 @@ def main():
     n_in, n_par = len(inputs), len(list(model.named_parameters()))
     data_consts = [c for c in dim_consts if any(ti < n_in or ti >= n_in + n_par for (ti, _), o in owner.items() if o == c)]
     # The cases: the original, then each variant of the data dims that runs.
+    execute(code, {})  # the original's products (the dim probes ran since)
+    products = {"original": list(LAST_PRODUCTS)}
     runs = [("original", {}, base)]
     for label, rule in VARIANTS:
         over = {c: rule(ints[c]) for c in data_consts}
@@ -175,6 +214,7 @@ def main():
             continue
         try:
             runs.append((label, over, shapes_of(execute(code, over))))
+            products[label] = list(LAST_PRODUCTS)
         except Exception:
             pass
     # Dims: the constants' (upper-case names), then one per axis no constant owns.
@@ -229,9 +269,45 @@ def main():
             attrs.append({"name": n, "dtype": "i64", "value": v})
         elif isinstance(v, float):
             attrs.append({"name": n, "dtype": "f32", "value": v})
+    product_terms, products_note = fit_products(products, cases)
     print(json.dumps({"dims": dims, "tensors": tensors, "cases": cases, "attrs": attrs,
+                      "product_terms": product_terms, "products_note": products_note,
                       "forward_args": len(inputs), "parameters": [n for n, _ in params],
                       "dim_constants": {d["name"]: d["const"] for d in dims if "const" in d}}))
+
+
+def fit_products(products, cases):
+    """The products' flops as a sum of monomials over the dims: for each product (in call
+    order, the same ops in every case), the coefficient and the dims' powers that give its
+    flops on every case, the lowest degree first. Exact on every case of the op; ([], why) when
+    a product has no such monomial (its count changes with the dims, or its flops are no
+    product of them)."""
+    from fractions import Fraction
+    from itertools import product as cartesian
+    labels = [c["label"] for c in cases]
+    calls = [products[l] for l in labels]
+    if not calls or not calls[0]:
+        return [], ""
+    if any([op for op, _ in c] != [op for op, _ in calls[0]] for c in calls):
+        return [], "the matrix products differ from case to case"
+    values = [c["dims"] for c in cases]
+    varying = [d for d in values[0] if len({v[d] for v in values}) > 1]
+    if len(varying) > 8:
+        return [], "too many dims vary to fit the products' flops"
+    powers = sorted(cartesian(range(4), repeat=len(varying)), key=lambda e: (sum(e), max(e, default=0), [-x for x in e]))
+    terms = {}
+    for i in range(len(calls[0])):
+        flops = [c[i][1] for c in calls]
+        for e in powers:
+            prods = [math.prod(v[d] ** k for d, k in zip(varying, e)) for v in values]
+            coef = Fraction(flops[0], prods[0])
+            if coef > 0 and all(Fraction(f, p) == coef for f, p in zip(flops[1:], prods[1:])):
+                key = tuple((d, k) for d, k in zip(varying, e) if k)
+                terms[key] = terms.get(key, 0) + coef
+                break
+        else:
+            return [], "the flops of %s are no monomial of the dims" % calls[0][i][0]
+    return [{"coef": [c.numerator, c.denominator], "dims": [list(x) for x in key]} for key, c in terms.items()], ""
 
 
 def guess_init(spec, t, dim_of, tensors):
