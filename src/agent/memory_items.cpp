@@ -99,7 +99,7 @@ std::string lesson_text(const RetrievedItem& item, const RetrievedLesson& l) {
   if (!l.scope.backend.empty()) scope += "/" + l.scope.backend;
   if (!l.scope.target.empty()) scope += " on " + l.scope.target;
   std::string text = fmt::format("[lesson {} · {} · {}{}] {}{}{}", l.id, memory::lesson_kind_name(l.kind), scope,
-                                 item.foreign ? " · from another machine or ISA level: feasibility only" : "", l.title,
+                                 item.foreign ? " · not confirmed on this machine: feasibility only" : "", l.title,
                                  l.text.empty() ? "" : ": ", l.text);
   if (l.kind == memory::LessonKind::fix && !l.error_signature.empty()) text += fmt::format(" (fixes: {})", l.error_signature);
   if (auto noisy = noisy_evidence(l)) text += " [" + *noisy + "]";

@@ -59,7 +59,7 @@ TEST(MemoryItems, ALesson) {
   fix.scope.target = k_there;
   fix.error_signature = "compile_error: undeclared";
   EXPECT_EQ(render_item(lesson_item(fix, true)),
-            "[lesson L2 · fix · any op on cuda-sm90 · from another machine or ISA level: feasibility only] Declare helpers first "
+            "[lesson L2 · fix · any op on cuda-sm90 · not confirmed on this machine: feasibility only] Declare helpers first "
             "(fixes: compile_error: undeclared)");
 }
 

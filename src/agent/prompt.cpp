@@ -276,7 +276,10 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     } else {
       it.section = "lessons";
     }
-    if (r.foreign && !r.target.empty()) it.text = "(from " + r.target + ": another machine or ISA level) " + it.text;
+    // Foreign: another target or toolchain, or imported (the starter) and not yet confirmed
+    // here, whose target can read like this one's; what is true of all three is that it was
+    // not timed here.
+    if (r.foreign && !r.target.empty()) it.text = "(recorded on " + r.target + ", not timed here) " + it.text;
     it.tokens = estimator.estimate(item_text(it));
     double relevance = std::max(0.0, r.score) / max_score;
     // Lessons are ranked by what they earned at this stage: up to twice the relevance for a

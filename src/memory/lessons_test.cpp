@@ -301,7 +301,7 @@ TEST_P(ValuesTest, AnImportedLessonConfirmedHereIsNoLongerForeign) {
     ASSERT_TRUE(b.store->log_retrieval(e));
     ASSERT_TRUE(b.store->credit(prompt, reward));
   };
-  // `foreign` is what makes the text say "from another machine or ISA level: feasibility only"
+  // `foreign` is what makes the text say "not confirmed on this machine: feasibility only"
   // (agent/memory_items.h).
   for (const auto& id : {online, blocked}) {
     auto before = item(id);
