@@ -281,7 +281,7 @@ Result<KnowledgeCandidates> active_forms(memory::Store& store, const KnowledgeCa
       it.exact_key = same_category && (same_bottleneck || r.op == op.name);
       if (kind == "fix") it.exact_key = !fc.error_signature.empty() && r.error_signature == fc.error_signature;
       if (rec && !fc.incumbent_code.empty() && rec->code == fc.incumbent_code) continue;  // the incumbent, shown already
-      const std::string digest = digest_text(cand.text);  // with the "(from <target>)" of a foreign item
+      const std::string digest = digest_text(cand.text);  // with the "(recorded on <target>, ...)" of a foreign item
       if (kind == "kernel" && fc.stage == memory::Stage::draft && same_category && rec && !r.foreign) {
         // The exemplar: whole when short, else its recipe.
         context::Item ex = it;

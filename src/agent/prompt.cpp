@@ -180,7 +180,7 @@ std::string knowledge_content_key(std::string_view text) {
   }
   std::string_view t = util::trim(text);
   if (t.starts_with("- ")) t = util::trim(t.substr(2));
-  if (t.starts_with("(from ")) t = util::trim(t.substr(t.find(')') + 1));
+  if (t.starts_with(k_foreign_prefix)) t = util::trim(t.substr(t.find(')') + 1));
   if (t.starts_with("[")) {
     size_t close = t.find(']');
     if (close != std::string_view::npos) t = t.substr(close + 1);
@@ -279,7 +279,7 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
     // Foreign: another target or toolchain, or imported (the starter) and not yet confirmed
     // here, whose target can read like this one's; what is true of all three is that it was
     // not timed here.
-    if (r.foreign && !r.target.empty()) it.text = "(recorded on " + r.target + ", not timed here) " + it.text;
+    if (r.foreign && !r.target.empty()) it.text = std::string(k_foreign_prefix) + r.target + ", not timed here) " + it.text;
     it.tokens = estimator.estimate(item_text(it));
     double relevance = std::max(0.0, r.score) / max_score;
     // Lessons are ranked by what they earned at this stage: up to twice the relevance for a

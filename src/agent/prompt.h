@@ -142,9 +142,12 @@ KnowledgeCandidates classify_knowledge(const std::vector<memory::RetrievedItem>&
                                        const std::set<std::string>& exclude = {},
                                        const std::set<std::string>& shown_notes = {});
 
+// How a foreign item's text begins: "(recorded on <target>, not timed here) ".
+inline constexpr std::string_view k_foreign_prefix = "(recorded on ";
+
 // What makes two knowledge items the same for a reader (an item is never shown twice in one
 // prompt): the code they show when they show code, else their text without the list marker,
-// the "(from <target>)" prefix and the bracketed header (ids, scores).
+// the foreign item's prefix (k_foreign_prefix) and the bracketed header (ids, scores).
 std::string knowledge_content_key(std::string_view item_text);
 
 struct AssembledPrompt {

@@ -80,6 +80,16 @@ TEST(Prompt, ACaseIsOfferedOnceWhateverItsForm) {
   EXPECT_TRUE(ids.contains("fix:6-7"));
 }
 
+// A foreign item's prefix ("recorded on <target>, not timed here") and its bracketed header do
+// not make it another item: the same lesson text is one item, whether foreign or not.
+TEST(Prompt, AForeignItemsPrefixDoesNotMakeItAnotherItem) {
+  std::string text = "[lesson L1 · strategy · reduction] Four row streams: read four rows at once";
+  std::string foreign = std::string(k_foreign_prefix) + "x86_64-avx2-fma, not timed here) " + text;
+  EXPECT_EQ(knowledge_content_key(foreign), knowledge_content_key(text));
+  EXPECT_EQ(knowledge_content_key("- " + foreign), knowledge_content_key(text));
+  EXPECT_NE(knowledge_content_key(foreign), knowledge_content_key("[lesson L2] Another lesson"));
+}
+
 TEST(PromptLibrary, LoadsEveryTemplateAndSplitsNotes) {
   Fixture f;
   EXPECT_FALSE(f.lib.system.empty());

@@ -131,9 +131,9 @@ TEST(Transfer, FourSettingsAndForeignItemsOnlyAsFeasibility) {
     // Never speed evidence: no item of the CPU target in the "this machine" sections.
     for (const char* heading : {"## Experience from this machine: kernels", "## Experience from this machine: earlier",
                                 "## Lessons learned on this machine"}) {
-      EXPECT_EQ(section(p, heading).find("(from " + cpu_target), std::string::npos) << setting << " attempt " << i % 2 + 1 << ":\n" << p;
+      EXPECT_EQ(section(p, heading).find("(recorded on " + cpu_target), std::string::npos) << setting << " attempt " << i % 2 + 1 << ":\n" << p;
     }
-    bool has_foreign = section(p, feasibility).find("(from " + cpu_target) != std::string::npos;
+    bool has_foreign = section(p, feasibility).find("(recorded on " + cpu_target) != std::string::npos;
     if (setting == "cold" || setting == "native") {
       EXPECT_FALSE(has_foreign) << setting << ": no foreign memory, yet:\n" << p;
     } else if (i % 2 == 0 && setting == "foreign") {
