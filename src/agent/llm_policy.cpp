@@ -18,8 +18,10 @@ Result<Next> LlmPolicy::propose(int k, const Plan& plan) {
   } else {
     KOPE_TRY(m_ctx.reference_source());
     m_ctx.phase(k, plan.stage, "retrieving");
-    KOPE_ASSIGN(KnowledgeCandidates knowledge, gather_knowledge(m_ctx, plan));
-    KOPE_ASSIGN(PromptInput input, prompt_input(plan, k));
+    // The task's own lessons: in the hot tier, so left out of the same prompt's retrieval.
+    KOPE_ASSIGN(std::vector<memory::Lesson> learned, lessons_learned_here(m_ctx));
+    KOPE_ASSIGN(KnowledgeCandidates knowledge, gather_knowledge(m_ctx, plan, learned));
+    KOPE_ASSIGN(PromptInput input, prompt_input(plan, k, learned));
     KOPE_ASSIGN(TurnOutcome turn, m_turn.ask(k, plan, input, knowledge));
     if (!turn.answer) return Next{std::nullopt, turn.end, ""};
     answer = std::move(*turn.answer);
@@ -27,7 +29,7 @@ Result<Next> LlmPolicy::propose(int k, const Plan& plan) {
   return Next{from_answer(answer, plan), OpEnd::finished, ""};
 }
 
-Result<PromptInput> LlmPolicy::prompt_input(const Plan& plan, int k) {
+Result<PromptInput> LlmPolicy::prompt_input(const Plan& plan, int k, const std::vector<memory::Lesson>& learned) {
   const auto& env = m_ctx.env;
   PromptInput in;
   in.op = &m_ctx.op;
@@ -76,7 +78,6 @@ Result<PromptInput> LlmPolicy::prompt_input(const Plan& plan, int k) {
       }
     }
     in.tried = render_tried(m_ctx.state.attempts);
-    KOPE_ASSIGN(std::vector<memory::Lesson> learned, lessons_learned_here(m_ctx));
     in.learned = render_learned(learned);
   }
   return in;

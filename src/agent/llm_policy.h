@@ -20,7 +20,8 @@ class LlmPolicy : public CandidatePolicy {
   bool reflects() const override { return true; }
 
  private:
-  Result<PromptInput> prompt_input(const Plan& plan, int k);
+  // `learned`: the task's own lessons the hot tier shows (lessons_learned_here).
+  Result<PromptInput> prompt_input(const Plan& plan, int k, const std::vector<memory::Lesson>& learned);
   Proposal from_answer(const ModelAnswer& answer, const Plan& plan) const;
 
   OpContext& m_ctx;

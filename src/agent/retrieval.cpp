@@ -209,9 +209,9 @@ Result<std::vector<memory::Lesson>> lessons_learned_here(const OpContext& ctx, s
       // The contamination guard, as for every lesson a prompt shows: an edit can have kept the
       // sources of a lesson drawn from a held-out op's experience.
       bool held_out = false;
-      for (int64_t c : l->source_cases) {
-        if (!ctx.env.holdout.active() || own.contains(c) || held_out) continue;
-        KOPE_ASSIGN(std::optional<memory::CaseRecord> source, ctx.env.store->get_case(c));
+      for (size_t i = 0; ctx.env.holdout.active() && !held_out && i < l->source_cases.size(); ++i) {
+        if (own.contains(l->source_cases[i])) continue;
+        KOPE_ASSIGN(std::optional<memory::CaseRecord> source, ctx.env.store->get_case(l->source_cases[i]));
         held_out = source && ctx.env.holdout.excludes(source->task.op, source->task.spec_hash, source->run_id);
       }
       if (!held_out) out.push_back(std::move(*l));
@@ -220,7 +220,7 @@ Result<std::vector<memory::Lesson>> lessons_learned_here(const OpContext& ctx, s
   return out;
 }
 
-Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan) {
+Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan, const std::vector<memory::Lesson>& learned) {
   KnowledgeRequest req;
   req.query = state_query(ctx, plan);
   req.op = &ctx.op;
@@ -231,7 +231,6 @@ Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan) {
     req.exclude.insert(fmt::format("case:{}", id));
     req.exclude.insert(fmt::format("kernel:{}", id));
   }
-  KOPE_ASSIGN(std::vector<memory::Lesson> learned, lessons_learned_here(ctx));
   for (const auto& l : learned) req.exclude.insert("lesson:" + l.id);
   req.shown_notes = ctx.state.notes_shown;
   req.op_pack = ctx.state.op_pack;

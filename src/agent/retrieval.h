@@ -50,9 +50,10 @@ Result<KnowledgeCandidates> knowledge_for(memory::Store& store, const KnowledgeR
 inline constexpr size_t k_learned_lessons = 3;
 Result<std::vector<memory::Lesson>> lessons_learned_here(const OpContext& ctx, size_t limit = k_learned_lessons);
 
-// knowledge_for with the loop's state: this task's own cases left out, and the lessons the hot
-// tier shows (lessons_learned_here); the op pack of its first prompt, the incumbent's code.
-Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan);
+// knowledge_for with the loop's state: this task's own cases left out, and `learned`, the lessons
+// the same prompt's hot tier shows (lessons_learned_here); the op pack of its first prompt, the
+// incumbent's code.
+Result<KnowledgeCandidates> gather_knowledge(OpContext& ctx, const Plan& plan, const std::vector<memory::Lesson>& learned);
 
 // What `store` holds about refinements of operators of the query's category on its target: the
 // native refine-stage cases (not foreign, not quarantined or refuted, not a bad answer, which

@@ -175,6 +175,7 @@ def main():
     try:
         check_inputs(found, execute(code, {}, forward=False))  # what forward() is given, before it runs
         orig = execute(code, {})
+        products = {"original": list(LAST_PRODUCTS)}  # before the dim probes run it again
     except Refused:
         raise
     except Exception as e:
@@ -205,8 +206,6 @@ def main():
     n_in, n_par = len(inputs), len(list(model.named_parameters()))
     data_consts = [c for c in dim_consts if any(ti < n_in or ti >= n_in + n_par for (ti, _), o in owner.items() if o == c)]
     # The cases: the original, then each variant of the data dims that runs.
-    execute(code, {})  # the original's products (the dim probes ran since)
-    products = {"original": list(LAST_PRODUCTS)}
     runs = [("original", {}, base)]
     for label, rule in VARIANTS:
         over = {c: rule(ints[c]) for c in data_consts}
