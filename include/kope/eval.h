@@ -65,6 +65,10 @@ struct CaseFigures {
   // bandwidth curve at.
   std::string roofline_bound = {};
   double roofline_gbps = 0;
+  // Extension (the roof read beside the timing): when roofline_gbps was measured around this
+  // case's timing (apply_roofline, bandwidth_now_applies), the profile's figure at the same
+  // working set; 0 when roofline_gbps is the profile's own.
+  double roofline_gbps_profile = 0;
   double roofline_gflops = 0;
   uint64_t roofline_working_set_bytes = 0;
   // Faster than the roofline by more than its CI (roofline_us > median_us + ci95_us): a bug of
@@ -396,9 +400,24 @@ Roof case_roofline(const HardwareProfile& hw, const spec::OpSpec& op, const spec
 bool compute_floor_applies(const spec::OpSpec& op);
 
 // Fills `t`'s roofline fields (roofline_us, fraction_of_roofline, the roof's figures) from
-// `roof`, t.median_us and t.ci95_us. When the time beats the roof by more than its CI, sets
-// beyond_roofline and returns the note that says the model is wrong for this case.
-std::optional<std::string> apply_roofline(CaseTiming& t, const Roof& roof, const spec::OpSpec& op);
+// `roof`, t.median_us and t.ci95_us. `bandwidth_now_gbps` > 0: the memory roof is read at that
+// bandwidth instead, measured beside the timing (measure_bandwidth_now), and the profile's
+// figure is kept in roofline_gbps_profile. When the time beats the faster of the two roofs by
+// more than its CI, sets beyond_roofline and returns the note that says the model is wrong for
+// this case: a host slower now than when it was profiled never makes an honest kernel look
+// like one that skips work.
+std::optional<std::string> apply_roofline(CaseTiming& t, const Roof& roof, const spec::OpSpec& op, double bandwidth_now_gbps = 0);
+
+// The bandwidth measured beside a timing: for a case on the CPU whose roof is memory-bound at a
+// working set past the last-level cache (l3_bytes; k_bandwidth_now_min_bytes when the profile
+// does not know it, as on VMs that hide their caches). Inside the caches the profile's curve
+// stands: it is the probe's best pass, compiled for this CPU, and a median pass of kope's own
+// triad read 10-25% below it there (a 2-CPU Zen 5 VM, 4-16 MiB), which would flatter a kernel.
+bool bandwidth_now_applies(std::string_view backend, const HardwareProfile& hw, const Roof& roof);
+// 32 MiB: past the last-level cache of a Zen core complex or of most client CPUs.
+inline constexpr uint64_t k_bandwidth_now_min_bytes = uint64_t{32} << 20;
+// Triad passes of each kind per measurement, before the timing and again after it.
+inline constexpr int k_bandwidth_now_reps = 3;
 
 // One configuration --library-config best tried for an op.
 struct LibraryTrial {

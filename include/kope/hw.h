@@ -130,6 +130,18 @@ struct HardwareProfile {
 // compiled or run, with config when $KOPE_ISA names no level.
 Result<HardwareProfile> load_hardware_profile(bool refresh = false);
 
+// The triad bandwidth in GB/s at this working set now (min(working_set_bytes,
+// k_bandwidth_now_max_bytes)), on `threads` threads each on a CPU of its own: the better of the
+// median plain and the median streaming-store pass of `reps` each. The probe's triad in this
+// process, for a roof read beside a kernel's timing (the profile's curve is measured once, and
+// past the cores' own caches a shared host's bandwidth moves with its neighbours' load). 0 when
+// it cannot be measured (the memory cannot be mapped). Runs the passes under a lock: one
+// measurement at a time in a process.
+double measure_bandwidth_now(uint64_t working_set_bytes, int threads, int reps);
+// The largest working set measure_bandwidth_now reads: well past any last-level cache, where the
+// bandwidth no longer depends on the set's size.
+inline constexpr uint64_t k_bandwidth_now_max_bytes = uint64_t{256} << 20;
+
 // The host's static facts without measuring (target, model, cores, caches, memory).
 HardwareProfile describe_host();
 

@@ -184,10 +184,12 @@ std::string cut_at_lines(std::string_view text, size_t max_bytes, size_t max_lin
 // "memory: 120 GB/s at a 16.0 MiB working set" / "compute: 576 GFLOP/s" for a timed case; "-"
 // when unknown. The working set is the one the bandwidth was read at (both timed data sets), not
 // the bytes of one call: a model told "2 x bytes" must not double it again.
+// A bandwidth measured beside the timing says so: it is not the hardware guide's figure.
 static std::string roof_text(const TimingSummary& t) {
   if (t.roofline_bound == "memory") {
-    return fmt::format("memory: {:.0f} GB/s at a {} working set", t.roofline_gbps,
-                       util::human_bytes(static_cast<double>(t.roofline_working_set_bytes)));
+    return fmt::format("memory: {:.0f} GB/s at a {} working set{}", t.roofline_gbps,
+                       util::human_bytes(static_cast<double>(t.roofline_working_set_bytes)),
+                       t.roofline_gbps_profile > 0 ? ", measured beside the timing" : "");
   }
   if (t.roofline_bound == "compute") return fmt::format("compute: {:.0f} GFLOP/s", t.roofline_gflops);
   return "-";

@@ -197,6 +197,7 @@ std::string EvalResult::to_json() const {
                   {"disturbed", t.disturbed},
                   {"roofline_bound", t.roofline_bound},
                   {"roofline_gbps", number(t.roofline_gbps)},
+                  {"roofline_gbps_profile", number(t.roofline_gbps_profile)},
                   {"roofline_gflops", number(t.roofline_gflops)},
                   {"roofline_working_set_bytes", t.roofline_working_set_bytes},
                   {"beyond_roofline", t.beyond_roofline}});
@@ -262,6 +263,7 @@ Result<EvalResult> EvalResult::from_json(std::string_view text) {
       ct.disturbed = t.value("disturbed", false);
       ct.roofline_bound = t.value("roofline_bound", "");
       ct.roofline_gbps = get_number(t, "roofline_gbps");
+      ct.roofline_gbps_profile = get_number(t, "roofline_gbps_profile");
       ct.roofline_gflops = get_number(t, "roofline_gflops");
       ct.roofline_working_set_bytes = t.value("roofline_working_set_bytes", uint64_t{0});
       ct.beyond_roofline = t.value("beyond_roofline", false);

@@ -942,6 +942,7 @@ struct Compared {
 struct TimedCase {
   TimingOutcome candidate;
   GroupResult group;
+  double bandwidth_now_gbps = 0;  // the triad's bandwidth around the timing (bandwidth_now_applies); 0: not read
 };
 
 class SandboxedEvaluator final : public Evaluator {
@@ -1179,17 +1180,29 @@ Result<Compared> SandboxedEvaluator::compare(EvalRun& run, IncumbentRunner& incu
 Result<TimedCase> SandboxedEvaluator::time_case(EvalRun& run, const spec::Case& c, size_t i, const Compared& compared,
                                                 Baselines& baselines) const {
   KOPE_ASSIGN(const CaseData * data, run.ref.wait(static_cast<size_t>(c.index)));
+  // The bandwidth now, read before and after the group (the timing lock is held).
+  const Roof roof = case_roofline(m_hw, run.op, c);
+  const bool read_bandwidth = bandwidth_now_applies(m_backend->name(), m_hw, roof);
+  double before = read_bandwidth ? measure_bandwidth_now(roof.working_set_bytes, m_backend->threads(), k_bandwidth_now_reps) : 0;
+  TimedCase out;
   if (!compared.full) {
-    KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, run.op, c, *data, nullptr, baselines.reference, &baselines.library,
-                                               m_options, run.options, run.rng(), baselines.choice, nullptr, &baselines.library_build));
-    return TimedCase{compared.timers[i]->outcome(), std::move(g)};
+    KOPE_ASSIGN(out.group, time_case_group(*m_backend, run.op, c, *data, nullptr, baselines.reference, &baselines.library, m_options,
+                                           run.options, run.rng(), baselines.choice, nullptr, &baselines.library_build));
+    out.candidate = compared.timers[i]->outcome();
+  } else {
+    CaseTimer* resume = compared.timers.empty() ? nullptr : compared.timers[i].get();
+    KOPE_ASSIGN(out.group, time_case_group(*m_backend, run.op, c, *data, run.session.get(), baselines.reference, &baselines.library,
+                                           m_options, run.options, run.rng(), baselines.choice, resume, &baselines.library_build));
+    run.trace(fmt::format("case {}: timed", c.index));
+    out.candidate = *out.group.candidate;
   }
-  CaseTimer* resume = compared.timers.empty() ? nullptr : compared.timers[i].get();
-  KOPE_ASSIGN(GroupResult g, time_case_group(*m_backend, run.op, c, *data, run.session.get(), baselines.reference, &baselines.library,
-                                             m_options, run.options, run.rng(), baselines.choice, resume, &baselines.library_build));
-  run.trace(fmt::format("case {}: timed", c.index));
-  TimingOutcome candidate = *g.candidate;
-  return TimedCase{std::move(candidate), std::move(g)};
+  if (read_bandwidth) {
+    double after = measure_bandwidth_now(roof.working_set_bytes, m_backend->threads(), k_bandwidth_now_reps);
+    out.bandwidth_now_gbps = before > 0 && after > 0 ? 0.5 * (before + after) : std::max(before, after);
+    run.trace(fmt::format("case {}: bandwidth now {:.1f} GB/s (before {:.1f}, after {:.1f}; the profile's {:.1f})", c.index,
+                          out.bandwidth_now_gbps, before, after, roof.gbps));
+  }
+  return out;
 }
 
 // Figures: one timed case's figures from its timing, judged by the verdict rules
@@ -1204,7 +1217,7 @@ std::optional<RuleVerdict> SandboxedEvaluator::judge_case(EvalRun& run, const sp
   if (auto bad = rule_cpu_fallback(ct.label, ot.median_s, ot.wall_samples_s.empty() ? 0.0 : median(ot.wall_samples_s))) return bad;
   note_waits(run, ct, t, comparison);
   // The working-set roofline; a time beyond it by more than the CI is the model's bug.
-  if (auto note = apply_roofline(ct, case_roofline(m_hw, run.op, c), run.op)) {
+  if (auto note = apply_roofline(ct, case_roofline(m_hw, run.op, c), run.op, t.bandwidth_now_gbps)) {
     run.res.roofline_notes.push_back(*note);
     run.notes.add(*note);
   }

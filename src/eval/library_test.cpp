@@ -84,6 +84,64 @@ TEST(RooflineModel, BeyondTheRoofByMoreThanTheCiIsTheModelsBug) {
   EXPECT_NE(note->find("no fault of the kernel"), std::string::npos) << *note;
 }
 
+// A bandwidth measured beside the timing replaces the profile's in the memory roof and its
+// fraction, and the profile's figure is kept beside it; a time is beyond the roof only when it
+// beats the faster of the two, so a host slower now than when it was profiled never sends an
+// honest kernel the note that it skips work.
+TEST(RooflineModel, ABandwidthMeasuredBesideTheTimingIsTheMemoryRoof) {
+  spec::OpSpec op = scale_op("f32");
+  Roof roof = case_roofline(profile(), op, op.cases[0]);  // 91 GB/s (the test above)
+  double profile_us = roof.seconds * 1e6;
+
+  CaseTiming slower_host = timing(profile_us * 1.5, profile_us * 0.01);  // 45.5 GB/s now: the kernel is at 100%
+  EXPECT_FALSE(apply_roofline(slower_host, roof, op, 45.5));
+  EXPECT_NEAR(slower_host.roofline_gbps, 45.5, 1e-9);
+  EXPECT_NEAR(slower_host.roofline_gbps_profile, 91, 1e-9);
+  EXPECT_NEAR(slower_host.roofline_us, profile_us * 2, 1e-6);
+  EXPECT_NEAR(slower_host.fraction_of_roofline, 2.0 / 1.5, 1e-9);
+  EXPECT_FALSE(slower_host.beyond_roofline);  // beyond the roof read now, not beyond the profile's
+
+  CaseTiming faster_host = timing(profile_us * 0.8, profile_us * 0.01);  // beats the profile's roof, not today's
+  EXPECT_FALSE(apply_roofline(faster_host, roof, op, 182));
+  EXPECT_NEAR(faster_host.fraction_of_roofline, 0.5 / 0.8, 1e-9);  // at 182 GB/s the roof is half the profile's
+  EXPECT_FALSE(faster_host.beyond_roofline);
+
+  CaseTiming skips_work = timing(profile_us * 0.4, profile_us * 0.01);  // beats both roofs
+  auto note = apply_roofline(skips_work, roof, op, 45.5);
+  EXPECT_NEAR(skips_work.fraction_of_roofline, 2.0 / 0.4, 1e-9);
+  ASSERT_TRUE(note);
+  EXPECT_TRUE(skips_work.beyond_roofline);
+  EXPECT_NE(note->find("250% of the roofline"), std::string::npos) << *note;  // of the faster roof, the profile's
+  EXPECT_NE(note->find("at 91.0 GB/s"), std::string::npos) << *note;
+
+  CaseTiming as_profiled = timing(profile_us, profile_us * 0.01);
+  EXPECT_FALSE(apply_roofline(as_profiled, roof, op));
+  EXPECT_DOUBLE_EQ(as_profiled.roofline_gbps_profile, 0);  // nothing measured: the profile's figure alone
+}
+
+// The bandwidth is read beside a timing only on the CPU, for a memory-bound case whose working
+// set is past the last-level cache (32 MiB when the profile does not know it); inside the caches
+// the probe's curve stands.
+TEST(RooflineModel, TheBandwidthIsReadNowOnlyPastTheLastLevelCache) {
+  HardwareProfile p = profile();
+  Roof memory;
+  memory.gbps = 50;
+  memory.memory_seconds = 1e-3;
+  memory.compute_seconds = 1e-4;
+  memory.working_set_bytes = uint64_t{64} << 20;
+  EXPECT_TRUE(bandwidth_now_applies("cpu", p, memory));
+  EXPECT_FALSE(bandwidth_now_applies("opencl", p, memory));
+  EXPECT_FALSE(bandwidth_now_applies("cuda", p, memory));
+  Roof cached = memory;
+  cached.working_set_bytes = uint64_t{16} << 20;
+  EXPECT_FALSE(bandwidth_now_applies("cpu", p, cached));
+  p.l3_bytes = uint64_t{8} << 20;  // a known last-level cache: past it is past the caches
+  EXPECT_TRUE(bandwidth_now_applies("cpu", p, cached));
+  Roof compute = memory;
+  compute.compute_seconds = 2e-3;
+  EXPECT_FALSE(bandwidth_now_applies("cpu", p, compute));
+}
+
 // A compute-bound kernel beyond the roof is told it may do fewer flops than the spec counts,
 // naming the count (issue 29: a GEMM form needs 2 flops per (i, j, k) where a spec counted 3).
 TEST(RooflineModel, BeyondAComputeRoofNamesTheFlopCount) {

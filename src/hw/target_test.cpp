@@ -225,5 +225,20 @@ TEST(Roofline, OldProfileJsonParsesWithoutTheNewFields) {
   EXPECT_EQ(q->probe_version, k_hw_probe_version);
 }
 
+// The bandwidth now: a real triad at the working set asked for, on as many threads as asked
+// (more threads than CPUs run unpinned), in a plausible range; nothing to measure in a working
+// set under one line per array.
+TEST(BandwidthNow, MeasuresTheTriadAtAWorkingSet) {
+  for (int threads : {1, 2, 64}) {
+    for (uint64_t mib : {4, 40}) {
+      double gbps = measure_bandwidth_now(mib << 20, threads, 2);
+      EXPECT_GT(gbps, 0.5) << mib << " MiB on " << threads << " threads";
+      EXPECT_LT(gbps, 100000) << mib << " MiB on " << threads << " threads";
+    }
+  }
+  EXPECT_EQ(measure_bandwidth_now(1000, 2, 3), 0);
+  EXPECT_EQ(measure_bandwidth_now(uint64_t{64} << 20, 2, 0), 0);
+}
+
 }  // namespace
 }  // namespace kope

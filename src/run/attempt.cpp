@@ -31,7 +31,8 @@ json timing_json(const TimingSummary& t) {
               {"roofline_us", t.roofline_us},  {"fraction_of_roofline", t.fraction_of_roofline},
               {"disturbed", t.disturbed},      {"contention", t.contention},
               {"roofline_bound", t.roofline_bound}, {"roofline_gbps", t.roofline_gbps},
-              {"roofline_gflops", t.roofline_gflops}, {"roofline_working_set_bytes", t.roofline_working_set_bytes},
+              {"roofline_gbps_profile", t.roofline_gbps_profile}, {"roofline_gflops", t.roofline_gflops},
+              {"roofline_working_set_bytes", t.roofline_working_set_bytes},
               {"beyond_roofline", t.beyond_roofline}, {"floor_us", t.floor_us},
               {"side_candidate_us", opt(t.side_candidate_us)}, {"side_incumbent_us", opt(t.side_incumbent_us)},
               {"side_ratio", opt(t.side_ratio)}, {"side_candidate_contention", opt(t.side_candidate_contention)},
@@ -52,6 +53,7 @@ TimingSummary timing_from(const json& j) {
   t.contention = j.value("contention", 0.0);
   t.roofline_bound = j.value("roofline_bound", "");
   t.roofline_gbps = j.value("roofline_gbps", 0.0);
+  t.roofline_gbps_profile = j.value("roofline_gbps_profile", 0.0);
   t.roofline_gflops = j.value("roofline_gflops", 0.0);
   t.roofline_working_set_bytes = j.value("roofline_working_set_bytes", uint64_t{0});
   t.beyond_roofline = j.value("beyond_roofline", false);
