@@ -197,10 +197,11 @@ std::string EvalResult::to_json() const {
                   {"disturbed", t.disturbed},
                   {"roofline_bound", t.roofline_bound},
                   {"roofline_gbps", number(t.roofline_gbps)},
-                  {"roofline_gbps_profile", number(t.roofline_gbps_profile)},
                   {"roofline_gflops", number(t.roofline_gflops)},
                   {"roofline_working_set_bytes", t.roofline_working_set_bytes},
                   {"beyond_roofline", t.beyond_roofline}});
+    // Only when the bandwidth was measured beside the timing: results without it read as before.
+    if (t.roofline_gbps_profile > 0) ts.back()["roofline_gbps_profile"] = number(t.roofline_gbps_profile);
   }
   j["timing"] = ts;
   j["speedup_vs_reference"] = optional_number(speedup_vs_reference);

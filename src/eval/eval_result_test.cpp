@@ -76,6 +76,15 @@ TEST(EvalResult, JsonRoundTrip) {
   EXPECT_FALSE(back->speedup_vs_library);
   EXPECT_TRUE(back->compile_cached);
   EXPECT_EQ(back->to_json(), r.to_json());
+  EXPECT_EQ(r.to_json().find("roofline_gbps_profile"), std::string::npos);  // nothing measured beside the timing
+
+  // A roof read at the bandwidth measured beside the timing keeps the profile's figure too.
+  r.timing[0].roofline_gbps = 48.5;
+  r.timing[0].roofline_gbps_profile = 104.8;
+  auto measured = EvalResult::from_json(r.to_json());
+  ASSERT_TRUE(measured) << measured.error().message;
+  EXPECT_DOUBLE_EQ(measured->timing[0].roofline_gbps, 48.5);
+  EXPECT_DOUBLE_EQ(measured->timing[0].roofline_gbps_profile, 104.8);
 }
 
 // The contract outside tests rely on: field names, nulls for absent values.

@@ -25,18 +25,20 @@ std::optional<T> get_opt(const json& j, const char* key) {
 }
 
 json timing_json(const TimingSummary& t) {
-  return json{{"case", t.case_index},          {"label", t.label},
-              {"median_us", t.median_us},      {"ci95_us", t.ci95_us},
-              {"reference_us", t.reference_us}, {"library_us", opt(t.library_us)},
-              {"roofline_us", t.roofline_us},  {"fraction_of_roofline", t.fraction_of_roofline},
-              {"disturbed", t.disturbed},      {"contention", t.contention},
-              {"roofline_bound", t.roofline_bound}, {"roofline_gbps", t.roofline_gbps},
-              {"roofline_gbps_profile", t.roofline_gbps_profile}, {"roofline_gflops", t.roofline_gflops},
-              {"roofline_working_set_bytes", t.roofline_working_set_bytes},
-              {"beyond_roofline", t.beyond_roofline}, {"floor_us", t.floor_us},
-              {"side_candidate_us", opt(t.side_candidate_us)}, {"side_incumbent_us", opt(t.side_incumbent_us)},
-              {"side_ratio", opt(t.side_ratio)}, {"side_candidate_contention", opt(t.side_candidate_contention)},
-              {"side_incumbent_contention", opt(t.side_incumbent_contention)}};
+  json j{{"case", t.case_index},          {"label", t.label},
+         {"median_us", t.median_us},      {"ci95_us", t.ci95_us},
+         {"reference_us", t.reference_us}, {"library_us", opt(t.library_us)},
+         {"roofline_us", t.roofline_us},  {"fraction_of_roofline", t.fraction_of_roofline},
+         {"disturbed", t.disturbed},      {"contention", t.contention},
+         {"roofline_bound", t.roofline_bound}, {"roofline_gbps", t.roofline_gbps},
+         {"roofline_gflops", t.roofline_gflops}, {"roofline_working_set_bytes", t.roofline_working_set_bytes},
+         {"beyond_roofline", t.beyond_roofline}, {"floor_us", t.floor_us},
+         {"side_candidate_us", opt(t.side_candidate_us)}, {"side_incumbent_us", opt(t.side_incumbent_us)},
+         {"side_ratio", opt(t.side_ratio)}, {"side_candidate_contention", opt(t.side_candidate_contention)},
+         {"side_incumbent_contention", opt(t.side_incumbent_contention)}};
+  // Only when the bandwidth was measured beside the timing: an older run's line writes back the same.
+  if (t.roofline_gbps_profile > 0) j["roofline_gbps_profile"] = t.roofline_gbps_profile;
+  return j;
 }
 
 TimingSummary timing_from(const json& j) {
