@@ -214,6 +214,59 @@ TEST(Judge, ACandidateReplacesTheIncumbentOnlyBeyondTheMargin) {
   EXPECT_EQ(failed.outcome, memory::Outcome::negative);
 }
 
+// A stall is notable once: the second correct attempt in a row that did not replace the
+// incumbent triggers a reflection (what it teaches reaches the task's later prompts), a third in
+// a row does not.
+TEST(Judge, TheSecondCorrectAttemptInARowThatDoesNotReplaceTheIncumbentIsNotable) {
+  Collaborators c;
+  c.h.config.min_improvement = 0.01;
+  Attempt inc = made(1, Stage::draft, eval::Verdict::correct, true);
+  inc.timings = {timed(0, 1000)};
+  c.st.attempts.push_back(inc);
+  Judge judge(c.context());
+  auto slower = [](int i) {
+    Attempt a = made(i, Stage::refine, eval::Verdict::correct);
+    a.parent_iteration = 1;
+    a.timings = {timed(0, 1100)};
+    a.speedup_vs_reference = 1000.0 / 1100.0;
+    return a;
+  };
+  Attempt first = slower(2);
+  ASSERT_TRUE(judge.decide(first));
+  EXPECT_FALSE(first.improved);
+  EXPECT_FALSE(first.notable) << first.notable_reason;  // one is no stall yet
+  c.st.attempts.push_back(first);
+
+  Attempt second = slower(3);
+  second.decision = run::Decision::undecided;
+  second.speedup_vs_incumbent = 0.97;
+  ASSERT_TRUE(judge.decide(second));
+  EXPECT_FALSE(second.improved);
+  EXPECT_TRUE(second.notable);
+  EXPECT_NE(second.notable_reason.find("attempts 2 and 3 were correct but neither replaced the incumbent (attempt 1)"),
+            std::string::npos) << second.notable_reason;
+  EXPECT_NE(second.notable_reason.find("attempt 3 0.97x the incumbent, timed beside it (undecided)"), std::string::npos)
+      << second.notable_reason;
+  c.st.attempts.push_back(second);
+
+  Attempt third = slower(4);
+  ASSERT_TRUE(judge.decide(third));
+  EXPECT_FALSE(third.notable) << third.notable_reason;  // the same stall
+  c.st.attempts.push_back(third);
+
+  // A failure ends the stall: two more in a row after it are a new one (the first of them is a fix).
+  c.st.attempts.push_back(made(5, Stage::refine, eval::Verdict::wrong_result));
+  Attempt fix = slower(6);
+  ASSERT_TRUE(judge.decide(fix));
+  EXPECT_TRUE(fix.notable);
+  EXPECT_NE(fix.notable_reason.find("is correct after attempt 5 failed"), std::string::npos) << fix.notable_reason;
+  c.st.attempts.push_back(fix);
+  Attempt again = slower(7);
+  ASSERT_TRUE(judge.decide(again));
+  EXPECT_TRUE(again.notable);
+  EXPECT_NE(again.notable_reason.find("attempts 6 and 7 were correct"), std::string::npos) << again.notable_reason;
+}
+
 // A candidate's source travels with its attempt: the live state carries it, the log does not,
 // and code_of reads the run directory only for an attempt read back from the log.
 TEST(OpContext, TheSourceTravelsWithItsAttemptAndIsReadBackOnlyForOneFromTheLog) {

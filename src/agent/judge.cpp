@@ -118,6 +118,22 @@ bool Judge::replaces(Attempt& a, const Attempt& inc) const {
   return d.replaces && !d.retime;
 }
 
+namespace {
+
+// A correct attempt that did not become the incumbent (a quarantined win is no stall: it waits
+// for its re-verification).
+bool stalled(const Attempt& a) { return a.correct() && !a.improved && a.quarantine_reason.empty(); }
+
+// "attempt 3 0.97x the incumbent, timed beside it (undecided)" / "attempt 4 0.80x the incumbent".
+std::string stall_outcome(const Attempt& a) {
+  if (!a.speedup_vs_incumbent) return fmt::format("attempt {} not compared with it", a.iteration);
+  auto d = run::incumbent_decision(a.decision);
+  return fmt::format("attempt {} {:.2f}x the incumbent{}", a.iteration, *a.speedup_vs_incumbent,
+                     d ? fmt::format(", timed beside it ({})", eval::incumbent_decision_name(*d)) : std::string());
+}
+
+}  // namespace
+
 Result<AssessedCase> Judge::decide(Attempt& a) const {
   const OpState& st = m_ctx.state;
   const Attempt* inc = st.incumbent();
@@ -158,6 +174,16 @@ Result<AssessedCase> Judge::decide(Attempt& a) const {
                                               a.iteration, gain)
                                 : fmt::format("attempt {} is {:.2f}x faster than the kernel it began from", a.iteration, gain);
     }
+  } else if (inc && stalled(a) && !st.attempts.empty() && stalled(st.attempts.back()) &&
+             (st.attempts.size() < 2 || !stalled(st.attempts[st.attempts.size() - 2]))) {
+    // The second correct attempt in a row that did not replace the incumbent: what the stall
+    // teaches reaches the task's later prompts (the hot tier's own lessons) instead of waiting
+    // for the end (the real-model run of 2026-12-07: conv2d_1x1's undecided refinements wrote
+    // their lessons only when the task ended). Once per stall: a third in a row is not notable.
+    const Attempt& prev = st.attempts.back();
+    a.notable = true;
+    a.notable_reason = fmt::format("attempts {} and {} were correct but neither replaced the incumbent (attempt {}): {}; {}",
+                                   prev.iteration, a.iteration, inc->iteration, stall_outcome(prev), stall_outcome(a));
   }
   return out;
 }

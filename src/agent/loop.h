@@ -34,7 +34,8 @@
 // and counts as an attempt; a refine answer of search/replace edits is applied to the
 // incumbent's source (answer.h), and one that gives no candidate is verdict `bad_answer`.
 // Reflection (unless switched off): after a fix that follows a failure, after an improvement of
-// at least `notable_speedup` over the parent, and when the op ends; at most three lesson deltas.
+// at least `notable_speedup` over the parent, after the second correct attempt in a row that did
+// not replace the incumbent, and when the op ends; at most three lesson deltas.
 // Rewards credited to the prompt's memory items (the memory's stage rewards): draft/repair 1 for
 // a correct kernel, 0.25 for one that compiled and ran but failed (wrong_result, runtime_error,
 // timeout, resource_limit), 0 otherwise (compile_error, no code, rejected, bad_answer); refine ln(r)

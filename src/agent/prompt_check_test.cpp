@@ -82,7 +82,7 @@ TEST(PromptCheck, LessonsOfferedForEditingMustBeWhole) {
   std::string user =
       "# Reflection\n\n## Lessons already in memory\nEvery active lesson.\n"
       "- [L1] (strategy · any op) Rows: parallelise over rows...\n"
-      "Also in scope (title only: vote on these by id, but edit only a lesson shown whole above):\n"
+      "Also in scope (title only: vote on these by id; an edit of one replaces it whole, so it gives both a title and a text):\n"
       "- [L2] A title...\n";
   auto f = check_prompt_text({"s", user, 3, 7}, "r.md", "softmax reflect-end");
   ASSERT_EQ(f.size(), 2u) << ::testing::PrintToString(rules_of(f));

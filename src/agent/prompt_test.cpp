@@ -430,6 +430,19 @@ TEST(Prompt, FeedbackShowsSideBySideFiguresPerCaseAndTheDecidingRule) {
   EXPECT_NE(fb.find("The recorded column is the incumbent's own timing from attempt 2"), std::string::npos) << fb;
   EXPECT_NE(fb.find("Decided by the rule `own_waits`: timed side by side"), std::string::npos) << fb;
   EXPECT_EQ(fb.find("case 0"), std::string::npos) << fb;  // cases by their dims, never by index
+  // Recorded and side-by-side times of one kernel can disagree: the feedback says which to
+  // reason from.
+  EXPECT_NE(fb.find("When the figures disagree, reason from the side-by-side ones"), std::string::npos) << fb;
+
+  // The attempt that became the incumbent has no other recorded times: no column of "-" beside
+  // the side-by-side times, which name the kernel it replaced.
+  std::string became = render_feedback(a, &a);
+  EXPECT_NE(became.find("| timed case | this attempt | side by side: this attempt / the incumbent it replaced, speed ratio | "
+                        "reference | fraction of roofline |\n|---|---|---|---|---|\n"),
+            std::string::npos) << became;
+  EXPECT_NE(became.find("| N=4096 D=1024 | 150 us | 160 us / 246 us, 1.54x | 1000 us | 33% |"), std::string::npos) << became;
+  EXPECT_EQ(became.find("as recorded"), std::string::npos) << became;
+  EXPECT_NE(became.find("paired ratios replaced kernel time / this attempt's time"), std::string::npos) << became;
 }
 
 // Issue 29: the op spec says randint's bounds are inclusive and that cases are named by their

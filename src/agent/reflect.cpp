@@ -147,16 +147,20 @@ std::optional<std::string> parse_added_lesson(const json& e, const LessonContext
   return std::nullopt;
 }
 
-// An upvote, downvote, deprecate or edit of a lesson the prompt showed (an edit only of one shown
-// whole); the problem when it names another or changes nothing.
+// An upvote, downvote, deprecate or edit of a lesson the prompt showed; the problem when it
+// names another or changes nothing. A lesson listed by title only may be edited only whole: a
+// new title and a new text, which need nothing of the old text (a partial edit would keep text
+// the model never saw). Without that, a lesson the evidence contradicts could only be voted
+// down (the real-model run of 2026-12-07 asked for it).
 std::optional<std::string> parse_lesson_change(const json& e, const std::string& action, const LessonContext& ctx,
                                                memory::LessonDelta& d) {
   using Op = memory::LessonDelta::Op;
   std::string id = str(e, {"id", "lesson_id", "lesson"});
   if (id.starts_with("lesson:")) id = id.substr(7);
   if (!ctx.known_ids.contains(id)) return "'" + action + "' names lesson '" + id + "', which was not shown";
-  if (action == "edit" && ctx.editable_ids && !ctx.editable_ids->contains(id)) {
-    return "'edit' names lesson '" + id + "', whose whole text was not shown";
+  if (action == "edit" && ctx.editable_ids && !ctx.editable_ids->contains(id) &&
+      (str(e, {"title"}).empty() || str(e, {"text", "lesson"}).empty())) {
+    return "'edit' names lesson '" + id + "', whose whole text was not shown: replace it with both a title and a text";
   }
   d.lesson_id = id;
   d.op = action == "upvote" ? Op::upvote : action == "downvote" ? Op::downvote : action == "deprecate" ? Op::deprecate : Op::edit;
@@ -209,7 +213,8 @@ std::string render_lessons_in_scope(const std::vector<memory::Lesson>& in_scope,
     out += "\n";
   }
   if (!rest.empty()) {
-    out += "Also in scope (title only: vote on these by id, but edit only a lesson shown whole above):\n";
+    out += "Also in scope (title only: vote on these by id; an edit of one replaces it whole, so it gives both a title and a "
+           "text):\n";
     for (const auto* l : rest) out += fmt::format("- [{}] {}\n", l->id, util::replace_all(l->title, "\n", " "));
   }
   return out;

@@ -126,6 +126,20 @@ TEST(ReflectionPrompt, LessonsInScopeAreListedAndEditableOnesWhole) {
   EXPECT_EQ(p.deltas[1].op, Op::upvote);
   ASSERT_EQ(p.problems.size(), 1u);
   EXPECT_NE(p.problems[0].find("whole text was not shown"), std::string::npos);
+
+  // A lesson listed by title only is replaced whole: a new title and a new text need none of
+  // the old text, so a contradicted lesson can be corrected, not only voted down.
+  auto whole = parse_lessons(R"({"lessons": [{"action": "edit", "id": "L0014", "title": "Tiles of 8 rows",
+    "text": "Measured 1.3x on N=4096 side by side; the 16-row tile was slower there."}]})", c);
+  ASSERT_EQ(whole.deltas.size(), 1u);
+  EXPECT_TRUE(whole.problems.empty());
+  EXPECT_EQ(whole.deltas[0].op, Op::edit);
+  EXPECT_EQ(whole.deltas[0].lesson_id, "L0014");
+  EXPECT_EQ(whole.deltas[0].lesson.title, "Tiles of 8 rows");
+  auto title_only = parse_lessons(R"({"lessons": [{"action": "edit", "id": "L0014", "title": "Tiles of 8 rows"}]})", c);
+  EXPECT_TRUE(title_only.deltas.empty());
+  ASSERT_EQ(title_only.problems.size(), 1u);
+  EXPECT_NE(title_only.problems[0].find("both a title and a text"), std::string::npos);
 }
 
 // Mode none shows no lessons, so the prompt says votes and edits have nothing to act on.

@@ -1,7 +1,8 @@
 // agent/reflector.h — the loop's reflections: the model turns what happened into lessons.
 //
 // Three triggers (docs/design.md §1; the rules in loop.h): after() a notable attempt (a fix
-// after a failure, or an improvement of at least notable_speedup over its parent), at_end()
+// after a failure, an improvement of at least notable_speedup over its parent, or the second
+// correct attempt in a row that did not replace the incumbent), at_end()
 // when the op ends, and resume() for a reflection a killed run logged but did not apply.
 //
 // At most one reflection per (trigger, attempt): each is keyed, "k<iteration>" for the notable

@@ -344,21 +344,17 @@ std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_vi
     out += "```\n";
   }
   if (a.correct() && !a.timings.empty()) {
+    // The recorded column only when another attempt is the incumbent: an attempt that became
+    // the incumbent has no other recorded times to show, and a column of "-" beside the
+    // side-by-side times of the kernel it replaced read as missing figures.
     bool other_incumbent = inc && inc->iteration != a.iteration;
     bool side = std::any_of(a.timings.begin(), a.timings.end(), [](const TimingSummary& t) { return t.side_ratio.has_value(); });
-    std::string recorded = other_incumbent ? fmt::format("incumbent as recorded (attempt {})", inc->iteration) : "incumbent";
+    std::string side_other = other_incumbent || !a.improved ? "incumbent" : "the incumbent it replaced";
     out += "| timed case | this attempt |";
-    if (side) out += " side by side: this attempt / incumbent, speed ratio |";
-    out += fmt::format(" {} | reference | fraction of roofline |\n|---|---|{}---|---|---|\n", recorded, side ? "---|" : "");
+    if (side) out += fmt::format(" side by side: this attempt / {}, speed ratio |", side_other);
+    if (other_incumbent) out += fmt::format(" incumbent as recorded (attempt {}) |", inc->iteration);
+    out += fmt::format(" reference | fraction of roofline |\n|---|---|{}{}---|---|\n", side ? "---|" : "", other_incumbent ? "---|" : "");
     for (const auto& t : a.timings) {
-      std::string inc_time = "-";
-      if (other_incumbent) {
-        for (const auto& it : inc->timings) {
-          if (it.case_index == t.case_index) {
-            inc_time = fmt::format("{} ({:+.0f}%)", fmt_us(it.median_us), 100 * (t.median_us / it.median_us - 1));
-          }
-        }
-      }
       out += fmt::format("| {} | {} |", cell(t.label), fmt_us(t.median_us));
       if (side) {
         std::string pair = "-";
@@ -369,21 +365,36 @@ std::string render_feedback(const Attempt& a, const Attempt* inc, std::string_vi
         }
         out += fmt::format(" {} |", pair);
       }
-      out += fmt::format(" {} | {} | {:.0f}% |\n", inc_time, fmt_us(t.reference_us), 100 * t.fraction_of_roofline);
-    }
-    if (side) {
-      out += "The side-by-side column timed both kernels in alternating batches of this evaluation (the same load for both): each "
-             "kernel's median time per call there, and the median of the paired ratios incumbent time / this attempt's time (above "
-             "1: this attempt is faster); the decision rests on these.";
       if (other_incumbent) {
-        out += fmt::format(" The recorded column is the incumbent's own timing from attempt {}, taken at another time and load.",
-                           inc->iteration);
+        std::string inc_time = "-";
+        for (const auto& it : inc->timings) {
+          if (it.case_index == t.case_index) {
+            inc_time = fmt::format("{} ({:+.0f}%)", fmt_us(it.median_us), 100 * (t.median_us / it.median_us - 1));
+          }
+        }
+        out += fmt::format(" {} |", inc_time);
+      }
+      out += fmt::format(" {} | {:.0f}% |\n", fmt_us(t.reference_us), 100 * t.fraction_of_roofline);
+    }
+    // Which figures to reason from when they disagree (the real-model run of 2026-12-07 saw one
+    // kernel's recorded and side-by-side times 2x apart, and nothing said which held).
+    constexpr std::string_view k_reason_from =
+        " When the figures disagree, reason from the side-by-side ones: times from different evaluations on a shared machine "
+        "have differed by up to 2x for the same kernel.";
+    if (side) {
+      out += fmt::format("The side-by-side column timed both kernels in alternating batches of this evaluation (the same load for "
+                         "both): each kernel's median time per call there, and the median of the paired ratios {} time / this "
+                         "attempt's time (above 1: this attempt is faster); the decision rests on these.",
+                         side_other == "incumbent" ? "incumbent" : "replaced kernel");
+      if (other_incumbent) {
+        out += fmt::format(" The recorded column is the incumbent's own timing from attempt {}, taken at another time and load.{}",
+                           inc->iteration, k_reason_from);
       }
       out += "\n";
     } else if (other_incumbent && compared_side_by_side(a)) {
       out += fmt::format("The recorded column is the incumbent's own timing from attempt {}, taken at another time and load; the "
-                         "decision rests on the side-by-side comparison.\n",
-                         inc->iteration);
+                         "decision rests on the side-by-side comparison.{}\n",
+                         inc->iteration, k_reason_from);
     }
     out += render_decision(a);
     if (!a.improved && other_incumbent) {
