@@ -942,6 +942,7 @@ struct Compared {
 struct TimedCase {
   TimingOutcome candidate;
   GroupResult group;
+  Roof roof;                      // the case's roofline from the profile (case_roofline)
   double bandwidth_now_gbps = 0;  // the triad's bandwidth around the timing (bandwidth_now_applies); 0: not read
 };
 
@@ -1181,10 +1182,11 @@ Result<TimedCase> SandboxedEvaluator::time_case(EvalRun& run, const spec::Case& 
                                                 Baselines& baselines) const {
   KOPE_ASSIGN(const CaseData * data, run.ref.wait(static_cast<size_t>(c.index)));
   // The bandwidth now, read before and after the group (the timing lock is held).
-  const Roof roof = case_roofline(m_hw, run.op, c);
+  TimedCase out;
+  out.roof = case_roofline(m_hw, run.op, c);
+  const Roof& roof = out.roof;
   const bool read_bandwidth = bandwidth_now_applies(m_backend->name(), m_hw, roof);
   double before = read_bandwidth ? measure_bandwidth_now(roof.working_set_bytes, m_backend->threads(), k_bandwidth_now_reps) : 0;
-  TimedCase out;
   if (!compared.full) {
     KOPE_ASSIGN(out.group, time_case_group(*m_backend, run.op, c, *data, nullptr, baselines.reference, &baselines.library, m_options,
                                            run.options, run.rng(), baselines.choice, nullptr, &baselines.library_build));
@@ -1217,7 +1219,7 @@ std::optional<RuleVerdict> SandboxedEvaluator::judge_case(EvalRun& run, const sp
   if (auto bad = rule_cpu_fallback(ct.label, ot.median_s, ot.wall_samples_s.empty() ? 0.0 : median(ot.wall_samples_s))) return bad;
   note_waits(run, ct, t, comparison);
   // The working-set roofline; a time beyond it by more than the CI is the model's bug.
-  if (auto note = apply_roofline(ct, case_roofline(m_hw, run.op, c), run.op, t.bandwidth_now_gbps)) {
+  if (auto note = apply_roofline(ct, t.roof, run.op, t.bandwidth_now_gbps)) {
     run.res.roofline_notes.push_back(*note);
     run.notes.add(*note);
   }

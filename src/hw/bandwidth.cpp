@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "eval/stats.h"
 #include "kope/hw.h"
 
 namespace kope {
@@ -78,13 +79,6 @@ bool ensure(Arrays& s, size_t n) {
     s.base[2 * n + i] = 2.0;
   }
   return true;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 }  // namespace
@@ -154,7 +148,7 @@ double measure_bandwidth_now(uint64_t working_set_bytes, int threads, int reps) 
   double bytes = 24.0 * static_cast<double>(n);
   double best = 0;
   for (const auto* v : {&plain_s, &streaming_s}) {
-    double m = median_of(*v);
+    double m = eval::median(*v);
     if (m > 0) best = std::max(best, bytes / m / 1e9);
   }
   return best;
